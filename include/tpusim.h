@@ -1,0 +1,246 @@
+/*
+ * tpusim.h — the one public header of tpusim, a software TPU.
+ *
+ * tpusim reads the XLA HLO text that JAX, TensorFlow and PyTorch/XLA produce, checks it the way the TPU
+ * compiler would, runs it on the CPU with TPU numerics, and models memory and time on each TPU generation.
+ *
+ * A worked example — parse a program, check it, run it on two .npy inputs, save the results:
+ *
+ *     tpu_ctx *ctx = tpu_ctx_new();
+ *     tpu_module *m = NULL;
+ *     if (tpu_module_load(ctx, "mlp.hlo", &m) != TPU_OK) {
+ *         fprintf(stderr, "%s\n", tpu_errmsg(ctx));     // "mlp.hlo:12:7: expected ')' ..."
+ *         return 2;
+ *     }
+ *     tpu_tensor *in[2] = {NULL, NULL};
+ *     tpu_npy_load(ctx, "x.npy", &in[0]);
+ *     tpu_npy_load(ctx, "w.npy", &in[1]);
+ *     tpu_run_opts opts = tpu_run_opts_default();     // TPU numerics
+ *     tpu_tensor **out = NULL; int nout = 0;
+ *     if (tpu_run(ctx, m, &opts, in, 2, &out, &nout) != TPU_OK)
+ *         fprintf(stderr, "%s\n", tpu_errmsg(ctx));
+ *     for (int i = 0; i < nout; i++) tpu_npy_save(ctx, "out0.npy", out[i]);
+ *     tpu_tensors_free(out, nout);
+ *     tpu_tensor_free(in[0]); tpu_tensor_free(in[1]);
+ *     tpu_module_free(m);
+ *     tpu_ctx_free(ctx);
+ *
+ * Conventions:
+ *   - Every handle is opaque and comes with a _new/_free (or _load/_free) pair; _free(NULL) is a no-op.
+ *   - Every call that can fail returns a tpu_status; the message lives on the context (tpu_errmsg).
+ *   - User input never aborts the process: bad HLO, bad .npy files and bad requests return an error.
+ */
+#ifndef TPUSIM_H
+#define TPUSIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TPUSIM_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Status codes and the context
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef enum tpu_status {
+    TPU_OK = 0,
+    TPU_ERR_NOMEM,        /* an allocation failed */
+    TPU_ERR_IO,           /* a file could not be read or written */
+    TPU_ERR_PARSE,        /* text input (HLO, .npy header, config) is malformed; message has file:line:col */
+    TPU_ERR_INVALID,      /* an argument or request is wrong (count, shape or dtype of inputs, options) */
+    TPU_ERR_SHAPE,        /* the program is inconsistent (shape inference disagrees with the text) */
+    TPU_ERR_UNSUPPORTED,  /* valid HLO that tpusim (or a TPU) cannot run */
+    TPU_ERR_UNRUNNABLE,   /* analysable but not executable, e.g. constants elided as {...} */
+    TPU_ERR_OOM,          /* the program does not fit in the modelled device memory */
+    TPU_ERR_INTERNAL      /* a bug in tpusim; please report it */
+} tpu_status;
+
+typedef struct tpu_ctx tpu_ctx;
+
+tpu_ctx    *tpu_ctx_new(void);
+void        tpu_ctx_free(tpu_ctx *ctx);
+/* The message of the last failed call on this context ("" if none). */
+const char *tpu_errmsg(const tpu_ctx *ctx);
+const char *tpu_status_name(tpu_status st);
+/* Warnings (e.g. unknown HLO attributes) collected since the last clear, one per line. */
+const char *tpu_warnings(const tpu_ctx *ctx);
+void        tpu_warnings_clear(tpu_ctx *ctx);
+
+/* One allocator hook for the whole library, so tests can fail allocation number N and check that the
+ * failure is reported cleanly. Passing NULLs restores malloc/realloc/free. */
+typedef struct tpu_allocator {
+    void *(*malloc_fn)(size_t size, void *user);
+    void *(*realloc_fn)(void *ptr, size_t size, void *user);
+    void  (*free_fn)(void *ptr, void *user);
+    void  *user;
+} tpu_allocator;
+void tpu_set_allocator(const tpu_allocator *a);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Element types. One X-macro drives the enum, the names and the sizes.
+ *   X(ENUM, "hlo name", bits, kind)   kind: 'p' pred, 's' signed, 'u' unsigned, 'f' float, 'c' complex,
+ *                                           'o' other (token, tuple, opaque: not array elements)
+ * ------------------------------------------------------------------------------------------------------- */
+#define TPU_DTYPE_LIST(X)                                  \
+    X(INVALID,        "invalid",        0,  'o')           \
+    X(PRED,           "pred",           8,  'p')           \
+    X(S2,             "s2",             2,  's')           \
+    X(S4,             "s4",             4,  's')           \
+    X(S8,             "s8",             8,  's')           \
+    X(S16,            "s16",            16, 's')           \
+    X(S32,            "s32",            32, 's')           \
+    X(S64,            "s64",            64, 's')           \
+    X(U2,             "u2",             2,  'u')           \
+    X(U4,             "u4",             4,  'u')           \
+    X(U8,             "u8",             8,  'u')           \
+    X(U16,            "u16",            16, 'u')           \
+    X(U32,            "u32",            32, 'u')           \
+    X(U64,            "u64",            64, 'u')           \
+    X(F16,            "f16",            16, 'f')           \
+    X(BF16,           "bf16",           16, 'f')           \
+    X(F32,            "f32",            32, 'f')           \
+    X(F64,            "f64",            64, 'f')           \
+    X(C64,            "c64",            64, 'c')           \
+    X(C128,           "c128",           128,'c')           \
+    X(F8E5M2,         "f8e5m2",         8,  'f')           \
+    X(F8E4M3FN,       "f8e4m3fn",       8,  'f')           \
+    X(F8E4M3B11FNUZ,  "f8e4m3b11fnuz",  8,  'f')           \
+    X(F8E5M2FNUZ,     "f8e5m2fnuz",     8,  'f')           \
+    X(F8E4M3FNUZ,     "f8e4m3fnuz",     8,  'f')           \
+    X(F8E4M3,         "f8e4m3",         8,  'f')           \
+    X(F8E3M4,         "f8e3m4",         8,  'f')           \
+    X(F4E2M1FN,       "f4e2m1fn",       4,  'f')           \
+    X(F8E8M0FNU,      "f8e8m0fnu",      8,  'f')           \
+    X(TOKEN,          "token",          0,  'o')           \
+    X(TUPLE,          "tuple",          0,  'o')           \
+    X(OPAQUE,         "opaque",         0,  'o')
+
+typedef enum tpu_dtype {
+#define TPU_DTYPE_ENUM_(e, name, bits, kind) TPU_##e,
+    TPU_DTYPE_LIST(TPU_DTYPE_ENUM_)
+#undef TPU_DTYPE_ENUM_
+    TPU_DTYPE_COUNT
+} tpu_dtype;
+
+const char *tpu_dtype_name(tpu_dtype t);
+/* Parses an HLO element type name ("f32", "bf16", ...); returns TPU_INVALID if unknown. */
+tpu_dtype   tpu_dtype_from_name(const char *name, size_t len);
+/* Bits of one element as stored in HLO (pred: 8). */
+int         tpu_dtype_bits(tpu_dtype t);
+/* Bytes of one element in a tpu_tensor (sub-byte types are stored one per byte). */
+size_t      tpu_dtype_size(tpu_dtype t);
+/* 'p','s','u','f','c' or 'o' as in TPU_DTYPE_LIST. */
+char        tpu_dtype_kind(tpu_dtype t);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Tensors: dense arrays in row-major order (the last dimension varies fastest), whatever the HLO layout.
+ * ------------------------------------------------------------------------------------------------------- */
+
+#define TPU_MAX_RANK 12
+
+typedef struct tpu_tensor tpu_tensor;
+
+/* New zero-filled tensor. dims may be NULL when rank is 0. */
+tpu_status  tpu_tensor_new(tpu_ctx *ctx, tpu_dtype dtype, int rank, const int64_t *dims, tpu_tensor **out);
+void        tpu_tensor_free(tpu_tensor *t);
+void        tpu_tensors_free(tpu_tensor **ts, int n);   /* frees each tensor and the array */
+tpu_dtype   tpu_tensor_dtype(const tpu_tensor *t);
+int         tpu_tensor_rank(const tpu_tensor *t);
+const int64_t *tpu_tensor_dims(const tpu_tensor *t);
+int64_t     tpu_tensor_count(const tpu_tensor *t);       /* number of elements */
+size_t      tpu_tensor_nbytes(const tpu_tensor *t);
+void       *tpu_tensor_data(tpu_tensor *t);
+const void *tpu_tensor_cdata(const tpu_tensor *t);
+/* Element i (row-major) converted to double, for printing and comparison. */
+double      tpu_tensor_get_f64(const tpu_tensor *t, int64_t i);
+/* "f32[2,3]" */
+void        tpu_tensor_shape_str(const tpu_tensor *t, char *buf, size_t size);
+
+/* NumPy files. Loading accepts little- and big-endian, C and Fortran order, and the dtypes tpusim knows
+ * (bfloat16 as the 'V2' / ml_dtypes '<V2' with a "bfloat16" descr is read as bf16). */
+tpu_status  tpu_npy_load(tpu_ctx *ctx, const char *path, tpu_tensor **out);
+tpu_status  tpu_npy_save(tpu_ctx *ctx, const char *path, const tpu_tensor *t);
+tpu_status  tpu_npy_load_mem(tpu_ctx *ctx, const void *buf, size_t len, const char *what, tpu_tensor **out);
+/* .npz archives (stored or deflated members). Names are the member names without ".npy". */
+tpu_status  tpu_npz_load(tpu_ctx *ctx, const char *path, tpu_tensor ***tensors, char ***names, int *count);
+tpu_status  tpu_npz_save(tpu_ctx *ctx, const char *path, tpu_tensor *const *tensors, const char *const *names,
+                         int count, int compress);
+void        tpu_names_free(char **names, int count);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * HLO modules
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_module tpu_module;
+
+/* Parses one HLO module. `filename` is used in messages ("file:line:col: ..."). */
+tpu_status  tpu_module_parse(tpu_ctx *ctx, const char *text, size_t len, const char *filename, tpu_module **out);
+tpu_status  tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out);
+/* Parses a file holding several modules separated by lines "// -----" (XLA's -split-input-file test
+ * convention). Line numbers in messages are those of the whole file. */
+tpu_status  tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***out, int *count);
+void        tpu_module_free(tpu_module *m);
+void        tpu_modules_free(tpu_module **ms, int n);
+/* Prints the module as HLO text that parses back to the same module. */
+tpu_status  tpu_module_print(tpu_ctx *ctx, const tpu_module *m, FILE *f);
+/* Same, into a malloc'ed NUL-terminated string (free with tpu_free). */
+tpu_status  tpu_module_to_string(tpu_ctx *ctx, const tpu_module *m, char **out);
+const char *tpu_module_name(const tpu_module *m);
+int         tpu_module_num_params(const tpu_module *m);
+int         tpu_module_num_instructions(const tpu_module *m);  /* all computations */
+/* Parameter shape of the entry computation, e.g. "f32[2,3]{1,0}". */
+tpu_status  tpu_module_param_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
+void        tpu_free(void *p);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Compatibility check (what the TPU compiler would refuse)
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_report tpu_report;
+
+/* Verifies shapes and the TPU's rules. Returns TPU_OK when the check ran (whatever it found); the report
+ * says whether the program is compatible. `chip` may be NULL (generic TPU rules). */
+tpu_status  tpu_check(tpu_ctx *ctx, const tpu_module *m, const char *chip, tpu_report **out);
+int         tpu_report_compatible(const tpu_report *r);
+int         tpu_report_num_problems(const tpu_report *r);
+/* The whole report as text. */
+const char *tpu_report_text(const tpu_report *r);
+void        tpu_report_free(tpu_report *r);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Functional execution
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef enum tpu_numerics {
+    TPU_NUMERICS_TPU = 0,   /* bf16 MXU passes per operand_precision, bf16 subnormals flushed (design §4) */
+    TPU_NUMERICS_EXACT      /* every dot/conv at full f32, like XLA:CPU at HIGHEST precision */
+} tpu_numerics;
+
+typedef struct tpu_run_opts {
+    tpu_numerics numerics;
+    int          threads;      /* 0: all cores */
+    int          replica_id;   /* for replica-id when running one replica alone */
+    int          verbose;
+} tpu_run_opts;
+
+tpu_run_opts tpu_run_opts_default(void);
+
+/* Runs the entry computation on `inputs` (one per parameter, shapes must match). On success *outputs
+ * receives the results (a tuple result flattened in order, nested tuples depth-first). */
+tpu_status  tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, tpu_tensor *const *inputs,
+                    int ninputs, tpu_tensor ***outputs, int *noutputs);
+
+/* Deterministic random inputs for every entry parameter: floats uniform in [-1,1), integers in [0,8),
+ * pred random. The generator (splitmix64 per parameter index and seed) is documented so scripts can
+ * produce the same values. */
+tpu_status  tpu_random_inputs(tpu_ctx *ctx, const tpu_module *m, uint64_t seed, tpu_tensor ***inputs, int *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPUSIM_H */

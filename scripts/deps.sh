@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what tpusim needs to build and test on a Debian/Ubuntu machine, only where something is missing.
+# Run by `make demo` and `make test`; safe to run again.
+set -euo pipefail
+pkgs=(gcc make pkg-config libopenblas-dev libcjson-dev zlib1g-dev)
+if [ "${TPUSIM_WITH_CLANG:-1}" = 1 ]; then
+  pkgs+=(clang libclang-rt-14-dev libomp-dev)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+echo "tpusim: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

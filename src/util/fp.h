@@ -1,0 +1,40 @@
+/* fp.h — the small float formats tpusim stores and the TPU's rounding rules (design §4).
+ *
+ * bfloat16: round-to-nearest-even from f32, NaN kept quiet (sign kept, quiet bit set), and in TPU mode a
+ * bf16 result whose magnitude is below the smallest normal (2^-126) is flushed to a signed zero.
+ * f16: IEEE binary16, round-to-nearest-even, subnormals kept.
+ * f8/f4 families follow the OCP / ml_dtypes definitions (fn = finite, no inf: overflow saturates to NaN as
+ * in ml_dtypes' conversion; fnuz = no negative zero, single NaN at 0x80).
+ */
+#ifndef TPU_FP_H
+#define TPU_FP_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include "tpusim.h"
+
+uint16_t fp_f32_to_bf16(float x);          /* RNE, subnormals kept (XLA:CPU's convert) */
+uint16_t fp_f32_to_bf16_ftz(float x);      /* RNE, then subnormal results flushed to signed zero (TPU) */
+float    fp_bf16_to_f32(uint16_t h);
+/* x rounded to the nearest bf16 value and returned as f32 (the MXU's view of an f32 operand). */
+float    fp_round_bf16(float x);
+float    fp_round_bf16_ftz(float x);
+
+uint16_t fp_f32_to_f16(float x);
+uint16_t fp_f64_to_f16(double x);          /* rounds once from double (no double rounding) */
+float    fp_f16_to_f32(uint16_t h);
+
+/* Double rounding safe conversions from double for the 16-bit floats */
+uint16_t fp_f64_to_bf16(double x);
+
+/* 8-bit and 4-bit floats: t is one of the TPU_F8* / TPU_F4E2M1FN dtypes. Values are rounded to nearest
+ * even; out-of-range values saturate or become NaN/inf as the format defines. */
+uint8_t  fp_f64_to_small(tpu_dtype t, double x);
+double   fp_small_to_f64(tpu_dtype t, uint8_t bits);
+
+/* reduce-precision(x, exponent_bits, mantissa_bits) on an f32/f64 value, as XLA defines it
+ * (round mantissa to nearest even, overflow to inf, underflow to zero, NaN kept). */
+float    fp_reduce_precision_f32(float x, int exponent_bits, int mantissa_bits);
+double   fp_reduce_precision_f64(double x, int exponent_bits, int mantissa_bits);
+
+#endif

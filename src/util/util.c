@@ -1,0 +1,398 @@
+/* util.c — allocation hook, context errors and warnings, arena, string buffer, files. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- allocation ---- */
+
+static tpu_allocator ut_alloc_hook;   /* all NULL: use the C library */
+
+void tpu_set_allocator(const tpu_allocator *a)
+{
+    if (a) ut_alloc_hook = *a;
+    else memset(&ut_alloc_hook, 0, sizeof ut_alloc_hook);
+}
+
+void *ut_malloc(size_t n)
+{
+    if (n == 0) n = 1;
+    if (ut_alloc_hook.malloc_fn) return ut_alloc_hook.malloc_fn(n, ut_alloc_hook.user);
+    return malloc(n);
+}
+
+void *ut_calloc(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size) return NULL;
+    void *p = ut_malloc(count * size);
+    if (p && count && size) memset(p, 0, count * size);
+    return p;
+}
+
+void *ut_realloc(void *p, size_t n)
+{
+    if (n == 0) n = 1;
+    if (ut_alloc_hook.realloc_fn) return ut_alloc_hook.realloc_fn(p, n, ut_alloc_hook.user);
+    return realloc(p, n);
+}
+
+void ut_free(void *p)
+{
+    if (!p) return;
+    if (ut_alloc_hook.free_fn) ut_alloc_hook.free_fn(p, ut_alloc_hook.user);
+    else free(p);
+}
+
+void tpu_free(void *p) { ut_free(p); }
+
+char *ut_strndup(const char *s, size_t n)
+{
+    char *d = ut_malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+char *ut_strdup(const char *s) { return ut_strndup(s, strlen(s)); }
+
+/* ---- context ---- */
+
+tpu_ctx *tpu_ctx_new(void)
+{
+    tpu_ctx *ctx = ut_calloc(1, sizeof *ctx);
+    if (ctx) ctx->max_warn = 200;
+    return ctx;
+}
+
+void tpu_ctx_free(tpu_ctx *ctx)
+{
+    if (!ctx) return;
+    ut_free(ctx->err);
+    ut_free(ctx->warn);
+    ut_free(ctx);
+}
+
+const char *tpu_errmsg(const tpu_ctx *ctx)
+{
+    if (!ctx) return "no context (tpu_ctx_new failed: out of memory)";
+    return ctx->err ? ctx->err : "";
+}
+
+const char *tpu_warnings(const tpu_ctx *ctx) { return ctx && ctx->warn ? ctx->warn : ""; }
+
+void tpu_warnings_clear(tpu_ctx *ctx)
+{
+    if (!ctx) return;
+    ctx->warn_len = 0;
+    ctx->nwarn = 0;
+    if (ctx->warn) ctx->warn[0] = 0;
+}
+
+const char *tpu_status_name(tpu_status st)
+{
+    switch (st) {
+    case TPU_OK: return "ok";
+    case TPU_ERR_NOMEM: return "out of memory";
+    case TPU_ERR_IO: return "i/o error";
+    case TPU_ERR_PARSE: return "parse error";
+    case TPU_ERR_INVALID: return "invalid argument";
+    case TPU_ERR_SHAPE: return "shape error";
+    case TPU_ERR_UNSUPPORTED: return "unsupported";
+    case TPU_ERR_UNRUNNABLE: return "not runnable";
+    case TPU_ERR_OOM: return "out of device memory";
+    case TPU_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+/* Writes into ctx->err, growing it; keeps the old message if allocation fails. */
+static void ut_set_msg(tpu_ctx *ctx, const char *msg, size_t n)
+{
+    if (n + 1 > ctx->err_cap) {
+        char *e = ut_realloc(ctx->err, n + 1);
+        if (!e) return;
+        ctx->err = e;
+        ctx->err_cap = n + 1;
+    }
+    memcpy(ctx->err, msg, n);
+    ctx->err[n] = 0;
+}
+
+tpu_status ut_verr(tpu_ctx *ctx, tpu_status st, const char *fmt, va_list ap)
+{
+    if (!ctx) return st;
+    char small[512];
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n < 0) n = 0;
+    if ((size_t)n < sizeof small) {
+        ut_set_msg(ctx, small, (size_t)n);
+    } else {
+        char *big = ut_malloc((size_t)n + 1);
+        if (big) {
+            vsnprintf(big, (size_t)n + 1, fmt, ap2);
+            ut_set_msg(ctx, big, (size_t)n);
+            ut_free(big);
+        } else {
+            ut_set_msg(ctx, small, sizeof small - 1);
+        }
+    }
+    va_end(ap2);
+    return st;
+}
+
+tpu_status ut_err(tpu_ctx *ctx, tpu_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ut_verr(ctx, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+tpu_status ut_nomem(tpu_ctx *ctx)
+{
+    if (ctx) ut_set_msg(ctx, "out of memory", 13);
+    return TPU_ERR_NOMEM;
+}
+
+void ut_err_prefix(tpu_ctx *ctx, const char *fmt, ...)
+{
+    if (!ctx) return;
+    ut_buf b;
+    ut_buf_init(&b);
+    va_list ap;
+    va_start(ap, fmt);
+    ut_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    ut_buf_puts(&b, ": ");
+    ut_buf_puts(&b, ctx->err ? ctx->err : "");
+    if (!b.failed) ut_set_msg(ctx, b.data, b.len);
+    ut_buf_free(&b);
+}
+
+void ut_warn(tpu_ctx *ctx, const char *fmt, ...)
+{
+    if (!ctx) return;
+    ctx->nwarn++;
+    if (ctx->nwarn > ctx->max_warn) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof line) n = sizeof line - 1;
+    size_t need = ctx->warn_len + (size_t)n + 2;
+    if (need > ctx->warn_cap) {
+        size_t cap = ctx->warn_cap ? ctx->warn_cap * 2 : 1024;
+        while (cap < need) cap *= 2;
+        char *w = ut_realloc(ctx->warn, cap);
+        if (!w) return;
+        ctx->warn = w;
+        ctx->warn_cap = cap;
+    }
+    memcpy(ctx->warn + ctx->warn_len, line, (size_t)n);
+    ctx->warn_len += (size_t)n;
+    ctx->warn[ctx->warn_len++] = '\n';
+    ctx->warn[ctx->warn_len] = 0;
+}
+
+/* ---- arena ---- */
+
+struct ut_arena_block {
+    ut_arena_block *next;
+    size_t          cap;
+    _Alignas(16) unsigned char data[];
+};
+
+void ut_arena_init(ut_arena *a) { memset(a, 0, sizeof *a); }
+
+void ut_arena_free(ut_arena *a)
+{
+    ut_arena_block *b = a->head;
+    while (b) {
+        ut_arena_block *n = b->next;
+        ut_free(b);
+        b = n;
+    }
+    memset(a, 0, sizeof *a);
+}
+
+void *ut_arena_alloc(ut_arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (n == 0) n = 16;
+    if (!a->head || a->used + n > a->cap) {
+        size_t cap = 64 * 1024;
+        if (n > cap / 4) cap = n;   /* big requests get a block of their own */
+        ut_arena_block *b = ut_malloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->cap = cap;
+        if (a->head && n == cap && a->used < a->cap) {
+            /* keep filling the current head: link the big block behind it */
+            b->next = a->head->next;
+            a->head->next = b;
+            memset(b->data, 0, n);
+            a->total += n;
+            return b->data;
+        }
+        b->next = a->head;
+        a->head = b;
+        a->used = 0;
+        a->cap = cap;
+    }
+    void *p = a->head->data + a->used;
+    a->used += n;
+    a->total += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *ut_arena_strndup(ut_arena *a, const char *s, size_t n)
+{
+    char *d = ut_arena_alloc(a, n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+char *ut_arena_strdup(ut_arena *a, const char *s) { return ut_arena_strndup(a, s, strlen(s)); }
+
+void *ut_arena_memdup(ut_arena *a, const void *p, size_t n)
+{
+    void *d = ut_arena_alloc(a, n);
+    if (d && n) memcpy(d, p, n);
+    return d;
+}
+
+/* ---- string buffer ---- */
+
+void ut_buf_init(ut_buf *b) { memset(b, 0, sizeof *b); }
+
+void ut_buf_free(ut_buf *b)
+{
+    ut_free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static bool ut_buf_reserve(ut_buf *b, size_t extra)
+{
+    if (b->failed) return false;
+    if (b->len + extra + 1 <= b->cap) return true;
+    size_t cap = b->cap ? b->cap * 2 : 256;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *d = ut_realloc(b->data, cap);
+    if (!d) {
+        b->failed = true;
+        return false;
+    }
+    b->data = d;
+    b->cap = cap;
+    return true;
+}
+
+void ut_buf_put(ut_buf *b, const char *s, size_t n)
+{
+    if (!ut_buf_reserve(b, n)) return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+void ut_buf_putc(ut_buf *b, char c) { ut_buf_put(b, &c, 1); }
+void ut_buf_puts(ut_buf *b, const char *s) { ut_buf_put(b, s, strlen(s)); }
+
+void ut_buf_vprintf(ut_buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n < 0) {
+        va_end(ap2);
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        ut_buf_put(b, small, (size_t)n);
+    } else if (ut_buf_reserve(b, (size_t)n)) {
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+        b->len += (size_t)n;
+    }
+    va_end(ap2);
+}
+
+void ut_buf_printf(ut_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ut_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+char *ut_buf_take(ut_buf *b)
+{
+    if (b->failed) {
+        ut_buf_free(b);
+        return NULL;
+    }
+    if (!b->data && !ut_buf_reserve(b, 0)) return NULL;
+    char *d = b->data;
+    d[b->len] = 0;
+    memset(b, 0, sizeof *b);
+    return d;
+}
+
+/* ---- files ---- */
+
+tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = ut_malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return ut_nomem(ctx);
+    }
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *nb = ut_realloc(buf, cap * 2);
+            if (!nb) {
+                ut_free(buf);
+                fclose(f);
+                return ut_nomem(ctx);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        ut_free(buf);
+        return ut_err(ctx, TPU_ERR_IO, "%s: read error", path);
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return TPU_OK;
+}
+
+double ut_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,86 @@
+/* util.h — internal helpers shared by every module: allocation through the one hook, the context with its
+ * error message and warnings, an arena, a growable string buffer. Names start with ut_. */
+#ifndef TPU_UTIL_H
+#define TPU_UTIL_H
+
+#include "tpusim.h"
+#include <stdarg.h>
+#include <stdbool.h>
+
+#if defined(__GNUC__)
+#define UT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define UT_PRINTF(a, b)
+#endif
+
+#define UT_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define UT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define UT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- allocation (every allocation in the library goes through these) ---- */
+void *ut_malloc(size_t n);
+void *ut_calloc(size_t count, size_t size);
+void *ut_realloc(void *p, size_t n);
+void  ut_free(void *p);
+char *ut_strndup(const char *s, size_t n);
+char *ut_strdup(const char *s);
+
+/* ---- the context ---- */
+struct tpu_ctx {
+    char  *err;          /* last error message */
+    size_t err_cap;
+    char  *warn;         /* warnings, '\n'-separated */
+    size_t warn_len, warn_cap;
+    int    nwarn;
+    int    max_warn;     /* warnings past this count are counted but not stored */
+};
+
+/* Sets the message and returns st, so callers can write `return ut_err(ctx, TPU_ERR_IO, "...")`. A NULL ctx
+ * is allowed (the message is dropped). */
+tpu_status ut_err(tpu_ctx *ctx, tpu_status st, const char *fmt, ...) UT_PRINTF(3, 4);
+tpu_status ut_verr(tpu_ctx *ctx, tpu_status st, const char *fmt, va_list ap);
+/* Prepends "prefix: " to the current message (adds context while an error travels up). */
+void ut_err_prefix(tpu_ctx *ctx, const char *fmt, ...) UT_PRINTF(2, 3);
+void ut_warn(tpu_ctx *ctx, const char *fmt, ...) UT_PRINTF(2, 3);
+tpu_status ut_nomem(tpu_ctx *ctx);
+
+/* ---- arena: many small allocations freed together (the module IR lives in one) ---- */
+typedef struct ut_arena_block ut_arena_block;
+typedef struct ut_arena {
+    ut_arena_block *head;
+    size_t          used, cap;   /* of the head block */
+    size_t          total;       /* bytes handed out, for statistics */
+} ut_arena;
+
+void  ut_arena_init(ut_arena *a);
+void  ut_arena_free(ut_arena *a);
+void *ut_arena_alloc(ut_arena *a, size_t n);          /* zeroed, 16-byte aligned; NULL on failure */
+char *ut_arena_strndup(ut_arena *a, const char *s, size_t n);
+char *ut_arena_strdup(ut_arena *a, const char *s);
+void *ut_arena_memdup(ut_arena *a, const void *p, size_t n);
+
+/* ---- growable string buffer; on allocation failure it sets `failed` and drops further output ---- */
+typedef struct ut_buf {
+    char  *data;
+    size_t len, cap;
+    bool   failed;
+} ut_buf;
+
+void ut_buf_init(ut_buf *b);
+void ut_buf_free(ut_buf *b);
+void ut_buf_putc(ut_buf *b, char c);
+void ut_buf_put(ut_buf *b, const char *s, size_t n);
+void ut_buf_puts(ut_buf *b, const char *s);
+void ut_buf_printf(ut_buf *b, const char *fmt, ...) UT_PRINTF(2, 3);
+void ut_buf_vprintf(ut_buf *b, const char *fmt, va_list ap);
+/* Detaches the NUL-terminated string (caller frees with ut_free); NULL if allocation failed. */
+char *ut_buf_take(ut_buf *b);
+
+/* ---- files ---- */
+/* Reads a whole file (NUL-terminated). */
+tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len);
+
+/* ---- time ---- */
+double ut_now(void);   /* monotonic seconds */
+
+#endif

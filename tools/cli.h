@@ -1,0 +1,20 @@
+/* cli.h — subcommands of the tpusim program. Each lives in tools/cmd_<name>.c, uses only the public API
+ * (include/tpusim.h), parses its own options, prints its own --help, and returns the process exit code. */
+#ifndef TPU_CLI_H
+#define TPU_CLI_H
+
+#include "tpusim.h"
+
+typedef int (*cli_cmd_fn)(int argc, char **argv);   /* argv[0] is the subcommand name */
+
+int cmd_run(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_print(int argc, char **argv);
+
+/* Shared helpers (tools/cli_util.c). */
+int  cli_is_help(const char *arg);
+/* For "--opt VALUE" and "--opt=VALUE": returns the value and advances *i, or NULL if argv[*i] is not opt. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *opt);
+void cli_print_warnings(tpu_ctx *ctx);
+
+#endif

@@ -1,0 +1,40 @@
+/* tpusim.c — the command-line program: a table of subcommands over the public API. */
+#include "cli.h"
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    cli_cmd_fn  fn;
+    const char *summary;
+} cli_cmds[] = {
+    {"run", cmd_run, "run an HLO program on the CPU with TPU numerics; write results as .npy"},
+    {"check", cmd_check, "report what would stop a program from compiling for a TPU (exit 0 ok, 1 no, 2 bad input)"},
+    {"print", cmd_print, "parse an HLO program and print it back (canonical form)"},
+};
+
+static void cli_usage(FILE *f)
+{
+    fprintf(f, "tpusim %s — a software TPU: run, check and model XLA HLO programs.\n\n", TPUSIM_VERSION);
+    fprintf(f, "usage: tpusim COMMAND [options]   (tpusim COMMAND --help for each)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
+        fprintf(f, "  %-10s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
+    fprintf(f, "\nSee README.md for a 5-minute tour.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || cli_is_help(argv[1])) {
+        cli_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tpusim %s\n", TPUSIM_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
+        if (!strcmp(argv[1], cli_cmds[i].name)) return cli_cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "tpusim: unknown command '%s'\n\n", argv[1]);
+    cli_usage(stderr);
+    return 2;
+}
