@@ -6,7 +6,7 @@
 #   make fuzz       builds the libFuzzer targets with clang (build/fuzz/)
 MODE ?= release
 CC ?= cc
-BUILD := build/$(MODE)
+BUILD ?= build/$(MODE)
 PKGS := openblas zlib libcjson
 
 CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
