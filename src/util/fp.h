@@ -5,13 +5,43 @@
  * f16: IEEE binary16, round-to-nearest-even, subnormals kept.
  * f8/f4 families follow the OCP / ml_dtypes definitions (fn = finite, no inf: overflow saturates to NaN as
  * in ml_dtypes' conversion; fnuz = no negative zero, single NaN at 0x80).
+ *
+ * NaN conventions (checked against ml_dtypes/numpy by tests/golden/make_fp_golden.py):
+ *   - to bf16 and the f8 types: the format's canonical quiet NaN with the input's sign (bf16 0x7FC0|sign,
+ *     as Eigen/ml_dtypes); fnuz types have only 0x80; f8e8m0fnu 0xFF.
+ *   - to f16: quiet NaN keeping the sign and the top payload bits (numpy keeps a signaling NaN signaling;
+ *     an IEEE convert quiets it, as we do).
+ *   - f4e2m1fn has no NaN or inf: inf and overflow saturate to ±6 and, as in ml_dtypes, NaN becomes the bit
+ *     pattern 0x8 (-0.0) and -NaN 0x0.
+ *   - f8e8m0fnu has no zero and no sign: zero and negative inputs become NaN (0xFF).
+ *   - widening (bf16/f16 -> f32) is exact and keeps NaN payloads; small floats -> f64 give the quiet NaN
+ *     with the encoding's sign (0x80 of the fnuz types is negative, as in ml_dtypes).
  */
 #ifndef TPU_FP_H
 #define TPU_FP_H
 
 #include <stdint.h>
 #include <stdbool.h>
+#include <string.h>
 #include "tpusim.h"
+
+/* Inline forms of the two bf16 conversions for inner loops (same results as the functions below). */
+static inline float fp_bf16_to_f32_inline(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static inline uint16_t fp_f32_to_bf16_inline(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((u >> 16) & 0x8000) | 0x7FC0);   /* quiet NaN, sign kept */
+    u += 0x7FFFu + ((u >> 16) & 1);   /* round to nearest even; overflow carries into inf */
+    return (uint16_t)(u >> 16);
+}
 
 uint16_t fp_f32_to_bf16(float x);          /* RNE, subnormals kept (XLA:CPU's convert) */
 uint16_t fp_f32_to_bf16_ftz(float x);      /* RNE, then subnormal results flushed to signed zero (TPU) */
