@@ -1,0 +1,130 @@
+/* exec.h — the functional executor: runtime values, the interpreter's state, the kernel interface and the
+ * scalar-computation evaluator used by reducers, comparators and scatter combiners. Names start with exe_.
+ *
+ * A kernel computes one instruction: it reads its operands' values, allocates its result and returns a
+ * status. Kernels live in src/exec/kernels/<family>.c; each fast kernel keeps a naive reference kernel beside
+ * it (suffix _ref) that tests compare against.
+ */
+#ifndef TPU_EXEC_H
+#define TPU_EXEC_H
+
+#include "hlo/hlo.h"
+#include "util/tensor.h"
+
+/* A runtime value: an array (t != NULL) or a tuple of values. Reference counted: tuples share elements. */
+typedef struct exe_value {
+    int                refs;
+    tpu_tensor        *t;        /* array value, or NULL for a tuple */
+    int                ntuple;
+    struct exe_value **elems;
+} exe_value;
+
+exe_value *exe_value_array(tpu_tensor *t);                      /* takes ownership of t; NULL on no memory */
+exe_value *exe_value_tuple(exe_value **elems, int n);          /* takes one reference of each element */
+exe_value *exe_value_ref(exe_value *v);
+void       exe_value_unref(exe_value *v);
+/* Deep copy (arrays copied), for in-place updates of shared values. */
+exe_value *exe_value_clone(const exe_value *v);
+
+typedef struct exe_comp_info exe_comp_info;   /* per-computation plan (last uses, ...), built on first call */
+typedef struct exe_scalar_fn exe_scalar_fn;
+
+typedef struct exe_state {
+    tpu_ctx          *ctx;
+    const hlo_module *m;
+    tpu_numerics      numerics;
+    int               threads;
+    int64_t           replica_id, partition_id;
+    exe_comp_info   **comp_info;    /* by computation id */
+    exe_scalar_fn   **scalar_fns;   /* by computation id, built on demand */
+    int               depth;        /* call nesting, to stop runaway recursion */
+    int               verbose;
+} exe_state;
+
+typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
+
+/* Runs computation c on args (one per parameter). */
+tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, exe_value **out);
+
+/* Allocates the (array) result tensor for instruction `in` — uninitialised — and reports errors on ctx. */
+tpu_status exe_alloc(exe_state *S, const hlo_instr *in, tpu_tensor **t);
+/* Same for an explicit array shape. */
+tpu_status exe_alloc_shape(exe_state *S, const hlo_shape *s, tpu_tensor **t);
+/* Wraps a freshly allocated result tensor in *out (frees t on failure). */
+tpu_status exe_out_array(exe_state *S, tpu_tensor *t, exe_value **out);
+/* Error helper: "file:line:col: instruction 'x' (opcode): message". Returns st. */
+tpu_status exe_fail(exe_state *S, const hlo_instr *in, tpu_status st, const char *fmt, ...) UT_PRINTF(4, 5);
+
+/* Row-major strides of a tensor (in elements). */
+void exe_strides(const tpu_tensor *t, int64_t *strides);
+
+/* ---- numerics (design §4) ---- */
+
+/* How many bf16 MXU passes a dot/convolution operand pair gets in TPU mode: 1 (DEFAULT: operands rounded to
+ * bf16), 3 (HIGH: bf16x3 split), 6 or 0 (HIGHEST / f32 algorithms: full f32 accuracy). Returns 0 for "compute
+ * in full f32" (always in exact mode, and for non-float or f64 operands). Reads operand_precision and
+ * algorithm attributes. */
+int exe_mxu_passes(const exe_state *S, const hlo_instr *in);
+
+/* Rounds a float result to its dtype's storage the way the mode wants: bf16 with subnormals flushed in TPU
+ * mode, plain RNE in exact mode. Stores element i of dtype t. */
+void exe_store_float(const exe_state *S, tpu_dtype t, void *base, int64_t i, double v);
+
+/* ---- scalar computations: reducers (add, max...), comparators, combiners, map functions ---- */
+
+/* One scalar: floats in f (exact for every float type up to f64), integers in i (unsigned as bit pattern),
+ * pred in i (0/1). */
+typedef struct exe_scalar {
+    double  f;
+    int64_t i;
+} exe_scalar;
+
+/* Compiles (once, cached on S) a computation whose parameters and result are scalars or tuples of scalars. */
+tpu_status exe_scalar_fn_get(exe_state *S, const hlo_comp *c, const exe_scalar_fn **fn);
+/* If the computation is just `ROOT op(p0, p1)` (or op(p1, p0) for commutative ops) returns that opcode
+ * (HLO_ADD, HLO_MAXIMUM, HLO_MINIMUM, HLO_MULTIPLY, HLO_AND, HLO_OR, HLO_XOR...) so kernels can use a fast
+ * loop; otherwise HLO_OP_COUNT. */
+hlo_op     exe_scalar_fn_binop(const exe_scalar_fn *fn);
+int        exe_scalar_fn_nparams(const exe_scalar_fn *fn);
+int        exe_scalar_fn_nresults(const exe_scalar_fn *fn);          /* 1, or the tuple size */
+tpu_dtype  exe_scalar_fn_param_dtype(const exe_scalar_fn *fn, int i);
+/* Evaluates: args[nparams] in, results[nresults] out. Each intermediate is rounded to its dtype. */
+void       exe_scalar_fn_eval(const exe_scalar_fn *fn, const exe_scalar *args, exe_scalar *results);
+
+/* Element access as exe_scalar (float kinds use f, others i). */
+exe_scalar exe_scalar_load(tpu_dtype t, const void *base, int64_t i);
+void       exe_scalar_store(const exe_state *S, tpu_dtype t, void *base, int64_t i, exe_scalar v);
+/* The HLO binary op on two scalars of dtype t (what exe_scalar_fn_eval does for one instruction). */
+exe_scalar exe_scalar_binop(const exe_state *S, hlo_op op, tpu_dtype t, exe_scalar a, exe_scalar b);
+/* compare with direction (EQ NE LT LE GT GE) and type (FLOAT, TOTALORDER, SIGNED, UNSIGNED) */
+int        exe_scalar_compare(tpu_dtype t, exe_scalar a, exe_scalar b, const char *direction, const char *type);
+
+/* ---- kernels (src/exec/kernels/) ---- */
+#define EXE_KERNEL(name) tpu_status name(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out)
+
+/* dot.c / conv.c */
+EXE_KERNEL(exe_k_dot);
+EXE_KERNEL(exe_k_convolution);
+/* gather_scatter.c */
+EXE_KERNEL(exe_k_gather);
+EXE_KERNEL(exe_k_scatter);
+/* window.c */
+EXE_KERNEL(exe_k_reduce_window);
+EXE_KERNEL(exe_k_select_and_scatter);
+/* sort.c */
+EXE_KERNEL(exe_k_sort);
+EXE_KERNEL(exe_k_topk);
+/* rng.c */
+EXE_KERNEL(exe_k_rng_bit_generator);
+EXE_KERNEL(exe_k_rng);
+/* linalg.c */
+EXE_KERNEL(exe_k_cholesky);
+EXE_KERNEL(exe_k_triangular_solve);
+/* batchnorm.c */
+EXE_KERNEL(exe_k_batch_norm_training);
+EXE_KERNEL(exe_k_batch_norm_inference);
+EXE_KERNEL(exe_k_batch_norm_grad);
+/* fft.c */
+EXE_KERNEL(exe_k_fft);
+
+#endif
