@@ -14,6 +14,7 @@
 /* A runtime value: an array (t != NULL) or a tuple of values. Reference counted: tuples share elements. */
 typedef struct exe_value {
     int                refs;
+    int                borrowed;  /* t belongs to the caller (an input): never freed or written here */
     tpu_tensor        *t;        /* array value, or NULL for a tuple */
     int                ntuple;
     struct exe_value **elems;
@@ -79,6 +80,7 @@ typedef struct exe_scalar {
     int64_t i;
 } exe_scalar;
 
+void       exe_scalar_fn_free(exe_scalar_fn *fn);
 /* Compiles (once, cached on S) a computation whose parameters and result are scalars or tuples of scalars. */
 tpu_status exe_scalar_fn_get(exe_state *S, const hlo_comp *c, const exe_scalar_fn **fn);
 /* If the computation is just `ROOT op(p0, p1)` (or op(p1, p0) for commutative ops) returns that opcode
@@ -101,6 +103,38 @@ int        exe_scalar_compare(tpu_dtype t, exe_scalar a, exe_scalar b, const cha
 
 /* ---- kernels (src/exec/kernels/) ---- */
 #define EXE_KERNEL(name) tpu_status name(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out)
+
+/* elementwise.c */
+EXE_KERNEL(exe_k_unary);
+EXE_KERNEL(exe_k_binary);
+EXE_KERNEL(exe_k_compare);
+EXE_KERNEL(exe_k_select);
+EXE_KERNEL(exe_k_clamp);
+EXE_KERNEL(exe_k_convert);
+EXE_KERNEL(exe_k_bitcast_convert);
+EXE_KERNEL(exe_k_reduce_precision);
+EXE_KERNEL(exe_k_map);
+/* data.c */
+EXE_KERNEL(exe_k_broadcast);
+EXE_KERNEL(exe_k_reshape);
+EXE_KERNEL(exe_k_bitcast);
+EXE_KERNEL(exe_k_transpose);
+EXE_KERNEL(exe_k_slice);
+EXE_KERNEL(exe_k_concatenate);
+EXE_KERNEL(exe_k_pad);
+EXE_KERNEL(exe_k_reverse);
+EXE_KERNEL(exe_k_iota);
+EXE_KERNEL(exe_k_dynamic_slice);
+EXE_KERNEL(exe_k_dynamic_update_slice);
+/* reduce.c */
+EXE_KERNEL(exe_k_reduce);
+
+/* Strided N-d copy of elements of `esize` bytes: for every index i of dims[rank],
+ * dst[sum i*dst_strides] = src[sum i*src_strides] (strides in elements, may be 0 or negative). */
+void exe_nd_copy(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
+                 const int64_t *dims, int rank, size_t esize);
+/* Reads an integer index operand (any integer dtype, scalar) as int64. */
+int64_t exe_index_value(const tpu_tensor *t, int64_t i);
 
 /* dot.c / conv.c */
 EXE_KERNEL(exe_k_dot);

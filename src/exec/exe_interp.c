@@ -1,0 +1,674 @@
+/* exe_interp.c — the interpreter: runs computations instruction by instruction in topological order,
+ * dispatching each opcode to its kernel, freeing each value after its last use, and handling control flow
+ * (call, fusion, while, conditional), tuples and the ops that need no kernel. Also tpu_run and
+ * tpu_random_inputs, the public entry points. */
+#include "exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct exe_comp_info {
+    int          n;
+    uint8_t     *live;        /* instruction contributes to the result (or has side effects) */
+    int         *free_start;  /* values to drop after instruction i: free_list[free_start[i] .. free_start[i+1]) */
+    int         *free_list;
+    exe_value  **consts;      /* constants materialised once */
+};
+
+static exe_kernel exe_kernels[HLO_OP_COUNT];
+static EXE_KERNEL(exe_k_control);
+
+static void exe_init_kernels(void)
+{
+    static int done;
+    if (done) return;
+    for (int op = 0; op < HLO_OP_COUNT; op++) {
+        hlo_class c = hlo_op_class((hlo_op)op);
+        if (c == HLO_CLASS_EW1) exe_kernels[op] = exe_k_unary;
+        else if (c == HLO_CLASS_EW2) exe_kernels[op] = exe_k_binary;
+    }
+    exe_kernels[HLO_CONVERT] = exe_k_convert;
+    exe_kernels[HLO_REDUCE_PRECISION] = exe_k_reduce_precision;
+    exe_kernels[HLO_BITCAST_CONVERT] = exe_k_bitcast_convert;
+    exe_kernels[HLO_COMPARE] = exe_k_compare;
+    exe_kernels[HLO_SELECT] = exe_k_select;
+    exe_kernels[HLO_CLAMP] = exe_k_clamp;
+    exe_kernels[HLO_MAP] = exe_k_map;
+    exe_kernels[HLO_BROADCAST] = exe_k_broadcast;
+    exe_kernels[HLO_RESHAPE] = exe_k_reshape;
+    exe_kernels[HLO_BITCAST] = exe_k_bitcast;
+    exe_kernels[HLO_TRANSPOSE] = exe_k_transpose;
+    exe_kernels[HLO_SLICE] = exe_k_slice;
+    exe_kernels[HLO_CONCATENATE] = exe_k_concatenate;
+    exe_kernels[HLO_PAD] = exe_k_pad;
+    exe_kernels[HLO_REVERSE] = exe_k_reverse;
+    exe_kernels[HLO_IOTA] = exe_k_iota;
+    exe_kernels[HLO_DYNAMIC_SLICE] = exe_k_dynamic_slice;
+    exe_kernels[HLO_DYNAMIC_UPDATE_SLICE] = exe_k_dynamic_update_slice;
+    exe_kernels[HLO_REDUCE] = exe_k_reduce;
+    exe_kernels[HLO_DOT] = exe_k_dot;
+    exe_kernels[HLO_CONVOLUTION] = exe_k_convolution;
+    exe_kernels[HLO_GATHER] = exe_k_gather;
+    exe_kernels[HLO_SCATTER] = exe_k_scatter;
+    exe_kernels[HLO_REDUCE_WINDOW] = exe_k_reduce_window;
+    exe_kernels[HLO_SELECT_AND_SCATTER] = exe_k_select_and_scatter;
+    exe_kernels[HLO_SORT] = exe_k_sort;
+    exe_kernels[HLO_TOPK] = exe_k_topk;
+    exe_kernels[HLO_RNG_BIT_GENERATOR] = exe_k_rng_bit_generator;
+    exe_kernels[HLO_RNG] = exe_k_rng;
+    exe_kernels[HLO_CHOLESKY] = exe_k_cholesky;
+    exe_kernels[HLO_TRIANGULAR_SOLVE] = exe_k_triangular_solve;
+    exe_kernels[HLO_BATCH_NORM_TRAINING] = exe_k_batch_norm_training;
+    exe_kernels[HLO_BATCH_NORM_INFERENCE] = exe_k_batch_norm_inference;
+    exe_kernels[HLO_BATCH_NORM_GRAD] = exe_k_batch_norm_grad;
+    exe_kernels[HLO_FFT] = exe_k_fft;
+    static const hlo_op control[] = {
+        HLO_TUPLE, HLO_GET_TUPLE_ELEMENT, HLO_CALL, HLO_FUSION, HLO_WHILE, HLO_CONDITIONAL, HLO_CUSTOM_CALL,
+        HLO_OPT_BARRIER, HLO_DOMAIN, HLO_ADD_DEPENDENCY, HLO_AFTER_ALL, HLO_COPY, HLO_REPLICA_ID,
+        HLO_PARTITION_ID, HLO_ALL_REDUCE, HLO_ALL_GATHER, HLO_REDUCE_SCATTER, HLO_ALL_TO_ALL,
+        HLO_COLLECTIVE_PERMUTE, HLO_COLLECTIVE_BROADCAST, HLO_ALL_REDUCE_START, HLO_ALL_REDUCE_DONE,
+        HLO_ALL_GATHER_START, HLO_ALL_GATHER_DONE, HLO_COLLECTIVE_PERMUTE_START, HLO_COLLECTIVE_PERMUTE_DONE,
+        HLO_ASYNC_START, HLO_ASYNC_DONE, HLO_ASYNC_UPDATE, HLO_COPY_START, HLO_COPY_DONE, HLO_GET_DIMENSION_SIZE,
+    };
+    for (size_t i = 0; i < sizeof control / sizeof control[0]; i++) exe_kernels[control[i]] = exe_k_control;
+    done = 1;
+}
+
+/* ---- per-computation plan ---- */
+
+static void exe_comp_info_free(exe_comp_info *ci)
+{
+    if (!ci) return;
+    for (int i = 0; ci->consts && i < ci->n; i++) exe_value_unref(ci->consts[i]);
+    ut_free(ci->consts);
+    ut_free(ci->live);
+    ut_free(ci->free_start);
+    ut_free(ci->free_list);
+    ut_free(ci);
+}
+
+static int exe_has_side_effect(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_OUTFEED: case HLO_SEND: case HLO_SEND_DONE: case HLO_RECV: case HLO_RECV_DONE: case HLO_INFEED:
+        return 1;
+    case HLO_CUSTOM_CALL: return hlo_attr_bool(in, HK_CUSTOM_CALL_HAS_SIDE_EFFECT, 0);
+    default: return 0;
+    }
+}
+
+static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_info **out)
+{
+    if (!S->comp_info) {
+        S->comp_info = ut_calloc((size_t)S->m->ncomps, sizeof *S->comp_info);
+        if (!S->comp_info) return ut_nomem(S->ctx);
+    }
+    if (S->comp_info[c->id]) {
+        *out = S->comp_info[c->id];
+        return TPU_OK;
+    }
+    int n = c->ninstrs;
+    exe_comp_info *ci = ut_calloc(1, sizeof *ci);
+    int *last = ut_malloc((size_t)n * sizeof *last);
+    int *count = ut_calloc((size_t)n + 1, sizeof *count);
+    if (!ci || !last || !count) goto nomem;
+    ci->n = n;
+    ci->live = ut_calloc((size_t)n, 1);
+    ci->consts = ut_calloc((size_t)n, sizeof *ci->consts);
+    ci->free_start = ut_calloc((size_t)n + 1, sizeof *ci->free_start);
+    if (!ci->live || !ci->consts || !ci->free_start) goto nomem;
+    /* liveness: backwards from the root and side-effecting instructions */
+    ci->live[c->root->id] = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        const hlo_instr *in = c->instrs[i];
+        if (exe_has_side_effect(in)) ci->live[i] = 1;
+        if (!ci->live[i]) continue;
+        for (int k = 0; k < in->nops; k++) ci->live[in->ops[k]->id] = 1;
+        for (int k = 0; k < in->nctrl; k++) ci->live[in->ctrl[k]->id] = 1;
+    }
+    /* last use of each value among live instructions; values nobody uses die right after they are made */
+    for (int i = 0; i < n; i++) last[i] = i;
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = c->instrs[i];
+        if (!ci->live[i]) continue;
+        for (int k = 0; k < in->nops; k++)
+            if (last[in->ops[k]->id] < i) last[in->ops[k]->id] = i;
+    }
+    for (int i = 0; i < n; i++)
+        if (ci->live[i] && i != c->root->id) count[last[i]]++;
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        ci->free_start[i] = total;
+        total += count[i];
+    }
+    ci->free_start[n] = total;
+    ci->free_list = ut_malloc((size_t)(total ? total : 1) * sizeof(int));
+    if (!ci->free_list) goto nomem;
+    memset(count, 0, (size_t)n * sizeof *count);
+    for (int i = 0; i < n; i++)
+        if (ci->live[i] && i != c->root->id) ci->free_list[ci->free_start[last[i]] + count[last[i]]++] = i;
+    ut_free(last);
+    ut_free(count);
+    S->comp_info[c->id] = ci;
+    *out = ci;
+    return TPU_OK;
+nomem:
+    ut_free(last);
+    ut_free(count);
+    exe_comp_info_free(ci);
+    return ut_nomem(S->ctx);
+}
+
+/* ---- constants ---- */
+
+static tpu_status exe_literal_value(exe_state *S, const hlo_instr *in, const hlo_literal *lit, exe_value **out)
+{
+    if (hlo_shape_is_tuple(&lit->shape)) {
+        exe_value *elems[256];
+        if (lit->ntuple > 256) return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "tuple constant with more than 256 elements");
+        for (int i = 0; i < lit->ntuple; i++) {
+            tpu_status st = exe_literal_value(S, in, &lit->tuple[i], &elems[i]);
+            if (st) {
+                for (int k = 0; k < i; k++) exe_value_unref(elems[k]);
+                return st;
+            }
+        }
+        *out = exe_value_tuple(elems, lit->ntuple);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    if (!hlo_shape_is_array(&lit->shape)) {
+        *out = exe_value_tuple(NULL, 0);   /* token */
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    if (lit->elided)
+        return exe_fail(S, in, TPU_ERR_UNRUNNABLE,
+                        "its values were elided in the dump ({...}); this program can be analysed but not run "
+                        "(re-dump with --xla_dump_large_constants)");
+    tpu_tensor *t;
+    tpu_status st = exe_alloc_shape(S, &lit->shape, &t);
+    if (st) return st;
+    if (lit->nbytes) memcpy(t->data, lit->data, lit->nbytes);
+    return exe_out_array(S, t, out);
+}
+
+/* ---- the ops handled here ---- */
+
+static tpu_status exe_identity(exe_value *const *ops, exe_value **out)
+{
+    *out = exe_value_ref(ops[0]);
+    return TPU_OK;
+}
+
+static tpu_status exe_token(exe_state *S, exe_value **out)
+{
+    *out = exe_value_tuple(NULL, 0);
+    return *out ? TPU_OK : ut_nomem(S->ctx);
+}
+
+static tpu_status exe_scalar_int(exe_state *S, const hlo_instr *in, int64_t v, exe_value **out)
+{
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    ten_store_i64(t->dtype, t->data, 0, v);
+    return exe_out_array(S, t, out);
+}
+
+/* Group size of a collective from replica_groups (all devices when the attribute is empty or absent). */
+static int64_t exe_group_size(exe_state *S, const hlo_instr *in)
+{
+    const hlo_attr *a = hlo_attr_find(in, HK_REPLICA_GROUPS);
+    int64_t all = hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m);
+    if (!a || a->kind != HA_RGROUPS) return all;
+    const hlo_rgroups *g = a->v.rgroups;
+    if (g->iota) return g->gdims[1];
+    if (g->ngroups == 0) return all;
+    return g->len[0];
+}
+
+static EXE_KERNEL(exe_k_control)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_TUPLE: {
+        for (int i = 0; i < in->nops; i++) exe_value_ref(ops[i]);
+        *out = exe_value_tuple((exe_value **)ops, in->nops);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    case HLO_GET_TUPLE_ELEMENT: {
+        int64_t idx = hlo_attr_int(in, HK_INDEX, -1);
+        if (ops[0]->t || idx < 0 || idx >= ops[0]->ntuple)
+            return exe_fail(S, in, TPU_ERR_SHAPE, "tuple index %lld out of range", (long long)idx);
+        *out = exe_value_ref(ops[0]->elems[idx]);
+        return TPU_OK;
+    }
+    case HLO_CALL: case HLO_FUSION:
+        if (in->ncalled < 1) return exe_fail(S, in, TPU_ERR_SHAPE, "no called computation");
+        return exe_call(S, in->called[0], ops, in->nops, out);
+    case HLO_WHILE: {
+        const hlo_attr *ca = hlo_attr_find(in, HK_CONDITION), *ba = hlo_attr_find(in, HK_BODY);
+        if (!ca || !ba) return exe_fail(S, in, TPU_ERR_SHAPE, "needs condition= and body=");
+        const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
+        exe_value *state = exe_value_ref(ops[0]);
+        for (int64_t iter = 0;; iter++) {
+            exe_value *p;
+            tpu_status st = exe_call(S, cond, &state, 1, &p);
+            if (st) {
+                exe_value_unref(state);
+                return st;
+            }
+            int go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
+            exe_value_unref(p);
+            if (!go) break;
+            exe_value *next;
+            st = exe_call(S, body, &state, 1, &next);
+            exe_value_unref(state);
+            if (st) return st;
+            state = next;
+        }
+        *out = state;
+        return TPU_OK;
+    }
+    case HLO_CONDITIONAL: {
+        const tpu_tensor *sel = ops[0]->t;
+        if (!sel || sel->count != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "selector must be a scalar");
+        int64_t b;
+        int nb = in->ncalled;
+        if (sel->dtype == TPU_PRED) {
+            b = ((uint8_t *)sel->data)[0] ? 0 : 1;   /* true_computation first, then false_computation */
+            const hlo_attr *ta = hlo_attr_find(in, HK_TRUE_COMPUTATION), *fa = hlo_attr_find(in, HK_FALSE_COMPUTATION);
+            if (!ta || !fa) return exe_fail(S, in, TPU_ERR_SHAPE, "pred conditional needs true_computation and false_computation");
+            const hlo_comp *c = b == 0 ? ta->v.comps.v[0] : fa->v.comps.v[0];
+            return exe_call(S, c, ops + 1 + b, 1, out);
+        }
+        b = exe_index_value(sel, 0);
+        if (b < 0 || b >= nb) b = nb - 1;   /* out-of-range index runs the last branch */
+        return exe_call(S, in->called[b], ops + 1 + b, 1, out);
+    }
+    case HLO_CUSTOM_CALL: {
+        const char *target = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+        if (target && in->nops == 1 &&
+            (!strcmp(target, "Sharding") || !strcmp(target, "SPMDFullToShardShape") ||
+             !strcmp(target, "SPMDShardToFullShape") || !strcmp(target, "LayoutConstraint") ||
+             !strcmp(target, "MoveToDevice") || !strcmp(target, "MoveToHost") ||
+             !strcmp(target, "annotate_device_placement") || !strcmp(target, "X64Combine"))) {
+            if (strcmp(target, "Sharding") && hlo_module_num_partitions(S->m) > 1 &&
+                strcmp(target, "LayoutConstraint") && strncmp(target, "Move", 4))
+                return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s with %lld partitions needs the SPMD partitioner", target,
+                                (long long)hlo_module_num_partitions(S->m));
+            return exe_identity(ops, out);
+        }
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
+                        "custom-call target \"%s\" is not something a TPU can run (like PyFunc on a real TPU, it "
+                        "calls code outside the program); express it in HLO ops", target ? target : "?");
+    }
+    case HLO_OPT_BARRIER: case HLO_DOMAIN: case HLO_COPY: case HLO_ADD_DEPENDENCY:
+        return exe_identity(ops, out);
+    case HLO_AFTER_ALL: return exe_token(S, out);
+    case HLO_REPLICA_ID: return exe_scalar_int(S, in, S->replica_id, out);
+    case HLO_PARTITION_ID: return exe_scalar_int(S, in, S->partition_id, out);
+    case HLO_GET_DIMENSION_SIZE: {
+        const int64_t *d;
+        int nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+        if (nd != 1 || !ops[0]->t || d[0] < 0 || d[0] >= ops[0]->t->rank)
+            return exe_fail(S, in, TPU_ERR_SHAPE, "bad dimensions={...}");
+        return exe_scalar_int(S, in, ops[0]->t->dims[d[0]], out);
+    }
+    case HLO_ALL_REDUCE: case HLO_ALL_GATHER: case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL:
+    case HLO_COLLECTIVE_BROADCAST: case HLO_ALL_REDUCE_START: case HLO_ALL_GATHER_START: {
+        /* a group of one device: every collective is the identity (the multi-replica runtime handles more) */
+        int64_t g = exe_group_size(S, in);
+        if (g != 1)
+            return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
+                            "collective over a group of %lld devices needs the replicated runtime (tpusim run "
+                            "--replicas N, or tpusim train)", (long long)g);
+        if (in->nops == 1) return exe_identity(ops, out);
+        for (int i = 0; i < in->nops; i++) exe_value_ref(ops[i]);
+        *out = exe_value_tuple((exe_value **)ops, in->nops);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: {
+        /* one device: data goes to itself if (0,0) is a pair, else the result is zeros */
+        const hlo_attr *a = hlo_attr_find(in, HK_SOURCE_TARGET_PAIRS);
+        int self = 0;
+        for (int i = 0; a && a->kind == HA_INTSS && i < a->v.intss.n; i++)
+            if (a->v.intss.len[i] == 2 && a->v.intss.v[i][0] == S->replica_id && a->v.intss.v[i][1] == S->replica_id) self = 1;
+        if (hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m) > 1)
+            return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "collective-permute across devices needs the replicated runtime");
+        if (self || in->op == HLO_COLLECTIVE_PERMUTE_START) {
+            if (!self) {
+                tpu_tensor *t = ten_alloc(ops[0]->t->dtype, ops[0]->t->rank, ops[0]->t->dims);
+                if (!t) return ut_nomem(S->ctx);
+                return exe_out_array(S, t, out);
+            }
+            return exe_identity(ops, out);
+        }
+        tpu_tensor *t;
+        tpu_status st = exe_alloc(S, in, &t);
+        if (st) return st;
+        memset(t->data, 0, t->nbytes);
+        return exe_out_array(S, t, out);
+    }
+    case HLO_ALL_REDUCE_DONE: case HLO_ALL_GATHER_DONE: case HLO_COLLECTIVE_PERMUTE_DONE: {
+        /* the start op's value is the result (all-gather-start may carry (input, output)) */
+        if (!ops[0]->t && ops[0]->ntuple >= 2 && in->op == HLO_ALL_GATHER_DONE) {
+            *out = exe_value_ref(ops[0]->elems[ops[0]->ntuple - 1]);
+            return TPU_OK;
+        }
+        return exe_identity(ops, out);
+    }
+    case HLO_COPY_START: {
+        exe_value *e[3] = {exe_value_ref(ops[0]), exe_value_ref(ops[0]), NULL};
+        tpu_tensor *ctx_t = ten_alloc(TPU_U32, 0, NULL);
+        e[2] = ctx_t ? exe_value_array(ctx_t) : NULL;
+        if (!e[2]) {
+            exe_value_unref(e[0]);
+            exe_value_unref(e[1]);
+            return ut_nomem(S->ctx);
+        }
+        *out = exe_value_tuple(e, 3);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    case HLO_COPY_DONE:
+        if (ops[0]->t || ops[0]->ntuple < 2) return exe_fail(S, in, TPU_ERR_SHAPE, "operand is not a copy-start tuple");
+        *out = exe_value_ref(ops[0]->elems[1]);
+        return TPU_OK;
+    case HLO_ASYNC_START: {
+        /* ((operands...), result, context): run the wrapped computation now */
+        if (in->ncalled < 1) return exe_fail(S, in, TPU_ERR_SHAPE, "no called computation");
+        exe_value *res;
+        tpu_status st = exe_call(S, in->called[0], ops, in->nops, &res);
+        if (st) return st;
+        for (int i = 0; i < in->nops; i++) exe_value_ref(ops[i]);
+        exe_value *args = exe_value_tuple((exe_value **)ops, in->nops);
+        tpu_tensor *ctx_t = ten_alloc(TPU_S32, 0, NULL);
+        exe_value *cv = ctx_t ? exe_value_array(ctx_t) : NULL;
+        if (!args || !cv) {
+            exe_value_unref(args);
+            exe_value_unref(cv);
+            exe_value_unref(res);
+            return ut_nomem(S->ctx);
+        }
+        exe_value *e[3] = {args, res, cv};
+        *out = exe_value_tuple(e, 3);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    case HLO_ASYNC_UPDATE: return exe_identity(ops, out);
+    case HLO_ASYNC_DONE:
+        if (ops[0]->t || ops[0]->ntuple < 2) return exe_fail(S, in, TPU_ERR_SHAPE, "operand is not an async-start tuple");
+        *out = exe_value_ref(ops[0]->elems[1]);
+        return TPU_OK;
+    default: break;
+    }
+    return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "opcode not supported by the executor");
+}
+
+/* ---- running a computation ---- */
+
+tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, exe_value **out)
+{
+    *out = NULL;
+    if (nargs != c->nparams)
+        return ut_err(S->ctx, TPU_ERR_SHAPE, "computation '%s' takes %d arguments, called with %d", c->name, c->nparams, nargs);
+    if (S->depth > 200) return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "calls nested more than 200 deep in '%s'", c->name);
+    exe_comp_info *ci = NULL;
+    tpu_status st = exe_comp_info_get(S, c, &ci);
+    if (st) return st;
+    int n = c->ninstrs;
+    exe_value *small[64];
+    exe_value **vals = n <= 64 ? small : ut_calloc((size_t)n, sizeof *vals);
+    if (!vals) return ut_nomem(S->ctx);
+    if (vals == small) memset(small, 0, sizeof small);
+    S->depth++;
+    exe_value *opv[16];
+    for (int i = 0; i < n && !st; i++) {
+        if (!ci->live[i]) continue;
+        const hlo_instr *in = c->instrs[i];
+        hlo_op op = (hlo_op)in->op;
+        if (op == HLO_PARAMETER) {
+            vals[i] = exe_value_ref(args[in->param_no]);
+        } else if (op == HLO_CONSTANT) {
+            if (!ci->consts[i]) st = exe_literal_value(S, in, in->literal, &ci->consts[i]);
+            if (!st) vals[i] = exe_value_ref(ci->consts[i]);
+        } else {
+            exe_kernel k = exe_kernels[op];
+            if (!k) {
+                st = exe_fail(S, in, TPU_ERR_UNSUPPORTED, "opcode not supported by the executor");
+                break;
+            }
+            exe_value **ops = in->nops <= 16 ? opv : ut_malloc((size_t)in->nops * sizeof *ops);
+            if (!ops) {
+                st = ut_nomem(S->ctx);
+                break;
+            }
+            for (int k2 = 0; k2 < in->nops; k2++) ops[k2] = vals[in->ops[k2]->id];
+            st = k(S, in, ops, &vals[i]);
+            if (ops != opv) ut_free(ops);
+            if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");
+        }
+        if (st) break;
+        for (int f = ci->free_start[i]; f < ci->free_start[i + 1]; f++) {
+            exe_value_unref(vals[ci->free_list[f]]);
+            vals[ci->free_list[f]] = NULL;
+        }
+    }
+    S->depth--;
+    if (!st) {
+        *out = vals[c->root->id];
+        vals[c->root->id] = NULL;
+    }
+    for (int i = 0; i < n; i++) exe_value_unref(vals[i]);
+    if (vals != small) ut_free(vals);
+    return st;
+}
+
+/* ---- public entry points ---- */
+
+tpu_run_opts tpu_run_opts_default(void)
+{
+    tpu_run_opts o;
+    memset(&o, 0, sizeof o);
+    o.numerics = TPU_NUMERICS_TPU;
+    return o;
+}
+
+static void exe_state_free(exe_state *S)
+{
+    for (int i = 0; S->comp_info && i < S->m->ncomps; i++) exe_comp_info_free(S->comp_info[i]);
+    ut_free(S->comp_info);
+    for (int i = 0; S->scalar_fns && i < S->m->ncomps; i++) exe_scalar_fn_free(S->scalar_fns[i]);
+    ut_free(S->scalar_fns);
+}
+
+/* Leaves of a shape, depth first. */
+static int exe_count_leaves(const hlo_shape *s)
+{
+    if (!hlo_shape_is_tuple(s)) return 1;
+    int n = 0;
+    for (int i = 0; i < s->ntuple; i++) n += exe_count_leaves(&s->tuple[i]);
+    return n;
+}
+
+/* Builds the value for parameter shape s from the flat inputs, checking each leaf. */
+static tpu_status exe_bind_input(exe_state *S, int param, const hlo_shape *s, tpu_tensor *const *inputs, int *next,
+                                 exe_value **out)
+{
+    if (hlo_shape_is_tuple(s)) {
+        exe_value *e[256];
+        if (s->ntuple > 256) return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "parameter %d: tuple too large", param);
+        for (int i = 0; i < s->ntuple; i++) {
+            tpu_status st = exe_bind_input(S, param, &s->tuple[i], inputs, next, &e[i]);
+            if (st) {
+                for (int k = 0; k < i; k++) exe_value_unref(e[k]);
+                return st;
+            }
+        }
+        *out = exe_value_tuple(e, s->ntuple);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    if (!hlo_shape_is_array(s)) {
+        (*next)++;   /* a token parameter takes an (ignored) input slot */
+        *out = exe_value_tuple(NULL, 0);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
+    const tpu_tensor *t = inputs[(*next)++];
+    char want[128], got[128];
+    if (!t) return ut_err(S->ctx, TPU_ERR_INVALID, "input %d (parameter %d) is NULL", *next - 1, param);
+    int ok = t->dtype == s->dtype && t->rank == s->rank;
+    for (int i = 0; ok && i < s->rank; i++) ok = t->dims[i] == s->dims[i];
+    if (!ok) {
+        tpu_tensor_shape_str(t, got, sizeof got);
+        return ut_err(S->ctx, TPU_ERR_INVALID, "input %d (parameter %d of '%s'): expected %s, got %s", *next - 1, param,
+                      S->m->entry->name, hlo_shape_str(s, want, sizeof want), got);
+    }
+    exe_value *v = ut_calloc(1, sizeof *v);
+    if (!v) return ut_nomem(S->ctx);
+    v->refs = 1;
+    v->borrowed = 1;
+    v->t = (tpu_tensor *)t;
+    *out = v;
+    return TPU_OK;
+}
+
+/* Appends the array leaves of v to outs (tokens are skipped). Owned tensors with one reference are moved. */
+static tpu_status exe_flatten(exe_state *S, exe_value *v, tpu_tensor ***outs, int *n, int *cap)
+{
+    if (!v->t) {
+        for (int i = 0; i < v->ntuple; i++) {
+            tpu_status st = exe_flatten(S, v->elems[i], outs, n, cap);
+            if (st) return st;
+        }
+        return TPU_OK;
+    }
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 8;
+        tpu_tensor **no = ut_realloc(*outs, (size_t)nc * sizeof *no);
+        if (!no) return ut_nomem(S->ctx);
+        *outs = no;
+        *cap = nc;
+    }
+    tpu_tensor *t;
+    if (v->refs == 1 && !v->borrowed) {
+        t = v->t;
+        v->t = NULL;
+        v->borrowed = 1;   /* the tensor now belongs to the caller; keep the value an (empty) array */
+    } else {
+        t = ten_clone(v->t);
+        if (!t) return ut_nomem(S->ctx);
+    }
+    (*outs)[(*n)++] = t;
+    return TPU_OK;
+}
+
+tpu_status tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, tpu_tensor *const *inputs, int ninputs,
+                   tpu_tensor ***outputs, int *noutputs)
+{
+    *outputs = NULL;
+    *noutputs = 0;
+    exe_init_kernels();
+    tpu_run_opts o = opts ? *opts : tpu_run_opts_default();
+    exe_state S;
+    memset(&S, 0, sizeof S);
+    S.ctx = ctx;
+    S.m = m;
+    S.numerics = o.numerics;
+    S.threads = o.threads;
+    S.replica_id = o.replica_id;
+    S.verbose = o.verbose;
+    const hlo_comp *e = m->entry;
+    int want = 0;
+    for (int i = 0; i < e->nparams; i++) want += exe_count_leaves(&e->params[i]->shape);
+    if (ninputs != want)
+        return ut_err(ctx, TPU_ERR_INVALID, "'%s' takes %d input%s (%d parameter%s), got %d", e->name, want,
+                      want == 1 ? "" : "s", e->nparams, e->nparams == 1 ? "" : "s", ninputs);
+    exe_value **args = ut_calloc((size_t)(e->nparams ? e->nparams : 1), sizeof *args);
+    if (!args) return ut_nomem(ctx);
+    tpu_status st = TPU_OK;
+    int next = 0;
+    for (int i = 0; i < e->nparams && !st; i++) st = exe_bind_input(&S, i, &e->params[i]->shape, inputs, &next, &args[i]);
+    exe_value *res = NULL;
+    if (!st) st = exe_call(&S, e, args, e->nparams, &res);
+    for (int i = 0; i < e->nparams; i++) exe_value_unref(args[i]);
+    ut_free(args);
+    if (!st) {
+        int cap = 0;
+        st = exe_flatten(&S, res, outputs, noutputs, &cap);
+        if (st) {
+            tpu_tensors_free(*outputs, *noutputs);
+            *outputs = NULL;
+            *noutputs = 0;
+        }
+    }
+    exe_value_unref(res);
+    exe_state_free(&S);
+    return st;
+}
+
+/* splitmix64, seeded per parameter leaf: the same generator is written in tests/conformance/mobilenet_ref.py */
+static uint64_t exe_splitmix(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static tpu_status exe_random_leaf(tpu_ctx *ctx, const hlo_shape *s, uint64_t seed, int k, tpu_tensor **out)
+{
+    *out = NULL;
+    if (!hlo_shape_is_array(s)) return TPU_OK;
+    if (s->dyn_mask) return ut_err(ctx, TPU_ERR_UNSUPPORTED, "parameter %d has a dynamic shape", k);
+    tpu_tensor *t = ten_alloc_uninit((tpu_dtype)s->dtype, s->rank, s->dims);
+    if (!t) return ut_nomem(ctx);
+    uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(k + 1));
+    char kind = tpu_dtype_kind(t->dtype);
+    for (int64_t i = 0; i < t->count; i++) {
+        uint64_t z = exe_splitmix(&state);
+        if (kind == 'f' || kind == 'c') ten_store_f64(t->dtype, t->data, i, (double)(z >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
+        else if (kind == 'p') ((uint8_t *)t->data)[i] = (uint8_t)(z >> 63);
+        else ten_store_i64(t->dtype, t->data, i, (int64_t)(z % 8));
+    }
+    *out = t;
+    return TPU_OK;
+}
+
+static tpu_status exe_random_param(tpu_ctx *ctx, const hlo_shape *s, uint64_t seed, int *k, tpu_tensor **ins, int *n)
+{
+    if (hlo_shape_is_tuple(s)) {
+        for (int i = 0; i < s->ntuple; i++) {
+            tpu_status st = exe_random_param(ctx, &s->tuple[i], seed, k, ins, n);
+            if (st) return st;
+        }
+        return TPU_OK;
+    }
+    tpu_status st = exe_random_leaf(ctx, s, seed, *k, &ins[*n]);
+    (*k)++;
+    if (st) return st;
+    if (!ins[*n] && !hlo_shape_is_array(s)) {
+        /* token: an empty placeholder tensor keeps the input count equal to the leaf count */
+        ins[*n] = ten_alloc(TPU_PRED, 1, (int64_t[]){0});
+        if (!ins[*n]) return ut_nomem(ctx);
+    }
+    (*n)++;
+    return TPU_OK;
+}
+
+tpu_status tpu_random_inputs(tpu_ctx *ctx, const tpu_module *m, uint64_t seed, tpu_tensor ***inputs, int *count)
+{
+    *inputs = NULL;
+    *count = 0;
+    const hlo_comp *e = m->entry;
+    int total = 0;
+    for (int i = 0; i < e->nparams; i++) total += exe_count_leaves(&e->params[i]->shape);
+    tpu_tensor **ins = ut_calloc((size_t)(total ? total : 1), sizeof *ins);
+    if (!ins) return ut_nomem(ctx);
+    int n = 0, k = 0;
+    tpu_status st = TPU_OK;
+    for (int i = 0; i < e->nparams && !st; i++) st = exe_random_param(ctx, &e->params[i]->shape, seed, &k, ins, &n);
+    if (st) {
+        tpu_tensors_free(ins, n);
+        return st;
+    }
+    *inputs = ins;
+    *count = n;
+    return TPU_OK;
+}

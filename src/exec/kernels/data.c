@@ -1,0 +1,424 @@
+/* data.c — data movement: broadcast, reshape, bitcast, transpose, slice, concatenate, pad, reverse, iota,
+ * dynamic-slice, dynamic-update-slice. All of them are one strided N-d copy (exe_nd_copy) with the right
+ * strides and offsets, so they work for every dtype. */
+#include "exec/exec.h"
+
+#include <string.h>
+
+/* ---- the strided copy ---- */
+
+#define ND_INNER(T)                                                                 \
+    do {                                                                            \
+        T *d = (T *)dp;                                                             \
+        const T *s = (const T *)sp;                                                 \
+        for (int64_t j = 0; j < n; j++) d[j * ds] = s[j * ss];                      \
+    } while (0)
+
+static void nd_inner(char *dp, int64_t ds, const char *sp, int64_t ss, int64_t n, size_t es)
+{
+    if (ds == 1 && ss == 1) {
+        memcpy(dp, sp, (size_t)n * es);
+        return;
+    }
+    switch (es) {
+    case 1: ND_INNER(uint8_t); break;
+    case 2: ND_INNER(uint16_t); break;
+    case 4: ND_INNER(uint32_t); break;
+    case 8: ND_INNER(uint64_t); break;
+    default:
+        for (int64_t j = 0; j < n; j++) memcpy(dp + j * ds * (int64_t)es, sp + j * ss * (int64_t)es, es);
+        break;
+    }
+}
+
+void exe_nd_copy(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
+                 const int64_t *dims, int rank, size_t esize)
+{
+    for (int i = 0; i < rank; i++)
+        if (dims[i] == 0) return;
+    if (rank == 0) {
+        memcpy(dst, src, esize);
+        return;
+    }
+    /* merge dimensions that are contiguous in both arrays, so common cases become one long inner loop */
+    int64_t d[TPU_MAX_RANK], ds[TPU_MAX_RANK], ss[TPU_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] == 1) continue;
+        if (r > 0 && ds[r - 1] == dst_strides[i] * dims[i] && ss[r - 1] == src_strides[i] * dims[i]) {
+            d[r - 1] *= dims[i];
+            ds[r - 1] = dst_strides[i];
+            ss[r - 1] = src_strides[i];
+            continue;
+        }
+        d[r] = dims[i];
+        ds[r] = dst_strides[i];
+        ss[r] = src_strides[i];
+        r++;
+    }
+    if (r == 0) {
+        memcpy(dst, src, esize);
+        return;
+    }
+    int64_t outer = 1;
+    for (int i = 0; i < r - 1; i++) outer *= d[i];
+    int64_t es = (int64_t)esize;
+    #pragma omp parallel for schedule(static) if (outer * d[r - 1] > 65536 && outer > 1)
+    for (int64_t o = 0; o < outer; o++) {
+        /* index of row o in the outer dims */
+        int64_t rem = o, doff = 0, soff = 0;
+        for (int i = r - 2; i >= 0; i--) {
+            int64_t idx = rem % d[i];
+            rem /= d[i];
+            doff += idx * ds[i];
+            soff += idx * ss[i];
+        }
+        nd_inner((char *)dst + doff * es, ds[r - 1], (const char *)src + soff * es, ss[r - 1], d[r - 1], esize);
+    }
+}
+
+static void data_strides(int rank, const int64_t *dims, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+}
+
+int64_t exe_index_value(const tpu_tensor *t, int64_t i) { return ten_load_i64(t->dtype, t->data, i); }
+
+/* ---- kernels ---- */
+
+EXE_KERNEL(exe_k_broadcast)
+{
+    const tpu_tensor *a = ops[0]->t;
+    const int64_t *bd;
+    int nbd = hlo_attr_ints(in, HK_DIMENSIONS, &bd);
+    if (nbd != a->rank) return exe_fail(S, in, TPU_ERR_SHAPE, "dimensions={...} has %d entries for an operand of rank %d", nbd, a->rank);
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    int64_t as[TPU_MAX_RANK], ts[TPU_MAX_RANK], ss[TPU_MAX_RANK] = {0};
+    data_strides(a->rank, a->dims, as);
+    data_strides(t->rank, t->dims, ts);
+    for (int i = 0; i < nbd; i++) {
+        if (bd[i] < 0 || bd[i] >= t->rank || a->dims[i] != t->dims[bd[i]]) {
+            tpu_tensor_free(t);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "operand dimension %d does not match result dimension %lld", i, (long long)bd[i]);
+        }
+        ss[bd[i]] = as[i];
+    }
+    exe_nd_copy(t->data, ts, a->data, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
+    return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_reshape)
+{
+    const tpu_tensor *a = ops[0]->t;
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    if (t->count != a->count || t->dtype != a->dtype) {
+        tpu_tensor_free(t);
+        return exe_fail(S, in, TPU_ERR_SHAPE, "reshape changes the element count or type");
+    }
+    memcpy(t->data, a->data, t->nbytes);
+    return exe_out_array(S, t, out);
+}
+
+/* Physical order (major to minor) of a shape's dimensions: the reverse of minor_to_major. */
+static void data_major_to_minor(const hlo_shape *s, int *order)
+{
+    int m2m[TPU_MAX_RANK];
+    hlo_shape_m2m(s, m2m);
+    for (int i = 0; i < s->rank; i++) order[i] = m2m[s->rank - 1 - i];
+}
+
+/* bitcast reinterprets the physical buffer: logical input -> its physical order -> same bytes read in the
+ * output's physical order -> logical output. With default layouts on both sides it is a reshape. */
+EXE_KERNEL(exe_k_bitcast)
+{
+    const tpu_tensor *a = ops[0]->t;
+    if (!a) return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "bitcast of a tuple");
+    const hlo_shape *is = &in->ops[0]->shape, *os = &in->shape;
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    if (t->nbytes != a->nbytes) {
+        tpu_tensor_free(t);
+        return exe_fail(S, in, TPU_ERR_SHAPE, "bitcast changes the byte size (%zu vs %zu)", a->nbytes, t->nbytes);
+    }
+    int io[TPU_MAX_RANK], oo[TPU_MAX_RANK];
+    data_major_to_minor(is, io);
+    data_major_to_minor(os, oo);
+    int idef = 1, odef = 1;
+    for (int i = 0; i < is->rank; i++) idef &= io[i] == i;
+    for (int i = 0; i < os->rank; i++) odef &= oo[i] == i;
+    size_t es = tpu_dtype_size(t->dtype);
+    if (idef && odef) {
+        memcpy(t->data, a->data, t->nbytes);
+        return exe_out_array(S, t, out);
+    }
+    void *phys = ut_malloc(a->nbytes ? a->nbytes : 1);
+    if (!phys) {
+        tpu_tensor_free(t);
+        return ut_nomem(S->ctx);
+    }
+    /* logical input -> physical: phys dims pd[i] = dims[io[i]] */
+    int64_t as[TPU_MAX_RANK], pd[TPU_MAX_RANK], ps[TPU_MAX_RANK], src_s[TPU_MAX_RANK];
+    data_strides(a->rank, a->dims, as);
+    for (int i = 0; i < a->rank; i++) {
+        pd[i] = a->dims[io[i]];
+        src_s[i] = as[io[i]];
+    }
+    data_strides(a->rank, pd, ps);
+    exe_nd_copy(phys, ps, a->data, src_s, pd, a->rank, es);
+    /* physical -> logical output: output dim oo[i] has physical position i */
+    int64_t od[TPU_MAX_RANK], ops_s[TPU_MAX_RANK], ts[TPU_MAX_RANK], dst_s[TPU_MAX_RANK];
+    for (int i = 0; i < t->rank; i++) od[i] = t->dims[oo[i]];
+    data_strides(t->rank, od, ops_s);
+    data_strides(t->rank, t->dims, ts);
+    for (int i = 0; i < t->rank; i++) dst_s[i] = ts[oo[i]];
+    exe_nd_copy(t->data, dst_s, phys, ops_s, od, t->rank, es);
+    ut_free(phys);
+    return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_transpose)
+{
+    const tpu_tensor *a = ops[0]->t;
+    const int64_t *perm;
+    int np = hlo_attr_ints(in, HK_DIMENSIONS, &perm);
+    if (np != a->rank) return exe_fail(S, in, TPU_ERR_SHAPE, "permutation has %d entries for rank %d", np, a->rank);
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    int64_t as[TPU_MAX_RANK], ts[TPU_MAX_RANK], ss[TPU_MAX_RANK];
+    data_strides(a->rank, a->dims, as);
+    data_strides(t->rank, t->dims, ts);
+    for (int i = 0; i < np; i++) {
+        if (perm[i] < 0 || perm[i] >= a->rank || t->dims[i] != a->dims[perm[i]]) {
+            tpu_tensor_free(t);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "bad permutation");
+        }
+        ss[i] = as[perm[i]];
+    }
+    exe_nd_copy(t->data, ts, a->data, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
+    return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_slice)
+{
+    const tpu_tensor *a = ops[0]->t;
+    const hlo_attr *sa = hlo_attr_find(in, HK_SLICE);
+    if (!sa || sa->kind != HA_SLICE || sa->v.slice->rank != a->rank) return exe_fail(S, in, TPU_ERR_SHAPE, "bad slice={...}");
+    const hlo_slice *sl = sa->v.slice;
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    int64_t as[TPU_MAX_RANK], ts[TPU_MAX_RANK], ss[TPU_MAX_RANK], off = 0;
+    data_strides(a->rank, a->dims, as);
+    data_strides(t->rank, t->dims, ts);
+    for (int i = 0; i < a->rank; i++) {
+        int64_t n = sl->stride[i] > 0 ? (sl->limit[i] - sl->start[i] + sl->stride[i] - 1) / sl->stride[i] : -1;
+        if (sl->start[i] < 0 || sl->limit[i] > a->dims[i] || sl->stride[i] < 1 || n != t->dims[i] ||
+            (n > 0 && sl->start[i] >= a->dims[i])) {
+            tpu_tensor_free(t);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "slice [%lld:%lld:%lld] does not fit dimension %d of size %lld",
+                            (long long)sl->start[i], (long long)sl->limit[i], (long long)sl->stride[i], i, (long long)a->dims[i]);
+        }
+        off += sl->start[i] * as[i];
+        ss[i] = as[i] * sl->stride[i];
+    }
+    size_t es = tpu_dtype_size(t->dtype);
+    exe_nd_copy(t->data, ts, (const char *)a->data + off * (int64_t)es, ss, t->dims, t->rank, es);
+    return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_concatenate)
+{
+    const int64_t *dim;
+    if (hlo_attr_ints(in, HK_DIMENSIONS, &dim) != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "needs dimensions={d}");
+    int d = (int)dim[0];
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    if (d < 0 || d >= t->rank) {
+        tpu_tensor_free(t);
+        return exe_fail(S, in, TPU_ERR_SHAPE, "dimension %d out of range", d);
+    }
+    int64_t ts[TPU_MAX_RANK];
+    data_strides(t->rank, t->dims, ts);
+    size_t es = tpu_dtype_size(t->dtype);
+    int64_t pos = 0;
+    for (int k = 0; k < in->nops; k++) {
+        const tpu_tensor *a = ops[k]->t;
+        int64_t as[TPU_MAX_RANK];
+        if (a->rank != t->rank || pos + a->dims[d] > t->dims[d]) {
+            tpu_tensor_free(t);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "operand %d does not fit the result", k);
+        }
+        data_strides(a->rank, a->dims, as);
+        exe_nd_copy((char *)t->data + pos * ts[d] * (int64_t)es, ts, a->data, as, a->dims, a->rank, es);
+        pos += a->dims[d];
+    }
+    return exe_out_array(S, t, out);
+}
+
+/* Fills t with the scalar value v (any dtype). */
+static void data_fill(tpu_tensor *t, const tpu_tensor *v)
+{
+    size_t es = tpu_dtype_size(t->dtype);
+    char *d = t->data;
+    if (t->count == 0) return;
+    memcpy(d, v->data, es);
+    int64_t done = 1;
+    while (done < t->count) {
+        int64_t n = done < t->count - done ? done : t->count - done;
+        memcpy(d + done * (int64_t)es, d, (size_t)n * es);
+        done += n;
+    }
+}
+
+EXE_KERNEL(exe_k_pad)
+{
+    const tpu_tensor *a = ops[0]->t, *pv = ops[1]->t;
+    const hlo_attr *pa = hlo_attr_find(in, HK_PADDING);
+    if (!pa || pa->kind != HA_PADDING || pa->v.padding->rank != a->rank) return exe_fail(S, in, TPU_ERR_SHAPE, "bad padding=");
+    const hlo_padding *p = pa->v.padding;
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    data_fill(t, pv);
+    int64_t as[TPU_MAX_RANK], ts[TPU_MAX_RANK], cnt[TPU_MAX_RANK], ds[TPU_MAX_RANK], ss[TPU_MAX_RANK];
+    data_strides(a->rank, a->dims, as);
+    data_strides(t->rank, t->dims, ts);
+    int64_t doff = 0, soff = 0;
+    for (int i = 0; i < a->rank; i++) {
+        int64_t step = p->interior[i] + 1;
+        /* operand index j lands at lo + j*step; keep those inside [0, out) */
+        int64_t j0 = p->lo[i] >= 0 ? 0 : (-p->lo[i] + step - 1) / step;
+        int64_t j1 = a->dims[i];   /* exclusive */
+        while (j1 > j0 && p->lo[i] + (j1 - 1) * step >= t->dims[i]) j1--;
+        cnt[i] = j1 > j0 ? j1 - j0 : 0;
+        doff += (p->lo[i] + j0 * step) * ts[i];
+        soff += j0 * as[i];
+        ds[i] = ts[i] * step;
+        ss[i] = as[i];
+    }
+    size_t es = tpu_dtype_size(t->dtype);
+    exe_nd_copy((char *)t->data + doff * (int64_t)es, ds, (const char *)a->data + soff * (int64_t)es, ss, cnt, a->rank, es);
+    return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_reverse)
+{
+    const tpu_tensor *a = ops[0]->t;
+    const int64_t *rd;
+    int nr = hlo_attr_ints(in, HK_DIMENSIONS, &rd);
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    int64_t as[TPU_MAX_RANK], ts[TPU_MAX_RANK], off = 0;
+    data_strides(a->rank, a->dims, as);
+    data_strides(t->rank, t->dims, ts);
+    for (int k = 0; k < nr; k++) {
+        int d = (int)rd[k];
+        if (d < 0 || d >= a->rank) {
+            tpu_tensor_free(t);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "dimension %d out of range", d);
+        }
+        if (as[d] > 0) {
+            off += (a->dims[d] - 1) * as[d];
+            as[d] = -as[d];
+        }
+    }
+    size_t es = tpu_dtype_size(t->dtype);
+    exe_nd_copy(t->data, ts, (const char *)a->data + off * (int64_t)es, as, t->dims, t->rank, es);
+    return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_iota)
+{
+    int64_t d = hlo_attr_int(in, HK_IOTA_DIMENSION, -1);
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    if (d < 0 || d >= t->rank) {
+        tpu_tensor_free(t);
+        return exe_fail(S, in, TPU_ERR_SHAPE, "iota_dimension %lld out of range", (long long)d);
+    }
+    int64_t ts[TPU_MAX_RANK];
+    data_strides(t->rank, t->dims, ts);
+    char k = tpu_dtype_kind(t->dtype);
+    for (int64_t i = 0; i < t->count; i++) {
+        int64_t v = (i / ts[d]) % t->dims[d];
+        if (k == 'f' || k == 'c') exe_store_float(S, t->dtype, t->data, i, (double)v);
+        else ten_store_i64(t->dtype, t->data, i, v);
+    }
+    return exe_out_array(S, t, out);
+}
+
+/* Start indices of dynamic-slice / dynamic-update-slice: `rank` scalar operands from `first`, or one rank-1
+ * operand (old form). Clamped so that a block of `sizes` stays inside `dims`. */
+static tpu_status data_starts(exe_state *S, const hlo_instr *in, exe_value *const *ops, int first, int rank,
+                              const int64_t *dims, const int64_t *sizes, int64_t *start)
+{
+    int nidx = in->nops - first;
+    if (nidx == 1 && rank != 1 && ops[first]->t->rank == 1) {
+        if (ops[first]->t->count != rank) return exe_fail(S, in, TPU_ERR_SHAPE, "index vector has the wrong length");
+        for (int i = 0; i < rank; i++) start[i] = exe_index_value(ops[first]->t, i);
+    } else {
+        if (nidx != rank) return exe_fail(S, in, TPU_ERR_SHAPE, "%d start indices for rank %d", nidx, rank);
+        for (int i = 0; i < rank; i++) start[i] = exe_index_value(ops[first + i]->t, 0);
+    }
+    for (int i = 0; i < rank; i++) {
+        int64_t hi = dims[i] - sizes[i];
+        if (start[i] > hi) start[i] = hi;
+        if (start[i] < 0) start[i] = 0;
+    }
+    return TPU_OK;
+}
+
+EXE_KERNEL(exe_k_dynamic_slice)
+{
+    const tpu_tensor *a = ops[0]->t;
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    int64_t start[TPU_MAX_RANK];
+    if (t->rank != a->rank) st = exe_fail(S, in, TPU_ERR_SHAPE, "result rank differs from operand rank");
+    if (!st) st = data_starts(S, in, ops, 1, a->rank, a->dims, t->dims, start);
+    if (st) {
+        tpu_tensor_free(t);
+        return st;
+    }
+    int64_t as[TPU_MAX_RANK], ts[TPU_MAX_RANK], off = 0;
+    data_strides(a->rank, a->dims, as);
+    data_strides(t->rank, t->dims, ts);
+    for (int i = 0; i < a->rank; i++) off += start[i] * as[i];
+    size_t es = tpu_dtype_size(t->dtype);
+    exe_nd_copy(t->data, ts, (const char *)a->data + off * (int64_t)es, as, t->dims, t->rank, es);
+    return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_dynamic_update_slice)
+{
+    const tpu_tensor *a = ops[0]->t, *u = ops[1]->t;
+    if (u->rank != a->rank) return exe_fail(S, in, TPU_ERR_SHAPE, "update rank differs from operand rank");
+    int64_t start[TPU_MAX_RANK];
+    tpu_status st = data_starts(S, in, ops, 2, a->rank, a->dims, u->dims, start);
+    if (st) return st;
+    tpu_tensor *t;
+    st = exe_alloc(S, in, &t);
+    if (st) return st;
+    memcpy(t->data, a->data, t->nbytes);
+    int64_t as[TPU_MAX_RANK], us[TPU_MAX_RANK], off = 0;
+    data_strides(a->rank, a->dims, as);
+    data_strides(u->rank, u->dims, us);
+    for (int i = 0; i < a->rank; i++) off += start[i] * as[i];
+    size_t es = tpu_dtype_size(t->dtype);
+    exe_nd_copy((char *)t->data + off * (int64_t)es, as, u->data, us, u->dims, u->rank, es);
+    return exe_out_array(S, t, out);
+}
