@@ -160,7 +160,8 @@ void exe_store_float(const exe_state *S, tpu_dtype t, void *base, int64_t i, dou
     case TPU_F32: ((float *)base)[i] = (float)v; break;
     case TPU_F64: ((double *)base)[i] = v; break;
     case TPU_BF16:
-        ((uint16_t *)base)[i] = S->numerics == TPU_NUMERICS_TPU ? fp_f32_to_bf16_ftz((float)v) : fp_f32_to_bf16((float)v);
+        /* results are computed in f32 with subnormals flushed (TPU, and XLA:CPU's FTZ), then rounded */
+        ((uint16_t *)base)[i] = fp_f32_to_bf16_ftz((float)v);
         break;
     case TPU_F16: ((uint16_t *)base)[i] = fp_f32_to_f16((float)v); break;
     default: ten_store_f64(t, base, i, v); break;

@@ -6,6 +6,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 struct exe_comp_info {
     int          n;
@@ -559,6 +562,33 @@ static tpu_status exe_flatten(exe_state *S, exe_value *v, tpu_tensor ***outs, in
     return TPU_OK;
 }
 
+/* Both XLA:CPU (it sets FTZ/DAZ around every execution) and the TPU's vector and matrix units treat f32
+ * subnormals as zero. Setting the CPU's flush-to-zero and denormals-are-zero modes on every worker thread
+ * for the duration of a run reproduces that for all float arithmetic. Returns the previous mode. */
+static unsigned exe_denormals_off(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned old = _mm_getcsr();
+    #pragma omp parallel
+    _mm_setcsr(_mm_getcsr() | 0x8040u);   /* FTZ (bit 15) | DAZ (bit 6) */
+    _mm_setcsr(old | 0x8040u);
+    return old;
+#else
+    return 0;
+#endif
+}
+
+static void exe_denormals_restore(unsigned old)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    #pragma omp parallel
+    _mm_setcsr((_mm_getcsr() & ~0x8040u) | (old & 0x8040u));
+    _mm_setcsr(old);
+#else
+    (void)old;
+#endif
+}
+
 tpu_status tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, tpu_tensor *const *inputs, int ninputs,
                    tpu_tensor ***outputs, int *noutputs)
 {
@@ -586,7 +616,9 @@ tpu_status tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, 
     int next = 0;
     for (int i = 0; i < e->nparams && !st; i++) st = exe_bind_input(&S, i, &e->params[i]->shape, inputs, &next, &args[i]);
     exe_value *res = NULL;
+    unsigned csr = exe_denormals_off();
     if (!st) st = exe_call(&S, e, args, e->nparams, &res);
+    exe_denormals_restore(csr);
     for (int i = 0; i < e->nparams; i++) exe_value_unref(args[i]);
     ut_free(args);
     if (!st) {

@@ -11,11 +11,21 @@
 #include <math.h>
 #include <string.h>
 
+/* Arithmetic on the TPU and on XLA:CPU (which runs with FTZ/DAZ) treats f32-range subnormals as zero: f32,
+ * bf16 (same exponent range) and f64 operands below the smallest normal read as signed zeros, and f32/bf16
+ * results that small become zero. Data movement, negate/abs and conversions to narrower types keep the bits. */
+static double exe_daz(tpu_dtype t, double v)
+{
+    double tiny = t == TPU_F64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+    if ((t == TPU_F32 || t == TPU_BF16 || t == TPU_F64) && v != 0 && fabs(v) < tiny) return copysign(0.0, v);
+    return v;
+}
+
 exe_scalar exe_scalar_load(tpu_dtype t, const void *base, int64_t i)
 {
     exe_scalar s = {0, 0};
     char k = tpu_dtype_kind(t);
-    if (k == 'f' || k == 'c') s.f = ten_load_f64(t, base, i);
+    if (k == 'f' || k == 'c') s.f = exe_daz(t, ten_load_f64(t, base, i));
     else s.i = ten_load_i64(t, base, i);
     return s;
 }
@@ -41,10 +51,11 @@ int64_t exe_wrap_int(tpu_dtype t, int64_t v)
 double exe_round_float(const exe_state *S, tpu_dtype t, double x)
 {
     switch (t) {
-    case TPU_F64: return x;
-    case TPU_F32: return (double)(float)x;
+    case TPU_F64: return exe_daz(t, x);
+    case TPU_F32: return exe_daz(t, (double)(float)x);
     case TPU_BF16:
-        return fp_bf16_to_f32(S && S->numerics == TPU_NUMERICS_TPU ? fp_f32_to_bf16_ftz((float)x) : fp_f32_to_bf16((float)x));
+        /* computed in f32 (flushed), then rounded to bf16: both modes flush bf16 subnormal results */
+        return fp_bf16_to_f32(fp_f32_to_bf16_ftz((float)exe_daz(TPU_F32, x)));
     case TPU_F16: return fp_f16_to_f32(fp_f32_to_f16((float)x));
     case TPU_C64: return (double)(float)x;
     case TPU_C128: return x;
@@ -71,7 +82,35 @@ static int64_t exe_total_key(double x)
 {
     int64_t b;
     memcpy(&b, &x, sizeof b);
-    return b < 0 ? (int64_t)(~(uint64_t)b | (1ull << 63)) ^ (int64_t)(1ull << 63) : b;
+    /* negative values: flip the magnitude bits so larger magnitudes sort lower; -0 lands just below +0 */
+    return b < 0 ? b ^ INT64_MAX : b;
+}
+
+int64_t exe_total_order_key(tpu_dtype t, const void *base, int64_t i)
+{
+    /* from the stored bits, never through a float register: the run's denormals-are-zero mode must not
+     * make a subnormal equal to zero here (XLA compares the bit patterns too) */
+    switch (tpu_dtype_bits(t)) {
+    case 64: {
+        int64_t b;
+        memcpy(&b, (const char *)base + i * 8, 8);
+        return b < 0 ? b ^ INT64_MAX : b;
+    }
+    case 32: {
+        int32_t b;
+        memcpy(&b, (const char *)base + i * 4, 4);
+        return b < 0 ? b ^ INT32_MAX : b;
+    }
+    case 16: {
+        int16_t b;
+        memcpy(&b, (const char *)base + i * 2, 2);
+        return b < 0 ? b ^ INT16_MAX : b;
+    }
+    default: {
+        int8_t b = ((const int8_t *)base)[i];
+        return b < 0 ? b ^ INT8_MAX : b;
+    }
+    }
 }
 
 int exe_scalar_compare(tpu_dtype t, exe_scalar a, exe_scalar b, const char *dir, const char *type)

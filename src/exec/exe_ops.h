@@ -13,6 +13,9 @@ exe_scalar exe_scalar_convert(const exe_state *S, tpu_dtype from, tpu_dtype to, 
 double     exe_round_float(const exe_state *S, tpu_dtype t, double x);
 /* Wraps an integer to the width and signedness of t. */
 int64_t    exe_wrap_int(tpu_dtype t, int64_t v);
+/* Key of element i of a float tensor in XLA's total order (-NaN < -inf < ... < -0 < +0 < ... < NaN),
+ * computed from the stored bits. */
+int64_t    exe_total_order_key(tpu_dtype t, const void *base, int64_t i);
 exe_scalar exe_scalar_round(const exe_state *S, tpu_dtype t, exe_scalar v);
 
 #endif

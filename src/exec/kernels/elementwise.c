@@ -62,8 +62,21 @@ EXE_KERNEL(exe_k_unary)
 
 /* ---- binary ---- */
 
-static float ew_maxf(float x, float y) { return isnan(x) || isnan(y) ? NAN : (x > y || (x == y && !signbit(x))) ? x : y; }
-static float ew_minf(float x, float y) { return isnan(x) || isnan(y) ? NAN : (x < y || (x == y && signbit(x))) ? x : y; }
+/* Through double like the reference path: under the run's denormals-are-zero mode the widening flushes
+ * subnormal inputs, as XLA:CPU's max/min instructions do. */
+static double ew_daz(float x) { return fabsf(x) < 1.1754943508222875e-38f ? copysign(0.0, (double)x) : (double)x; }
+
+static float ew_maxf(float xf, float yf)
+{
+    double x = ew_daz(xf), y = ew_daz(yf);
+    return (float)(isnan(x) || isnan(y) ? NAN : (x > y || (x == y && !signbit(x))) ? x : y);
+}
+
+static float ew_minf(float xf, float yf)
+{
+    double x = ew_daz(xf), y = ew_daz(yf);
+    return (float)(isnan(x) || isnan(y) ? NAN : (x < y || (x == y && signbit(x))) ? x : y);
+}
 
 static int ew_binary_f32(const exe_state *S, hlo_op op, const float *x, const float *y, float *z, int64_t n)
 {
@@ -81,12 +94,11 @@ static int ew_binary_f32(const exe_state *S, hlo_op op, const float *x, const fl
 
 static int ew_binary_bf16(const exe_state *S, hlo_op op, const uint16_t *x, const uint16_t *y, uint16_t *z, int64_t n)
 {
-    int ftz = S->numerics == TPU_NUMERICS_TPU;
 #define EW_BF(expr)                                                                   \
     EW_FOR(S, n) {                                                                    \
         float a = fp_bf16_to_f32_inline(x[i]), b = fp_bf16_to_f32_inline(y[i]);       \
         float r = (expr);                                                             \
-        z[i] = ftz ? fp_f32_to_bf16_ftz(r) : fp_f32_to_bf16_inline(r);                \
+        z[i] = fp_f32_to_bf16_ftz(r);                                                 \
     }                                                                                 \
     return 1;
     switch (op) {
@@ -150,6 +162,15 @@ EXE_KERNEL(exe_k_compare)
         return exe_out_array(S, t, out);
     }
     tpu_dtype ta = a->dtype;
+    if (total && (tpu_dtype_kind(ta) == 'f')) {
+        int d = !strcmp(dir, "EQ") ? 0 : !strcmp(dir, "NE") ? 1 : !strcmp(dir, "LT") ? 2 : !strcmp(dir, "LE") ? 3
+              : !strcmp(dir, "GT") ? 4 : 5;
+        EW_FOR(S, n) {
+            int64_t x = exe_total_order_key(ta, a->data, i), y = exe_total_order_key(ta, b->data, i);
+            z[i] = (uint8_t)(d == 0 ? x == y : d == 1 ? x != y : d == 2 ? x < y : d == 3 ? x <= y : d == 4 ? x > y : x >= y);
+        }
+        return exe_out_array(S, t, out);
+    }
     EW_FOR(S, n) z[i] = (uint8_t)exe_scalar_compare(ta, exe_scalar_load(ta, a->data, i), exe_scalar_load(ta, b->data, i), dir, type);
     return exe_out_array(S, t, out);
 }

@@ -12,8 +12,6 @@
 
 PENDING(exe_k_dot, "dot")
 PENDING(exe_k_convolution, "convolution")
-PENDING(exe_k_gather, "gather")
-PENDING(exe_k_scatter, "scatter")
 PENDING(exe_k_reduce_window, "reduce-window")
 PENDING(exe_k_select_and_scatter, "select-and-scatter")
 PENDING(exe_k_sort, "sort")

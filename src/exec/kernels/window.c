@@ -1,0 +1,501 @@
+/* window.c — reduce-window (variadic) and select-and-scatter.
+ *
+ * reduce-window(inputs[N] of dims D, inits[N]) -> N arrays: per dimension the input is dilated by lhs_dilate
+ * (holes between elements), padded by pad_lo/pad_hi, and a window of `size` taps spaced rhs_dilate apart
+ * slides with `stride`; out = floor((padded - extent) / stride) + 1 where extent = (size-1)*rhs_dilate + 1.
+ * Each output starts from the init values and folds in the window's taps in row-major window order,
+ * acc = f(acc_0..N-1, x_0..N-1). Taps on padding or dilation holes are skipped (XLA:CPU's loop does the same:
+ * padding behaves as the init value only when init is the reducer's identity).
+ *
+ * select-and-scatter(operand, source, init) -> operand-shaped: the output starts as init; for each source
+ * element (row-major) the window over the operand (no dilation; taps on padding skipped) picks one element:
+ * the first in-bounds tap is selected, and each later tap replaces it when select(selected, tap) is false
+ * (so with GE the first maximum wins). source is then combined into that position with `scatter`. A window
+ * with no in-bounds tap scatters nothing.
+ */
+#include "exec/exec.h"
+#include "exec/exe_ops.h"
+#include "exec/kernels/ref.h"
+
+#include <math.h>
+#include <string.h>
+
+#define WN_MAX 32   /* operands of a variadic reduce-window */
+
+typedef struct wn_geom {
+    int     rank;
+    int64_t in[TPU_MAX_RANK], out[TPU_MAX_RANK];
+    int64_t size[TPU_MAX_RANK], stride[TPU_MAX_RANK], lo[TPU_MAX_RANK], ld[TPU_MAX_RANK], rd[TPU_MAX_RANK];
+    int64_t taps;   /* window elements */
+} wn_geom;
+
+static tpu_status wn_geometry(exe_state *S, const hlo_instr *in, const tpu_tensor *x, int allow_dilation, wn_geom *w)
+{
+    memset(w, 0, sizeof *w);
+    w->rank = x->rank;
+    const hlo_attr *a = hlo_attr_find(in, HK_WINDOW);
+    if (!a && x->rank > 0) return exe_fail(S, in, TPU_ERR_SHAPE, "window={...} is missing");
+    const hlo_window *win = a ? a->v.window : NULL;
+    if (win && win->rank != x->rank)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "window has %d dimensions for an operand of rank %d", win->rank, x->rank);
+    w->taps = 1;
+    for (int d = 0; d < x->rank; d++) {
+        const hlo_window_dim *wd = &win->d[d];
+        if (wd->size < 1 || wd->stride < 1 || wd->lhs_dilate < 1 || wd->rhs_dilate < 1)
+            return exe_fail(S, in, TPU_ERR_SHAPE, "window dim %d: size, stride and dilations must be >= 1", d);
+        if (wd->reversal) return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "window reversal is not supported here");
+        if (!allow_dilation && (wd->lhs_dilate != 1 || wd->rhs_dilate != 1))
+            return exe_fail(S, in, TPU_ERR_SHAPE, "select-and-scatter windows cannot be dilated (dim %d)", d);
+        w->in[d] = x->dims[d];
+        w->size[d] = wd->size;
+        w->stride[d] = wd->stride;
+        w->lo[d] = wd->pad_lo;
+        w->ld[d] = wd->lhs_dilate;
+        w->rd[d] = wd->rhs_dilate;
+        int64_t dil = x->dims[d] ? (x->dims[d] - 1) * wd->lhs_dilate + 1 : 0;
+        int64_t padded = dil + wd->pad_lo + wd->pad_hi;
+        int64_t ext = (wd->size - 1) * wd->rhs_dilate + 1;
+        w->out[d] = padded < ext ? 0 : (padded - ext) / wd->stride + 1;
+        w->taps *= wd->size;
+    }
+    return TPU_OK;
+}
+
+/* For each dim, a table [out][size] of input coordinates (-1: padding or a dilation hole). */
+static int64_t *wn_tables(const wn_geom *w, int64_t **tab)
+{
+    int64_t total = 0;
+    for (int d = 0; d < w->rank; d++) total += w->out[d] * w->size[d];
+    int64_t *buf = ut_malloc((size_t)(total ? total : 1) * sizeof *buf);
+    if (!buf) return NULL;
+    int64_t *p = buf;
+    for (int d = 0; d < w->rank; d++) {
+        tab[d] = p;
+        for (int64_t o = 0; o < w->out[d]; o++)
+            for (int64_t k = 0; k < w->size[d]; k++) {
+                int64_t pos = o * w->stride[d] + k * w->rd[d] - w->lo[d];
+                int64_t c = -1;
+                if (pos >= 0 && pos % w->ld[d] == 0 && pos / w->ld[d] < w->in[d]) c = pos / w->ld[d];
+                *p++ = c;
+            }
+    }
+    return buf;
+}
+
+static int wn_next(int64_t *pos, const int64_t *dims, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        if (++pos[i] < dims[i]) return 1;
+        pos[i] = 0;
+    }
+    return 0;
+}
+
+static inline float wn_maxf(float x, float y)
+{
+    if (isnan(x) || isnan(y)) return NAN;
+    return (x > y || (x == y && !signbit(x))) ? x : y;
+}
+
+static inline float wn_minf(float x, float y)
+{
+    if (isnan(x) || isnan(y)) return NAN;
+    return (x < y || (x == y && signbit(x))) ? x : y;
+}
+
+/* ---- reduce-window ---- */
+
+typedef struct rw_plan {
+    int                  n;
+    const tpu_tensor    *x[WN_MAX];
+    exe_scalar           init[WN_MAX];
+    tpu_tensor          *res[WN_MAX];
+    const exe_scalar_fn *fn;
+    hlo_op               binop;
+    wn_geom              w;
+} rw_plan;
+
+static void rw_free(rw_plan *p)
+{
+    for (int i = 0; i < p->n; i++) tpu_tensor_free(p->res[i]);
+}
+
+static tpu_status rw_setup(exe_state *S, const hlo_instr *in, exe_value *const *ops, rw_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (in->nops < 2 || in->nops % 2)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "needs N inputs and N init values, got %d operands", in->nops);
+    int n = in->nops / 2;
+    if (n > WN_MAX) return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "more than %d reduced operands", WN_MAX);
+    p->n = n;
+    for (int i = 0; i < n; i++) {
+        p->x[i] = ops[i]->t;
+        const tpu_tensor *iv = ops[n + i]->t;
+        if (!p->x[i] || !iv || iv->count != 1)
+            return exe_fail(S, in, TPU_ERR_SHAPE, "operand %d must be an array and init %d a scalar", i, i);
+        if (iv->dtype != p->x[i]->dtype)
+            return exe_fail(S, in, TPU_ERR_SHAPE, "init %d is %s but input %d is %s", i, tpu_dtype_name(iv->dtype), i,
+                            tpu_dtype_name(p->x[i]->dtype));
+        char k = tpu_dtype_kind(iv->dtype);
+        if (k == 'c' || k == 'o')
+            return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "reducing %s elements is not supported", tpu_dtype_name(iv->dtype));
+        if (p->x[i]->rank != p->x[0]->rank ||
+            memcmp(p->x[i]->dims, p->x[0]->dims, sizeof(int64_t) * (size_t)p->x[0]->rank))
+            return exe_fail(S, in, TPU_ERR_SHAPE, "all inputs must have the same dimensions");
+        p->init[i] = exe_scalar_load(iv->dtype, iv->data, 0);
+    }
+    tpu_status st = wn_geometry(S, in, p->x[0], 1, &p->w);
+    if (st) return st;
+    if (in->ncalled != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "needs to_apply=");
+    if ((st = exe_scalar_fn_get(S, in->called[0], &p->fn))) return st;
+    if (exe_scalar_fn_nparams(p->fn) != 2 * n || exe_scalar_fn_nresults(p->fn) != n)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "to_apply takes %d parameters and returns %d values; %d inputs need %d and %d",
+                        exe_scalar_fn_nparams(p->fn), exe_scalar_fn_nresults(p->fn), n, 2 * n, n);
+    p->binop = n == 1 ? exe_scalar_fn_binop(p->fn) : HLO_OP_COUNT;
+    /* results, checked against the instruction's shape */
+    for (int i = 0; i < n; i++) {
+        const hlo_shape *s = n == 1 ? &in->shape : (hlo_shape_is_tuple(&in->shape) && in->shape.ntuple == n ? &in->shape.tuple[i] : NULL);
+        int ok = s && hlo_shape_is_array(s) && s->dtype == p->x[i]->dtype && s->rank == p->w.rank;
+        for (int d = 0; ok && d < p->w.rank; d++) ok = s->dims[d] == p->w.out[d];
+        if (!ok) {
+            char b[96];
+            rw_free(p);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "result shape %s does not match the window (result %d should have %d dims of the computed sizes)",
+                            hlo_shape_str(&in->shape, b, sizeof b), i, p->w.rank);
+        }
+        if ((st = exe_alloc_shape(S, s, &p->res[i]))) {
+            rw_free(p);
+            return st;
+        }
+    }
+    return TPU_OK;
+}
+
+static tpu_status rw_result(exe_state *S, rw_plan *p, exe_value **out)
+{
+    exe_value *v[WN_MAX];
+    int ok = 1;
+    for (int i = 0; i < p->n; i++) {
+        v[i] = exe_value_array(p->res[i]);
+        p->res[i] = NULL;
+        if (!v[i]) ok = 0;
+    }
+    if (!ok) {
+        for (int i = 0; i < p->n; i++) exe_value_unref(v[i]);
+        return ut_nomem(S->ctx);
+    }
+    *out = p->n == 1 ? v[0] : exe_value_tuple(v, p->n);
+    return *out ? TPU_OK : ut_nomem(S->ctx);
+}
+
+EXE_KERNEL(exe_k_reduce_window)
+{
+    rw_plan p;
+    tpu_status st = rw_setup(S, in, ops, &p);
+    if (st) return st;
+    const wn_geom *w = &p.w;
+    int R = w->rank, n = p.n;
+    int64_t *tab[TPU_MAX_RANK];
+    int64_t *buf = wn_tables(w, tab);
+    if (!buf) {
+        rw_free(&p);
+        return ut_nomem(S->ctx);
+    }
+    int64_t istr[TPU_MAX_RANK], s = 1, nout = p.res[0]->count;
+    for (int d = R - 1; d >= 0; d--) {
+        istr[d] = s;
+        s *= w->in[d];
+    }
+    int fast = n == 1 && p.x[0]->dtype == TPU_F32 && (p.binop == HLO_ADD || p.binop == HLO_MAXIMUM || p.binop == HLO_MINIMUM);
+    #pragma omp parallel for schedule(static) if (nout * w->taps > 65536)
+    for (int64_t o = 0; o < nout; o++) {
+        int64_t opos[TPU_MAX_RANK], rem = o;
+        for (int d = R - 1; d >= 0; d--) {
+            opos[d] = rem % w->out[d];
+            rem /= w->out[d];
+        }
+        const int64_t *row[TPU_MAX_RANK];
+        for (int d = 0; d < R; d++) row[d] = tab[d] + opos[d] * w->size[d];
+        int64_t k[TPU_MAX_RANK] = {0};
+        if (fast) {
+            const float *x = (const float *)p.x[0]->data;
+            float acc = (float)p.init[0].f;
+            int64_t inner = R ? w->size[R - 1] : 1;
+            for (int64_t t = 0; t < w->taps; t += inner) {
+                int64_t base = 0;
+                int ok = 1;
+                for (int d = 0; d < R - 1; d++) {
+                    int64_t c = row[d][k[d]];
+                    if (c < 0) ok = 0;
+                    base += c * istr[d];
+                }
+                if (ok && R == 0) acc = p.binop == HLO_ADD ? acc + x[0] : p.binop == HLO_MAXIMUM ? wn_maxf(acc, x[0]) : wn_minf(acc, x[0]);
+                else if (ok) {
+                    const int64_t *r = row[R - 1];
+                    switch (p.binop) {
+                    case HLO_ADD:
+                        for (int64_t j = 0; j < inner; j++)
+                            if (r[j] >= 0) acc += x[base + r[j]];
+                        break;
+                    case HLO_MAXIMUM:
+                        for (int64_t j = 0; j < inner; j++)
+                            if (r[j] >= 0) acc = wn_maxf(acc, x[base + r[j]]);
+                        break;
+                    default:
+                        for (int64_t j = 0; j < inner; j++)
+                            if (r[j] >= 0) acc = wn_minf(acc, x[base + r[j]]);
+                        break;
+                    }
+                }
+                wn_next(k, w->size, R - 1);
+            }
+            ((float *)p.res[0]->data)[o] = acc;
+            continue;
+        }
+        exe_scalar acc[WN_MAX], args[2 * WN_MAX];
+        for (int i = 0; i < n; i++) acc[i] = p.init[i];
+        for (int64_t t = 0; t < w->taps; t++) {
+            int64_t off = 0;
+            int ok = 1;
+            for (int d = 0; d < R; d++) {
+                int64_t c = row[d][k[d]];
+                if (c < 0) ok = 0;
+                off += c * istr[d];
+            }
+            if (ok) {
+                if (p.binop != HLO_OP_COUNT) {
+                    acc[0] = exe_scalar_binop(S, p.binop, p.x[0]->dtype, acc[0], exe_scalar_load(p.x[0]->dtype, p.x[0]->data, off));
+                } else {
+                    for (int i = 0; i < n; i++) {
+                        args[i] = acc[i];
+                        args[n + i] = exe_scalar_load(p.x[i]->dtype, p.x[i]->data, off);
+                    }
+                    exe_scalar_fn_eval(p.fn, args, acc);
+                }
+            }
+            wn_next(k, w->size, R);
+        }
+        for (int i = 0; i < n; i++) exe_scalar_store(S, p.res[i]->dtype, p.res[i]->data, o, acc[i]);
+    }
+    ut_free(buf);
+    return rw_result(S, &p, out);
+}
+
+/* Reference: the definition, tap by tap, through the generic evaluator. */
+EXE_KERNEL(exe_k_reduce_window_ref)
+{
+    rw_plan p;
+    tpu_status st = rw_setup(S, in, ops, &p);
+    if (st) return st;
+    const wn_geom *w = &p.w;
+    int R = w->rank, n = p.n;
+    int64_t opos[TPU_MAX_RANK] = {0};
+    for (int64_t o = 0; o < p.res[0]->count; o++) {
+        exe_scalar acc[WN_MAX], args[2 * WN_MAX];
+        for (int i = 0; i < n; i++) acc[i] = p.init[i];
+        int64_t k[TPU_MAX_RANK] = {0};
+        for (int64_t t = 0; t < w->taps; t++) {
+            int64_t off = 0;
+            int ok = 1;
+            for (int d = 0; d < R; d++) {
+                int64_t pos = opos[d] * w->stride[d] + k[d] * w->rd[d] - w->lo[d];
+                if (pos < 0 || pos % w->ld[d] || pos / w->ld[d] >= w->in[d]) ok = 0;
+                else off = off * w->in[d] + pos / w->ld[d];
+            }
+            if (ok) {
+                for (int i = 0; i < n; i++) {
+                    args[i] = acc[i];
+                    args[n + i] = exe_scalar_load(p.x[i]->dtype, p.x[i]->data, off);
+                }
+                exe_scalar_fn_eval(p.fn, args, acc);
+            }
+            wn_next(k, w->size, R);
+        }
+        for (int i = 0; i < n; i++) exe_scalar_store(S, p.res[i]->dtype, p.res[i]->data, o, acc[i]);
+        wn_next(opos, w->out, R);
+    }
+    return rw_result(S, &p, out);
+}
+
+/* ---- select-and-scatter ---- */
+
+typedef struct ss_plan {
+    const tpu_tensor    *x, *src;
+    exe_scalar           init;
+    const exe_scalar_fn *sel, *sca;
+    hlo_op               sca_op;
+    int                  sel_ge;   /* select is compare(p0, p1) GE (1) or GT (2) on floats: fast path */
+    wn_geom              w;
+} ss_plan;
+
+static const hlo_comp *ss_comp(const hlo_instr *in, hlo_attr_key k)
+{
+    const hlo_attr *a = hlo_attr_find(in, k);
+    return a && (a->kind == HA_COMP || a->kind == HA_COMPS) && a->v.comps.n == 1 ? a->v.comps.v[0] : NULL;
+}
+
+static int ss_select_kind(const hlo_comp *c, tpu_dtype t)
+{
+    const hlo_instr *r = c->root;
+    if (t != TPU_F32 || r->op != HLO_COMPARE || r->nops != 2 || r->ops[0]->op != HLO_PARAMETER ||
+        r->ops[1]->op != HLO_PARAMETER || r->ops[0]->param_no != 0 || r->ops[1]->param_no != 1)
+        return 0;
+    const char *dir = hlo_attr_str(r, HK_DIRECTION), *type = hlo_attr_str(r, HK_TYPE);
+    if (type && strcmp(type, "FLOAT")) return 0;
+    if (dir && !strcmp(dir, "GE")) return 1;
+    if (dir && !strcmp(dir, "GT")) return 2;
+    return 0;
+}
+
+static tpu_status ss_setup(exe_state *S, const hlo_instr *in, exe_value *const *ops, ss_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (in->nops != 3) return exe_fail(S, in, TPU_ERR_SHAPE, "needs operand, source and init value, got %d operands", in->nops);
+    p->x = ops[0]->t;
+    p->src = ops[1]->t;
+    const tpu_tensor *iv = ops[2]->t;
+    if (!p->x || !p->src || !iv || iv->count != 1)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "operand and source must be arrays and init a scalar");
+    char k = tpu_dtype_kind(p->x->dtype);
+    if (k == 'c' || k == 'o' || tpu_dtype_kind(p->src->dtype) == 'c')
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s elements are not supported", tpu_dtype_name(p->x->dtype));
+    if (iv->dtype != p->src->dtype)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "init is %s but source is %s", tpu_dtype_name(iv->dtype), tpu_dtype_name(p->src->dtype));
+    if (!hlo_shape_is_array(&in->shape) || in->shape.dtype != p->src->dtype || in->shape.rank != p->x->rank ||
+        memcmp(in->shape.dims, p->x->dims, sizeof(int64_t) * (size_t)p->x->rank))
+        return exe_fail(S, in, TPU_ERR_SHAPE, "result must have the operand's dimensions and the source's type");
+    p->init = exe_scalar_load(iv->dtype, iv->data, 0);
+    tpu_status st = wn_geometry(S, in, p->x, 0, &p->w);
+    if (st) return st;
+    if (p->src->rank != p->x->rank)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "source rank %d != operand rank %d", p->src->rank, p->x->rank);
+    for (int d = 0; d < p->x->rank; d++)
+        if (p->src->dims[d] != p->w.out[d])
+            return exe_fail(S, in, TPU_ERR_SHAPE, "source dim %d is %lld but the window gives %lld", d,
+                            (long long)p->src->dims[d], (long long)p->w.out[d]);
+    const hlo_comp *cs = ss_comp(in, HK_SELECT), *cc = ss_comp(in, HK_SCATTER);
+    if (!cs || !cc) return exe_fail(S, in, TPU_ERR_SHAPE, "needs select= and scatter= computations");
+    if ((st = exe_scalar_fn_get(S, cs, &p->sel)) || (st = exe_scalar_fn_get(S, cc, &p->sca))) return st;
+    if (exe_scalar_fn_nparams(p->sel) != 2 || exe_scalar_fn_nresults(p->sel) != 1 || exe_scalar_fn_nparams(p->sca) != 2 ||
+        exe_scalar_fn_nresults(p->sca) != 1)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "select and scatter must take two scalars and return one");
+    p->sca_op = exe_scalar_fn_binop(p->sca);
+    p->sel_ge = ss_select_kind(cs, p->x->dtype);
+    return TPU_OK;
+}
+
+static tpu_status ss_init_out(exe_state *S, const hlo_instr *in, const ss_plan *p, tpu_tensor **t)
+{
+    tpu_status st = exe_alloc(S, in, t);
+    if (st) return st;
+    for (int64_t i = 0; i < (*t)->count; i++) exe_scalar_store(S, (*t)->dtype, (*t)->data, i, p->init);
+    return TPU_OK;
+}
+
+static void ss_scatter(const exe_state *S, const ss_plan *p, tpu_tensor *t, int64_t at, int64_t si)
+{
+    if (p->sca_op == HLO_ADD && t->dtype == TPU_F32) {
+        ((float *)t->data)[at] += ((const float *)p->src->data)[si];
+        return;
+    }
+    exe_scalar a[2] = {exe_scalar_load(t->dtype, t->data, at), exe_scalar_load(p->src->dtype, p->src->data, si)}, r;
+    if (p->sca_op != HLO_OP_COUNT) r = exe_scalar_binop(S, p->sca_op, t->dtype, a[0], a[1]);
+    else exe_scalar_fn_eval(p->sca, a, &r);
+    exe_scalar_store(S, t->dtype, t->data, at, r);
+}
+
+EXE_KERNEL(exe_k_select_and_scatter)
+{
+    ss_plan p;
+    tpu_status st = ss_setup(S, in, ops, &p);
+    if (st) return st;
+    tpu_tensor *t;
+    if ((st = ss_init_out(S, in, &p, &t))) return st;
+    const wn_geom *w = &p.w;
+    int R = w->rank;
+    int64_t *tab[TPU_MAX_RANK];
+    int64_t *buf = wn_tables(w, tab);
+    if (!buf) {
+        tpu_tensor_free(t);
+        return ut_nomem(S->ctx);
+    }
+    int64_t istr[TPU_MAX_RANK], s = 1;
+    for (int d = R - 1; d >= 0; d--) {
+        istr[d] = s;
+        s *= w->in[d];
+    }
+    int64_t opos[TPU_MAX_RANK] = {0};
+    tpu_dtype xt = p.x->dtype;
+    for (int64_t o = 0; o < p.src->count; o++, wn_next(opos, w->out, R)) {
+        int64_t k[TPU_MAX_RANK] = {0}, sel = -1;
+        exe_scalar cur = {0, 0};
+        float curf = 0;
+        for (int64_t tp = 0; tp < w->taps; tp++, wn_next(k, w->size, R)) {
+            int64_t off = 0;
+            int ok = 1;
+            for (int d = 0; d < R; d++) {
+                int64_t c = tab[d][opos[d] * w->size[d] + k[d]];
+                if (c < 0) ok = 0;
+                off += c * istr[d];
+            }
+            if (!ok) continue;
+            if (p.sel_ge) {
+                float v = ((const float *)p.x->data)[off];
+                /* keep the current one while select(cur, v) holds */
+                if (sel >= 0 && (p.sel_ge == 1 ? curf >= v : curf > v)) continue;
+                curf = v;
+                sel = off;
+                continue;
+            }
+            exe_scalar v = exe_scalar_load(xt, p.x->data, off);
+            if (sel >= 0) {
+                exe_scalar a[2] = {cur, v}, r;
+                exe_scalar_fn_eval(p.sel, a, &r);
+                if (r.i) continue;
+            }
+            cur = v;
+            sel = off;
+        }
+        if (sel >= 0) ss_scatter(S, &p, t, sel, o);
+    }
+    ut_free(buf);
+    return exe_out_array(S, t, out);
+}
+
+/* Reference: the definition with the generic evaluator for both computations. */
+EXE_KERNEL(exe_k_select_and_scatter_ref)
+{
+    ss_plan p;
+    tpu_status st = ss_setup(S, in, ops, &p);
+    if (st) return st;
+    p.sca_op = HLO_OP_COUNT;
+    tpu_tensor *t;
+    if ((st = ss_init_out(S, in, &p, &t))) return st;
+    const wn_geom *w = &p.w;
+    int R = w->rank;
+    int64_t opos[TPU_MAX_RANK] = {0};
+    for (int64_t o = 0; o < p.src->count; o++, wn_next(opos, w->out, R)) {
+        int64_t k[TPU_MAX_RANK] = {0}, sel = -1;
+        exe_scalar cur = {0, 0};
+        for (int64_t tp = 0; tp < w->taps; tp++, wn_next(k, w->size, R)) {
+            int64_t off = 0;
+            int ok = 1;
+            for (int d = 0; d < R; d++) {
+                int64_t pos = opos[d] * w->stride[d] + k[d] - w->lo[d];
+                if (pos < 0 || pos >= w->in[d]) ok = 0;
+                off = off * w->in[d] + pos;
+            }
+            if (!ok) continue;
+            exe_scalar v = exe_scalar_load(p.x->dtype, p.x->data, off);
+            if (sel >= 0) {
+                exe_scalar a[2] = {cur, v}, r;
+                exe_scalar_fn_eval(p.sel, a, &r);
+                if (r.i) continue;
+            }
+            cur = v;
+            sel = off;
+        }
+        if (sel >= 0) ss_scatter(S, &p, t, sel, o);
+    }
+    return exe_out_array(S, t, out);
+}

@@ -1,0 +1,276 @@
+/* t_conformance.c — the conformance suite: every program under tests/conformance/cases/ (exported from JAX,
+ * optimized by XLA:CPU, or handwritten) runs in both numerics modes and is compared with XLA:CPU's own
+ * outputs for the same HLO text (exact.npz) and with the TPU-numerics reference (tpu.npz), with the
+ * per-output tolerances the generator measured (tests/conformance/gen_cases.py). Prints a table and the
+ * worst error per mode. Set CONFORMANCE=name1,name2 to run some cases only. */
+#include "test.h"
+#include "util/tensor.h"
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define CASES_DIR "tests/conformance/cases"
+
+typedef struct npz {
+    tpu_tensor **t;
+    char       **names;
+    int          n;
+} npz;
+
+static void npz_free(npz *z)
+{
+    tpu_tensors_free(z->t, z->n);
+    tpu_names_free(z->names, z->n);
+    memset(z, 0, sizeof *z);
+}
+
+static tpu_tensor *npz_get(const npz *z, const char *name)
+{
+    for (int i = 0; i < z->n; i++)
+        if (!strcmp(z->names[i], name)) return z->t[i];
+    return NULL;
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static int json_in_list(const cJSON *list, const char *name)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) if (cJSON_IsString(e) && !strcmp(e->valuestring, name)) return 1;
+    return 0;
+}
+
+/* A float32 tensor holding values of another float type, converted to that type (exactly). */
+static tpu_tensor *as_dtype(tpu_ctx *ctx, const tpu_tensor *src, tpu_dtype dt)
+{
+    tpu_tensor *t = NULL;
+    if (tpu_tensor_new(ctx, dt, tpu_tensor_rank(src), tpu_tensor_dims(src), &t) != TPU_OK) return NULL;
+    for (int64_t i = 0; i < tpu_tensor_count(src); i++) ten_store_f64(dt, tpu_tensor_data(t), i, tpu_tensor_get_f64(src, i));
+    return t;
+}
+
+typedef struct cmp_result {
+    int    ok;
+    double max_abs, max_rel;
+    char   why[256];
+} cmp_result;
+
+static void compare(const tpu_tensor *got, const tpu_tensor *want, double atol, double rtol, cmp_result *r)
+{
+    int64_t n = tpu_tensor_count(want);
+    if (tpu_tensor_count(got) != n || tpu_tensor_rank(got) != tpu_tensor_rank(want)) {
+        char a[64], b[64];
+        tpu_tensor_shape_str(got, a, sizeof a);
+        tpu_tensor_shape_str(want, b, sizeof b);
+        snprintf(r->why, sizeof r->why, "shape %s, expected %s", a, b);
+        r->ok = 0;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double a = tpu_tensor_get_f64(got, i), b = tpu_tensor_get_f64(want, i);
+        if (isnan(b) || isnan(a)) {
+            if (isnan(a) != isnan(b)) {
+                if (r->ok) snprintf(r->why, sizeof r->why, "element %lld: %.9g vs %.9g", (long long)i, a, b);
+                r->ok = 0;
+                r->max_abs = INFINITY;
+            }
+            continue;
+        }
+        if (isinf(b) || isinf(a)) {
+            if (a != b) {
+                if (r->ok) snprintf(r->why, sizeof r->why, "element %lld: %.9g vs %.9g", (long long)i, a, b);
+                r->ok = 0;
+                r->max_abs = INFINITY;
+            }
+            continue;
+        }
+        double d = fabs(a - b);
+        double rel = d / (fabs(b) > 1e-30 ? fabs(b) : 1e-30);
+        if (d > r->max_abs) r->max_abs = d;
+        if (d > 0 && rel > r->max_rel && fabs(b) > atol) r->max_rel = rel;
+        if (!(d <= atol + rtol * fabs(b))) {
+            if (r->ok)
+                snprintf(r->why, sizeof r->why, "element %lld: %.9g vs %.9g (|diff| %.3g > atol %.3g + rtol %.3g*|ref|)",
+                         (long long)i, a, b, d, atol, rtol);
+            r->ok = 0;
+        }
+    }
+}
+
+static void tol_for(const cJSON *c, const char *mode, int out, double *atol, double *rtol)
+{
+    char key[32];
+    snprintf(key, sizeof key, "tol_%s", mode);
+    const cJSON *t = cJSON_GetObjectItem(c, key);
+    *atol = cJSON_GetNumberValue(cJSON_GetObjectItem(t, "atol"));
+    *rtol = cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rtol"));
+    const cJSON *per = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "tol_per_output"), mode);
+    const cJSON *e = per ? cJSON_GetArrayItem(per, out) : NULL;
+    if (e) {
+        *atol = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "atol"));
+        *rtol = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "rtol"));
+    }
+}
+
+static int selected(const char *name)
+{
+    const char *f = getenv("CONFORMANCE");
+    if (!f || !*f) return 1;
+    size_t n = strlen(name);
+    for (const char *p = f; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && !strncmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Runs one case in one mode; returns 1 if every output is within tolerance. */
+static int run_case_mode(tpu_ctx *ctx, const char *dir, const char *name, const cJSON *c, tpu_module *m,
+                         tpu_tensor **ins, int nin, const char *mode, double *worst_abs, double *worst_rel)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%.900s/%s.npz", dir, mode);
+    npz want = {0};
+    if (tpu_npz_load(ctx, path, &want.t, &want.names, &want.n) != TPU_OK) {
+        test_fail(__FILE__, __LINE__, "%s: %s", name, tpu_errmsg(ctx));
+        return 0;
+    }
+    tpu_run_opts o = tpu_run_opts_default();
+    o.numerics = strcmp(mode, "tpu") ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+    tpu_tensor **outs = NULL;
+    int nout = 0;
+    int ok = 1;
+    if (tpu_run(ctx, m, &o, ins, nin, &outs, &nout) != TPU_OK) {
+        test_fail(__FILE__, __LINE__, "%s [%s]: run failed: %s", name, mode, tpu_errmsg(ctx));
+        npz_free(&want);
+        return 0;
+    }
+    int expected = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(c, "outputs"));
+    if (nout != expected) {
+        test_fail(__FILE__, __LINE__, "%s [%s]: %d outputs, expected %d", name, mode, nout, expected);
+        ok = 0;
+    }
+    for (int i = 0; ok && i < nout; i++) {
+        char member[32];
+        snprintf(member, sizeof member, "out%d", i);
+        const tpu_tensor *w = npz_get(&want, member);
+        if (!w) {
+            test_fail(__FILE__, __LINE__, "%s [%s]: reference has no %s", name, mode, member);
+            ok = 0;
+            break;
+        }
+        double atol, rtol;
+        tol_for(c, mode, i, &atol, &rtol);
+        cmp_result r = {1, 0, 0, ""};
+        compare(outs[i], w, atol, rtol, &r);
+        if (r.max_abs > *worst_abs) *worst_abs = r.max_abs;
+        if (r.max_rel > *worst_rel) *worst_rel = r.max_rel;
+        if (!r.ok) {
+            test_fail(__FILE__, __LINE__, "%s [%s] out%d: %s (max abs %.3g, max rel %.3g)", name, mode, i, r.why, r.max_abs,
+                      r.max_rel);
+            ok = 0;
+        }
+    }
+    tpu_tensors_free(outs, nout);
+    npz_free(&want);
+    return ok;
+}
+
+TEST(conformance_cases)
+{
+    DIR *d = opendir(CASES_DIR);
+    REQUIRE(d != NULL);
+    char names[256][128];
+    int ncase = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && ncase < 256)
+        if (e->d_name[0] != '.' && selected(e->d_name)) snprintf(names[ncase++], 128, "%s", e->d_name);
+    closedir(d);
+    qsort(names, (size_t)ncase, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    tpu_ctx *ctx = tpu_ctx_new();
+    int pass[2] = {0, 0};
+    double worst_abs[2] = {0, 0}, worst_rel[2] = {0, 0};
+    const char *modes[2] = {"exact", "tpu"};
+    for (int k = 0; k < ncase; k++) {
+        char dir[512], path[1024];
+        snprintf(dir, sizeof dir, "%s/%.400s", CASES_DIR, names[k]);
+        snprintf(path, sizeof path, "%s/case.json", dir);
+        char *js = read_text(path);
+        cJSON *c = js ? cJSON_Parse(js) : NULL;
+        free(js);
+        if (!c) {
+            test_fail(__FILE__, __LINE__, "%s: cannot read case.json", names[k]);
+            continue;
+        }
+        tpu_module *m = NULL;
+        snprintf(path, sizeof path, "%s/program.hlo", dir);
+        if (tpu_module_load(ctx, path, &m) != TPU_OK) {
+            test_fail(__FILE__, __LINE__, "%s: %s", names[k], tpu_errmsg(ctx));
+            cJSON_Delete(c);
+            continue;
+        }
+        tpu_warnings_clear(ctx);
+        npz in = {0};
+        snprintf(path, sizeof path, "%s/inputs.npz", dir);
+        if (tpu_npz_load(ctx, path, &in.t, &in.names, &in.n) != TPU_OK) {
+            test_fail(__FILE__, __LINE__, "%s: %s", names[k], tpu_errmsg(ctx));
+            tpu_module_free(m);
+            cJSON_Delete(c);
+            continue;
+        }
+        /* inputs in parameter order, narrow types restored */
+        const cJSON *inputs = cJSON_GetObjectItem(c, "inputs"), *bf = cJSON_GetObjectItem(c, "bf16_as_f32");
+        const cJSON *f8 = cJSON_GetObjectItem(c, "f8_as_f32");
+        int nin = cJSON_GetArraySize(inputs);
+        tpu_tensor **ins = calloc((size_t)(nin ? nin : 1), sizeof *ins);
+        tpu_tensor **owned = calloc((size_t)(nin ? nin : 1), sizeof *owned);
+        int ok = ins && owned;
+        for (int i = 0; ok && i < nin; i++) {
+            const char *member = cJSON_GetObjectItem(cJSON_GetArrayItem(inputs, i), "member")->valuestring;
+            tpu_tensor *t = npz_get(&in, member);
+            if (!t) {
+                test_fail(__FILE__, __LINE__, "%s: inputs.npz lacks %s", names[k], member);
+                ok = 0;
+                break;
+            }
+            const cJSON *f8t = cJSON_GetObjectItem(f8, member);
+            if (json_in_list(bf, member)) t = owned[i] = as_dtype(ctx, t, TPU_BF16);
+            else if (cJSON_IsString(f8t))
+                t = owned[i] = as_dtype(ctx, t, tpu_dtype_from_name(f8t->valuestring, strlen(f8t->valuestring)));
+            ins[i] = t;
+            if (!t) ok = 0;
+        }
+        for (int md = 0; ok && md < 2; md++)
+            if (run_case_mode(ctx, dir, names[k], c, m, ins, nin, modes[md], &worst_abs[md], &worst_rel[md])) pass[md]++;
+        for (int i = 0; i < nin; i++) tpu_tensor_free(owned[i]);
+        free(owned);
+        free(ins);
+        npz_free(&in);
+        tpu_module_free(m);
+        cJSON_Delete(c);
+    }
+    tpu_ctx_free(ctx);
+    fprintf(stderr, "  conformance: exact %d/%d cases passed (worst abs err %.3g, rel %.3g); tpu %d/%d (worst abs %.3g, rel %.3g)\n",
+            pass[0], ncase, worst_abs[0], worst_rel[0], pass[1], ncase, worst_abs[1], worst_rel[1]);
+    CHECK(ncase >= 30 || getenv("CONFORMANCE"));
+}
