@@ -41,19 +41,26 @@ build/.deps-ok: scripts/deps.sh
 	@mkdir -p build && touch $@
 deps: build/.deps-ok
 
+# V=1 shows the full commands
+Q := $(if $(V),,@)
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libtpusim.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit-tests: $(TEST_OBJ) $(BUILD)/libtpusim.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The README's test command. Everything runs from the repository root (tests read ../shared/corpus).
 test: deps
