@@ -240,6 +240,26 @@ tpu_status  tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts,
  * produce the same values. */
 tpu_status  tpu_random_inputs(tpu_ctx *ctx, const tpu_module *m, uint64_t seed, tpu_tensor ***inputs, int *count);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * SCALE-Sim compatible layer mode (docs/scalesim.md): SCALE-Sim's .cfg (v2/v3) and topology .csv in, its
+ * COMPUTE_REPORT.csv, BANDWIDTH_REPORT.csv and DETAILED_ACCESS_REPORT.csv out, with the numbers SCALE-Sim
+ * 3.0.0 computes (CALC and USER bandwidth modes; os, ws, is dataflows).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_scalesim_opts {
+    const char *config_path;    /* the .cfg file (required) */
+    const char *topology_path;  /* the topology .csv; NULL: the config's [network_presets] TopologyCsvLoc */
+    int         gemm;           /* 1: rows are "name, M, N, K" (SCALE-Sim -i gemm); 0: conv rows (-i conv) */
+    const char *out_dir;        /* reports go to out_dir/<run_name>/ (created as needed); NULL: "." */
+    FILE       *log;            /* one summary line per layer, or NULL for none */
+} tpu_scalesim_opts;
+
+tpu_scalesim_opts tpu_scalesim_opts_default(void);
+
+/* Simulates every layer of the topology and writes the three reports. On success *report_dir (if not
+ * NULL) receives the report directory (free with tpu_free) and *layers (if not NULL) the layer count. */
+tpu_status  tpu_scalesim_run(tpu_ctx *ctx, const tpu_scalesim_opts *opts, char **report_dir, int *layers);
+
 #ifdef __cplusplus
 }
 #endif

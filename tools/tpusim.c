@@ -11,6 +11,7 @@ static const struct {
     {"run", cmd_run, "run an HLO program on the CPU with TPU numerics; write results as .npy"},
     {"check", cmd_check, "report what would stop a program from compiling for a TPU (exit 0 ok, 1 no, 2 bad input)"},
     {"print", cmd_print, "parse an HLO program and print it back (canonical form)"},
+    {"scalesim", cmd_scalesim, "SCALE-Sim compatible layer mode: its .cfg and topology .csv in, its reports out"},
 };
 
 static void cli_usage(FILE *f)

@@ -1,0 +1,764 @@
+/* scalesim_mem.c — one layer the way SCALE-Sim 3.0.0 simulates it (single_layer_sim.py and memory/).
+ *
+ * SCALE-Sim materialises three demand matrices (one row per cycle, one address per array lane) and walks
+ * them row by row through a double-buffered SRAM model, one Python call per row and per address. We walk
+ * the same rows in the same order, but the addresses come from the fold geometry of timing/systolic.h and
+ * the operand address formulas of operand_matrix.py, and each buffer is a small state machine:
+ *
+ *   ss_rd_calc  read buffer in CALC mode (read_buffer_estimate_bw.py): never stalls; counts DRAM reads.
+ *               Its set bookkeeping reduces to "epochs": an address is fetched again once 50 sets of
+ *               floor(SRAM words / 100) distinct addresses have been seen since it was last fetched.
+ *   ss_rd_user  read buffer in USER mode (read_buffer.py): the operand's prefetch matrix cut into sets of
+ *               ceil(SRAM words / 100) addresses; a sliding window of sets is the active buffer; a miss
+ *               slides it (a "prefetch") and may stall.
+ *   ss_wbuf     the OFMAP write buffer (write_buffer.py), both modes: fills lines of `bandwidth` words,
+ *               drains half the SRAM at a time, stalls when full while draining.
+ *
+ * Oddities of SCALE-Sim that change the numbers are reproduced on purpose and marked "SCALE-Sim:" below;
+ * docs/scalesim.md lists them. Where SCALE-Sim would crash we carry on and warn.
+ */
+#include "compat/scalesim.h"
+#include "util/util.h"
+#include <string.h>
+
+static int64_t ss_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Operand addresses (operand_matrix.py), relative to the operand's offset. The offsets only shift every
+ * address of one operand, and each operand has its own buffer, so they never change a result.
+ *   ifmap[p][k]  (p: output pixel, k: window element): address of the input element, or -1 where the
+ *                window hangs off the IFMAP (SCALE-Sim pads nothing: those lanes idle)
+ *   filter[k][n] = n * K + k
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ss_ops {
+    int64_t  H, W, P, K, N;
+    int64_t *p_base, *k_int;   /* ifmap[p][k] = p_base[p] + k_int[k] when in bounds */
+    int32_t *p_row, *p_col;    /* top-left input row/col of output pixel p's window */
+    int32_t *k_row, *k_col;    /* row/col of window element k inside the window */
+    int64_t  ifmap_naddr, filter_naddr;
+} ss_ops;
+
+static void ss_ops_free(ss_ops *o)
+{
+    ut_free(o->p_base); ut_free(o->k_int);
+    ut_free(o->p_row); ut_free(o->p_col);
+    ut_free(o->k_row); ut_free(o->k_col);
+}
+
+static tpu_status ss_ops_init(tpu_ctx *ctx, const ss_layer *l, ss_ops *o)
+{
+    memset(o, 0, sizeof *o);
+    int64_t eh = ss_cdiv(l->ifmap_h - l->filter_h + l->stride_h, l->stride_h);
+    int64_t ew = ss_cdiv(l->ifmap_w - l->filter_w + l->stride_w, l->stride_w);
+    o->H = l->ifmap_h;
+    o->W = l->ifmap_w;
+    o->P = eh * ew;
+    o->K = l->filter_h * l->filter_w * l->channels;
+    o->N = l->filters;
+    int64_t hw, hwc, kn;
+    if (__builtin_mul_overflow(l->ifmap_h, l->ifmap_w, &hw) || __builtin_mul_overflow(hw, l->channels, &hwc) ||
+        __builtin_mul_overflow(o->K, o->N, &kn) || hwc > ((int64_t)1 << 32) || kn > ((int64_t)1 << 32) ||
+        o->P > ((int64_t)1 << 31) || o->K > ((int64_t)1 << 31))
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "layer '%s' is too large to emulate (more than 2^32 IFMAP or filter "
+                      "words)", l->name);
+    o->ifmap_naddr = hwc;
+    o->filter_naddr = kn;
+    o->p_base = ut_malloc((size_t)o->P * sizeof *o->p_base);
+    o->p_row = ut_malloc((size_t)o->P * sizeof *o->p_row);
+    o->p_col = ut_malloc((size_t)o->P * sizeof *o->p_col);
+    o->k_int = ut_malloc((size_t)o->K * sizeof *o->k_int);
+    o->k_row = ut_malloc((size_t)o->K * sizeof *o->k_row);
+    o->k_col = ut_malloc((size_t)o->K * sizeof *o->k_col);
+    if (!o->p_base || !o->p_row || !o->p_col || !o->k_int || !o->k_row || !o->k_col) {
+        ss_ops_free(o);
+        return ut_nomem(ctx);
+    }
+    int64_t C = l->channels;
+    for (int64_t p = 0; p < o->P; p++) {
+        int64_t r = (p / ew) * l->stride_h, c = (p % ew) * l->stride_w;
+        o->p_row[p] = (int32_t)r;
+        o->p_col[p] = (int32_t)c;
+        o->p_base[p] = (r * o->W + c) * C;
+    }
+    for (int64_t k = 0; k < o->K; k++) {
+        int64_t r = k / (l->filter_w * C), rem = k % (l->filter_w * C);
+        int64_t c = rem / C, ch = rem % C;
+        o->k_row[k] = (int32_t)r;
+        o->k_col[k] = (int32_t)c;
+        o->k_int[k] = (r * o->W + c) * C + ch;
+    }
+    return TPU_OK;
+}
+
+static inline int64_t ss_ifmap(const ss_ops *o, int64_t p, int64_t k)
+{
+    if (o->k_row[k] + o->p_row[p] < o->H && o->k_col[k] + o->p_col[p] < o->W) return o->p_base[p] + o->k_int[k];
+    return -1;
+}
+
+/* Operand element at (x, y): ifmap (x = p, y = k) or filter (x = k, y = n). */
+static inline int64_t ss_elem(const ss_ops *o, bool ifmap, int64_t x, int64_t y)
+{
+    return ifmap ? ss_ifmap(o, x, y) : y * o->K + x;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Demand rows: lane c of cycle t of a fold carries operand element (x, y), affine in (c, u) where u is the
+ * data row (skewed streams) or tile row (block streams) of timing/systolic.h.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ss_lanemap {
+    bool    ifmap;
+    int64_t x0, xc, xu, y0, yc, yu;
+} ss_lanemap;
+
+static void ss_lanemaps(tim_dataflow df, const tim_array *arr, const tim_fold *f, ss_lanemap *im, ss_lanemap *fm)
+{
+    int64_t R = arr->rows, C = arr->cols, fr0 = f->fr * R, fc0 = f->fc * C;
+    memset(im, 0, sizeof *im);
+    memset(fm, 0, sizeof *fm);
+    im->ifmap = true;
+    switch (df) {
+    case TIM_DF_OS:   /* ifmap[fr*R + c][u], filter[u][fc*C + c] */
+        im->x0 = fr0; im->xc = 1; im->yu = 1;
+        fm->xu = 1; fm->y0 = fc0; fm->yc = 1;
+        break;
+    case TIM_DF_WS:   /* ifmap[u][fr*R + c], filter[fr*R + row][fc*C + c] */
+        im->xu = 1; im->y0 = fr0; im->yc = 1;
+        fm->x0 = fr0; fm->xu = 1; fm->y0 = fc0; fm->yc = 1;
+        break;
+    case TIM_DF_IS:   /* ifmap[fc*C + c][fr*R + row], filter[fr*R + c][u] */
+        im->x0 = fc0; im->xc = 1; im->y0 = fr0; im->yu = 1;
+        fm->x0 = fr0; fm->xc = 1; fm->yu = 1;
+        break;
+    }
+}
+
+/* The valid addresses (not -1) of stream s at fold cycle t, in lane order; returns their count. */
+static int64_t ss_gather(const ss_ops *o, const tim_stream *s, const ss_lanemap *m, int64_t t, int64_t *buf)
+{
+    int64_t c0, c1, n = 0;
+    tim_stream_lanes(s, t, &c0, &c1);
+    if (c0 > c1) return 0;
+    if (s->skewed) {
+        for (int64_t c = c0; c <= c1; c++) {
+            int64_t u = t - c - s->pre;
+            int64_t a = ss_elem(o, m->ifmap, m->x0 + m->xc * c + m->xu * u, m->y0 + m->yc * c + m->yu * u);
+            if (a >= 0) buf[n++] = a;
+        }
+    } else {
+        int64_t u = s->n - 1 - t;
+        for (int64_t c = c0; c <= c1; c++) {
+            int64_t a = ss_elem(o, m->ifmap, m->x0 + m->xc * c + m->xu * u, m->y0 + m->yc * c + m->yu * u);
+            if (a >= 0) buf[n++] = a;
+        }
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * CALC-mode read buffer (read_buffer_estimate_bw.py)
+ *
+ * SCALE-Sim groups new addresses into sets of `items` = floor(words/100); a set is "new" unless the address
+ * is in the current set or a finished set of the active window. When the 50th set of a window finishes
+ * (int(0.5*100) sets; later windows 100-50), the window moves past all of them, so from then on every
+ * address counts as new again: epochs of 50*items distinct addresses. Each finished epoch is "prefetched"
+ * over the time span of the previous one:
+ *   epoch 1: over the ceil(50*items/10) cycles ending at first_request - 2 (bandwidth 10 words/cycle);
+ *   epoch k: over [end of epoch k-2 + 1 (or first_request - 1), end of epoch k-1], bandwidth as needed;
+ *   the last, unfinished epoch: over the span after epoch k-1, or, if no epoch ever finished, over the
+ *   ceil(sets*items/10) cycles ending at cycle -2.
+ * DRAM reads = total distinct-per-epoch addresses; the DRAM trace is those spans shifted by the port
+ * latency (1).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ss_rd_calc {
+    uint32_t *stamp;          /* per address: epoch in which it was last counted */
+    uint32_t  epoch;
+    int64_t   items, sets_active, sets_prefetch, bw, latency;
+    int64_t   count, ntrig;
+    bool      seen;
+    int64_t   first_req;
+    int64_t   ls, le;         /* last prefetch span */
+    int64_t   num_access;
+    bool      has_trace;
+    int64_t   tfirst, tlast;
+    const char *bad;          /* why SCALE-Sim would crash, or NULL */
+} ss_rd_calc;
+
+static tpu_status ss_calc_init(tpu_ctx *ctx, ss_rd_calc *b, int64_t words, int64_t naddr)
+{
+    memset(b, 0, sizeof *b);
+    b->stamp = ut_calloc((size_t)naddr, sizeof *b->stamp);
+    if (!b->stamp) return ut_nomem(ctx);
+    b->epoch = 1;
+    b->items = words / 100;
+    b->sets_active = 50;            /* int(0.5 * 100) */
+    b->sets_prefetch = 100 - 50;
+    b->bw = 10;                     /* SCALE-Sim: "The number 10 elems per cycle is arbitrary" */
+    b->latency = 1;                 /* read_port */
+    b->ls = -2;
+    b->le = -1;
+    return TPU_OK;
+}
+
+static void ss_calc_emit(ss_rd_calc *b, int64_t ls, int64_t le)
+{
+    if (le < ls) {
+        if (le < ls - 1 && !b->bad) b->bad = "negative prefetch span";
+        return;
+    }
+    if (!b->has_trace) {
+        b->tfirst = ls + b->latency;
+        b->has_trace = true;
+    }
+    b->tlast = le + b->latency;
+}
+
+static void ss_calc_trigger(ss_rd_calc *b, int64_t cycle)
+{
+    if (b->ntrig == 0) {
+        b->le = b->first_req - 1 - b->latency;
+        /* SCALE-Sim: the first fill is timed with the prefetch-window size */
+        int64_t cyc = ss_cdiv(b->sets_prefetch * b->items, b->bw);
+        b->ls = b->le - cyc + 1;
+        ss_calc_emit(b, b->ls, b->le);
+        b->num_access += b->sets_active * b->items;
+    } else {
+        if (b->le - b->ls + 1 <= 0 && !b->bad) b->bad = "two prefetch windows fill in the same cycle (division by zero)";
+        ss_calc_emit(b, b->ls, b->le);
+        b->num_access += b->sets_prefetch * b->items;
+    }
+    b->ntrig++;
+    b->epoch++;
+    b->count = 0;
+    b->ls = b->le + 1;
+    b->le = cycle;
+}
+
+static inline void ss_calc_service(ss_rd_calc *b, const int64_t *a, int64_t n, int64_t cycle)
+{
+    if (n && !b->seen) {
+        b->seen = true;
+        b->first_req = cycle;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t *s = &b->stamp[a[i]];
+        if (*s == b->epoch) continue;
+        *s = b->epoch;
+        b->count++;
+        if (b->count % b->items == 0 && b->count / b->items == (b->ntrig ? b->sets_prefetch : b->sets_active))
+            ss_calc_trigger(b, cycle);
+    }
+}
+
+static void ss_calc_complete(ss_rd_calc *b)
+{
+    int64_t sets = b->count / b->items + (b->count % b->items ? 1 : 0);
+    if (b->ntrig == 0) {
+        int64_t cyc = ss_cdiv(sets * b->items, b->bw);
+        b->le = -1 - b->latency;
+        b->ls = b->le - cyc + 1;
+    } else if (b->le - b->ls + 1 <= 0 && !b->bad) {
+        b->bad = "the last prefetch window is empty (division by zero)";
+    }
+    ss_calc_emit(b, b->ls, b->le);
+    b->num_access += b->count;
+    if (!b->has_trace && !b->bad) b->bad = "no DRAM trace";
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * USER-mode read buffer (read_buffer.py)
+ *
+ * The operand's prefetch matrix (compute/systolic_compute_*.py: the folds stacked, rolled out along
+ * anti-diagonals for the skewed operands) is flattened, and its addresses, -1 entries skipped, cut into
+ * sets of eps = ceil(words/100) (duplicates count toward eps). The active buffer is the circular window of
+ * sets [ws, we), nact = min(ceil(active/eps), sets) wide; a request for an address outside it slides the
+ * window by npf sets (a prefetch of ceil(prefetch/bw) lines, each bw words, one per cycle) until it hits.
+ * We index, for every address, the sorted list of sets that hold it (CSR), so a hit test is a search.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ss_pf {
+    bool    ifmap, rolled;
+    int64_t nblocks, blen, width;
+    int64_t xb, xj, xc, X;   /* x = xb*b + xj*j + xc*c; -1 entry unless x < X */
+    int64_t yb, yj, yc, Y;
+} ss_pf;
+
+/* Prefetch-matrix layout per dataflow and operand (create_{ifmap,filter}_prefetch_mat). Row b*blen + j,
+ * column c, of a (nblocks*blen) x width matrix. */
+static void ss_pf_layout(tim_dataflow df, const tim_array *arr, const tim_systolic_result *r, const ss_ops *o,
+                         bool ifmap, ss_pf *pf)
+{
+    int64_t R = arr->rows, C = arr->cols;
+    memset(pf, 0, sizeof *pf);
+    pf->ifmap = ifmap;
+    if (ifmap) { pf->X = o->P; pf->Y = o->K; } else { pf->X = o->K; pf->Y = o->N; }
+    switch (df) {
+    case TIM_DF_OS:
+        pf->rolled = true;
+        if (ifmap) { pf->nblocks = r->row_folds; pf->blen = o->K; pf->width = R; pf->xb = R; pf->xc = 1; pf->yj = 1; }
+        else       { pf->nblocks = r->col_folds; pf->blen = o->K; pf->width = C; pf->xj = 1; pf->yb = C; pf->yc = 1; }
+        break;
+    case TIM_DF_WS:
+        if (ifmap) { pf->rolled = true; pf->nblocks = r->row_folds; pf->blen = o->P; pf->width = R;
+                     pf->xj = 1; pf->yb = R; pf->yc = 1; }
+        else       { pf->rolled = false; pf->nblocks = r->col_folds; pf->blen = o->K; pf->width = C;
+                     pf->xj = 1; pf->yb = C; pf->yc = 1; }
+        break;
+    case TIM_DF_IS:
+        if (ifmap) { pf->rolled = false; pf->nblocks = r->col_folds; pf->blen = o->K; pf->width = C;
+                     pf->xb = C; pf->xc = 1; pf->yj = 1; }
+        else       { pf->rolled = true; pf->nblocks = r->row_folds; pf->blen = o->N; pf->width = R;
+                     pf->xb = R; pf->xc = 1; pf->yj = 1; }
+        break;
+    }
+}
+
+static inline int64_t ss_pf_elem(const ss_ops *o, const ss_pf *pf, int64_t b, int64_t j, int64_t c)
+{
+    int64_t x = pf->xb * b + pf->xj * j + pf->xc * c, y = pf->yb * b + pf->yj * j + pf->yc * c;
+    if (x >= pf->X || y >= pf->Y) return -1;
+    return ss_elem(o, pf->ifmap, x, y);
+}
+
+typedef struct ss_rd_user {
+    int64_t  words, active, prefetch, bw, eps;
+    int64_t  nsets, nact, npf, ws, we;
+    int64_t *occ_off;        /* naddr + 1 */
+    int32_t *occ_set;        /* set ids, per address ascending */
+    int64_t  fetch_lines, nl_act, nl_pf;
+    bool     started;
+    int64_t  last_pf, num_access, tmin, tmax;
+    const char *bad;
+} ss_rd_user;
+
+/* Visits the prefetch matrix in SCALE-Sim's order; pass 0 counts occurrences per address, pass 1 stores
+ * the set id of each. Returns the number of valid entries. */
+static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int pass, int64_t *fill)
+{
+    int64_t M = pf->nblocks * pf->blen, Wd = pf->width, vi = 0;
+    if (!pf->rolled) {
+        for (int64_t b = 0; b < pf->nblocks; b++)
+            for (int64_t j = 0; j < pf->blen; j++)
+                for (int64_t c = 0; c < Wd; c++) {
+                    int64_t a = ss_pf_elem(o, pf, b, j, c);
+                    if (a < 0) continue;
+                    if (pass == 0) u->occ_off[a + 1]++;
+                    else u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+                    vi++;
+                }
+        return vi;
+    }
+    /* anti-diagonal d: rows from min(d, M-1) down to max(0, d-Wd+1), column d - row */
+    for (int64_t d = 0; d < M + Wd - 1; d++) {
+        int64_t r = d < M - 1 ? d : M - 1, rlo = d - Wd + 1 > 0 ? d - Wd + 1 : 0;
+        int64_t b = r / pf->blen, j = r % pf->blen;
+        for (; r >= rlo; r--) {
+            int64_t a = ss_pf_elem(o, pf, b, j, d - r);
+            if (--j < 0) { j = pf->blen - 1; b--; }
+            if (a < 0) continue;
+            if (pass == 0) u->occ_off[a + 1]++;
+            else u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+            vi++;
+        }
+    }
+    return vi;
+}
+
+static void ss_user_free(ss_rd_user *u)
+{
+    ut_free(u->occ_off);
+    ut_free(u->occ_set);
+}
+
+static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, const ss_pf *pf, int64_t naddr,
+                               int64_t words, int64_t bw)
+{
+    memset(u, 0, sizeof *u);
+    u->words = words;
+    u->active = ss_cdiv(words, 2);          /* int(math.ceil(words * 0.5)) */
+    u->prefetch = words - u->active;
+    u->bw = bw;
+    u->eps = ss_cdiv(words, 100);
+    int64_t ne;
+    if (__builtin_mul_overflow(pf->nblocks * pf->blen, pf->width, &ne) || ne > ((int64_t)1 << 34))
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "operand too large for the USER-mode emulation");
+    u->fetch_lines = ss_cdiv(ne, bw);
+    u->occ_off = ut_calloc((size_t)naddr + 1, sizeof *u->occ_off);
+    if (!u->occ_off) return ut_nomem(ctx);
+    int64_t v = ss_pf_walk(o, pf, u, 0, NULL);
+    if (v >= ((int64_t)1 << 31)) return ut_err(ctx, TPU_ERR_UNSUPPORTED, "operand too large for the USER-mode emulation");
+    for (int64_t a = 0; a < naddr; a++) u->occ_off[a + 1] += u->occ_off[a];
+    u->occ_set = ut_malloc((size_t)(v ? v : 1) * sizeof *u->occ_set);
+    int64_t *fill = ut_malloc((size_t)naddr * sizeof *fill);
+    if (!u->occ_set || !fill) {
+        ut_free(fill);
+        return ut_nomem(ctx);
+    }
+    memcpy(fill, u->occ_off, (size_t)naddr * sizeof *fill);
+    ss_pf_walk(o, pf, u, 1, fill);
+    ut_free(fill);
+    u->nsets = v / u->eps + 1;   /* the last (possibly empty) set is kept */
+    int64_t max_act = ss_cdiv(u->active, u->eps), max_pf = ss_cdiv(u->prefetch, u->eps);
+    u->nact = u->nsets > max_act ? max_act : u->nsets;
+    u->npf = u->nsets - u->nact > max_pf ? max_pf : u->nsets - u->nact;
+    u->ws = 0;
+    u->we = u->nact;   /* SCALE-Sim: no modulo for the first window */
+    u->nl_act = ss_cdiv(u->active, bw);
+    if (!(u->nl_act < u->fetch_lines)) u->nl_act = u->fetch_lines;
+    u->nl_pf = ss_cdiv(u->prefetch, bw);
+    return TPU_OK;
+}
+
+static inline bool ss_user_hit(const ss_rd_user *u, int64_t a)
+{
+    int64_t lo = u->occ_off[a], hi = u->occ_off[a + 1];
+    if (lo == hi) return false;
+    const int32_t *s = u->occ_set;
+    if (u->ws < u->we) {
+        if (s[hi - 1] < u->ws) return false;
+        int64_t L = lo, H = hi - 1;
+        while (L < H) {
+            int64_t m = L + (H - L) / 2;
+            if (s[m] >= u->ws) H = m; else L = m + 1;
+        }
+        return s[L] < u->we;
+    }
+    return s[hi - 1] >= u->ws || s[lo] < u->we;   /* wrapped window [ws, nsets) + [0, we) */
+}
+
+/* Serves one demand row; returns the offset SCALE-Sim adds to the cycle (1 + stalls). */
+static int64_t ss_user_service(ss_rd_user *u, const int64_t *a, int64_t n, int64_t cycle)
+{
+    if (!u->started) {
+        /* prefetch_active_buffer(): lines at cycles ending just before the first request */
+        u->started = true;
+        u->num_access += u->nl_act * u->bw;
+        u->tmin = cycle - u->nl_act;
+        u->tmax = cycle - 1;
+        u->last_pf = cycle - 1;
+    }
+    int64_t off = 1;   /* hit latency */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t guard = 0;
+        while (!ss_user_hit(u, a[i])) {
+            if (++guard > u->nsets + 2) {
+                if (!u->bad) u->bad = "an address never enters the active buffer";
+                break;
+            }
+            /* new_prefetch() */
+            u->ws = (u->ws + u->npf) % u->nsets;
+            u->we = (u->ws + u->nact) % u->nsets;
+            u->num_access += u->nl_pf * u->bw;
+            u->last_pf += u->nl_pf + 1;
+            u->tmax = u->last_pf;
+            int64_t p = u->last_pf - (cycle + off);
+            /* SCALE-Sim: the offset moves by p whatever its sign, then by p again when p > 0 */
+            off += p;
+            if (p > 0) off += p;
+        }
+    }
+    return off;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * OFMAP write buffer (write_buffer.py)
+ *
+ * Words are packed into lines of `bw`; full lines collect in a cache that joins the drainable trace every
+ * 1024 lines, or when a drain starts (which also flushes the partial line, padded with -1). A drain takes
+ * the next ceil(drain/bw) trace lines, one per cycle, and frees n*bw words minus the -1 padding of its last
+ * line only (SCALE-Sim: padding inside a chunk is counted as data). Drains start when the free space falls
+ * below the active half and no drain is running; a write to a full buffer during a drain waits for it.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ss_wbuf {
+    int64_t  total, active, drain, bw;
+    int64_t  free_space, line_idx;
+    int64_t  nlines, ntrace;
+    int64_t *ppos, *pcnt;   /* partial lines: index and valid words, ascending */
+    int64_t  np, pcap, pcur;
+    int64_t  drain_line, drain_end;
+    int64_t  num_access, first, last;
+    bool     drained, nomem;
+    const char *bad;
+} ss_wbuf;
+
+static void ss_wb_init(ss_wbuf *w, int64_t words, int64_t bw)
+{
+    memset(w, 0, sizeof *w);
+    w->total = words;
+    w->active = ss_cdiv(words, 2);
+    w->drain = words - w->active;
+    w->bw = bw;
+    w->free_space = words;
+}
+
+static void ss_wb_bulk(ss_wbuf *w, int64_t m)
+{
+    w->free_space -= m;
+    w->line_idx += m;
+    int64_t full = w->line_idx / w->bw;
+    w->line_idx %= w->bw;
+    w->nlines += full;
+    w->ntrace += (w->nlines - w->ntrace) / 1024 * 1024;   /* the cache joins the trace at 1024 lines */
+}
+
+static void ss_wb_force(ss_wbuf *w)
+{
+    if (w->line_idx) {
+        if (w->np == w->pcap) {
+            int64_t nc = w->pcap ? 2 * w->pcap : 64;
+            int64_t *a = ut_realloc(w->ppos, (size_t)nc * sizeof *a);
+            if (a) w->ppos = a;
+            int64_t *b = a ? ut_realloc(w->pcnt, (size_t)nc * sizeof *b) : NULL;
+            if (b) w->pcnt = b;
+            if (!a || !b) {
+                w->nomem = true;
+                return;
+            }
+            w->pcap = nc;
+        }
+        w->ppos[w->np] = w->nlines;
+        w->pcnt[w->np++] = w->line_idx;
+        w->nlines++;
+        w->line_idx = 0;
+    }
+    w->ntrace = w->nlines;
+}
+
+static int64_t ss_wb_drain(ss_wbuf *w, int64_t start)
+{
+    int64_t end = w->drain_line + ss_cdiv(w->drain, w->bw);
+    if (end > w->ntrace) end = w->ntrace;
+    int64_t n = end - w->drain_line;
+    if (n <= 0) {
+        if (!w->bad) w->bad = "an OFMAP drain with nothing to drain";
+        return start;
+    }
+    while (w->pcur < w->np && w->ppos[w->pcur] < end - 1) w->pcur++;
+    int64_t last_valid = w->pcur < w->np && w->ppos[w->pcur] == end - 1 ? w->pcnt[w->pcur] : w->bw;
+    int64_t data = n * w->bw - (w->bw - last_valid);
+    w->num_access += data;
+    w->free_space += data;
+    /* the trace spans min..max: the final drain may start before an earlier one ends */
+    if (!w->drained || start < w->first) w->first = start;
+    if (!w->drained || start + n - 1 > w->last) w->last = start + n - 1;
+    w->drained = true;
+    w->drain_line = end;
+    return start + n - 1;   /* write port latency 0 */
+}
+
+/* Serves `count` writes at `cycle`; returns the cycle SCALE-Sim reports for the row (cycle + stalls). */
+static int64_t ss_wb_service(ss_wbuf *w, int64_t count, int64_t cycle)
+{
+    int64_t cur = cycle;
+    while (count > 0) {
+        if (cur < w->drain_end) {
+            int64_t safe = w->free_space - 1;   /* writes that leave the buffer with room */
+            if (safe > 0) {
+                int64_t m = safe < count ? safe : count;
+                ss_wb_bulk(w, m);
+                count -= m;
+                continue;
+            }
+            ss_wb_bulk(w, 1);
+            count--;
+            cur = w->drain_end;   /* full while draining: wait for the drain */
+        } else {
+            int64_t safe = w->free_space - w->active;
+            if (safe > 0) {
+                int64_t m = safe < count ? safe : count;
+                ss_wb_bulk(w, m);
+                count -= m;
+                continue;
+            }
+            ss_wb_bulk(w, 1);
+            count--;
+            ss_wb_force(w);
+            w->drain_end = ss_wb_drain(w, cur);
+        }
+    }
+    return cur;
+}
+
+static void ss_wb_empty_all(ss_wbuf *w, int64_t cycle)
+{
+    ss_wb_force(w);
+    while (w->drain_line < w->ntrace) {
+        int64_t before = w->drain_line;
+        w->drain_end = ss_wb_drain(w, cycle);
+        cycle = w->drain_end + 1;
+        if (w->drain_line == before) break;
+    }
+    if (!w->drained && !w->bad) w->bad = "no OFMAP DRAM trace";
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The layer
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ss_sram_span {
+    bool    seen;
+    int64_t start, stop;
+} ss_sram_span;
+
+static inline void ss_span(ss_sram_span *s, int64_t cyc)
+{
+    if (!s->seen) {
+        s->seen = true;
+        s->start = cyc;
+    }
+    s->stop = cyc;
+}
+
+tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer *layer, ss_layer_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (cfg->ramulator)
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "UseRamulatorTrace = True is not supported (it needs Ramulator's "
+                      "per-request latency files)");
+    if (cfg->sparsity)
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "SparsitySupport = true is not supported");
+    if (cfg->ifmap_custom_layout || cfg->filter_custom_layout)
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "IfmapCustomLayout/FilterCustomLayout = True is not supported");
+
+    tim_array arr = {cfg->array_rows, cfg->array_cols};
+    tim_conv cv = {layer->ifmap_h, layer->ifmap_w, layer->filter_h, layer->filter_w,
+                   layer->channels, layer->filters, layer->stride_h, layer->stride_w};
+    tim_systolic_result sys;
+    if (tim_systolic_conv(&arr, &cv, cfg->df, &sys) != TPU_OK)
+        return ut_err(ctx, TPU_ERR_INVALID, "layer '%s' (line %d): dimensions out of range", layer->name, layer->line);
+    out->sys = sys;
+
+    int64_t ifmap_bw = 10, filter_bw = 10, ofmap_bw = cfg->array_cols;   /* CALC (single_layer_sim.py) */
+    if (cfg->user_bw) {
+        /* SCALE-Sim 3: the SRAM fill bandwidths come from [layout], the OFMAP drain from Bandwidth */
+        ifmap_bw = cfg->ifmap_bank_bw;
+        filter_bw = cfg->filter_bank_bw;
+        ofmap_bw = cfg->bandwidth[0];
+        if (ifmap_bw % cfg->ifmap_bank_num || filter_bw % cfg->filter_bank_num)
+            return ut_err(ctx, TPU_ERR_INVALID, "USER mode: IfmapSRAMBankBandwidth (%lld) and FilterSRAMBankBandwidth "
+                          "(%lld) must be multiples of IfmapSRAMBankNum (%lld) and FilterSRAMBankNum (%lld)",
+                          (long long)ifmap_bw, (long long)filter_bw, (long long)cfg->ifmap_bank_num,
+                          (long long)cfg->filter_bank_num);
+    }
+    int64_t iwords = cfg->ifmap_kb * 1024, fwords = cfg->filter_kb * 1024, owords = cfg->ofmap_kb * 1024;
+
+    ss_ops o;
+    tpu_status st = ss_ops_init(ctx, layer, &o);
+    if (st != TPU_OK) return st;
+    ss_rd_calc ci, cf;
+    ss_rd_user ui, uf;
+    ss_wbuf wb;
+    memset(&ci, 0, sizeof ci); memset(&cf, 0, sizeof cf);
+    memset(&ui, 0, sizeof ui); memset(&uf, 0, sizeof uf);
+    ss_wb_init(&wb, owords, ofmap_bw);
+    int64_t lanes = arr.rows > arr.cols ? arr.rows : arr.cols;
+    int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf);
+    if (!buf) { st = ut_nomem(ctx); goto done; }
+    if (!cfg->user_bw) {
+        if ((st = ss_calc_init(ctx, &ci, iwords, o.ifmap_naddr)) || (st = ss_calc_init(ctx, &cf, fwords, o.filter_naddr)))
+            goto done;
+    } else {
+        ss_pf pi, pfl;
+        ss_pf_layout(cfg->df, &arr, &sys, &o, true, &pi);
+        ss_pf_layout(cfg->df, &arr, &sys, &o, false, &pfl);
+        if ((st = ss_user_init(ctx, &ui, &o, &pi, o.ifmap_naddr, iwords, ifmap_bw)) ||
+            (st = ss_user_init(ctx, &uf, &o, &pfl, o.filter_naddr, fwords, filter_bw)))
+            goto done;
+    }
+
+    /* The walk over demand rows (double_buffered_scratchpad.service_memory_requests). */
+    int64_t row = 0, stalls = 0, total = 0, last_of = 0;
+    ss_sram_span si = {0}, sf = {0}, so = {0};
+    for (int64_t fc = 0; fc < sys.col_folds; fc++)
+        for (int64_t fr = 0; fr < sys.row_folds; fr++) {
+            tim_fold f;
+            ss_lanemap im, fm;
+            tim_systolic_fold(&arr, cfg->df, &sys, fr, fc, &f);
+            ss_lanemaps(cfg->df, &arr, &f, &im, &fm);
+            for (int64_t t = 0; t < f.cycles; t++, row++) {
+                int64_t cycle = row + stalls, oi, of;
+                int64_t n = ss_gather(&o, &f.ifmap, &im, t, buf);
+                if (cfg->user_bw) oi = ss_user_service(&ui, buf, n, cycle);
+                else { ss_calc_service(&ci, buf, n, cycle); oi = 1; }
+                if (n) ss_span(&si, cycle + oi);
+                n = ss_gather(&o, &f.filter, &fm, t, buf);
+                if (cfg->user_bw) of = ss_user_service(&uf, buf, n, cycle);
+                else { ss_calc_service(&cf, buf, n, cycle); of = 1; }
+                if (n) ss_span(&sf, cycle + of);
+                int64_t c0, c1;
+                tim_stream_lanes(&f.ofmap, t, &c0, &c1);
+                int64_t oo = ss_wb_service(&wb, c0 <= c1 ? c1 - c0 + 1 : 0, cycle);
+                if (c0 <= c1) ss_span(&so, oo);
+                /* stall = max(ifmap, filter, ofmap) stall of this row */
+                int64_t s = oi - 1;
+                if (of - 1 > s) s = of - 1;
+                if (oo - cycle > s) s = oo - cycle;
+                stalls += s;
+                if (oo > total) total = oo;
+                last_of = oo;
+            }
+        }
+    if (!cfg->user_bw) {
+        ss_calc_complete(&ci);
+        ss_calc_complete(&cf);
+    }
+    ss_wb_empty_all(&wb, last_of);
+    if (wb.nomem) { st = ut_nomem(ctx); goto done; }
+
+    out->total_cycles = total;
+    out->stall_cycles = stalls;
+    if (cfg->user_bw) {
+        out->ifmap_dram_start = ui.tmin; out->ifmap_dram_stop = ui.tmax; out->ifmap_dram_reads = ui.num_access;
+        out->filter_dram_start = uf.tmin; out->filter_dram_stop = uf.tmax; out->filter_dram_reads = uf.num_access;
+    } else {
+        out->ifmap_dram_start = ci.tfirst; out->ifmap_dram_stop = ci.tlast; out->ifmap_dram_reads = ci.num_access;
+        out->filter_dram_start = cf.tfirst; out->filter_dram_stop = cf.tlast; out->filter_dram_reads = cf.num_access;
+    }
+    out->ofmap_dram_start = wb.first;
+    out->ofmap_dram_stop = wb.last;
+    out->ofmap_dram_writes = wb.num_access;
+    out->ifmap_sram_start = si.start; out->ifmap_sram_stop = si.stop; out->ifmap_sram_reads = sys.ifmap_reads;
+    out->filter_sram_start = sf.start; out->filter_sram_stop = sf.stop; out->filter_sram_reads = sys.filter_reads;
+    out->ofmap_sram_start = so.start; out->ofmap_sram_stop = so.stop; out->ofmap_sram_writes = sys.ofmap_writes;
+    int64_t dstart = out->ifmap_dram_start < out->filter_dram_start ? out->ifmap_dram_start : out->filter_dram_start;
+    out->overall_cycles = out->ofmap_dram_stop - dstart;
+
+    if (total <= 0) {
+        st = ut_err(ctx, TPU_ERR_UNSUPPORTED, "layer '%s' (line %d) takes 0 cycles on this array; SCALE-Sim divides "
+                    "by its cycle count", layer->name, layer->line);
+        goto done;
+    }
+    int64_t pes = arr.rows * arr.cols, num, den;
+    if (!__builtin_mul_overflow(sys.macs, (int64_t)100, &num) && !__builtin_mul_overflow(total, pes, &den))
+        out->overall_util = tim_ratio(num, den);
+    else
+        out->overall_util = (double)sys.macs * 100.0 / ((double)total * (double)pes);
+    out->mapping_eff = sys.mapping_efficiency * 100;
+    out->compute_util = sys.compute_utilization * 100;
+    out->ifmap_sram_bw = tim_ratio(sys.ifmap_reads, total);
+    out->filter_sram_bw = tim_ratio(sys.filter_reads, total);
+    out->ofmap_sram_bw = tim_ratio(sys.ofmap_writes, total);
+    /* SCALE-Sim divides an int by a numpy float here: the count is converted first */
+    out->ifmap_dram_bw = (double)out->ifmap_dram_reads / (double)(out->ifmap_dram_stop - out->ifmap_dram_start + 1);
+    out->filter_dram_bw = (double)out->filter_dram_reads / (double)(out->filter_dram_stop - out->filter_dram_start + 1);
+    out->ofmap_dram_bw = (double)out->ofmap_dram_writes / (double)(out->ofmap_dram_stop - out->ofmap_dram_start + 1);
+
+    const char *bad = ci.bad ? ci.bad : cf.bad ? cf.bad : ui.bad ? ui.bad : uf.bad ? uf.bad : wb.bad;
+    if (bad)
+        ut_warn(ctx, "layer '%s' (line %d): SCALE-Sim 3.0.0 would fail on this layer (%s); tpusim's figures carry on "
+                "its model", layer->name, layer->line, bad);
+done:
+    ut_free(buf);
+    ut_free(ci.stamp);
+    ut_free(cf.stamp);
+    ss_user_free(&ui);
+    ss_user_free(&uf);
+    ut_free(wb.ppos);
+    ut_free(wb.pcnt);
+    ss_ops_free(&o);
+    return st;
+}
