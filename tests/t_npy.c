@@ -515,6 +515,13 @@ TEST(npz_bad_offsets_sizes_and_crc)
         CHECK_MSG(strstr(tpu_errmsg(ctx), cases[i].msg) && strncmp(tpu_errmsg(ctx), "x.npz", 5) == 0,
                   "case %d: \"%s\"", i, tpu_errmsg(ctx));
     }
+    /* the second entry pointing at the first member's bytes */
+    memcpy(b, good, len);
+    size_t e1 = cd_off + 46 + (uint8_t)b[cd_off + 28] + (uint8_t)b[cd_off + 30] + (uint8_t)b[cd_off + 32];
+    REQUIRE(b[e1] == 'P' && b[e1 + 1] == 'K');
+    memcpy(b + e1 + 42, b + cd_off + 42, 4);
+    CHECK(io_npz_load_mem(ctx, b, len, "x.npz", &ts, &ns, &c) == TPU_ERR_PARSE);
+    CHECK(strstr(tpu_errmsg(ctx), "overlap") != NULL);
     CHECK_EQ_INT(io_npz_load_mem(ctx, "not a zip at all, just text that goes on", 40, "t.npz", &ts, &ns, &c),
                  TPU_ERR_PARSE);
     CHECK(strstr(tpu_errmsg(ctx), "t.npz: not a zip archive") != NULL);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 static int io_host_le(void)
@@ -612,6 +613,11 @@ tpu_status io_npy_load_opts(tpu_ctx *ctx, const char *path, const io_npy_opts *o
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return ut_err(ctx, TPU_ERR_IO, "%s: is a directory", path);
+    }
     uint64_t size = UINT64_MAX;   /* unknown for pipes */
     if (fseeko(f, 0, SEEK_END) == 0) {
         off_t end = ftello(f);

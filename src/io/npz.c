@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define IO_ZCHUNK (64 * 1024)
@@ -242,6 +243,33 @@ static tpu_status io_zip_member(io_arc *a, const io_zent *z, const char *what, t
     return st;
 }
 
+static int io_cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Members must not share bytes: entries pointing at the same data would let a small archive expand without
+ * bound (a "zip bomb"). Each member takes at least its 30-byte local header plus its compressed data. */
+static tpu_status io_zip_check_overlap(io_arc *a, const io_zent *zs, size_t n)
+{
+    if (n < 2) return TPU_OK;
+    uint64_t *span = ut_malloc(n * 2 * sizeof *span);
+    if (!span) return ut_err(a->ctx, TPU_ERR_NOMEM, "%s: out of memory", a->what);
+    for (size_t i = 0; i < n; i++) {
+        span[2 * i] = zs[i].lho;
+        span[2 * i + 1] = zs[i].lho + 30 + zs[i].csize;   /* both are below the archive size, so no overflow */
+    }
+    qsort(span, n, 2 * sizeof *span, io_cmp_u64);
+    tpu_status st = TPU_OK;
+    for (size_t i = 0; i + 1 < n && !st; i++)
+        if (span[2 * i + 1] > span[2 * i + 2])
+            st = ut_err(a->ctx, TPU_ERR_PARSE, "%s: members at offsets %llu and %llu overlap", a->what,
+                        (unsigned long long)span[2 * i], (unsigned long long)span[2 * i + 2]);
+    ut_free(span);
+    return st;
+}
+
 static tpu_status io_npz_read(io_arc *a, tpu_tensor ***tensors, char ***names, int *count)
 {
     uint64_t cd_off = 0, cd_size = 0, nent = 0;
@@ -250,22 +278,32 @@ static tpu_status io_npz_read(io_arc *a, tpu_tensor ***tensors, char ***names, i
     if (nent > 1000000)
         return ut_err(a->ctx, TPU_ERR_UNSUPPORTED, "%s: %llu members is too many", a->what, (unsigned long long)nent);
     uint8_t *cd = ut_malloc((size_t)cd_size);
+    io_zent *zs = ut_calloc((size_t)nent + 1, sizeof *zs);
     tpu_tensor **ts = ut_calloc((size_t)nent + 1, sizeof *ts);
     char **ns = ut_calloc((size_t)nent + 1, sizeof *ns);
     int n = 0;
-    if (!cd || !ts || !ns) {
+    if (!cd || !zs || !ts || !ns) {
         st = ut_err(a->ctx, TPU_ERR_NOMEM, "%s: out of memory", a->what);
         goto fail;
     }
     if ((st = io_arc_read(a, cd_off, cd, (size_t)cd_size, "central directory"))) goto fail;
     size_t pos = 0;
     for (uint64_t i = 0; i < nent; i++) {
-        io_zent z;
-        if ((st = io_zip_entry(a, cd, (size_t)cd_size, &pos, (int)i, &z))) goto fail;
-        if (memchr(z.name, 0, z.nlen)) {
+        io_zent *z = &zs[i];
+        if ((st = io_zip_entry(a, cd, (size_t)cd_size, &pos, (int)i, z))) goto fail;
+        if (memchr(z->name, 0, z->nlen)) {
             st = ut_err(a->ctx, TPU_ERR_PARSE, "%s: member %d has a NUL byte in its name", a->what, (int)i);
             goto fail;
         }
+        if (z->lho > a->size || z->csize > a->size - z->lho) {
+            st = ut_err(a->ctx, TPU_ERR_PARSE, "%s: member %d (offset %llu, %llu bytes) lies outside the archive",
+                        a->what, (int)i, (unsigned long long)z->lho, (unsigned long long)z->csize);
+            goto fail;
+        }
+    }
+    if ((st = io_zip_check_overlap(a, zs, (size_t)nent))) goto fail;
+    for (uint64_t i = 0; i < nent; i++) {
+        const io_zent z = zs[i];
         if (z.nlen && z.name[z.nlen - 1] == '/' && z.usize == 0) continue;   /* a directory entry */
         char what[640];
         snprintf(what, sizeof what, "%s: member '%.*s%s'", a->what, (int)UT_MIN(z.nlen, (size_t)400),
@@ -282,12 +320,14 @@ static tpu_status io_npz_read(io_arc *a, tpu_tensor ***tensors, char ***names, i
         n++;
     }
     ut_free(cd);
+    ut_free(zs);
     *tensors = ts;
     *names = ns;
     *count = n;
     return TPU_OK;
 fail:
     ut_free(cd);
+    ut_free(zs);
     if (ts) tpu_tensors_free(ts, n);
     if (ns) tpu_names_free(ns, n);
     return st;
@@ -310,6 +350,11 @@ tpu_status tpu_npz_load(tpu_ctx *ctx, const char *path, tpu_tensor ***tensors, c
     *count = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return ut_err(ctx, TPU_ERR_IO, "%s: is a directory", path);
+    }
     off_t end = -1;
     if (fseeko(f, 0, SEEK_END) == 0) end = ftello(f);
     if (end < 0) {
