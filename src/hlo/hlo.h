@@ -71,6 +71,9 @@ int64_t hlo_shape_count(const hlo_shape *s);        /* elements of an array shap
 int     hlo_shape_is_static(const hlo_shape *s);    /* no dynamic dims anywhere, tuples included */
 /* Same dtype, dims, dynamism and tuple structure (layouts ignored). */
 int     hlo_shape_same(const hlo_shape *a, const hlo_shape *b);
+/* Same dtype and dims where a dynamic dimension matches any size up to its bound (XLA's "compatible":
+ * layouts and dynamism ignored). */
+int     hlo_shape_compatible(const hlo_shape *a, const hlo_shape *b);
 /* Same as hlo_shape_same and also the same layout (for the round-trip test). */
 int     hlo_shape_identical(const hlo_shape *a, const hlo_shape *b);
 void    hlo_shape_print(ut_buf *b, const hlo_shape *s, int with_layout);
@@ -220,6 +223,10 @@ typedef struct hlo_instr {
     int                line, col;
     const char       **op_names;     /* operand names as written (resolved into ops) */
     uint8_t           *op_typed;     /* operand i was written with its shape */
+    uint8_t            shape_omitted; /* no result shape in the text: hlo_parse leaves shape.dtype TPU_INVALID
+                                         and verify/ (ver_fill_shapes) infers it when the module is loaded */
+    uint8_t            anon;          /* a nested operand instruction (add(f32[] multiply(a, b), c)): the
+                                         parser named it <opcode>.anon */
 } hlo_instr;
 
 typedef struct hlo_comp {
@@ -238,6 +245,22 @@ typedef struct hlo_comp {
     int                line, col;
 } hlo_comp;
 
+/* The stack-frame index (text: FileNames / FunctionNames / FileLocations / StackFrames after the header;
+ * proto: stack_frame_index). Ids are 1-based as in XLA's proto; 0 means none. metadata={stack_frame_id=N}
+ * points into frames. */
+typedef struct hlo_file_loc {
+    int64_t file_id, func_id, line, end_line, column, end_column;
+} hlo_file_loc;
+typedef struct hlo_frame {
+    int64_t loc_id, parent_id;
+} hlo_frame;
+typedef struct hlo_frames {
+    int           nfiles, nfuncs, nlocs, nframes;
+    const char  **files, **funcs;
+    hlo_file_loc *locs;
+    hlo_frame    *frames;
+} hlo_frames;
+
 struct tpu_module {
     ut_arena    arena;
     const char *name;
@@ -249,6 +272,8 @@ struct tpu_module {
     hlo_comp  **comps;        /* text order */
     hlo_comp   *entry;
     int64_t     ninstrs;      /* all computations */
+    hlo_frames *frames;       /* stack-frame index, NULL when absent */
+    int         from_proto;   /* read from HloModuleProto text format (hlo_proto_text.c) */
 };
 typedef struct tpu_module hlo_module;
 
@@ -266,10 +291,23 @@ const char *hlo_meta(const hlo_instr *in, const char *key);
 int64_t     hlo_module_replica_count(const hlo_module *m);
 int64_t     hlo_module_num_partitions(const hlo_module *m);
 
+/* The source file and line of a metadata={stack_frame_id=N} (innermost frame), or 0 if none. */
+int         hlo_frame_source(const hlo_module *m, int64_t frame_id, const char **file, int64_t *line);
+
 /* ---- parsing and printing ---- */
-/* Parses one module. line_offset is added to line numbers in messages (for split files). */
+/* Parses one module. line_offset is added to line numbers in messages (for split files). Instructions
+ * written without a result shape keep shape.dtype == TPU_INVALID (shape_omitted set): the public loaders in
+ * verify/ver_api.c infer them. */
 tpu_status hlo_parse(tpu_ctx *ctx, const char *text, size_t len, const char *filename, int line_offset,
                      hlo_module **out);
+/* Reads an HloModuleProto in protobuf text format (`hlo_module { name: ... computations { ... } }` or the
+ * bare message body `name: ... computations { ... }`) into the same IR. */
+tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, const char *filename,
+                                int line_offset, hlo_module **out);
+/* Does the text look like protobuf text (first token `hlo_module {`, `name:` or a proto field)? */
+int        hlo_is_proto_text(const char *text, size_t len);
+/* Can this opcode be written without its result shape (XLA's parser infers it)? */
+int        hlo_op_shape_optional(hlo_op op);
 void       hlo_module_free(hlo_module *m);
 void       hlo_print_module(ut_buf *b, const hlo_module *m);
 void       hlo_print_instr(ut_buf *b, const hlo_instr *in);

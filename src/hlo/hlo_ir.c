@@ -17,6 +17,32 @@ const char *hlo_op_name(hlo_op op) { return op < HLO_OP_COUNT ? hlo_ops[op].name
 int hlo_op_arity(hlo_op op) { return op < HLO_OP_COUNT ? hlo_ops[op].arity : -1; }
 hlo_class hlo_op_class(hlo_op op) { return op < HLO_OP_COUNT ? hlo_ops[op].cls : HLO_CLASS_MISC; }
 
+/* XLA's parser infers the result shape of these when it is not written (facts file §5.1). */
+int hlo_op_shape_optional(hlo_op op)
+{
+    switch (op) {
+    case HLO_ABS: case HLO_ACOS: case HLO_ACOSH: case HLO_ASIN: case HLO_ASINH: case HLO_ADD:
+    case HLO_ADD_DEPENDENCY: case HLO_AFTER_ALL: case HLO_ATAN2: case HLO_ATANH: case HLO_BATCH_NORM_GRAD:
+    case HLO_BATCH_NORM_INFERENCE: case HLO_BATCH_NORM_TRAINING: case HLO_BROADCAST: case HLO_CALL: case HLO_CEIL:
+    case HLO_CHOLESKY: case HLO_CLAMP: case HLO_CLZ: case HLO_COMPARE: case HLO_COMPLEX: case HLO_CONCATENATE:
+    case HLO_CONDITIONAL: case HLO_CONVOLUTION: case HLO_COPY: case HLO_COS: case HLO_COSH: case HLO_OPT_BARRIER:
+    case HLO_DIVIDE: case HLO_DOMAIN: case HLO_DOT: case HLO_ERF: case HLO_EXP: case HLO_EXPM1: case HLO_FFT:
+    case HLO_FLOOR: case HLO_GATHER: case HLO_GET_DIMENSION_SIZE: case HLO_SET_DIMENSION_SIZE:
+    case HLO_GET_TUPLE_ELEMENT: case HLO_IMAG: case HLO_IS_FINITE: case HLO_LOG: case HLO_LOG1P: case HLO_LOGISTIC:
+    case HLO_AND: case HLO_NOT: case HLO_OR: case HLO_XOR: case HLO_MAP: case HLO_MAXIMUM: case HLO_MINIMUM:
+    case HLO_MULTIPLY: case HLO_NEGATE: case HLO_PAD: case HLO_PARTITION_ID: case HLO_POPCNT: case HLO_POWER:
+    case HLO_RAGGED_DOT: case HLO_REAL: case HLO_REDUCE: case HLO_REMAINDER: case HLO_REPLICA_ID: case HLO_REVERSE:
+    case HLO_ROUND_NEAREST_AFZ: case HLO_ROUND_NEAREST_EVEN: case HLO_RSQRT: case HLO_SCAN: case HLO_SCALED_DOT:
+    case HLO_SCATTER: case HLO_SELECT: case HLO_SHIFT_LEFT: case HLO_SHIFT_RIGHT_ARITHMETIC:
+    case HLO_SHIFT_RIGHT_LOGICAL: case HLO_SIGN: case HLO_SIN: case HLO_SINH: case HLO_SQRT: case HLO_CBRT:
+    case HLO_REDUCE_WINDOW: case HLO_SELECT_AND_SCATTER: case HLO_SORT: case HLO_SUBTRACT: case HLO_TAN:
+    case HLO_TANH: case HLO_TRANSPOSE: case HLO_TRIANGULAR_SOLVE: case HLO_TUPLE: case HLO_WHILE: case HLO_TOPK:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 hlo_op hlo_op_from_name(const char *s, size_t n)
 {
     /* XLA sorts its list by enum name, not by text, so search linearly (136 short names) */
@@ -77,6 +103,27 @@ int hlo_shape_same(const hlo_shape *a, const hlo_shape *b)
     if (a->rank != b->rank || a->dyn_mask != b->dyn_mask) return 0;
     for (int i = 0; i < a->rank; i++)
         if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+int hlo_shape_compatible(const hlo_shape *a, const hlo_shape *b)
+{
+    if (a->dtype != b->dtype) return 0;
+    if (hlo_shape_is_tuple(a)) {
+        if (a->ntuple != b->ntuple) return 0;
+        for (int i = 0; i < a->ntuple; i++)
+            if (!hlo_shape_compatible(&a->tuple[i], &b->tuple[i])) return 0;
+        return 1;
+    }
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++) {
+        int da = (a->dyn_mask >> i) & 1, db = (b->dyn_mask >> i) & 1;
+        if (a->dims[i] == b->dims[i]) continue;
+        if (a->dims[i] < 0 || b->dims[i] < 0) continue;   /* '?' matches anything */
+        if (da && b->dims[i] <= a->dims[i]) continue;
+        if (db && a->dims[i] <= b->dims[i]) continue;
+        return 0;
+    }
     return 1;
 }
 
@@ -258,6 +305,19 @@ int64_t hlo_module_num_partitions(const hlo_module *m)
     return a && a->kind == HA_INT && a->v.i > 0 ? a->v.i : 1;
 }
 
+int hlo_frame_source(const hlo_module *m, int64_t frame_id, const char **file, int64_t *line)
+{
+    const hlo_frames *f = m ? m->frames : NULL;
+    if (!f || frame_id < 1 || frame_id > f->nframes) return 0;
+    int64_t loc = f->frames[frame_id - 1].loc_id;
+    if (loc < 1 || loc > f->nlocs) return 0;
+    const hlo_file_loc *l = &f->locs[loc - 1];
+    if (l->file_id < 1 || l->file_id > f->nfiles) return 0;
+    *file = f->files[l->file_id - 1];
+    *line = l->line;
+    return 1;
+}
+
 const char *hlo_where(const hlo_module *m, const hlo_instr *in, char *buf, size_t size)
 {
     snprintf(buf, size, "%s:%d:%d", m && m->filename ? m->filename : "<hlo>", in->line, in->col);
@@ -420,9 +480,25 @@ static int hlo_instr_equal(const hlo_instr *a, const hlo_instr *b, char *why, si
     return 1;
 }
 
+static int hlo_frames_equal(const hlo_frames *a, const hlo_frames *b)
+{
+    if (!a || !b) return a == b;
+    if (a->nfiles != b->nfiles || a->nfuncs != b->nfuncs || a->nlocs != b->nlocs || a->nframes != b->nframes) return 0;
+    for (int i = 0; i < a->nfiles; i++)
+        if (strcmp(a->files[i], b->files[i])) return 0;
+    for (int i = 0; i < a->nfuncs; i++)
+        if (strcmp(a->funcs[i], b->funcs[i])) return 0;
+    for (int i = 0; i < a->nlocs; i++)
+        if (memcmp(&a->locs[i], &b->locs[i], sizeof a->locs[i])) return 0;
+    for (int i = 0; i < a->nframes; i++)
+        if (memcmp(&a->frames[i], &b->frames[i], sizeof a->frames[i])) return 0;
+    return 1;
+}
+
 int hlo_module_equal(const hlo_module *a, const hlo_module *b, char *why, size_t why_size)
 {
     if (strcmp(a->name, b->name)) HLO_DIFF("module name %s vs %s", a->name, b->name);
+    if (!hlo_frames_equal(a->frames, b->frames)) HLO_DIFF("stack-frame index differs");
     if (a->nattrs != b->nattrs) HLO_DIFF("module attribute count %d vs %d", a->nattrs, b->nattrs);
     for (int i = 0; i < a->nattrs; i++)
         if (!hlo_attr_equal(&a->attrs[i], &b->attrs[i])) HLO_DIFF("module attribute %s differs", a->attrs[i].name);

@@ -116,8 +116,13 @@ typedef struct hp {
     int         lc_line;
     const char *lc_line_start;
     int         failed;
+    int         depth;       /* nesting of shapes, literals, operands, inline bodies (bounded: no stack overflow) */
     hp_map      comps;       /* name -> hlo_comp* */
+    hp_vec     *comps_out;   /* computations in the order they are finished (inline bodies before their users) */
+    const char *cur_instr;   /* the instruction whose attributes are being read (names inline bodies) */
 } hp;
+
+#define HP_MAX_DEPTH 200
 
 static void hp_linecol(hp *P, const char *pos, int *line, int *col)
 {
@@ -432,6 +437,8 @@ static int hp_skip_balanced(hp *P)
     return 1;
 }
 
+static int hp_depth_enter(hp *P, const char *what);
+
 /* ---- shapes ---- */
 static int hp_shape(hp *P, hlo_shape *s);
 
@@ -542,11 +549,12 @@ static int hp_shape(hp *P, hlo_shape *s)
     memset(s, 0, sizeof *s);
     int c = hp_peek(P);
     if (c == '(') {
+        if (!hp_depth_enter(P, "tuple shapes")) return 0;
         P->p++;
         s->dtype = TPU_TUPLE;
-        hlo_shape tmp[64];
+        hlo_shape tmp[8];
         hlo_shape *elems = tmp;
-        int n = 0, cap = 64;
+        int n = 0, cap = 8;
         int ok = 1;
         while (hp_peek(P) != ')') {
             if (n == cap) {
@@ -559,6 +567,7 @@ static int hp_shape(hp *P, hlo_shape *s)
             if (!hp_shape(P, &elems[n++])) { ok = 0; break; }
             if (!hp_accept(P, ',')) break;
         }
+        P->depth--;
         if (!ok || !hp_expect(P, ')', "to close a tuple shape")) return 0;
         s->ntuple = n;
         if (n) {
@@ -571,7 +580,10 @@ static int hp_shape(hp *P, hlo_shape *s)
     /* b(shape): a buffer */
     if (c == 'b' && P->p + 1 < P->end && P->p[1] == '(') {
         P->p += 2;
-        if (!hp_shape(P, s) || !hp_expect(P, ')', "to close b(...)")) return 0;
+        if (!hp_depth_enter(P, "buffer shapes")) return 0;
+        int ok = hp_shape(P, s);
+        P->depth--;
+        if (!ok || !hp_expect(P, ')', "to close b(...)")) return 0;
         s->is_buffer = 1;
         return 1;
     }
@@ -1192,6 +1204,8 @@ static int hp_alias(hp *P, hlo_attr *a)
     return ok;
 }
 
+static int hp_comp_list(hp *P, hlo_attr *a, int single);
+
 /* Parses "name=value" into a. The name is already read. */
 static int hp_attr_value(hp *P, hlo_attr *a)
 {
@@ -1222,11 +1236,7 @@ static int hp_attr_value(hp *P, hlo_attr *a)
     case HA_INTSS: return hp_intss(P, a);
     case HA_IDENTS: return hp_name_list(P, &a->v.idents.n, &a->v.idents.v, 0, 1);
     case HA_NAMES: return hp_name_list(P, &a->v.idents.n, &a->v.idents.v, 0, 0);
-    case HA_COMP: case HA_COMPS:
-        if (!hp_name_list(P, &a->v.comps.n, &a->v.comps.names, 1, 0)) return 0;
-        if (kind == HA_COMP && a->v.comps.n != 1) return hp_error(P, "%s takes one computation", a->name);
-        a->v.comps.v = a->v.comps.n ? hp_alloc(P, (size_t)a->v.comps.n * sizeof(hlo_comp *)) : NULL;
-        return !a->v.comps.n || a->v.comps.v;
+    case HA_COMP: case HA_COMPS: return hp_comp_list(P, a, kind == HA_COMP);
     case HA_WINDOW: return (a->v.window = hp_alloc(P, sizeof(hlo_window))) && hp_window(P, a->v.window);
     case HA_SLICE: return (a->v.slice = hp_alloc(P, sizeof(hlo_slice))) && hp_slice(P, a->v.slice);
     case HA_PADDING: {
@@ -1295,6 +1305,15 @@ static int hp_attrs(hp *P, hp_vec *out, int header)
         hlo_attr_key key = hlo_attr_key_from_name(k, kn);
         a->key = (uint16_t)key;
         a->kind = (uint8_t)(key == HK_UNKNOWN ? HA_RAW : hlo_attr_key_kind(key));
+        if (key == HK_SLICE_SIZES) {
+            /* a list on gather, a list of lists on collective-permute */
+            const char *q = (hp_ws(P), P->p);
+            if (q < P->end && *q == '{') {
+                q++;
+                while (q < P->end && isspace((unsigned char)*q)) q++;
+                if (q < P->end && *q == '{') a->kind = HA_INTSS;
+            }
+        }
         if (key == HK_UNKNOWN)
             ut_warn(P->ctx, "%s:%d:%d: warning: unknown attribute '%s' kept verbatim and ignored", P->file, a->line,
                     a->col, a->name);
@@ -1322,68 +1341,206 @@ static int hp_attrs_finish(hp *P, hp_vec *v, int *n, hlo_attr **out)
 
 /* ---- instructions ---- */
 
+/* One written operand shape, checked against the operand once names are resolved. */
+typedef struct hp_opshape {
+    hlo_instr       *in;
+    int              k;
+    const hlo_shape *shape;
+} hp_opshape;
+
 typedef struct hp_comp_build {
     hp_vec instrs;
     hp_map names;
+    hp_vec opshapes;   /* hp_opshape* */
 } hp_comp_build;
 
-/* operands: ( [shape] name, ... ) */
-static int hp_operands(hp *P, hlo_instr *in)
+static int hp_depth_enter(hp *P, const char *what)
 {
-    hp_vec names = {0}, typed = {0};
+    if (++P->depth > HP_MAX_DEPTH) return hp_error(P, "%s nested more than %d deep", what, HP_MAX_DEPTH);
+    return 1;
+}
+
+/* base, base.1, base.2, ... whichever is not yet a key of map. */
+static const char *hp_fresh_name(hp *P, const hp_map *map, const char *base)
+{
+    if (!hp_map_get(map, base)) return base;
+    char buf[512];
+    for (int i = 1;; i++) {
+        snprintf(buf, sizeof buf, "%.480s.%d", base, i);
+        if (!hp_map_get(map, buf)) return hp_strndup(P, buf, strlen(buf));
+    }
+}
+
+/* Adds an instruction to the computation being built. A nested operand's invented name gives way to a
+ * name written in the text. */
+static int hp_add_instr(hp *P, hp_comp_build *cb, hlo_instr *in, const char *name_at)
+{
+    hlo_instr *old = hp_map_get(&cb->names, in->name);
+    if (old) {
+        if (!old->anon)
+            return hp_error_at(P, name_at, "instruction '%s' is defined twice (first at line %d)", in->name, old->line);
+        if (!(old->name = hp_fresh_name(P, &cb->names, old->name))) return 0;
+        if (!hp_map_put(&cb->names, old->name, old)) return hp_nomem(P);
+    }
+    if (!hp_map_put(&cb->names, in->name, in) || !hp_vec_push(&cb->instrs, in)) return hp_nomem(P);
+    return 1;
+}
+
+static int hp_instr_rhs(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in, int nested);
+
+/* Is the word at s an opcode followed by '(' (a nested instruction rather than an operand name)? */
+static int hp_opcode_call_follows(hp *P, const char *s, size_t n)
+{
+    if (hlo_op_from_name(s, n) == HLO_OP_COUNT) return 0;
+    return hp_peek(P) == '(';
+}
+
+/* operands: ( operand, ... )   operand ::= [shape] name | [shape] opcode '(' operands ')' */
+static int hp_operands(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in)
+{
+    hp_vec names = {0}, shapes = {0};
     int ok = 1;
     while (ok && hp_peek(P) != ')') {
+        if (P->p >= P->end) { ok = hp_error(P, "expected an operand or ')' (the operand list is not closed)"); break; }
         const char *at = P->p;
-        int has_shape = 0;
+        hlo_shape *sh = NULL;
+        int nested = 0;
+        const char *s;
+        size_t n;
         if (*P->p == '(') {
-            hlo_shape s;
-            ok = hp_shape(P, &s);
-            has_shape = 1;
+            sh = hp_alloc(P, sizeof *sh);
+            ok = sh && hp_shape(P, sh);
         } else {
-            const char *s;
-            size_t n;
-            const char *save = P->p;
+            int pct = *P->p == '%';
             if (!hp_name_span(P, &s, &n)) { ok = hp_error(P, "expected an operand name"); break; }
-            int c = P->p < P->end ? *P->p : 0;
-            if (c == '[' || (c == '(' && n == 1 && *s == 'b')) {
-                P->p = save;
-                hlo_shape sh;
-                ok = hp_shape(P, &sh);
-                has_shape = 1;
-            } else {
-                const char *d = hp_strndup(P, s, n);
-                if (!d || !hp_vec_push(&names, (void *)d) || !hp_vec_push(&typed, (void *)0)) ok = hp_nomem(P);
-                if (!ok || !hp_accept(P, ',')) break;
-                continue;
+            int next = hp_peek(P);
+            if (!pct && (next == '[' || (next == '(' && n == 1 && *s == 'b'))) {
+                P->p = at;
+                sh = hp_alloc(P, sizeof *sh);
+                ok = sh && hp_shape(P, sh);
+            } else if (!pct && hp_opcode_call_follows(P, s, n)) {
+                nested = 1;
             }
         }
         if (!ok) break;
-        if (has_shape) {
-            const char *s;
-            size_t n;
+        if (sh && !nested) {
+            const char *nat = (hp_ws(P), P->p);
+            int pct = nat < P->end && *nat == '%';
             if (!hp_name_span(P, &s, &n)) { ok = hp_error(P, "expected an operand name after its shape"); break; }
-            const char *d = hp_strndup(P, s, n);
-            if (!d || !hp_vec_push(&names, (void *)d) || !hp_vec_push(&typed, (void *)1)) ok = hp_nomem(P);
+            if (!pct && hp_opcode_call_follows(P, s, n)) nested = 1;
         }
-        (void)at;
-        if (!ok || !hp_accept(P, ',')) break;
+        const char *name;
+        if (nested) {
+            /* parse it again from the start as an instruction of its own */
+            P->p = at;
+            hlo_instr *sub = hp_alloc(P, sizeof *sub);
+            if (!sub || !hp_depth_enter(P, "nested operand instructions")) { ok = 0; break; }
+            sub->parent = c;
+            sub->anon = 1;
+            hp_linecol(P, at, &sub->line, &sub->col);
+            ok = hp_instr_rhs(P, c, cb, sub, 1);
+            P->depth--;
+            if (!ok) break;
+            char base[64];
+            snprintf(base, sizeof base, "%s.anon", hlo_op_name((hlo_op)sub->op));
+            ok = (sub->name = hp_fresh_name(P, &cb->names, base)) != NULL && hp_add_instr(P, cb, sub, at);
+            name = sub->name;
+            sh = NULL;   /* its own shape, nothing to compare */
+        } else {
+            name = hp_strndup(P, s, n);
+        }
+        if (!ok || !name) { ok = 0; break; }
+        if (!hp_vec_push(&names, (void *)name) || !hp_vec_push(&shapes, sh)) { ok = hp_nomem(P); break; }
+        if (!hp_accept(P, ',')) break;
     }
     if (ok) ok = hp_expect(P, ')', "to close the operand list");
-    if (ok) {
+    if (ok && names.n) {
         in->nops = names.n;
-        if (names.n) {
-            in->op_names = hp_alloc(P, (size_t)names.n * sizeof(char *));
-            in->op_typed = hp_alloc(P, (size_t)names.n);
-            in->ops = hp_alloc(P, (size_t)names.n * sizeof(hlo_instr *));
-            if (!in->op_names || !in->op_typed || !in->ops) ok = 0;
-            for (int i = 0; ok && i < names.n; i++) {
-                in->op_names[i] = names.v[i];
-                in->op_typed[i] = (uint8_t)(intptr_t)typed.v[i];
+        in->op_names = hp_alloc(P, (size_t)names.n * sizeof(char *));
+        in->op_typed = hp_alloc(P, (size_t)names.n);
+        in->ops = hp_alloc(P, (size_t)names.n * sizeof(hlo_instr *));
+        if (!in->op_names || !in->op_typed || !in->ops) ok = 0;
+        for (int i = 0; ok && i < names.n; i++) {
+            in->op_names[i] = names.v[i];
+            in->op_typed[i] = shapes.v[i] != NULL;
+            if (shapes.v[i]) {
+                hp_opshape *os = hp_alloc(P, sizeof *os);
+                if (!os) { ok = 0; break; }
+                os->in = in;
+                os->k = i;
+                os->shape = shapes.v[i];
+                if (!hp_vec_push(&cb->opshapes, os)) ok = hp_nomem(P);
             }
         }
     }
     hp_vec_free(&names);
-    hp_vec_free(&typed);
+    hp_vec_free(&shapes);
+    return ok;
+}
+
+/* The part after "name =": [shape] opcode '(' operands ')' [, attributes]. Nested operand instructions have
+ * no attributes. */
+static int hp_instr_rhs(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in, int nested)
+{
+    const char *shape_at = (hp_ws(P), P->p);
+    int has_shape = 1;
+    if (P->p < P->end && *P->p != '(') {
+        const char *s;
+        size_t n;
+        if (!hp_word_span(P, &s, &n)) return hp_error(P, "expected a shape or an opcode");
+        int next = hp_peek(P);
+        if (next == '(' && hlo_op_from_name(s, n) != HLO_OP_COUNT) has_shape = 0;
+        P->p = shape_at;
+    }
+    if (has_shape) {
+        if (!hp_shape(P, &in->shape)) return 0;
+    } else {
+        in->shape_omitted = 1;
+        in->shape.dtype = TPU_INVALID;
+    }
+    const char *op_at = (hp_ws(P), P->p);
+    const char *os;
+    size_t on;
+    if (!hp_word_span(P, &os, &on)) return hp_error(P, "expected an opcode");
+    hlo_op op = hlo_op_from_name(os, on);
+    if (op == HLO_OP_COUNT) {
+        /* async sugar such as custom-call-start is not supported: say so */
+        if ((on > 6 && !memcmp(os + on - 6, "-start", 6)) || (on > 7 && !memcmp(os + on - 7, "-update", 7)) ||
+            (on > 5 && !memcmp(os + on - 5, "-done", 5)))
+            return hp_error_at(P, op_at, "unknown opcode '%.*s' (the async shorthand <op>-start/-update/-done is only "
+                                         "known for XLA's own async opcodes; write async-start with calls=)",
+                               (int)on, os);
+        return hp_error_at(P, op_at, "unknown opcode '%.*s'", (int)on, os);
+    }
+    in->op = (uint16_t)op;
+    if (!has_shape && !hlo_op_shape_optional(op))
+        return hp_error_at(P, op_at, "%s needs its result shape written before the opcode (XLA infers it only for "
+                                     "elementwise, shape-changing and control-flow ops)", hlo_op_name(op));
+    if (!hp_expect(P, '(', "after the opcode")) return 0;
+    if (op == HLO_CONSTANT) {
+        in->literal = hp_alloc(P, sizeof(hlo_literal));
+        if (!in->literal || !hp_literal(P, &in->shape, in->literal)) return 0;
+        if (!hp_expect(P, ')', "to close the constant")) return 0;
+    } else if (op == HLO_PARAMETER) {
+        const char *at = (hp_ws(P), P->p);
+        if (!hp_int(P, &in->param_no, "as the parameter number")) return 0;
+        if (in->param_no < 0 || in->param_no > INT32_MAX)
+            return hp_error_at(P, at, "parameter number %lld out of range", (long long)in->param_no);
+        if (!hp_expect(P, ')', "to close parameter(...)")) return 0;
+    } else {
+        if (!hp_operands(P, c, cb, in)) return 0;
+        int ar = hlo_op_arity(op);
+        if (ar >= 0 && in->nops != ar)
+            return hp_error_at(P, op_at, "%s takes %d operand%s, got %d", hlo_op_name(op), ar, ar == 1 ? "" : "s",
+                               in->nops);
+    }
+    if (nested) return 1;
+    const char *saved = P->cur_instr;
+    P->cur_instr = in->name;
+    hp_vec attrs = {0};
+    int ok = hp_attrs(P, &attrs, 0) && hp_attrs_finish(P, &attrs, &in->nattrs, &in->attrs);
+    hp_vec_free(&attrs);
+    P->cur_instr = saved;
     return ok;
 }
 
@@ -1391,8 +1548,6 @@ static int hp_instruction(hp *P, hlo_comp *c, hp_comp_build *cb)
 {
     hlo_instr *in = hp_alloc(P, sizeof *in);
     if (!in) return 0;
-    hp_ws(P);
-    const char *start = P->p;
     in->parent = c;
     if (hp_accept_word(P, "ROOT")) in->is_root = 1;
     hp_ws(P);
@@ -1400,38 +1555,8 @@ static int hp_instruction(hp *P, hlo_comp *c, hp_comp_build *cb)
     const char *name_at = P->p;
     if (!(in->name = hp_name(P, "an instruction name"))) return 0;
     if (!hp_expect(P, '=', "after the instruction name")) return 0;
-    if (!hp_shape(P, &in->shape)) return 0;
-    const char *op_at = (hp_ws(P), P->p);
-    const char *os;
-    size_t on;
-    if (!hp_word_span(P, &os, &on)) return hp_error(P, "expected an opcode");
-    hlo_op op = hlo_op_from_name(os, on);
-    if (op == HLO_OP_COUNT) return hp_error_at(P, op_at, "unknown opcode '%.*s'", (int)on, os);
-    in->op = (uint16_t)op;
-    if (!hp_expect(P, '(', "after the opcode")) return 0;
-    if (op == HLO_CONSTANT) {
-        in->literal = hp_alloc(P, sizeof(hlo_literal));
-        if (!in->literal || !hp_literal(P, &in->shape, in->literal)) return 0;
-        if (!hp_expect(P, ')', "to close the constant")) return 0;
-    } else if (op == HLO_PARAMETER) {
-        if (!hp_int(P, &in->param_no, "parameter number")) return 0;
-        if (in->param_no < 0) return hp_error(P, "negative parameter number");
-        if (!hp_expect(P, ')', "to close parameter(...)")) return 0;
-    } else {
-        if (!hp_operands(P, in)) return 0;
-        int ar = hlo_op_arity(op);
-        if (ar >= 0 && in->nops != ar)
-            return hp_error_at(P, op_at, "%s takes %d operand%s, got %d", hlo_op_name(op), ar, ar == 1 ? "" : "s",
-                               in->nops);
-    }
-    hp_vec attrs = {0};
-    int ok = hp_attrs(P, &attrs, 0) && hp_attrs_finish(P, &attrs, &in->nattrs, &in->attrs);
-    hp_vec_free(&attrs);
-    if (!ok) return 0;
-    if (hp_map_get(&cb->names, in->name)) return hp_error_at(P, name_at, "instruction '%s' defined twice", in->name);
-    if (!hp_map_put(&cb->names, in->name, in) || !hp_vec_push(&cb->instrs, in)) return hp_nomem(P);
-    (void)start;
-    return 1;
+    if (!hp_instr_rhs(P, c, cb, in, 0)) return 0;
+    return hp_add_instr(P, cb, in, name_at);
 }
 
 /* Resolves operand names, orders instructions topologically (stable: text order where possible),
@@ -1471,6 +1596,18 @@ static int hp_finish_comp(hp *P, hlo_comp *c, hp_comp_build *cb, const char *bod
         }
         if (in->op == HLO_PARAMETER && in->param_no > maxp) maxp = in->param_no;
     }
+    /* operand shapes written in the text must match the operands (layouts and dynamism aside) */
+    for (int i = 0; i < cb->opshapes.n; i++) {
+        const hp_opshape *os = cb->opshapes.v[i];
+        const hlo_instr *o = os->in->ops[os->k];
+        if (o->shape.dtype == TPU_INVALID) continue;   /* inferred later */
+        if (!hlo_shape_compatible(os->shape, &o->shape)) {
+            char a[160], b[160];
+            return hp_error_lc(P, os->in->line, os->in->col,
+                               "instruction '%s': operand %d is written as %s but '%s' has shape %s", os->in->name,
+                               os->k, hlo_shape_str(os->shape, a, sizeof a), o->name, hlo_shape_str(&o->shape, b, sizeof b));
+        }
+    }
     if (!root) {
         root = ins[n - 1];
         root->is_root = 1;
@@ -1500,12 +1637,9 @@ static int hp_finish_comp(hp *P, hlo_comp *c, hp_comp_build *cb, const char *bod
     c->instrs = hp_alloc(P, (size_t)n * sizeof(hlo_instr *));
     uint8_t *state = ut_calloc((size_t)n, 1);
     int *stack = ut_malloc((size_t)n * 2 * sizeof(int));
-    hp_map idx = {0};
     int ok = c->instrs && state && stack;
     if (!ok) hp_nomem(P);
-    for (int i = 0; ok && i < n; i++) {
-        ins[i]->id = i;   /* temporary: text index */
-    }
+    for (int i = 0; ok && i < n; i++) ins[i]->id = i;   /* temporary: text index */
     int out = 0;
     for (int i = 0; ok && i < n; i++) {
         if (state[i]) continue;
@@ -1540,15 +1674,112 @@ static int hp_finish_comp(hp *P, hlo_comp *c, hp_comp_build *cb, const char *bod
     }
     ut_free(state);
     ut_free(stack);
-    hp_map_free(&idx);
     if (!ok) return 0;
     c->ninstrs = n;
     for (int i = 0; i < n; i++) c->instrs[i]->id = i;
     return 1;
 }
 
-/* computation: [ENTRY] name [(p: shape, ...) -> shape] [, attrs] { instructions } */
-static int hp_computation(hp *P, hp_vec *comps)
+/* '{' instruction* '}' into c, then resolves it. */
+static int hp_comp_body(hp *P, hlo_comp *c)
+{
+    const char *body_at = (hp_ws(P), P->p);
+    if (!hp_expect(P, '{', "to open the computation body")) return 0;
+    hp_comp_build cb = {0};
+    int ok = 1;
+    while (ok && hp_peek(P) != '}') {
+        if (P->p >= P->end) {
+            ok = hp_error_at(P, body_at, "computation '%s' is not closed (missing '}')", c->name);
+            break;
+        }
+        ok = hp_instruction(P, c, &cb);
+    }
+    if (ok) ok = hp_expect(P, '}', "to close the computation");
+    if (ok) ok = hp_finish_comp(P, c, &cb, body_at);
+    hp_vec_free(&cb.instrs);
+    hp_vec_free(&cb.opshapes);
+    hp_map_free(&cb.names);
+    return ok;
+}
+
+static int hp_register_comp(hp *P, hlo_comp *c, const char *name_at)
+{
+    hlo_comp *old = hp_map_get(&P->comps, c->name);
+    if (old) return hp_error_at(P, name_at, "computation '%s' is defined twice (first at line %d)", c->name, old->line);
+    if (!hp_map_put(&P->comps, c->name, c) || !hp_vec_push(P->comps_out, c)) return hp_nomem(P);
+    return 1;
+}
+
+/* An inline body as an attribute value (to_apply={ ... }): becomes a computation of its own, named after
+ * the instruction and attribute, placed before the computation that uses it. */
+static int hp_inline_comp(hp *P, const char *attr, const char **name_out)
+{
+    const char *at = (hp_ws(P), P->p);
+    hlo_comp *c = hp_alloc(P, sizeof *c);
+    if (!c || !hp_depth_enter(P, "inline computations")) return 0;
+    hp_linecol(P, at, &c->line, &c->col);
+    char base[512];
+    snprintf(base, sizeof base, "%.400s.%.80s", P->cur_instr ? P->cur_instr : "inline", attr);
+    int ok = (c->name = hp_fresh_name(P, &P->comps, base)) != NULL;
+    const char *saved = P->cur_instr;
+    if (ok) ok = hp_comp_body(P, c);
+    P->cur_instr = saved;
+    P->depth--;
+    if (ok) ok = hp_register_comp(P, c, at);
+    *name_out = c->name;
+    return ok;
+}
+
+/* At '{': an inline computation body ("{ [ROOT] name = ...") rather than a list of names? */
+static int hp_body_follows(hp *P)
+{
+    const char *save = P->p;
+    int r = 0;
+    if (hp_accept(P, '{')) {
+        hp_accept_word(P, "ROOT");
+        const char *s;
+        size_t n;
+        r = hp_name_span(P, &s, &n) && hp_peek(P) == '=';
+    }
+    P->p = save;
+    return r;
+}
+
+/* to_apply=%c | to_apply={ body } | calls={%a, %b} | branch_computations={%a, { body }} */
+static int hp_comp_list(hp *P, hlo_attr *a, int single)
+{
+    hp_vec v = {0};
+    int ok = 1;
+    int braced = hp_peek(P) == '{' && !hp_body_follows(P);
+    if (braced) P->p++;
+    while (ok && (!braced || hp_peek(P) != '}')) {
+        const char *name = NULL;
+        if (hp_peek(P) == '{') {
+            ok = hp_inline_comp(P, a->name, &name);
+        } else {
+            const char *s;
+            size_t n;
+            if (!hp_name_span(P, &s, &n)) { ok = hp_error(P, "expected a computation name or an inline body { ... }"); break; }
+            ok = (name = hp_strndup(P, s, n)) != NULL;
+        }
+        if (ok && !hp_vec_push(&v, (void *)name)) ok = hp_nomem(P);
+        if (!braced || !ok || !hp_accept(P, ',')) break;
+    }
+    if (ok && braced) ok = hp_expect(P, '}', "to close the list of computations");
+    if (ok && single && v.n != 1) ok = hp_error(P, "%s takes exactly one computation, got %d", a->name, v.n);
+    if (ok) {
+        a->v.comps.n = v.n;
+        a->v.comps.names = v.n ? hp_alloc(P, (size_t)v.n * sizeof(char *)) : NULL;
+        a->v.comps.v = v.n ? hp_alloc(P, (size_t)v.n * sizeof(hlo_comp *)) : NULL;
+        if (v.n && (!a->v.comps.names || !a->v.comps.v)) ok = 0;
+        for (int i = 0; ok && i < v.n; i++) a->v.comps.names[i] = v.v[i];
+    }
+    hp_vec_free(&v);
+    return ok;
+}
+
+/* computation: [ENTRY] name [(p: shape, ...) -> shape] [, attrs] { instructions } [, attrs] */
+static int hp_computation(hp *P)
 {
     hlo_comp *c = hp_alloc(P, sizeof *c);
     if (!c) return 0;
@@ -1556,7 +1787,9 @@ static int hp_computation(hp *P, hp_vec *comps)
     hp_linecol(P, P->p, &c->line, &c->col);
     if (hp_accept_word(P, "ENTRY")) c->is_entry = 1;
     const char *name_at = (hp_ws(P), P->p);
-    if (!(c->name = hp_name(P, "a computation name"))) return 0;
+    if (!(c->name = hp_name(P, c->is_entry ? "the entry computation's name" :
+                                             "a computation name (or 'ENTRY', or 'HloModule' at the start)")))
+        return 0;
     if (hp_peek(P) == '(') {
         /* signature: names and shapes are informative; parameters define the real ones */
         P->p++;
@@ -1576,23 +1809,12 @@ static int hp_computation(hp *P, hp_vec *comps)
     /* computation attributes (execution_thread=...) come before the body or after its closing brace */
     hp_vec attrs = {0};
     int ok = hp_attrs(P, &attrs, 0);
-    const char *body_at = (hp_ws(P), P->p);
-    if (ok) ok = hp_expect(P, '{', "to open the computation body");
-    hp_comp_build cb = {0};
-    while (ok && hp_peek(P) != '}') {
-        if (P->p >= P->end) { ok = hp_error(P, "unterminated computation '%s' (missing '}')", c->name); break; }
-        ok = hp_instruction(P, c, &cb);
-    }
-    if (ok) ok = hp_expect(P, '}', "to close the computation");
+    if (ok && hp_peek(P) != '{') ok = hp_error(P, "expected '{' to open the body of computation '%s'", c->name);
+    if (ok) ok = hp_comp_body(P, c);
     if (ok) ok = hp_attrs(P, &attrs, 0) && hp_attrs_finish(P, &attrs, &c->nattrs, &c->attrs);
     hp_vec_free(&attrs);
-    if (ok) ok = hp_finish_comp(P, c, &cb, body_at);
-    hp_vec_free(&cb.instrs);
-    hp_map_free(&cb.names);
     if (!ok) return 0;
-    if (hp_map_get(&P->comps, c->name)) return hp_error_at(P, name_at, "computation '%s' defined twice", c->name);
-    if (!hp_map_put(&P->comps, c->name, c) || !hp_vec_push(comps, c)) return hp_nomem(P);
-    return 1;
+    return hp_register_comp(P, c, name_at);
 }
 
 static int hp_resolve_calls(hp *P, hlo_comp *c)
@@ -1627,18 +1849,129 @@ static int hp_resolve_calls(hp *P, hlo_comp *c)
     return 1;
 }
 
-/* Rejects recursion (a computation calling itself through others): XLA's call graph is acyclic. */
-static int hp_check_acyclic(hp *P, hlo_comp *c, uint8_t *state)
+/* Rejects recursion (a computation calling itself through others): XLA's call graph is acyclic. Iterative,
+ * so a long chain of calls cannot overflow the stack. */
+static int hp_check_acyclic(hp *P, hlo_module *m)
 {
-    if (state[c->id] == 2) return 1;
-    if (state[c->id] == 1)
-        return hp_error_lc(P, c->line, c->col, "computation '%s' calls itself (recursion is not allowed in HLO)", c->name);
-    state[c->id] = 1;
-    for (int i = 0; i < c->ninstrs; i++)
-        for (int k = 0; k < c->instrs[i]->ncalled; k++)
-            if (!hp_check_acyclic(P, c->instrs[i]->called[k], state)) return 0;
-    state[c->id] = 2;
-    return 1;
+    int n = m->ncomps;
+    uint8_t *state = ut_calloc((size_t)n, 1);
+    int *stack = ut_malloc((size_t)n * 2 * sizeof(int) + 1);
+    int *edges = ut_malloc((size_t)n * sizeof(int) + 1);
+    int ok = state && stack && edges;
+    if (!ok) hp_nomem(P);
+    for (int r = 0; ok && r < n; r++) {
+        if (state[r]) continue;
+        int sp = 0;
+        stack[sp++] = r;
+        stack[sp++] = 0;
+        state[r] = 1;
+        while (ok && sp) {
+            hlo_comp *c = m->comps[stack[sp - 2]];
+            /* the k-th callee of c, counting over all its instructions */
+            int k = stack[sp - 1]++, seen = 0;
+            hlo_comp *next = NULL;
+            for (int i = 0; i < c->ninstrs && !next; i++) {
+                if (k < seen + c->instrs[i]->ncalled) next = c->instrs[i]->called[k - seen];
+                seen += c->instrs[i]->ncalled;
+            }
+            if (!next) {
+                state[c->id] = 2;
+                sp -= 2;
+                continue;
+            }
+            if (state[next->id] == 1) {
+                ok = hp_error_lc(P, next->line, next->col, "computation '%s' calls itself (recursion is not allowed in HLO)",
+                                 next->name);
+            } else if (state[next->id] == 0) {
+                state[next->id] = 1;
+                stack[sp++] = next->id;
+                stack[sp++] = 0;
+            }
+        }
+    }
+    ut_free(state);
+    ut_free(stack);
+    ut_free(edges);
+    return ok;
+}
+
+/* The stack-frame index after the header:
+ *   FileNames 1 "a.py" ...  FunctionNames 1 "f" ...
+ *   FileLocations 1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9} ...
+ *   StackFrames 1 {file_location_id=1 parent_frame_id=0} ...
+ * The leading integers are labels and are not checked. */
+static int hp_frames(hp *P)
+{
+    static const char *const sections[4] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    hp_vec v[4] = {{0}};
+    int ok = 1, any = 0;
+    for (;;) {
+        int sec = -1;
+        for (int i = 0; i < 4 && sec < 0; i++)
+            if (hp_accept_word(P, sections[i])) sec = i;
+        if (sec < 0) break;
+        any = 1;
+        while (ok) {
+            hp_ws(P);
+            if (P->p >= P->end || !isdigit((unsigned char)*P->p)) break;
+            int64_t label;
+            if (!(ok = hp_int(P, &label, "as a label"))) break;
+            if (sec < 2) {
+                const char *s;
+                ok = hp_string(P, &s) && (hp_vec_push(&v[sec], (void *)s) || hp_nomem(P));
+                continue;
+            }
+            int64_t *vals = hp_alloc(P, 6 * sizeof(int64_t));
+            if (!(ok = vals != NULL && hp_expect(P, '{', "to open a stack-frame entry"))) break;
+            while (ok && hp_peek(P) != '}') {
+                const char *k;
+                size_t kn;
+                const char *kat = P->p;
+                if (!hp_word_span(P, &k, &kn)) { ok = hp_error(P, "expected a field name"); break; }
+                static const char *const lf[6] = {"file_name_id", "function_name_id", "line", "end_line", "column", "end_column"};
+                static const char *const ff[2] = {"file_location_id", "parent_frame_id"};
+                int idx = -1;
+                for (int i = 0; i < (sec == 2 ? 6 : 2); i++) {
+                    const char *f = sec == 2 ? lf[i] : ff[i];
+                    if (strlen(f) == kn && !memcmp(f, k, kn)) idx = i;
+                }
+                if (idx < 0) { ok = hp_error_at(P, kat, "unknown field '%.*s' in %s", (int)kn, k, sections[sec]); break; }
+                ok = hp_expect(P, '=', "after a field name") && hp_int(P, &vals[idx], "as a field value");
+                hp_accept(P, ',');
+            }
+            if (ok) ok = hp_expect(P, '}', "to close a stack-frame entry");
+            if (ok && !hp_vec_push(&v[sec], vals)) ok = hp_nomem(P);
+        }
+        if (!ok) break;
+    }
+    if (ok && any) {
+        hlo_frames *f = hp_alloc(P, sizeof *f);
+        ok = f != NULL;
+        if (ok) {
+            f->nfiles = v[0].n;
+            f->nfuncs = v[1].n;
+            f->nlocs = v[2].n;
+            f->nframes = v[3].n;
+            f->files = hp_alloc(P, (size_t)v[0].n * sizeof(char *) + 1);
+            f->funcs = hp_alloc(P, (size_t)v[1].n * sizeof(char *) + 1);
+            f->locs = hp_alloc(P, (size_t)v[2].n * sizeof(hlo_file_loc) + 1);
+            f->frames = hp_alloc(P, (size_t)v[3].n * sizeof(hlo_frame) + 1);
+            ok = f->files && f->funcs && f->locs && f->frames;
+        }
+        for (int i = 0; ok && i < v[0].n; i++) f->files[i] = v[0].v[i];
+        for (int i = 0; ok && i < v[1].n; i++) f->funcs[i] = v[1].v[i];
+        for (int i = 0; ok && i < v[2].n; i++) {
+            const int64_t *x = v[2].v[i];
+            f->locs[i] = (hlo_file_loc){x[0], x[1], x[2], x[3], x[4], x[5]};
+        }
+        for (int i = 0; ok && i < v[3].n; i++) {
+            const int64_t *x = v[3].v[i];
+            f->frames[i] = (hlo_frame){x[0], x[1]};
+        }
+        if (ok) P->m->frames = f;
+    }
+    for (int i = 0; i < 4; i++) hp_vec_free(&v[i]);
+    return ok;
 }
 
 static int hp_module(hp *P)
@@ -1654,20 +1987,22 @@ static int hp_module(hp *P)
         hp_vec attrs = {0};
         int ok = hp_attrs(P, &attrs, 1) && hp_attrs_finish(P, &attrs, &m->nattrs, &m->attrs);
         hp_vec_free(&attrs);
-        if (!ok) return 0;
+        if (!ok || !hp_frames(P)) return 0;
     } else {
         m->name = "module";
     }
     hp_vec comps = {0};
+    P->comps_out = &comps;
     int ok = 1;
     while (ok && hp_peek(P) >= 0) {
         if (hp_accept_word(P, "HloModule")) {
             ok = hp_error_at(P, P->p - 9, "a second HloModule in one text (split the file at '// -----' lines)");
             break;
         }
-        ok = hp_computation(P, &comps);
+        ok = hp_computation(P);
     }
-    if (ok && comps.n == 0) ok = hp_error(P, "no computations in the module");
+    P->comps_out = NULL;
+    if (ok && comps.n == 0) ok = hp_error(P, "no computations in the module (expected 'HloModule name' followed by computations)");
     if (ok) {
         m->ncomps = comps.n;
         m->comps = hp_alloc(P, (size_t)comps.n * sizeof(hlo_comp *));
@@ -1689,12 +2024,7 @@ static int hp_module(hp *P)
     }
     hp_vec_free(&comps);
     for (int i = 0; ok && i < m->ncomps; i++) ok = hp_resolve_calls(P, m->comps[i]);
-    if (ok) {
-        uint8_t *state = ut_calloc((size_t)m->ncomps, 1);
-        if (!state) return hp_nomem(P);
-        for (int i = 0; ok && i < m->ncomps; i++) ok = hp_check_acyclic(P, m->comps[i], state);
-        ut_free(state);
-    }
+    if (ok) ok = hp_check_acyclic(P, m);
     return ok;
 }
 

@@ -259,7 +259,7 @@ static void hpr_attr_value(ut_buf *b, const hlo_attr *a)
     case HA_KV:
         ut_buf_putc(b, '{');
         for (int i = 0; i < a->v.kv.n; i++) {
-            if (i) ut_buf_puts(b, a->v.kv.sep == ',' ? ", " : " ");
+            if (i) ut_buf_puts(b, a->v.kv.sep == ',' ? "," : " ");
             ut_buf_printf(b, "%s=", a->v.kv.v[i].key);
             if (a->v.kv.v[i].is_str) hpr_string(b, a->v.kv.v[i].val);
             else ut_buf_puts(b, a->v.kv.v[i].val);
@@ -312,8 +312,12 @@ static void hpr_attrs(ut_buf *b, int n, const hlo_attr *attrs)
 void hlo_print_instr(ut_buf *b, const hlo_instr *in)
 {
     ut_buf_printf(b, "%s%%%s = ", in->is_root ? "ROOT " : "", in->name);
-    hlo_shape_print(b, &in->shape, 1);
-    ut_buf_printf(b, " %s(", hlo_op_name((hlo_op)in->op));
+    /* a shape left out of the text and not inferred (hlo_parse alone) stays out */
+    if (in->shape.dtype != TPU_INVALID) {
+        hlo_shape_print(b, &in->shape, 1);
+        ut_buf_putc(b, ' ');
+    }
+    ut_buf_printf(b, "%s(", hlo_op_name((hlo_op)in->op));
     if (in->op == HLO_CONSTANT && in->literal) {
         hlo_print_literal(b, in->literal);
     } else if (in->op == HLO_PARAMETER) {
@@ -321,8 +325,12 @@ void hlo_print_instr(ut_buf *b, const hlo_instr *in)
     } else {
         for (int i = 0; i < in->nops; i++) {
             if (i) ut_buf_puts(b, ", ");
-            hlo_shape_print(b, &in->ops[i]->shape, 1);
-            ut_buf_printf(b, " %%%s", in->ops[i]->name);
+            if (i && i % 5 == 0) ut_buf_printf(b, "/*index=%d*/", i);   /* as XLA marks every fifth operand */
+            if (in->ops[i]->shape.dtype != TPU_INVALID) {
+                hlo_shape_print(b, &in->ops[i]->shape, 1);
+                ut_buf_putc(b, ' ');
+            }
+            ut_buf_printf(b, "%%%s", in->ops[i]->name);
         }
     }
     ut_buf_putc(b, ')');
@@ -331,13 +339,16 @@ void hlo_print_instr(ut_buf *b, const hlo_instr *in)
 
 static void hpr_comp(ut_buf *b, const hlo_comp *c)
 {
-    ut_buf_printf(b, "%s%%%s (", c->is_entry ? "ENTRY " : "", c->name);
-    for (int i = 0; i < c->nparams; i++) {
-        ut_buf_printf(b, "%s%s: ", i ? ", " : "", c->params[i]->name);
-        hlo_shape_print(b, &c->params[i]->shape, 0);
+    ut_buf_printf(b, "%s%%%s", c->is_entry ? "ENTRY " : "", c->name);
+    if (c->root->shape.dtype != TPU_INVALID) {
+        ut_buf_puts(b, " (");
+        for (int i = 0; i < c->nparams; i++) {
+            ut_buf_printf(b, "%s%s: ", i ? ", " : "", c->params[i]->name);
+            hlo_shape_print(b, &c->params[i]->shape, 0);
+        }
+        ut_buf_puts(b, ") -> ");
+        hlo_shape_print(b, &c->root->shape, 0);
     }
-    ut_buf_puts(b, ") -> ");
-    hlo_shape_print(b, &c->root->shape, 0);
     hpr_attrs(b, c->nattrs, c->attrs);
     ut_buf_puts(b, " {\n");
     for (int i = 0; i < c->ninstrs; i++) {
@@ -348,11 +359,41 @@ static void hpr_comp(ut_buf *b, const hlo_comp *c)
     ut_buf_puts(b, "}\n");
 }
 
+/* FileNames / FunctionNames / FileLocations / StackFrames, one entry a line, labels counting from 1. */
+static void hpr_frames(ut_buf *b, const hlo_frames *f)
+{
+    if (f->nfiles) ut_buf_puts(b, "FileNames\n");
+    for (int i = 0; i < f->nfiles; i++) {
+        ut_buf_printf(b, "%d ", i + 1);
+        hpr_string(b, f->files[i]);
+        ut_buf_putc(b, '\n');
+    }
+    if (f->nfuncs) ut_buf_puts(b, "FunctionNames\n");
+    for (int i = 0; i < f->nfuncs; i++) {
+        ut_buf_printf(b, "%d ", i + 1);
+        hpr_string(b, f->funcs[i]);
+        ut_buf_putc(b, '\n');
+    }
+    if (f->nlocs) ut_buf_puts(b, "FileLocations\n");
+    for (int i = 0; i < f->nlocs; i++) {
+        const hlo_file_loc *l = &f->locs[i];
+        ut_buf_printf(b, "%d {file_name_id=%lld function_name_id=%lld line=%lld end_line=%lld column=%lld end_column=%lld}\n",
+                      i + 1, (long long)l->file_id, (long long)l->func_id, (long long)l->line, (long long)l->end_line,
+                      (long long)l->column, (long long)l->end_column);
+    }
+    if (f->nframes) ut_buf_puts(b, "StackFrames\n");
+    for (int i = 0; i < f->nframes; i++)
+        ut_buf_printf(b, "%d {file_location_id=%lld parent_frame_id=%lld}\n", i + 1, (long long)f->frames[i].loc_id,
+                      (long long)f->frames[i].parent_id);
+    ut_buf_putc(b, '\n');
+}
+
 void hlo_print_module(ut_buf *b, const hlo_module *m)
 {
     ut_buf_printf(b, "HloModule %s", m->name);
     hpr_attrs(b, m->nattrs, m->attrs);
     ut_buf_puts(b, "\n\n");
+    if (m->frames) hpr_frames(b, m->frames);
     for (int i = 0; i < m->ncomps; i++) {
         hpr_comp(b, m->comps[i]);
         ut_buf_putc(b, '\n');
