@@ -19,6 +19,8 @@
 
 #include <string.h>
 
+int exe_kernels_force_ref;
+
 /* ---- dimension numbers ---- */
 
 typedef struct gs_dims {
@@ -211,6 +213,7 @@ static int gs_next(int64_t *pos, const int64_t *dims, int n)
 
 EXE_KERNEL(exe_k_gather)
 {
+    if (exe_kernels_force_ref) return exe_k_gather_ref(S, in, ops, out);
     const tpu_tensor *op = ops[0]->t, *idx = ops[1]->t;
     if (!op || !idx) return exe_fail(S, in, TPU_ERR_SHAPE, "operands must be arrays");
     if (tpu_dtype_kind(idx->dtype) != 's' && tpu_dtype_kind(idx->dtype) != 'u')
@@ -439,6 +442,7 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
 
 EXE_KERNEL(exe_k_scatter)
 {
+    if (exe_kernels_force_ref) return exe_k_scatter_ref(S, in, ops, out);
     sc_plan p;
     tpu_status st = sc_setup(S, in, ops, &p);
     if (st || (st = sc_check_types(S, in, &p)) || (st = sc_clone(S, in, &p))) return st;

@@ -6,6 +6,10 @@
 
 #include "exec/exec.h"
 
+/* Test hook: when non-zero, each of the kernels above runs its reference instead (so a whole program can be
+ * run both ways and compared). Never set outside tests. */
+extern int exe_kernels_force_ref;
+
 EXE_KERNEL(exe_k_gather_ref);
 EXE_KERNEL(exe_k_scatter_ref);
 EXE_KERNEL(exe_k_reduce_window_ref);

@@ -7,6 +7,13 @@
  * acc = f(acc_0..N-1, x_0..N-1). Taps on padding or dilation holes are skipped (XLA:CPU's loop does the same:
  * padding behaves as the init value only when init is the reducer's identity).
  *
+ * One exception, copied from XLA:CPU so results stay bit-identical: a reduce-window that is a scan (one
+ * non-trivial window dim of the full length L > 16, stride 1, padded L-1 or L on one side: cumsum, cumprod,
+ * cummax and their reverse/exclusive forms) is computed the way XLA's ReduceWindowRewriter (run to a fixed
+ * point with base length 16) rewrites it: pad to a multiple of 16 with init, scan each tile of 16, scan the
+ * tile totals exclusively (recursively when there are more than 16 tiles), then combine f(tile scan, carry).
+ * This changes float rounding, and folds init in more than once (a no-op for identity inits).
+ *
  * select-and-scatter(operand, source, init) -> operand-shaped: the output starts as init; for each source
  * element (row-major) the window over the operand (no dilation; taps on padding skipped) picks one element:
  * the first in-bounds tap is selected, and each later tap replaces it when select(selected, tap) is false
@@ -25,7 +32,7 @@
 typedef struct wn_geom {
     int     rank;
     int64_t in[TPU_MAX_RANK], out[TPU_MAX_RANK];
-    int64_t size[TPU_MAX_RANK], stride[TPU_MAX_RANK], lo[TPU_MAX_RANK], ld[TPU_MAX_RANK], rd[TPU_MAX_RANK];
+    int64_t size[TPU_MAX_RANK], stride[TPU_MAX_RANK], lo[TPU_MAX_RANK], hi[TPU_MAX_RANK], ld[TPU_MAX_RANK], rd[TPU_MAX_RANK];
     int64_t taps;   /* window elements */
 } wn_geom;
 
@@ -50,6 +57,7 @@ static tpu_status wn_geometry(exe_state *S, const hlo_instr *in, const tpu_tenso
         w->size[d] = wd->size;
         w->stride[d] = wd->stride;
         w->lo[d] = wd->pad_lo;
+        w->hi[d] = wd->pad_hi;
         w->ld[d] = wd->lhs_dilate;
         w->rd[d] = wd->rhs_dilate;
         int64_t dil = x->dims[d] ? (x->dims[d] - 1) * wd->lhs_dilate + 1 : 0;
@@ -188,11 +196,152 @@ static tpu_status rw_result(exe_state *S, rw_plan *p, exe_value **out)
     return *out ? TPU_OK : ut_nomem(S->ctx);
 }
 
+/* ---- scans: XLA's two-level tree (see the header comment) ---- */
+
+#define RW_SCAN_BASE 16   /* XLA's default xla_reduce_window_rewrite_base_length */
+
+/* acc <- f(acc, x) for all n components. */
+static void rw_fold(const exe_state *S, const rw_plan *p, exe_scalar *acc, const exe_scalar *x)
+{
+    if (p->binop != HLO_OP_COUNT) {
+        acc[0] = exe_scalar_binop(S, p->binop, p->x[0]->dtype, acc[0], x[0]);
+        return;
+    }
+    exe_scalar args[2 * WN_MAX];
+    for (int i = 0; i < p->n; i++) {
+        args[i] = acc[i];
+        args[p->n + i] = x[i];
+    }
+    exe_scalar_fn_eval(p->fn, args, acc);
+}
+
+/* Is the reduce-window a scan XLA rewrites? Sets the dim, direction and exclusiveness. */
+static int rw_is_scan(const rw_plan *p, int *dim, int *fwd, int *excl)
+{
+    const wn_geom *w = &p->w;
+    int nt = 0;
+    for (int d = 0; d < w->rank; d++)
+        if (w->size[d] != 1 || w->stride[d] != 1 || w->lo[d] || w->hi[d] || w->ld[d] != 1 || w->rd[d] != 1) {
+            nt++;
+            *dim = d;
+        }
+    if (nt != 1) return 0;
+    int d = *dim;
+    int64_t L = w->in[d];
+    if (L <= RW_SCAN_BASE || w->stride[d] != 1 || w->size[d] != L || w->ld[d] != 1 || w->rd[d] != 1) return 0;
+    int f = (w->lo[d] == L - 1 || w->lo[d] == L) && w->hi[d] == 0;
+    int r = (w->hi[d] == L - 1 || w->hi[d] == L) && w->lo[d] == 0;
+    if (!f && !r) return 0;
+    *fwd = f;
+    *excl = f ? w->lo[d] == L : w->hi[d] == L;
+    return 1;
+}
+
+/* out[n][L + excl] (component stride os) <- the scan of x[n][L] (component stride xs), as XLA computes it.
+ * Returns 0, or -1 when out of memory. */
+static int rw_scan(const exe_state *S, const rw_plan *p, const exe_scalar *x, int64_t xs, int64_t L, int fwd, int excl,
+                   exe_scalar *out, int64_t os)
+{
+    int n = p->n;
+    exe_scalar acc[WN_MAX], v[WN_MAX];
+    if (L <= RW_SCAN_BASE) {
+        /* the plain reduce-window: window L, padding L-1+excl on one side */
+        int64_t plo = fwd ? L - 1 + excl : 0;
+        for (int64_t k = 0; k < L + excl; k++) {
+            for (int i = 0; i < n; i++) acc[i] = p->init[i];
+            for (int64_t t = k - plo; t < k - plo + L; t++) {
+                if (t < 0 || t >= L) continue;
+                for (int i = 0; i < n; i++) v[i] = x[i * xs + t];
+                rw_fold(S, p, acc, v);
+            }
+            for (int i = 0; i < n; i++) out[i * os + k] = acc[i];
+        }
+        return 0;
+    }
+    const int64_t B = RW_SCAN_BASE;
+    int64_t P = (L + B - 1) / B * B, C = P / B;
+    /* tile scans (inner), tile totals (col), their exclusive scan (carry, C + 1) */
+    exe_scalar *inner = ut_malloc((size_t)n * (size_t)P * sizeof *inner);
+    exe_scalar *col = ut_malloc((size_t)n * (size_t)C * sizeof *col);
+    exe_scalar *carry = ut_malloc((size_t)n * (size_t)(C + 1) * sizeof *carry);
+    int rc = -1;
+    if (!inner || !col || !carry) goto done;
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t j = 0; j < B; j++) {
+            for (int i = 0; i < n; i++) acc[i] = p->init[i];
+            int64_t a = fwd ? 0 : j, b = fwd ? j : B - 1;
+            for (int64_t t = a; t <= b; t++) {
+                int64_t pos = c * B + t;
+                for (int i = 0; i < n; i++) v[i] = pos < L ? x[i * xs + pos] : p->init[i];   /* padded with init */
+                rw_fold(S, p, acc, v);
+            }
+            for (int i = 0; i < n; i++) inner[i * P + c * B + j] = acc[i];
+        }
+        for (int i = 0; i < n; i++) col[i * C + c] = inner[i * P + c * B + (fwd ? B - 1 : 0)];
+    }
+    if (rw_scan(S, p, col, C, C, fwd, 1, carry, C + 1)) goto done;
+    for (int64_t k = 0; k < L; k++) {
+        int64_t c = k / B, e = fwd ? c : c + 1;
+        exe_scalar args[2 * WN_MAX], r[WN_MAX];
+        for (int i = 0; i < n; i++) {
+            args[i] = inner[i * P + k];
+            args[n + i] = carry[i * (C + 1) + e];
+        }
+        if (p->binop != HLO_OP_COUNT) r[0] = exe_scalar_binop(S, p->binop, p->x[0]->dtype, args[0], args[1]);
+        else exe_scalar_fn_eval(p->fn, args, r);
+        for (int i = 0; i < n; i++) out[i * os + k + (excl && fwd)] = r[i];
+    }
+    if (excl)
+        for (int i = 0; i < n; i++) out[i * os + (fwd ? 0 : L)] = p->init[i];
+    rc = 0;
+done:
+    ut_free(inner);
+    ut_free(col);
+    ut_free(carry);
+    return rc;
+}
+
+/* Runs a scan-shaped reduce-window row by row along dim d. */
+static tpu_status rw_run_scan(exe_state *S, rw_plan *p, int d, int fwd, int excl)
+{
+    const wn_geom *w = &p->w;
+    int n = p->n;
+    int64_t L = w->in[d], Lo = L + excl, outer = 1, inner = 1;
+    for (int k = 0; k < d; k++) outer *= w->in[k];
+    for (int k = d + 1; k < w->rank; k++) inner *= w->in[k];
+    exe_scalar *xb = ut_malloc((size_t)n * (size_t)L * sizeof *xb), *ob = ut_malloc((size_t)n * (size_t)Lo * sizeof *ob);
+    tpu_status st = TPU_OK;
+    if (!xb || !ob) st = ut_nomem(S->ctx);
+    for (int64_t o = 0; !st && o < outer; o++)
+        for (int64_t q = 0; !st && q < inner; q++) {
+            for (int i = 0; i < n; i++)
+                for (int64_t j = 0; j < L; j++) xb[i * L + j] = exe_scalar_load(p->x[i]->dtype, p->x[i]->data, (o * L + j) * inner + q);
+            if (rw_scan(S, p, xb, L, L, fwd, excl, ob, Lo)) {
+                st = ut_nomem(S->ctx);
+                break;
+            }
+            for (int i = 0; i < n; i++)
+                for (int64_t j = 0; j < Lo; j++) exe_scalar_store(S, p->res[i]->dtype, p->res[i]->data, (o * Lo + j) * inner + q, ob[i * Lo + j]);
+        }
+    ut_free(xb);
+    ut_free(ob);
+    return st;
+}
+
 EXE_KERNEL(exe_k_reduce_window)
 {
+    if (exe_kernels_force_ref) return exe_k_reduce_window_ref(S, in, ops, out);
     rw_plan p;
     tpu_status st = rw_setup(S, in, ops, &p);
     if (st) return st;
+    int sd, sfwd, sexcl;
+    if (rw_is_scan(&p, &sd, &sfwd, &sexcl)) {
+        if ((st = rw_run_scan(S, &p, sd, sfwd, sexcl))) {
+            rw_free(&p);
+            return st;
+        }
+        return rw_result(S, &p, out);
+    }
     const wn_geom *w = &p.w;
     int R = w->rank, n = p.n;
     int64_t *tab[TPU_MAX_RANK];
@@ -287,6 +436,15 @@ EXE_KERNEL(exe_k_reduce_window_ref)
     rw_plan p;
     tpu_status st = rw_setup(S, in, ops, &p);
     if (st) return st;
+    int sd, sfwd, sexcl;
+    p.binop = HLO_OP_COUNT;   /* everything through the evaluator */
+    if (rw_is_scan(&p, &sd, &sfwd, &sexcl)) {
+        if ((st = rw_run_scan(S, &p, sd, sfwd, sexcl))) {
+            rw_free(&p);
+            return st;
+        }
+        return rw_result(S, &p, out);
+    }
     const wn_geom *w = &p.w;
     int R = w->rank, n = p.n;
     int64_t opos[TPU_MAX_RANK] = {0};
@@ -406,6 +564,7 @@ static void ss_scatter(const exe_state *S, const ss_plan *p, tpu_tensor *t, int6
 
 EXE_KERNEL(exe_k_select_and_scatter)
 {
+    if (exe_kernels_force_ref) return exe_k_select_and_scatter_ref(S, in, ops, out);
     ss_plan p;
     tpu_status st = ss_setup(S, in, ops, &p);
     if (st) return st;

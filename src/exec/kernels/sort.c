@@ -1,0 +1,514 @@
+/* sort.c — sort (any number of operands permuted together by a comparator) and topk.
+ *
+ * sort(ops[N] of dims D), dimensions={d}, to_apply=cmp: every 1-d row along d is reordered by the comparator
+ * cmp(lhs_0, rhs_0, lhs_1, rhs_1, ...) -> "lhs goes before rhs", and every operand gets the same permutation.
+ * tpusim always sorts stably (a merge sort), which is a valid result for is_stable=false too (XLA leaves the
+ * order of equivalent elements unspecified there). The generic path evaluates the comparator per comparison;
+ * comparators that only order operand 0 by < or > (FLOAT or TOTALORDER compare, or JAX's form that first
+ * maps -0 to +0 and every NaN to one NaN and then compares in TOTALORDER) turn each key into an unsigned
+ * integer with the same order and sort (key, position) pairs, which gives the identical permutation. A FLOAT
+ * comparison is not a strict weak order when NaNs are present, so rows with NaNs take the generic path.
+ *
+ * topk(x), k, largest: along the last dimension, the k largest (smallest) elements in total order (-NaN <
+ * -inf < ... < -0 < +0 < ... < +inf < +NaN), ties broken by the lower index; outputs (values, s32 indices).
+ * That is XLA's definition (a stable sort with a total-order comparator, then a slice).
+ */
+#include "exec/exec.h"
+#include "exec/exe_ops.h"
+#include "exec/kernels/ref.h"
+#include "util/fp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST_MAX_OPS 32
+
+/* ---- order-preserving integer keys ---- */
+
+typedef enum { SK_NONE, SK_FLOAT, SK_TOTAL, SK_CANON_TOTAL, SK_INT } sk_mode;
+
+/* Maps element i to an unsigned key whose unsigned order is the element order in `mode`. */
+static uint64_t st_key(tpu_dtype t, const void *base, int64_t i, sk_mode mode)
+{
+    uint64_t bits;
+    int nbits;
+    switch (t) {
+    case TPU_F32: {
+        uint32_t u;
+        memcpy(&u, (const char *)base + i * 4, 4);
+        bits = u;
+        nbits = 32;
+        break;
+    }
+    case TPU_F64:
+        memcpy(&bits, (const char *)base + i * 8, 8);
+        nbits = 64;
+        break;
+    case TPU_BF16: {
+        uint16_t h;
+        memcpy(&h, (const char *)base + i * 2, 2);
+        bits = (uint64_t)h << 16;   /* the f32 with the same value, without a float register */
+        nbits = 32;
+        break;
+    }
+    case TPU_F16: {
+        float f = (float)ten_load_f64(t, base, i);   /* exact (f16 subnormals are f32 normals); keeps NaN sign */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        bits = u;
+        nbits = 32;
+        break;
+    }
+    default: {
+        /* integers: signed ones biased so the unsigned order is the signed order */
+        int64_t v = ten_load_i64(t, base, i);
+        if (tpu_dtype_kind(t) == 's') return (uint64_t)v ^ (1ull << 63);
+        int b = tpu_dtype_bits(t);
+        return b >= 64 ? (uint64_t)v : (uint64_t)v & ((1ull << b) - 1);
+    }
+    }
+    uint64_t sign = 1ull << (nbits - 1), mask = nbits == 64 ? ~0ull : (1ull << nbits) - 1;
+    uint64_t expo = nbits == 64 ? 0x7FF0000000000000ull : 0x7F800000ull;
+    int is_nan = (bits & ~sign & mask) > expo;
+    if (mode == SK_FLOAT || mode == SK_CANON_TOTAL) {
+        /* -0 == +0, and subnormals compare as zero (XLA:CPU runs with denormals-are-zero) */
+        if ((bits & expo) == 0) bits = 0;
+        if (mode == SK_CANON_TOTAL && is_nan) bits = nbits == 64 ? 0x7FF8000000000000ull : 0x7FC00000ull;
+    }
+    /* sign-magnitude -> offset binary */
+    return (bits & sign) ? (~bits & mask) : (bits | sign);
+}
+
+static int st_is_float(tpu_dtype t) { return t == TPU_F32 || t == TPU_F64 || t == TPU_BF16 || t == TPU_F16; }
+
+static int st_row_has_nan(tpu_dtype t, const void *base, int64_t off, int64_t stride, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        if (isnan(ten_load_f64(t, base, off + j * stride))) return 1;
+    return 0;
+}
+
+/* ---- comparator recognition ---- */
+
+static int st_is_const(const hlo_instr *x, double v, int want_nan)
+{
+    if (x->op != HLO_CONSTANT || !x->literal || x->literal->elided || x->shape.rank != 0) return 0;
+    double c = ten_load_f64((tpu_dtype)x->shape.dtype, x->literal->data, 0);
+    return want_nan ? isnan(c) : c == v;
+}
+
+static int st_is_cmp(const hlo_instr *x, const char *dir)
+{
+    const char *d = hlo_attr_str(x, HK_DIRECTION);
+    return x->op == HLO_COMPARE && x->nops == 2 && d && !strcmp(d, dir);
+}
+
+/* Parameter number p if x is `p` (canon=0) or JAX's canonicalisation of p (canon=1):
+ *   select(compare(p, p, NE), nan, select(compare(p, 0, EQ), 0, p)); else -1. */
+static int st_param_of(const hlo_instr *x, int *canon)
+{
+    if (x->op == HLO_PARAMETER) {
+        *canon = 0;
+        return (int)x->param_no;
+    }
+    if (x->op != HLO_SELECT || x->nops != 3) return -1;
+    const hlo_instr *ne = x->ops[0], *inner = x->ops[2];
+    if (!st_is_cmp(ne, "NE") || ne->ops[0] != ne->ops[1] || ne->ops[0]->op != HLO_PARAMETER) return -1;
+    const hlo_instr *p = ne->ops[0];
+    if (!st_is_const(x->ops[1], 0, 1)) return -1;
+    if (inner->op != HLO_SELECT || inner->nops != 3 || inner->ops[2] != p) return -1;
+    const hlo_instr *eq = inner->ops[0];
+    if (!st_is_cmp(eq, "EQ") || eq->ops[0] != p || !st_is_const(eq->ops[1], 0, 0) || !st_is_const(inner->ops[1], 0, 0))
+        return -1;
+    *canon = 1;
+    return (int)p->param_no;
+}
+
+/* Does the comparator order by operand 0 alone with < or >? Sets the key mode and direction. */
+static sk_mode st_fast_mode(const hlo_comp *c, tpu_dtype t, int *descending)
+{
+    const hlo_instr *r = c->root;
+    if (r->op != HLO_COMPARE || r->nops != 2) return SK_NONE;
+    const char *dir = hlo_attr_str(r, HK_DIRECTION), *type = hlo_attr_str(r, HK_TYPE);
+    if (!dir || (strcmp(dir, "LT") && strcmp(dir, "GT"))) return SK_NONE;
+    int ca, cb;
+    int a = st_param_of(r->ops[0], &ca), b = st_param_of(r->ops[1], &cb);
+    if (!((a == 0 && b == 1) || (a == 1 && b == 0)) || ca != cb) return SK_NONE;
+    *descending = (a == 0) == !strcmp(dir, "GT");
+    if (st_is_float(t)) {
+        int total = type && !strcmp(type, "TOTALORDER");
+        if (type && !total && strcmp(type, "FLOAT")) return SK_NONE;
+        if (ca) return total ? SK_CANON_TOTAL : SK_NONE;
+        return total ? SK_TOTAL : SK_FLOAT;
+    }
+    if (ca) return SK_NONE;
+    char k = tpu_dtype_kind(t);
+    if (k != 's' && k != 'u' && k != 'p') return SK_NONE;
+    if (type && strcmp(type, k == 's' ? "SIGNED" : "UNSIGNED")) return SK_NONE;
+    return SK_INT;
+}
+
+/* ---- sorting a permutation ---- */
+
+typedef struct st_pair {
+    uint64_t key;
+    int64_t  pos;
+} st_pair;
+
+static int st_pair_cmp(const void *x, const void *y)
+{
+    const st_pair *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+typedef struct st_gen {
+    const exe_scalar_fn *fn;
+    int                  n;
+    exe_scalar          *vals;   /* n rows of len values */
+    int64_t              len;
+} st_gen;
+
+static int st_less(const st_gen *g, int64_t i, int64_t j)
+{
+    exe_scalar args[2 * ST_MAX_OPS], r;
+    for (int k = 0; k < g->n; k++) {
+        args[2 * k] = g->vals[k * g->len + i];
+        args[2 * k + 1] = g->vals[k * g->len + j];
+    }
+    exe_scalar_fn_eval(g->fn, args, &r);
+    return r.i != 0;
+}
+
+/* Stable merge sort of perm[0..n) (bottom-up, tmp of n). */
+static void st_merge_sort(const st_gen *g, int64_t *perm, int64_t *tmp, int64_t n)
+{
+    /* insertion-sort runs of 8 first */
+    for (int64_t s = 0; s < n; s += 8) {
+        int64_t e = s + 8 < n ? s + 8 : n;
+        for (int64_t i = s + 1; i < e; i++) {
+            int64_t v = perm[i], j = i;
+            while (j > s && st_less(g, v, perm[j - 1])) {
+                perm[j] = perm[j - 1];
+                j--;
+            }
+            perm[j] = v;
+        }
+    }
+    int64_t *src = perm, *dst = tmp;
+    for (int64_t w = 8; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = st_less(g, src[j], src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        int64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != perm) memcpy(perm, src, (size_t)n * sizeof *perm);
+}
+
+/* ---- sort ---- */
+
+typedef struct st_plan {
+    int                  n, dim;
+    const tpu_tensor    *x[ST_MAX_OPS];
+    tpu_tensor          *res[ST_MAX_OPS];
+    const exe_scalar_fn *fn;
+    sk_mode              mode;
+    int                  desc;
+    int64_t              len, stride, rows;
+} st_plan;
+
+static void st_free(st_plan *p)
+{
+    for (int i = 0; i < p->n; i++) tpu_tensor_free(p->res[i]);
+}
+
+static tpu_status st_setup(exe_state *S, const hlo_instr *in, exe_value *const *ops, st_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    int n = in->nops;
+    if (n < 1 || n > ST_MAX_OPS) return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "sort of %d operands (1 to %d supported)", n, ST_MAX_OPS);
+    p->n = n;
+    for (int i = 0; i < n; i++) {
+        p->x[i] = ops[i]->t;
+        if (!p->x[i]) return exe_fail(S, in, TPU_ERR_SHAPE, "operand %d is not an array", i);
+        if (p->x[i]->rank != p->x[0]->rank || memcmp(p->x[i]->dims, p->x[0]->dims, sizeof(int64_t) * (size_t)p->x[0]->rank))
+            return exe_fail(S, in, TPU_ERR_SHAPE, "all operands must have the same dimensions");
+        char k = tpu_dtype_kind(p->x[i]->dtype);
+        if (k == 'c' || k == 'o') return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "sorting %s elements is not supported", tpu_dtype_name(p->x[i]->dtype));
+    }
+    const int64_t *dv;
+    int nd = hlo_attr_ints(in, HK_DIMENSIONS, &dv);
+    int rank = p->x[0]->rank;
+    if (nd != 1 || dv[0] < 0 || dv[0] >= (rank ? rank : 1))
+        return exe_fail(S, in, TPU_ERR_SHAPE, "dimensions={d} must name one dimension of the rank-%d operands", rank);
+    p->dim = (int)dv[0];
+    if (in->ncalled != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "needs to_apply=");
+    tpu_status st = exe_scalar_fn_get(S, in->called[0], &p->fn);
+    if (st) return st;
+    if (exe_scalar_fn_nparams(p->fn) != 2 * n || exe_scalar_fn_nresults(p->fn) != 1)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "the comparator takes %d parameters; %d operands need %d", exe_scalar_fn_nparams(p->fn), n, 2 * n);
+    for (int i = 0; i < 2 * n; i++)
+        if (exe_scalar_fn_param_dtype(p->fn, i) != p->x[i / 2]->dtype)
+            return exe_fail(S, in, TPU_ERR_SHAPE, "comparator parameter %d is %s but operand %d is %s", i,
+                            tpu_dtype_name(exe_scalar_fn_param_dtype(p->fn, i)), i / 2, tpu_dtype_name(p->x[i / 2]->dtype));
+    p->mode = st_fast_mode(in->called[0], p->x[0]->dtype, &p->desc);
+    p->len = rank ? p->x[0]->dims[p->dim] : 1;
+    p->stride = 1;
+    for (int d = p->dim + 1; d < rank; d++) p->stride *= p->x[0]->dims[d];
+    p->rows = p->len ? p->x[0]->count / p->len : 0;
+    for (int i = 0; i < n; i++) {
+        const hlo_shape *s = n == 1 ? &in->shape : (hlo_shape_is_tuple(&in->shape) && in->shape.ntuple == n ? &in->shape.tuple[i] : NULL);
+        if (!s || !hlo_shape_is_array(s) || s->dtype != p->x[i]->dtype || hlo_shape_count(s) != p->x[i]->count) {
+            st_free(p);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "result %d must have operand %d's shape", i, i);
+        }
+        if ((st = exe_alloc_shape(S, s, &p->res[i]))) {
+            st_free(p);
+            return st;
+        }
+    }
+    return TPU_OK;
+}
+
+/* Writes row r of every operand permuted by perm. */
+static void st_permute(st_plan *p, int64_t r, const int64_t *perm)
+{
+    int64_t base = (r / p->stride) * p->len * p->stride + r % p->stride;
+    for (int i = 0; i < p->n; i++) {
+        size_t es = tpu_dtype_size(p->x[i]->dtype);
+        const char *src = (const char *)p->x[i]->data;
+        char *dst = (char *)p->res[i]->data;
+        for (int64_t j = 0; j < p->len; j++)
+            memcpy(dst + (base + j * p->stride) * (int64_t)es, src + (base + perm[j] * p->stride) * (int64_t)es, es);
+    }
+}
+
+static tpu_status st_result(exe_state *S, st_plan *p, exe_value **out)
+{
+    exe_value *v[ST_MAX_OPS];
+    int ok = 1;
+    for (int i = 0; i < p->n; i++) {
+        v[i] = exe_value_array(p->res[i]);
+        p->res[i] = NULL;
+        if (!v[i]) ok = 0;
+    }
+    if (!ok) {
+        for (int i = 0; i < p->n; i++) exe_value_unref(v[i]);
+        return ut_nomem(S->ctx);
+    }
+    *out = p->n == 1 ? v[0] : exe_value_tuple(v, p->n);
+    return *out ? TPU_OK : ut_nomem(S->ctx);
+}
+
+/* Sorts row r generically (comparator per comparison). vals: n*len scratch, perm/tmp: len. */
+static void st_row_generic(st_plan *p, int64_t r, exe_scalar *vals, int64_t *perm, int64_t *tmp)
+{
+    int64_t base = (r / p->stride) * p->len * p->stride + r % p->stride;
+    for (int i = 0; i < p->n; i++)
+        for (int64_t j = 0; j < p->len; j++)
+            vals[i * p->len + j] = exe_scalar_load(p->x[i]->dtype, p->x[i]->data, base + j * p->stride);
+    for (int64_t j = 0; j < p->len; j++) perm[j] = j;
+    st_gen g = {p->fn, p->n, vals, p->len};
+    st_merge_sort(&g, perm, tmp, p->len);
+}
+
+EXE_KERNEL(exe_k_sort)
+{
+    if (exe_kernels_force_ref) return exe_k_sort_ref(S, in, ops, out);
+    st_plan p;
+    tpu_status st = st_setup(S, in, ops, &p);
+    if (st) return st;
+    int64_t L = p.len;
+    int64_t *perm = ut_malloc((size_t)(L ? L : 1) * 2 * sizeof *perm);
+    st_pair *pairs = ut_malloc((size_t)(L ? L : 1) * sizeof *pairs);
+    exe_scalar *vals = p.mode == SK_NONE || p.mode == SK_FLOAT ? ut_malloc((size_t)(L ? L : 1) * (size_t)p.n * sizeof *vals) : NULL;
+    if (!perm || !pairs || ((p.mode == SK_NONE || p.mode == SK_FLOAT) && !vals)) {
+        ut_free(perm);
+        ut_free(pairs);
+        ut_free(vals);
+        st_free(&p);
+        return ut_nomem(S->ctx);
+    }
+    tpu_dtype kt = p.x[0]->dtype;
+    for (int64_t r = 0; r < p.rows; r++) {
+        int64_t base = (r / p.stride) * L * p.stride + r % p.stride;
+        int fast = p.mode != SK_NONE && !(p.mode == SK_FLOAT && st_row_has_nan(kt, p.x[0]->data, base, p.stride, L));
+        if (fast) {
+            for (int64_t j = 0; j < L; j++) {
+                uint64_t k = st_key(kt, p.x[0]->data, base + j * p.stride, p.mode);
+                pairs[j].key = p.desc ? ~k : k;
+                pairs[j].pos = j;
+            }
+            qsort(pairs, (size_t)L, sizeof *pairs, st_pair_cmp);
+            for (int64_t j = 0; j < L; j++) perm[j] = pairs[j].pos;
+        } else {
+            st_row_generic(&p, r, vals, perm, perm + L);
+        }
+        st_permute(&p, r, perm);
+    }
+    ut_free(perm);
+    ut_free(pairs);
+    ut_free(vals);
+    return st_result(S, &p, out);
+}
+
+/* Reference: every row through the comparator, insertion sort (stable by construction). */
+EXE_KERNEL(exe_k_sort_ref)
+{
+    st_plan p;
+    tpu_status st = st_setup(S, in, ops, &p);
+    if (st) return st;
+    int64_t L = p.len;
+    int64_t *perm = ut_malloc((size_t)(L ? L : 1) * sizeof *perm);
+    exe_scalar *vals = ut_malloc((size_t)(L ? L : 1) * (size_t)p.n * sizeof *vals);
+    if (!perm || !vals) {
+        ut_free(perm);
+        ut_free(vals);
+        st_free(&p);
+        return ut_nomem(S->ctx);
+    }
+    st_gen g = {p.fn, p.n, vals, L};
+    for (int64_t r = 0; r < p.rows; r++) {
+        int64_t base = (r / p.stride) * L * p.stride + r % p.stride;
+        for (int i = 0; i < p.n; i++)
+            for (int64_t j = 0; j < L; j++) vals[i * L + j] = exe_scalar_load(p.x[i]->dtype, p.x[i]->data, base + j * p.stride);
+        for (int64_t i = 0; i < L; i++) {
+            int64_t v = i, j = i;
+            while (j > 0 && st_less(&g, v, perm[j - 1])) {
+                perm[j] = perm[j - 1];
+                j--;
+            }
+            perm[j] = v;
+        }
+        st_permute(&p, r, perm);
+    }
+    ut_free(perm);
+    ut_free(vals);
+    return st_result(S, &p, out);
+}
+
+/* ---- topk ---- */
+
+typedef struct tk_plan {
+    const tpu_tensor *x;
+    tpu_tensor       *vals, *idx;
+    int64_t           k, len, rows;
+    int               largest;
+} tk_plan;
+
+static tpu_status tk_setup(exe_state *S, const hlo_instr *in, exe_value *const *ops, tk_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (in->nops != 1 || !ops[0]->t) return exe_fail(S, in, TPU_ERR_SHAPE, "needs one array operand");
+    p->x = ops[0]->t;
+    char kind = tpu_dtype_kind(p->x->dtype);
+    if (p->x->rank < 1) return exe_fail(S, in, TPU_ERR_SHAPE, "operand must have rank >= 1");
+    if (kind == 'c' || kind == 'o' || (kind == 'f' && !st_is_float(p->x->dtype) && p->x->dtype != TPU_F64))
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "topk of %s elements is not supported", tpu_dtype_name(p->x->dtype));
+    if (!hlo_attr_find(in, HK_K)) return exe_fail(S, in, TPU_ERR_SHAPE, "k= is missing");
+    p->k = hlo_attr_int(in, HK_K, 0);
+    p->largest = hlo_attr_bool(in, HK_LARGEST, 1);
+    p->len = p->x->dims[p->x->rank - 1];
+    if (p->k < 0 || p->k > p->len)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "k=%lld is outside [0, %lld]", (long long)p->k, (long long)p->len);
+    p->rows = p->len ? p->x->count / p->len : 0;
+    const hlo_shape *s = &in->shape;
+    if (!hlo_shape_is_tuple(s) || s->ntuple != 2 || !hlo_shape_is_array(&s->tuple[0]) || s->tuple[1].dtype != TPU_S32 ||
+        s->tuple[0].dtype != p->x->dtype || s->tuple[0].rank != p->x->rank || s->tuple[1].rank != p->x->rank ||
+        s->tuple[0].dims[p->x->rank - 1] != p->k || s->tuple[1].dims[p->x->rank - 1] != p->k)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "result must be (values[..., k], s32[..., k])");
+    tpu_status st = exe_alloc_shape(S, &s->tuple[0], &p->vals);
+    if (st) return st;
+    if ((st = exe_alloc_shape(S, &s->tuple[1], &p->idx))) {
+        tpu_tensor_free(p->vals);
+        return st;
+    }
+    return TPU_OK;
+}
+
+static tpu_status tk_result(exe_state *S, tk_plan *p, exe_value **out)
+{
+    exe_value *v[2] = {exe_value_array(p->vals), exe_value_array(p->idx)};
+    if (!v[0] || !v[1]) {
+        exe_value_unref(v[0]);
+        exe_value_unref(v[1]);
+        return ut_nomem(S->ctx);
+    }
+    *out = exe_value_tuple(v, 2);
+    return *out ? TPU_OK : ut_nomem(S->ctx);
+}
+
+static void tk_store(tk_plan *p, int64_t r, int64_t j, int64_t pos)
+{
+    size_t es = tpu_dtype_size(p->x->dtype);
+    memcpy((char *)p->vals->data + (r * p->k + j) * (int64_t)es, (const char *)p->x->data + (r * p->len + pos) * (int64_t)es, es);
+    ((int32_t *)p->idx->data)[r * p->k + j] = (int32_t)pos;
+}
+
+EXE_KERNEL(exe_k_topk)
+{
+    if (exe_kernels_force_ref) return exe_k_topk_ref(S, in, ops, out);
+    tk_plan p;
+    tpu_status st = tk_setup(S, in, ops, &p);
+    if (st) return st;
+    st_pair *pairs = ut_malloc((size_t)(p.len ? p.len : 1) * sizeof *pairs);
+    if (!pairs) {
+        tpu_tensor_free(p.vals);
+        tpu_tensor_free(p.idx);
+        return ut_nomem(S->ctx);
+    }
+    sk_mode mode = st_is_float(p.x->dtype) ? SK_TOTAL : SK_INT;
+    for (int64_t r = 0; r < p.rows; r++) {
+        for (int64_t j = 0; j < p.len; j++) {
+            uint64_t key = st_key(p.x->dtype, p.x->data, r * p.len + j, mode);
+            pairs[j].key = p.largest ? ~key : key;
+            pairs[j].pos = j;
+        }
+        qsort(pairs, (size_t)p.len, sizeof *pairs, st_pair_cmp);
+        for (int64_t j = 0; j < p.k; j++) tk_store(&p, r, j, pairs[j].pos);
+    }
+    ut_free(pairs);
+    return tk_result(S, &p, out);
+}
+
+/* Reference: k passes of "best remaining element" with exe_scalar_compare in TOTALORDER. */
+EXE_KERNEL(exe_k_topk_ref)
+{
+    tk_plan p;
+    tpu_status st = tk_setup(S, in, ops, &p);
+    if (st) return st;
+    uint8_t *used = ut_calloc((size_t)(p.len ? p.len : 1), 1);
+    if (!used) {
+        tpu_tensor_free(p.vals);
+        tpu_tensor_free(p.idx);
+        return ut_nomem(S->ctx);
+    }
+    tpu_dtype t = p.x->dtype;
+    const char *type = st_is_float(t) ? "TOTALORDER" : NULL;
+    for (int64_t r = 0; r < p.rows; r++) {
+        memset(used, 0, (size_t)p.len);
+        for (int64_t j = 0; j < p.k; j++) {
+            int64_t best = -1;
+            for (int64_t c = 0; c < p.len; c++) {
+                if (used[c]) continue;
+                if (best < 0) {
+                    best = c;
+                    continue;
+                }
+                exe_scalar a = exe_scalar_load(t, p.x->data, r * p.len + c), b = exe_scalar_load(t, p.x->data, r * p.len + best);
+                if (exe_scalar_compare(t, a, b, p.largest ? "GT" : "LT", type)) best = c;
+            }
+            used[best] = 1;
+            tk_store(&p, r, j, best);
+        }
+    }
+    ut_free(used);
+    return tk_result(S, &p, out);
+}
