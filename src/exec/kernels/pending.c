@@ -10,6 +10,8 @@
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s is not implemented in this build yet", what); \
     }
 
+PENDING(exe_k_dot, "dot")
+PENDING(exe_k_convolution, "convolution")
 PENDING(exe_k_rng_bit_generator, "rng-bit-generator")
 PENDING(exe_k_rng, "rng")
 PENDING(exe_k_cholesky, "cholesky")
