@@ -188,3 +188,9 @@ TEST(kernels_golden_sort_topk)
     static const kg_tol t[] = {{"sort_", 0, 0}, {"topk_", 0, 0}};
     CHECK(kg_family(t, 2) >= 8);
 }
+
+TEST(kernels_golden_rng_bit_generator)
+{
+    static const kg_tol t[] = {{"rbg_", 0, 0}};
+    CHECK(kg_family(t, 1) >= 6);
+}

@@ -40,6 +40,7 @@ typedef struct exe_state {
     exe_scalar_fn   **scalar_fns;   /* by computation id, built on demand */
     int               depth;        /* call nesting, to stop runaway recursion */
     int               verbose;
+    uint64_t          rng_calls;    /* rng instructions run so far in this run (rng.c seeds each from it) */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);

@@ -12,8 +12,6 @@
 
 PENDING(exe_k_dot, "dot")
 PENDING(exe_k_convolution, "convolution")
-PENDING(exe_k_rng_bit_generator, "rng-bit-generator")
-PENDING(exe_k_rng, "rng")
 PENDING(exe_k_cholesky, "cholesky")
 PENDING(exe_k_triangular_solve, "triangular-solve")
 PENDING(exe_k_batch_norm_training, "batch-norm-training")
