@@ -16,6 +16,8 @@
  *   - f8e8m0fnu has no zero and no sign: zero and negative inputs become NaN (0xFF).
  *   - widening (bf16/f16 -> f32) is exact and keeps NaN payloads; small floats -> f64 give the quiet NaN
  *     with the encoding's sign (0x80 of the fnuz types is negative, as in ml_dtypes).
+ * From f64 every conversion rounds once. ml_dtypes' astype from float64 to bfloat16/float8 goes through f32
+ * and so differs on values a hair off a tie; numpy's float64 -> float16 rounds once, as we do.
  */
 #ifndef TPU_FP_H
 #define TPU_FP_H
