@@ -207,9 +207,17 @@ typedef struct tpu_report tpu_report;
  * says whether the program is compatible. `chip` may be NULL (generic TPU rules). */
 tpu_status  tpu_check(tpu_ctx *ctx, const tpu_module *m, const char *chip, tpu_report **out);
 int         tpu_report_compatible(const tpu_report *r);
+/* Errors and warnings (notes, e.g. "constant elided as {...}", are not counted). */
 int         tpu_report_num_problems(const tpu_report *r);
-/* The whole report as text. */
+/* The whole report as text: problems grouped by severity and kind, each with file:line:col, the instruction,
+ * its op_name and source line when the metadata has them, and a one-line fix; then a one-line verdict. */
 const char *tpu_report_text(const tpu_report *r);
+/* The same as one JSON object: {"module", "chip", "compatible", "errors", "warnings", "notes", "complete",
+ * "problems": [{"severity", "category", "where", "instruction", "opcode", "op_name", "source", "message",
+ * "hint"}], "verdict"}. Absent strings are null. */
+const char *tpu_report_json(const tpu_report *r);
+/* The one-line verdict, e.g. "NOT COMPATIBLE with TPU v5e: 2 errors, 0 warnings, 1 note". */
+const char *tpu_report_verdict(const tpu_report *r);
 void        tpu_report_free(tpu_report *r);
 
 /* ---------------------------------------------------------------------------------------------------------

@@ -213,6 +213,7 @@ static ver_infer_status vi_reducer(vi *v, const hlo_comp *c, const char *role, i
                            vi_tn(want));
     }
     const hlo_shape *r = &c->root->shape;
+    if (k == 1 && hlo_shape_is_tuple(r) && r->ntuple == 1) r = &r->tuple[0];   /* XLA accepts a 1-tuple */
     if (k == 1) {
         if (!hlo_shape_is_array(r) || r->rank != 0 || r->dtype != acc[0])
             return vi_fail(v, "%s computation '%s' returns %s, expected %s[]", role, c->name, vi_ss(r), vi_tn(acc[0]));
@@ -1064,10 +1065,14 @@ static ver_infer_status vi_topk(vi *v)
  * operands' (higher precision) type. */
 static ver_infer_status vi_mxu_type(vi *v, int ta, int tb, int *rt)
 {
-    if (!vi_same_ignoring_fp(ta, tb) && !(vi_is_int(ta) && vi_is_int(tb)))
-        return vi_fail(v, "operands have different element types %s and %s", vi_tn(ta), vi_tn(tb));
-    int t = vi_is_int(ta) && vi_is_int(tb) ? (tpu_dtype_bits((tpu_dtype)ta) >= tpu_dtype_bits((tpu_dtype)tb) ? ta : tb)
-                                           : vi_higher(ta, tb);
+    /* Mixed operand types are legal HLO (XLA's OperandUpcaster / DotOperandConverter passes exist to normalise
+     * them, e.g. bf16 x s4 weight-only quantisation): the result takes the floating or wider type. */
+    if (vi_is_complex(ta) != vi_is_complex(tb))
+        return vi_fail(v, "operands mix complex and real element types (%s and %s)", vi_tn(ta), vi_tn(tb));
+    int t;
+    if (vi_is_int(ta) && vi_is_int(tb)) t = tpu_dtype_bits((tpu_dtype)ta) >= tpu_dtype_bits((tpu_dtype)tb) ? ta : tb;
+    else if (vi_kind(ta) != vi_kind(tb)) t = vi_is_float(ta) || vi_is_complex(ta) ? ta : tb;
+    else t = vi_higher(ta, tb);
     int d = v->in->shape.dtype;
     if (d != TPU_INVALID && hlo_shape_is_array(&v->in->shape)) {
         /* preferred_element_type: ints may accumulate into ints or floats, floats into floats */
@@ -1482,17 +1487,20 @@ static ver_infer_status vi_group_size(vi *v, int64_t *size)
     int global = ug && ug->v.b;
     int64_t rc = hlo_module_replica_count(v->m), np = hlo_module_num_partitions(v->m);
     int64_t gs = -1;
+    hlo_op op = (hlo_op)v->in->op;
+    /* only ops whose result size depends on the group size need uniform groups (XLA's CheckReplicaGroups) */
+    int uniform = op == HLO_ALL_GATHER || op == HLO_ALL_GATHER_START || op == HLO_ALL_TO_ALL || op == HLO_REDUCE_SCATTER;
     if (g && g->kind == HA_RGROUPS) {
         const hlo_rgroups *r = g->v.rgroups;
         if (r->iota) gs = r->gdims[1];
         else if (r->ngroups) {
             gs = r->len[0];
-            for (int i = 1; i < r->ngroups; i++)
+            for (int i = 1; i < r->ngroups && uniform; i++)
                 if (r->len[i] != gs)
-                    return vi_fail(v, "replica groups have different sizes (%lld and %d)", (long long)gs, r->len[i]);
+                    return vi_fail(v, "replica groups have different sizes (%lld and %d): every group must be as large "
+                                      "for this op", (long long)gs, r->len[i]);
         }
     }
-    hlo_op op = (hlo_op)v->in->op;
     int partition_mode_only = op == HLO_ALL_TO_ALL || op == HLO_COLLECTIVE_PERMUTE || op == HLO_COLLECTIVE_BROADCAST ||
                               op == HLO_RAGGED_ALL_TO_ALL;
     if (!has_channel) {
@@ -1616,8 +1624,12 @@ static ver_infer_status vi_collective_permute(vi *v)
         vi_copy(v->out, res);
         return VER_INFER_OK;
     }
-    /* start: (operand, result, context...) as written */
+    /* start: (operand, result, context...) as written, or the result alone (MHLO's exporter writes that) */
     const hlo_shape *d = &v->in->shape;
+    if (hlo_shape_is_array(d)) {
+        vi_copy(v->out, res);
+        return VER_INFER_OK;
+    }
     if (!hlo_shape_is_tuple(d) || d->ntuple < 2) return vi_fail(v, "the result must be a tuple (operand, result, ...), got %s", vi_ss(d));
     if (!ver_shape_match(&d->tuple[0], OPS(0)) || !ver_shape_match(&d->tuple[1], res))
         return vi_fail(v, "the result %s must start with the operand and result shapes %s, %s", vi_ss(d), vi_ss(OPS(0)), vi_ss(res));
@@ -1631,6 +1643,7 @@ static ver_infer_status vi_all_gather_start(vi *v)
     VI_TRY(vi_gather_scatter_dim(v, 1));
     res = *v->out;
     const hlo_shape *d = &v->in->shape;
+    if (hlo_shape_is_array(d)) return VER_INFER_OK;   /* written as the gathered result alone (MHLO's exporter does) */
     if (!hlo_shape_is_tuple(d) || d->ntuple != 2)
         return vi_fail(v, "the result must be a tuple (operands, results), got %s", vi_ss(d));
     hlo_shape ops;
@@ -1863,7 +1876,7 @@ ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_ar
     case HLO_ALL_REDUCE_DONE: return vi_done(v, -1);
     case HLO_ALL_GATHER: return vi_gather_scatter_dim(v, 1);
     case HLO_ALL_GATHER_START: return vi_all_gather_start(v);
-    case HLO_ALL_GATHER_DONE: return vi_done(v, 1);
+    case HLO_ALL_GATHER_DONE: return vi_done(v, hlo_shape_is_array(OPS(0)) ? -1 : 1);
     case HLO_REDUCE_SCATTER: return vi_gather_scatter_dim(v, 0);
     case HLO_ALL_TO_ALL: return vi_all_to_all(v);
     case HLO_RAGGED_ALL_TO_ALL:
@@ -1874,7 +1887,7 @@ ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_ar
         return VER_INFER_OK;
     case HLO_COLLECTIVE_BROADCAST: return vi_same_as_operands(v);
     case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: return vi_collective_permute(v);
-    case HLO_COLLECTIVE_PERMUTE_DONE: return vi_done(v, 1);
+    case HLO_COLLECTIVE_PERMUTE_DONE: return vi_done(v, hlo_shape_is_array(OPS(0)) ? -1 : 1);
     case HLO_REPLICA_ID: case HLO_PARTITION_ID:
         vi_set_array(out, TPU_U32, 0, NULL, 0);
         return VER_INFER_OK;

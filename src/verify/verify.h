@@ -33,7 +33,7 @@ int ver_shape_match(const hlo_shape *declared, const hlo_shape *inferred);
  * TPU_ERR_SHAPE and "file:line:col: ..." when one cannot be inferred. */
 tpu_status ver_fill_shapes(tpu_ctx *ctx, hlo_module *m);
 
-/* ---- problems and reports (ver_report.c) ---- */
+/* ---- problems and reports (ver_check.c) ---- */
 
 typedef enum ver_severity { VER_ERROR, VER_WARNING, VER_NOTE } ver_severity;
 

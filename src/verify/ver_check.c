@@ -1,0 +1,458 @@
+/* ver_check.c — the TPU compatibility check (tpu_check) and its report: what the TPU compiler would refuse,
+ * what runs but not as written, and what tpusim can analyse but not run.
+ *
+ * Rules, each with its reason:
+ *  - shapes must verify (ver_verify_module);
+ *  - static shapes only: '<=N' and '?' dimensions, set-dimension-size and dynamic-reshape are refused;
+ *  - custom-calls: only targets the TPU compiler handles itself (partitioner and memory-placement markers,
+ *    Mosaic kernels) pass; Python/CPU/GPU callbacks and unknown targets are refused;
+ *  - element types: c128 is refused — "Element type C128 is not supported on TPU" (jax-ml/jax#10158, where a
+ *    JAX maintainer adds "TPUs don't have float64 hardware"); f64 is emulated by XLA:TPU's X64 rewriting pass
+ *    (pairs of f32: slower and not IEEE double), so it is a warning, and bitcast-convert to or from a 64-bit
+ *    type is refused because that pass has no rewrite for it ("While rewriting computation to not contain X64
+ *    element types, XLA encountered an HLO for which this rewriting is not implemented: bitcast-convert",
+ *    jax-ml/jax#21108 and #30629);
+ *  - fp8 matrix units exist on TPU7x only ("TPU7x supports built-in hardware acceleration for FP8 data types",
+ *    cloud.google.com/tpu/docs/ironwood-performance): elsewhere fp8 dots run through bf16 (a note);
+ *  - host send/recv works but costs a host round trip per step (a note); constants elided as {...} can be
+ *    analysed but not run (a note).
+ */
+#include "verify.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reports ---- */
+
+ver_report *ver_report_new(const char *module, const char *chip)
+{
+    ver_report *r = ut_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->module = ut_strdup(module ? module : "module");
+    r->chip = chip ? ut_strdup(chip) : NULL;
+    if (!r->module || (chip && !r->chip)) r->oom = 1;
+    return r;
+}
+
+static char *vc_dup(ver_report *r, const char *s)
+{
+    if (!s) return NULL;
+    char *d = ut_strdup(s);
+    if (!d) r->oom = 1;
+    return d;
+}
+
+void ver_report_add(ver_report *r, const hlo_module *m, const hlo_instr *in, ver_severity sev, const char *category,
+                    const char *hint, const char *fmt, ...)
+{
+    if (r->nproblems == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 16;
+        ver_problem *p = ut_realloc(r->problems, (size_t)cap * sizeof *p);
+        if (!p) {
+            r->oom = 1;
+            return;
+        }
+        r->problems = p;
+        r->cap = cap;
+    }
+    ver_problem *p = &r->problems[r->nproblems++];
+    memset(p, 0, sizeof *p);
+    p->sev = sev;
+    p->category = category;
+    char buf[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    p->msg = vc_dup(r, buf);
+    p->hint = vc_dup(r, hint);
+    if (in) {
+        char w[600];
+        p->where = vc_dup(r, hlo_where(m, in, w, sizeof w));
+        p->instr = vc_dup(r, in->name);
+        p->opcode = vc_dup(r, hlo_op_name((hlo_op)in->op));
+        p->op_name = vc_dup(r, hlo_meta(in, "op_name"));
+        const char *sf = hlo_meta(in, "source_file"), *sl = hlo_meta(in, "source_line");
+        const char *frame = hlo_meta(in, "stack_frame_id");
+        int64_t line = 0;
+        if (sf) {
+            snprintf(w, sizeof w, "%s:%s", sf, sl ? sl : "?");
+            p->source = vc_dup(r, w);
+        } else if (frame && hlo_frame_source(m, strtoll(frame, NULL, 10), &sf, &line)) {
+            snprintf(w, sizeof w, "%s:%lld", sf, (long long)line);
+            p->source = vc_dup(r, w);
+        }
+    } else {
+        p->where = vc_dup(r, m && m->filename ? m->filename : "<hlo>");
+        p->instr = vc_dup(r, "");
+    }
+    if (sev == VER_ERROR) r->nerrors++;
+    else if (sev == VER_WARNING) r->nwarnings++;
+    else r->nnotes++;
+}
+
+void tpu_report_free(tpu_report *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->nproblems; i++) {
+        ver_problem *p = &r->problems[i];
+        ut_free(p->where);
+        ut_free(p->instr);
+        ut_free(p->opcode);
+        ut_free(p->op_name);
+        ut_free(p->source);
+        ut_free(p->msg);
+        ut_free(p->hint);
+    }
+    ut_free(r->problems);
+    ut_free(r->module);
+    ut_free(r->chip);
+    ut_free(r->text);
+    ut_free(r->json);
+    ut_free(r);
+}
+
+int tpu_report_compatible(const tpu_report *r) { return r && r->nerrors == 0; }
+int tpu_report_num_problems(const tpu_report *r) { return r ? r->nerrors + r->nwarnings : 0; }
+
+static const char *const vc_sev_names[] = {"error", "warning", "note"};
+
+static void vc_verdict(const tpu_report *r, ut_buf *b)
+{
+    const char *chip = r->chip ? r->chip : "a TPU";
+    if (r->nerrors)
+        ut_buf_printf(b, "NOT COMPATIBLE with %s%s: %d error%s, %d warning%s, %d note%s", r->chip ? "TPU " : "", chip,
+                      r->nerrors, r->nerrors == 1 ? "" : "s", r->nwarnings, r->nwarnings == 1 ? "" : "s", r->nnotes,
+                      r->nnotes == 1 ? "" : "s");
+    else
+        ut_buf_printf(b, "compatible with %s%s: 0 errors, %d warning%s, %d note%s", r->chip ? "TPU " : "", chip,
+                      r->nwarnings, r->nwarnings == 1 ? "" : "s", r->nnotes, r->nnotes == 1 ? "" : "s");
+}
+
+const char *tpu_report_text(const tpu_report *rc)
+{
+    tpu_report *r = (tpu_report *)rc;   /* the text is built once, on demand */
+    if (!r) return "";
+    if (r->text) return r->text;
+    ut_buf b;
+    ut_buf_init(&b);
+    ut_buf_printf(&b, "tpusim check: module '%s'%s%s\n", r->module, r->chip ? " for TPU " : "", r->chip ? r->chip : "");
+    static const char *const titles[] = {"errors (the TPU compiler would refuse these)",
+                                         "warnings (compiles, but not as written)", "notes"};
+    for (int sev = 0; sev < 3; sev++) {
+        int total = sev == 0 ? r->nerrors : sev == 1 ? r->nwarnings : r->nnotes;
+        if (!total) continue;
+        ut_buf_printf(&b, "\n%d %s:\n", total, titles[sev]);
+        /* groups in order of first appearance */
+        for (int i = 0; i < r->nproblems; i++) {
+            const ver_problem *p = &r->problems[i];
+            if ((int)p->sev != sev) continue;
+            int first = 1, count = 0;
+            for (int j = 0; j < r->nproblems; j++) {
+                const ver_problem *q = &r->problems[j];
+                if ((int)q->sev != sev || strcmp(q->category, p->category)) continue;
+                if (j < i) first = 0;
+                count++;
+            }
+            if (!first) continue;
+            ut_buf_printf(&b, "  [%s] %d\n", p->category, count);
+            for (int j = i; j < r->nproblems; j++) {
+                const ver_problem *q = &r->problems[j];
+                if ((int)q->sev != sev || strcmp(q->category, p->category)) continue;
+                ut_buf_printf(&b, "    %s: ", q->where);
+                if (q->instr && q->instr[0]) ut_buf_printf(&b, "%%%s (%s): ", q->instr, q->opcode);
+                ut_buf_printf(&b, "%s\n", q->msg);
+                if (q->op_name || q->source) {
+                    ut_buf_puts(&b, "      ");
+                    if (q->op_name) ut_buf_printf(&b, "op_name=\"%s\"%s", q->op_name, q->source ? " " : "");
+                    if (q->source) ut_buf_printf(&b, "at %s", q->source);
+                    ut_buf_putc(&b, '\n');
+                }
+                if (q->hint) ut_buf_printf(&b, "      fix: %s\n", q->hint);
+            }
+        }
+    }
+    if (r->oom) ut_buf_puts(&b, "\n(the report is incomplete: out of memory while building it)\n");
+    ut_buf_puts(&b, "\nverdict: ");
+    vc_verdict(r, &b);
+    ut_buf_putc(&b, '\n');
+    r->text = ut_buf_take(&b);
+    return r->text ? r->text : "out of memory\n";
+}
+
+const char *tpu_report_verdict(const tpu_report *r)
+{
+    static _Thread_local char buf[256];
+    if (!r) return "";
+    ut_buf b;
+    ut_buf_init(&b);
+    vc_verdict(r, &b);
+    snprintf(buf, sizeof buf, "%s", b.data && !b.failed ? b.data : "");
+    ut_buf_free(&b);
+    return buf;
+}
+
+static void vc_json_str(ut_buf *b, const char *s)
+{
+    if (!s) {
+        ut_buf_puts(b, "null");
+        return;
+    }
+    ut_buf_putc(b, '"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') ut_buf_printf(b, "\\%c", c);
+        else if (c == '\n') ut_buf_puts(b, "\\n");
+        else if (c == '\t') ut_buf_puts(b, "\\t");
+        else if (c < 0x20) ut_buf_printf(b, "\\u%04x", c);
+        else ut_buf_putc(b, (char)c);
+    }
+    ut_buf_putc(b, '"');
+}
+
+const char *tpu_report_json(const tpu_report *rc)
+{
+    tpu_report *r = (tpu_report *)rc;
+    if (!r) return "{}";
+    if (r->json) return r->json;
+    ut_buf b;
+    ut_buf_init(&b);
+    ut_buf_puts(&b, "{\"module\":");
+    vc_json_str(&b, r->module);
+    ut_buf_puts(&b, ",\"chip\":");
+    vc_json_str(&b, r->chip);
+    ut_buf_printf(&b, ",\"compatible\":%s,\"errors\":%d,\"warnings\":%d,\"notes\":%d,\"complete\":%s,\"problems\":[",
+                  r->nerrors ? "false" : "true", r->nerrors, r->nwarnings, r->nnotes, r->oom ? "false" : "true");
+    for (int i = 0; i < r->nproblems; i++) {
+        const ver_problem *p = &r->problems[i];
+        ut_buf_puts(&b, i ? ",\n {" : "\n {");
+        ut_buf_printf(&b, "\"severity\":\"%s\",\"category\":", vc_sev_names[p->sev]);
+        vc_json_str(&b, p->category);
+        ut_buf_puts(&b, ",\"where\":");
+        vc_json_str(&b, p->where);
+        ut_buf_puts(&b, ",\"instruction\":");
+        vc_json_str(&b, p->instr);
+        ut_buf_puts(&b, ",\"opcode\":");
+        vc_json_str(&b, p->opcode);
+        ut_buf_puts(&b, ",\"op_name\":");
+        vc_json_str(&b, p->op_name);
+        ut_buf_puts(&b, ",\"source\":");
+        vc_json_str(&b, p->source);
+        ut_buf_puts(&b, ",\"message\":");
+        vc_json_str(&b, p->msg);
+        ut_buf_puts(&b, ",\"hint\":");
+        vc_json_str(&b, p->hint);
+        ut_buf_putc(&b, '}');
+    }
+    ut_buf_puts(&b, "],\n\"verdict\":");
+    ut_buf vb;
+    ut_buf_init(&vb);
+    vc_verdict(r, &vb);
+    vc_json_str(&b, vb.data && !vb.failed ? vb.data : "");
+    ut_buf_free(&vb);
+    ut_buf_puts(&b, "}\n");
+    r->json = ut_buf_take(&b);
+    return r->json ? r->json : "{}";
+}
+
+/* ---- the chip table: only what differs between generations and matters to these rules ---- */
+
+typedef struct vc_gen {
+    const char *name;
+    const char *aliases;   /* space separated */
+    int         fp8_mxu;   /* native fp8 matrix units (documented for TPU7x) */
+} vc_gen;
+
+static const vc_gen vc_gens[] = {
+    {"v2", "tpuv2", 0},
+    {"v3", "tpuv3", 0},
+    {"v4", "tpuv4", 0},
+    {"v5e", "v5lite v5litepod tpuv5e", 0},
+    {"v5p", "tpuv5p v5", 0},
+    {"v6e", "trillium tpuv6e v6", 0},
+    {"v7", "tpu7x v7x ironwood tpuv7", 1},
+};
+
+static const vc_gen *vc_find_gen(const char *chip)
+{
+    char low[32];
+    size_t n = 0;
+    for (; chip[n] && n < sizeof low - 1; n++) low[n] = (char)(chip[n] >= 'A' && chip[n] <= 'Z' ? chip[n] - 'A' + 'a' : chip[n]);
+    low[n] = 0;
+    /* "v5e-8", "v4-32": the slice size does not change the rules */
+    char *dash = strchr(low, '-');
+    if (dash) *dash = 0;
+    n = strlen(low);
+    for (size_t i = 0; i < sizeof vc_gens / sizeof vc_gens[0]; i++) {
+        if (!strcmp(vc_gens[i].name, low)) return &vc_gens[i];
+        const char *a = vc_gens[i].aliases;
+        while (*a) {
+            const char *e = strchr(a, ' ');
+            size_t k = e ? (size_t)(e - a) : strlen(a);
+            if (k == n && !memcmp(a, low, n)) return &vc_gens[i];
+            a += k + (e ? 1 : 0);
+        }
+    }
+    return NULL;
+}
+
+/* ---- rules ---- */
+
+/* The first dynamic array in s (for the message), or NULL. */
+static const hlo_shape *vc_first_dynamic(const hlo_shape *s)
+{
+    if (hlo_shape_is_tuple(s)) {
+        for (int i = 0; i < s->ntuple; i++) {
+            const hlo_shape *d = vc_first_dynamic(&s->tuple[i]);
+            if (d) return d;
+        }
+        return NULL;
+    }
+    return s->dyn_mask ? s : NULL;
+}
+
+static int vc_has_type(const hlo_shape *s, int t)
+{
+    if (hlo_shape_is_tuple(s)) {
+        for (int i = 0; i < s->ntuple; i++)
+            if (vc_has_type(&s->tuple[i], t)) return 1;
+        return 0;
+    }
+    return s->dtype == t;
+}
+
+static int vc_is_fp8(int t)
+{
+    return t == TPU_F8E5M2 || t == TPU_F8E4M3FN || t == TPU_F8E4M3B11FNUZ || t == TPU_F8E5M2FNUZ ||
+           t == TPU_F8E4M3FNUZ || t == TPU_F8E4M3 || t == TPU_F8E3M4;
+}
+
+typedef enum { VC_CC_NOOP, VC_CC_TPU, VC_CC_HOST, VC_CC_GPU, VC_CC_UNKNOWN } vc_cc_kind;
+
+/* What a custom-call target is on a TPU. */
+static vc_cc_kind vc_custom_call_kind(const char *t)
+{
+    static const char *const noop[] = {
+        "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",   /* SPMD partitioner markers */
+        "MoveToHost", "MoveToDevice", "annotate_device_placement",    /* host-offload placement markers */
+        NULL};
+    static const char *const tpu[] = {"tpu_custom_call", "ApproxTopK", NULL};   /* Mosaic (Pallas) kernels, approx_max_k */
+    static const char *const host[] = {"xla_python_cpu_callback", "xla_python_gpu_callback", "xla_ffi_python_cpu_callback",
+                                       "xla_ffi_python_gpu_callback", "PyFunc", "EagerPyFunc", "py_func", NULL};
+    for (int i = 0; noop[i]; i++)
+        if (!strcmp(t, noop[i])) return VC_CC_NOOP;
+    for (int i = 0; tpu[i]; i++)
+        if (!strcmp(t, tpu[i])) return VC_CC_TPU;
+    for (int i = 0; host[i]; i++)
+        if (!strcmp(t, host[i])) return VC_CC_HOST;
+    if (strstr(t, "PyFunc") || strstr(t, "python") || strstr(t, "callback")) return VC_CC_HOST;
+    if (!strncmp(t, "__cublas", 8) || !strncmp(t, "__cudnn", 7) || !strncmp(t, "__gpu", 5) || !strncmp(t, "cu_", 3) ||
+        !strncmp(t, "te_", 3) || strstr(t, "cuda") || strstr(t, "triton") || strstr(t, "Triton"))
+        return VC_CC_GPU;
+    return VC_CC_UNKNOWN;
+}
+
+static void vc_custom_call(ver_report *r, const hlo_module *m, const hlo_instr *in)
+{
+    const char *t = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+    if (!t) t = "";
+    switch (vc_custom_call_kind(t)) {
+    case VC_CC_NOOP: return;
+    case VC_CC_TPU:
+        ver_report_add(r, m, in, VER_NOTE, "custom-call", "run it on a real TPU, or replace the kernel with plain HLO to simulate it",
+                       "custom-call '%s' is a TPU kernel the TPU compiler accepts, but tpusim cannot run or time it", t);
+        return;
+    case VC_CC_HOST:
+        ver_report_add(r, m, in, VER_ERROR, "custom-call",
+                       "remove the Python callback, or export for TPU so callbacks become send/recv host transfers",
+                       "custom-call '%s' calls back into the host (Python/CPU); a TPU program cannot make this call", t);
+        return;
+    case VC_CC_GPU:
+        ver_report_add(r, m, in, VER_ERROR, "custom-call",
+                       "export the program for TPU (this one was lowered for GPU) or use the plain-HLO version of the op",
+                       "custom-call '%s' is a GPU (CUDA/cuDNN/Triton) kernel; the TPU compiler has no such target", t);
+        return;
+    case VC_CC_UNKNOWN:
+        ver_report_add(r, m, in, VER_ERROR, "custom-call",
+                       "replace it with standard HLO ops, or check that the TPU runtime registers this target",
+                       "custom-call target '%s' is not one the TPU compiler is known to handle", t);
+        return;
+    }
+}
+
+static void vc_instr(ver_report *r, const hlo_module *m, const hlo_instr *in, const vc_gen *gen)
+{
+    char sb[200];
+    hlo_op op = (hlo_op)in->op;
+    /* static shapes */
+    const hlo_shape *dyn = vc_first_dynamic(&in->shape);
+    if (dyn) {
+        int unbounded = 0;
+        for (int i = 0; i < dyn->rank; i++) unbounded |= (dyn->dyn_mask >> i & 1) && dyn->dims[i] < 0;
+        ver_report_add(r, m, in, VER_ERROR, "dynamic shape",
+                       unbounded ? "give the dimension a fixed size (export with static shapes)"
+                                 : "pad the array to its bound and carry a mask (or the true length) alongside",
+                       "dynamic shape %s — the TPU compiler needs static shapes", hlo_shape_str(dyn, sb, sizeof sb));
+    } else if (op == HLO_SET_DIMENSION_SIZE || op == HLO_DYNAMIC_RESHAPE) {
+        ver_report_add(r, m, in, VER_ERROR, "dynamic shape", "pad to a fixed size and mask instead",
+                       "%s makes a dynamic shape — the TPU compiler needs static shapes", hlo_op_name(op));
+    }
+    /* element types */
+    if (vc_has_type(&in->shape, TPU_C128))
+        ver_report_add(r, m, in, VER_ERROR, "element type", "use c64 (complex64), or run this part on the CPU",
+                       "c128 (complex128) — element type C128 is not supported on TPU");
+    else if (vc_has_type(&in->shape, TPU_F64) && op != HLO_PARAMETER && op != HLO_CONSTANT)
+        ver_report_add(r, m, in, VER_WARNING, "element type", "use f32 (or disable jax_enable_x64) unless double precision is required",
+                       "f64 — TPUs have no float64 hardware: XLA emulates it with pairs of f32 (slow, not IEEE double)");
+    if (op == HLO_BITCAST_CONVERT && in->nops == 1) {
+        int b_in = tpu_dtype_bits((tpu_dtype)in->ops[0]->shape.dtype), b_out = tpu_dtype_bits((tpu_dtype)in->shape.dtype);
+        if (b_in == 64 || b_out == 64)
+            ver_report_add(r, m, in, VER_ERROR, "element type", "bitcast 32-bit values, or keep this computation off the TPU",
+                           "bitcast-convert %s -> %s: XLA:TPU rewrites 64-bit types into 32-bit pairs and has no rewrite "
+                           "for a 64-bit bitcast-convert", tpu_dtype_name((tpu_dtype)in->ops[0]->shape.dtype),
+                           tpu_dtype_name((tpu_dtype)in->shape.dtype));
+    }
+    if ((op == HLO_DOT || op == HLO_CONVOLUTION || op == HLO_RAGGED_DOT) && in->nops >= 2 && gen && !gen->fp8_mxu &&
+        (vc_is_fp8(in->ops[0]->shape.dtype) || vc_is_fp8(in->ops[1]->shape.dtype)))
+        ver_report_add(r, m, in, VER_NOTE, "element type", "expect bf16 speed; native fp8 matrix units start with TPU7x",
+                       "%s on %s operands: TPU %s has no fp8 matrix units, so XLA computes it in bf16", hlo_op_name(op),
+                       tpu_dtype_name((tpu_dtype)in->ops[0]->shape.dtype), gen->name);
+    /* ops */
+    if (op == HLO_CUSTOM_CALL) vc_custom_call(r, m, in);
+    if ((op == HLO_SEND || op == HLO_RECV) && hlo_attr_bool(in, HK_IS_HOST_TRANSFER, 0))
+        ver_report_add(r, m, in, VER_NOTE, "host transfer", "keep host callbacks out of the training step",
+                       "%s to the host: supported, but every execution stops for a host round trip", hlo_op_name(op));
+    if (op == HLO_CONSTANT && in->literal && in->literal->elided)
+        ver_report_add(r, m, in, VER_NOTE, "elided constant", "dump with --xla_dump_large_constants to keep the values",
+                       "constant %s written as {...}: its values are not in the text, so the program can be checked and "
+                       "timed but not run", hlo_shape_str(&in->shape, sb, sizeof sb));
+    for (int a = 0; a < in->nattrs; a++)
+        if (in->attrs[a].key == HK_UNKNOWN)
+            ver_report_add(r, m, in, VER_NOTE, "unknown attribute", NULL,
+                           "attribute '%s' is not known to tpusim and was ignored", in->attrs[a].name);
+}
+
+tpu_status tpu_check(tpu_ctx *ctx, const tpu_module *m, const char *chip, tpu_report **out)
+{
+    if (!out) return ut_err(ctx, TPU_ERR_INVALID, "tpu_check: out is NULL");
+    *out = NULL;
+    if (!m) return ut_err(ctx, TPU_ERR_INVALID, "tpu_check: module is NULL");
+    const vc_gen *gen = NULL;
+    if (chip && *chip) {
+        gen = vc_find_gen(chip);
+        if (!gen)
+            return ut_err(ctx, TPU_ERR_INVALID, "unknown TPU generation '%s' (known: v2, v3, v4, v5e, v5p, v6e, v7)", chip);
+    }
+    ver_report *r = ver_report_new(m->name, gen ? gen->name : NULL);
+    if (!r) return ut_nomem(ctx);
+    ver_verify_module(ctx, m, r);
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) vc_instr(r, m, m->comps[c]->instrs[i], gen);
+    if (r->oom) {
+        tpu_report_free(r);
+        return ut_nomem(ctx);
+    }
+    *out = r;
+    return TPU_OK;
+}

@@ -1,0 +1,98 @@
+/* ver_verify.c — module verification: every declared shape against the inferred one, computation
+ * signatures, the entry layout and the root. Each finding becomes a "shape" error in the report. */
+#include "verify.h"
+
+#include <string.h>
+
+static const char *vv_ss(const hlo_shape *s, char *buf, size_t n)
+{
+    return s->dtype == TPU_INVALID ? "(unknown)" : hlo_shape_str(s, buf, n);
+}
+
+/* The first place where two shapes differ, for the message ("dimension 1 is 64, expected 32"). */
+static void vv_diff(const hlo_shape *d, const hlo_shape *i, char *out, size_t n)
+{
+    out[0] = 0;
+    if (d->dtype != i->dtype) {
+        snprintf(out, n, "element type %s, expected %s", tpu_dtype_name((tpu_dtype)d->dtype), tpu_dtype_name((tpu_dtype)i->dtype));
+        return;
+    }
+    if (hlo_shape_is_tuple(d)) {
+        if (d->ntuple != i->ntuple) {
+            snprintf(out, n, "%d tuple elements, expected %d", d->ntuple, i->ntuple);
+            return;
+        }
+        for (int k = 0; k < d->ntuple; k++)
+            if (!ver_shape_match(&d->tuple[k], &i->tuple[k])) {
+                char sub[200];
+                vv_diff(&d->tuple[k], &i->tuple[k], sub, sizeof sub);
+                snprintf(out, n, "tuple element %d: %s", k, sub);
+                return;
+            }
+        return;
+    }
+    if (d->rank != i->rank) {
+        snprintf(out, n, "rank %d, expected %d", d->rank, i->rank);
+        return;
+    }
+    for (int k = 0; k < d->rank; k++)
+        if (d->dims[k] != i->dims[k]) {
+            snprintf(out, n, "dimension %d is %lld, expected %lld", k, (long long)d->dims[k], (long long)i->dims[k]);
+            return;
+        }
+}
+
+int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r)
+{
+    (void)ctx;
+    int before = r->nerrors;
+    ut_arena scratch;
+    ut_arena_init(&scratch);
+    char msg[600], a[200], b[200], diff[300];
+    for (int ci = 0; ci < m->ncomps; ci++) {
+        const hlo_comp *c = m->comps[ci];
+        for (int i = 0; i < c->ninstrs; i++) {
+            const hlo_instr *in = c->instrs[i];
+            hlo_shape inf;
+            ver_infer_status st = ver_infer_shape(m, in, &scratch, &inf, msg, sizeof msg);
+            if (st == VER_INFER_ERROR) {
+                ver_report_add(r, m, in, VER_ERROR, "shape", NULL, "%s", msg);
+                continue;
+            }
+            if (!ver_shape_match(&in->shape, &inf)) {
+                vv_diff(&in->shape, &inf, diff, sizeof diff);
+                ver_report_add(r, m, in, VER_ERROR, "shape", "write the shape the operands give, or fix the operands",
+                               "%s: declared shape %s differs from the shape its operands give, %s (%s)",
+                               hlo_op_name((hlo_op)in->op), vv_ss(&in->shape, a, sizeof a), vv_ss(&inf, b, sizeof b), diff);
+            }
+        }
+        /* a written signature's result must match the root (XLA checks only the result) */
+        if (c->has_sig && !ver_shape_match(&c->sig_result, &c->root->shape))
+            ver_report_add(r, m, c->root, VER_ERROR, "shape", "make the signature after '->' match the ROOT instruction",
+                           "computation '%s' says it returns %s but its root '%s' is %s", c->name,
+                           vv_ss(&c->sig_result, a, sizeof a), c->root->name, vv_ss(&c->root->shape, b, sizeof b));
+    }
+    /* entry_computation_layout must describe the entry's parameters and result */
+    const hlo_attr *el = hlo_module_attr(m, HK_ENTRY_COMPUTATION_LAYOUT);
+    if (el && el->kind == HA_PROGSHAPE && m->entry) {
+        const hlo_comp *e = m->entry;
+        if (el->v.prog.n != e->nparams) {
+            ver_report_add(r, m, NULL, VER_ERROR, "shape", "make entry_computation_layout list one shape per parameter",
+                           "entry_computation_layout lists %d parameters but the entry computation '%s' has %d",
+                           el->v.prog.n, e->name, e->nparams);
+        } else {
+            for (int k = 0; k < e->nparams; k++)
+                if (!ver_shape_match(&el->v.prog.params[k], &e->params[k]->shape))
+                    ver_report_add(r, m, e->params[k], VER_ERROR, "shape", "make entry_computation_layout match the parameter",
+                                   "entry_computation_layout gives parameter %d as %s but '%s' is %s", k,
+                                   vv_ss(&el->v.prog.params[k], a, sizeof a), e->params[k]->name,
+                                   vv_ss(&e->params[k]->shape, b, sizeof b));
+            if (!ver_shape_match(el->v.prog.result, &e->root->shape))
+                ver_report_add(r, m, e->root, VER_ERROR, "shape", "make entry_computation_layout's result match the ROOT",
+                               "entry_computation_layout gives the result as %s but the root '%s' is %s",
+                               vv_ss(el->v.prog.result, a, sizeof a), e->root->name, vv_ss(&e->root->shape, b, sizeof b));
+        }
+    }
+    ut_arena_free(&scratch);
+    return r->nerrors - before;
+}
