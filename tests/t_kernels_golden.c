@@ -194,3 +194,12 @@ TEST(kernels_golden_rng_bit_generator)
     static const kg_tol t[] = {{"rbg_", 0, 0}};
     CHECK(kg_family(t, 1) >= 6);
 }
+
+TEST(kernels_golden_linalg)
+{
+    /* XLA:CPU runs blocked algorithms in the element type; tpusim uses LAPACK/BLAS (fast) or f64 substitution
+     * (reference), so results agree to rounding */
+    static const kg_tol t[] = {{"chol_f32", 1e-6, 2e-6}, {"chol_f64", 1e-14, 1e-14}, {"chol_not_pd", 1e-6, 2e-6},
+                               {"chol_big", 1e-5, 1e-5}, {"trsm_f32", 1e-6, 2e-6}, {"trsm_f64", 1e-14, 1e-14}};
+    CHECK(kg_family(t, 6) >= 20);
+}

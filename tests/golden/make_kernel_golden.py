@@ -444,6 +444,17 @@ case('chol_not_pd', module('c', '''
   a = f32[3,4,4] parameter(0)
   ROOT l = f32[3,4,4] cholesky(a), lower=true
 '''), [a_bad])
+a_g = spd(2, 6, np.float32)
+a_g[0][np.triu_indices(6, 1)] = 99.0         # lower=true reads only the lower triangle
+a_g[1][np.tril_indices(6, -1)] = -7.0        # lower=false reads only the upper one
+case('chol_f32_garbage_lower', module('c', '''
+  a = f32[6,6] parameter(0)
+  ROOT l = f32[6,6] cholesky(a), lower=true
+'''), [a_g[0]])
+case('chol_f32_garbage_upper', module('c', '''
+  a = f32[6,6] parameter(0)
+  ROOT l = f32[6,6] cholesky(a), lower=false
+'''), [a_g[1]])
 case('chol_big', module('c', '''
   a = f32[140,140] parameter(0)
   ROOT l = f32[140,140] cholesky(a), lower=true

@@ -12,8 +12,6 @@
 
 PENDING(exe_k_dot, "dot")
 PENDING(exe_k_convolution, "convolution")
-PENDING(exe_k_cholesky, "cholesky")
-PENDING(exe_k_triangular_solve, "triangular-solve")
 PENDING(exe_k_batch_norm_training, "batch-norm-training")
 PENDING(exe_k_batch_norm_inference, "batch-norm-inference")
 PENDING(exe_k_batch_norm_grad, "batch-norm-grad")
