@@ -268,6 +268,80 @@ tpu_scalesim_opts tpu_scalesim_opts_default(void);
  * NULL) receives the report directory (free with tpu_free) and *layers (if not NULL) the layer count. */
 tpu_status  tpu_scalesim_run(tpu_ctx *ctx, const tpu_scalesim_opts *opts, char **report_dir, int *layers);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Chips and slices (docs/chips.md)
+ *
+ * A tpu_chip is a TPU generation's chip model together with the slice of those chips a program runs on.
+ * Names are spelled the way Cloud TPU spells accelerator types:
+ *   "v2-8", "v3-32", "v4-64", "v5p-128", "tpu7x-8"   count TensorCores (v4-64 is 32 chips, 2x4x4)
+ *   "v5litepod-16" (or "v5e-16"), "v6e-8"          count chips
+ *   "v5e", "v4", "v7", ...                          a bare generation: one chip
+ *   "my-chip.json" (any name ending in .json or holding a '/')   a hypothetical chip from a file
+ * Sizes a generation does not offer are errors that list the sizes it does ("v3-12: v3 slices come in ...").
+ *
+ *     tpu_chip *c = NULL;
+ *     if (tpu_chip_get(ctx, "v5litepod-16", &c) == TPU_OK)
+ *         printf("%d chips, %.0f TFLOP/s\n", tpu_chip_num_chips(c), tpu_chip_peak_flops(c) / 1e12);
+ *     tpu_chip_free(c);
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_chip tpu_chip;
+
+tpu_status  tpu_chip_get(tpu_ctx *ctx, const char *name, tpu_chip **out);
+void        tpu_chip_free(tpu_chip *chip);
+/* The slice as Cloud TPU spells it ("v5litepod-16"), or the chip's name for one chip ("v5e"). */
+const char *tpu_chip_name(const tpu_chip *chip);
+/* The generation ("v5e"), or a chip file's "name". */
+const char *tpu_chip_generation(const tpu_chip *chip);
+int         tpu_chip_num_chips(const tpu_chip *chip);
+int         tpu_chip_num_cores(const tpu_chip *chip);     /* TensorCores in the slice */
+int         tpu_chip_num_hosts(const tpu_chip *chip);
+double      tpu_chip_peak_flops(const tpu_chip *chip);    /* bf16 FLOP/s of the whole slice */
+int64_t     tpu_chip_hbm_bytes(const tpu_chip *chip);     /* HBM of the whole slice */
+/* HBM one device's program may use (the capacity an out-of-memory report compares against). */
+int64_t     tpu_chip_hbm_usable_bytes(const tpu_chip *chip);
+/* Describes the chip and slice with derived figures (json != 0: one JSON object). */
+tpu_status  tpu_chip_print(tpu_ctx *ctx, const tpu_chip *chip, FILE *f, int json);
+/* The table of built-in generations (json != 0: a JSON array). */
+tpu_status  tpu_chips_print(tpu_ctx *ctx, FILE *f, int json);
+/* Built-in generations by index, oldest first ("v2" ... "v7"); NULL past the end. */
+int         tpu_chips_count(void);
+const char *tpu_chips_name(int i);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Memory: will it fit? (design §5; docs/memory.md)
+ *
+ * Compiles the program for a chip the way the TPU compiler lays it out — layouts, (8,128) tiling and padding,
+ * fusion, a schedule, buffer assignment by liveness with aliasing — and reports the HBM a core needs, in the
+ * shape of the TPU's own out-of-memory report when it does not fit.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_memory tpu_memory;
+
+typedef struct tpu_memory_opts {
+    const char *chip;      /* slice ("v3-8", "v5litepod-16"), generation ("v5e") or chip file (.json) */
+    const char *policy;    /* NULL or "float32": as written; "mixed_bfloat16": Keras' mixed policy */
+    int         top;       /* largest allocations listed (0: 10) */
+} tpu_memory_opts;
+
+tpu_status  tpu_memory_plan(tpu_ctx *ctx, const tpu_module *m, const tpu_memory_opts *opts, tpu_memory **out);
+void        tpu_memory_free(tpu_memory *mem);
+int         tpu_memory_fits(const tpu_memory *mem);
+/* HBM the program uses on one device: program (temporaries, outputs, constants) + arguments. */
+int64_t     tpu_memory_peak_bytes(const tpu_memory *mem);
+int64_t     tpu_memory_capacity_bytes(const tpu_memory *mem);
+/* The report as text ("Ran out of memory in memory space hbm. ..." when it does not fit). */
+const char *tpu_memory_report(const tpu_memory *mem);
+/* The report as a JSON object: peak_bytes, hbm_capacity_bytes, padded_bytes, unpadded_bytes, fits,
+ * largest[{shape, padded_bytes, unpadded_bytes, op_name, ...}], and more. NULL if out of memory. */
+const char *tpu_memory_json(const tpu_memory *mem);
+/* The memory viewer: an SVG picture, or an HTML page that embeds it with the report. */
+tpu_status  tpu_memory_write_svg(tpu_ctx *ctx, const tpu_memory *mem, const char *path);
+tpu_status  tpu_memory_write_html(tpu_ctx *ctx, const tpu_memory *mem, const char *path);
+
+/* A copy of the module rewritten for a precision policy ("float32", "mixed_bfloat16"). */
+tpu_status  tpu_module_apply_policy(tpu_ctx *ctx, const tpu_module *m, const char *policy, tpu_module **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,7 +10,10 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);   /* argv[0] is the subcommand
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_print(int argc, char **argv);
+int cmd_memory(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
 int cmd_scalesim(int argc, char **argv);
+int cmd_chips(int argc, char **argv);
 
 /* Shared helpers (tools/cli_util.c). */
 int  cli_is_help(const char *arg);

@@ -1,0 +1,737 @@
+/* compile.c — from a verified module to a cmp_program: fusion into ops, a schedule, the values that live in
+ * HBM (with tiled, padded sizes), their aliasing and live ranges, and a heap assignment per plan.
+ *
+ * Fusion follows the TPU compiler's habits in simple, predictable rules:
+ *   - elementwise ops, converts, broadcasts, reshapes, slices, pads, transposes... (the "fusible" ops) join
+ *     the op of their users when all their users are in one op that accepts producers (loop and reduction
+ *     ops take any fusible producer; dot/convolution ops take operand converts, bitcasts and broadcasts);
+ *   - a dot or convolution whose only user is an elementwise op becomes the head of that op (output fusion:
+ *     bias add, activation, scaling run in the MXU's epilogue);
+ *   - everything else (gather, scatter, sort, collectives, custom-calls...) is an op of its own, and while,
+ *     conditional and call run their computations as sub-plans.
+ * Values inside an op never touch HBM; each op writes its root's result. */
+#include "compile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *cmp_op_kind_name(cmp_op_kind k)
+{
+    static const char *names[] = {"loop", "input", "output", "single", "control", "noop"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+/* ---- sizes ---- */
+
+int64_t cmp_unpadded_bytes(const hlo_shape *s)
+{
+    if (!hlo_shape_is_array(s)) return 0;
+    int bits = tpu_dtype_bits((tpu_dtype)s->dtype);
+    return (hlo_shape_count(s) * bits + 7) / 8;
+}
+
+int64_t cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s)
+{
+    if (!hlo_shape_is_array(s)) return 0;
+    int m2m[TPU_MAX_RANK];
+    hlo_shape_m2m(s, m2m);
+    return chp_padded_bytes(chip, (tpu_dtype)s->dtype, s->rank, s->dims, m2m);
+}
+
+/* ---- instruction classes for fusion ---- */
+
+static int cmp_is_noop(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_PARAMETER: case HLO_TUPLE: case HLO_GET_TUPLE_ELEMENT: case HLO_BITCAST: case HLO_AFTER_ALL:
+    case HLO_ADD_DEPENDENCY: case HLO_OPT_BARRIER: case HLO_DOMAIN: case HLO_REPLICA_ID: case HLO_PARTITION_ID:
+        return 1;
+    case HLO_CONSTANT: return in->shape.rank > 0 || !hlo_shape_is_array(&in->shape);   /* scalars fuse */
+    case HLO_CUSTOM_CALL: {
+        const char *t = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+        return t && (!strcmp(t, "Sharding") || !strcmp(t, "SPMDFullToShardShape") || !strcmp(t, "SPMDShardToFullShape") ||
+                     !strcmp(t, "LayoutConstraint"));
+    }
+    default: return 0;
+    }
+}
+
+static int cmp_is_fusible(const hlo_instr *in)
+{
+    hlo_class c = hlo_op_class((hlo_op)in->op);
+    if (!hlo_shape_is_array(&in->shape)) return 0;
+    if (c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP) return 1;
+    switch ((hlo_op)in->op) {
+    case HLO_BROADCAST: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_SLICE: case HLO_DYNAMIC_SLICE: case HLO_PAD:
+    case HLO_REVERSE: case HLO_CONCATENATE: case HLO_IOTA: case HLO_COPY:
+        return 1;
+    case HLO_CONSTANT: return in->shape.rank == 0;
+    default: return 0;
+    }
+}
+
+/* Producers a dot/convolution op takes in: layout and type changes of its operands. */
+static int cmp_fuses_into_mxu(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_CONVERT: case HLO_BROADCAST: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_COPY: case HLO_CONSTANT:
+        return 1;
+    default: return 0;
+    }
+}
+
+static int cmp_is_control(const hlo_instr *in)
+{
+    return in->op == HLO_WHILE || in->op == HLO_CONDITIONAL || in->op == HLO_CALL;
+}
+
+static cmp_op_kind cmp_kind_of_fusion(const hlo_instr *in)
+{
+    const char *k = hlo_attr_str(in, HK_KIND);
+    if (k && !strcmp(k, "kLoop")) return CMP_LOOP;
+    if (k && !strcmp(k, "kInput")) return CMP_INPUT;
+    if (k && !strcmp(k, "kOutput")) return CMP_OUTPUT;
+    return CMP_SINGLE;
+}
+
+/* ---- the compile state ---- */
+
+typedef struct cmp_state {
+    tpu_ctx          *ctx;
+    cmp_program      *p;
+    const chp_chip   *chip;
+    int              *comp_base;     /* global instruction number of each computation's first instruction */
+    int               ninstr_total;
+    int              *leaf_count;    /* per global instruction */
+    int              *leaf_first;    /* per global instruction: index into leaf_val */
+    int              *leaf_val;      /* value index of each leaf of each instruction, -1 if none */
+    int               nleaf_total;
+    int               nvalues, capvalues;
+    int              *users_n;       /* users per global instruction */
+    int             **users;
+    uint8_t          *plan_done;     /* per computation: 0 no, 1 in progress, 2 done */
+} cmp_state;
+
+static int cmp_gid(const cmp_state *C, const hlo_instr *in) { return C->comp_base[in->parent->id] + in->id; }
+
+static int cmp_count_leaves(const hlo_shape *s)
+{
+    if (!hlo_shape_is_tuple(s)) return 1;
+    int n = 0;
+    for (int i = 0; i < s->ntuple; i++) n += cmp_count_leaves(&s->tuple[i]);
+    return n;
+}
+
+/* The array shape of leaf k (depth first), or NULL if that leaf is a token. */
+static const hlo_shape *cmp_leaf_shape(const hlo_shape *s, int *k)
+{
+    if (!hlo_shape_is_tuple(s)) {
+        if ((*k)-- == 0) return s;
+        return NULL;
+    }
+    for (int i = 0; i < s->ntuple; i++) {
+        int before = *k;
+        const hlo_shape *r = cmp_leaf_shape(&s->tuple[i], k);
+        if (r || *k < 0) return r;
+        (void)before;
+    }
+    return NULL;
+}
+
+/* First leaf index of tuple element `idx` of shape s. */
+static int cmp_leaf_offset(const hlo_shape *s, int64_t idx)
+{
+    int off = 0;
+    for (int64_t i = 0; i < idx && i < s->ntuple; i++) off += cmp_count_leaves(&s->tuple[i]);
+    return off;
+}
+
+static int cmp_new_value(cmp_state *C, const hlo_instr *def, int leaf, const hlo_shape *s, cmp_value_kind kind)
+{
+    if (C->nvalues == C->capvalues) {
+        int cap = C->capvalues ? C->capvalues * 2 : 1024;
+        cmp_value *nv = ut_realloc(C->p->values, (size_t)cap * sizeof *nv);
+        if (!nv) return -1;
+        C->p->values = nv;
+        C->capvalues = cap;
+    }
+    cmp_value *v = &C->p->values[C->nvalues];
+    memset(v, 0, sizeof *v);
+    v->def = def;
+    v->leaf = leaf;
+    v->shape = *s;
+    v->unpadded = cmp_unpadded_bytes(s);
+    v->padded = cmp_padded_bytes(C->chip, s);
+    v->kind = kind;
+    v->alias = -1;
+    v->start = v->end = -1;
+    v->comp = def->parent->id;
+    v->offset = -1;
+    return C->nvalues++;
+}
+
+/* Follows aliases to the value that owns the buffer. */
+static int cmp_owner(const cmp_program *p, int v)
+{
+    while (v >= 0 && p->values[v].alias >= 0) v = p->values[v].alias;
+    return v;
+}
+
+static int *cmp_leaves(cmp_state *C, const hlo_instr *in) { return &C->leaf_val[C->leaf_first[cmp_gid(C, in)]]; }
+
+/* Defines a fresh value for every array leaf of `in`. */
+static int cmp_define_all(cmp_state *C, const hlo_instr *in, cmp_value_kind kind)
+{
+    int n = C->leaf_count[cmp_gid(C, in)];
+    int *lv = cmp_leaves(C, in);
+    for (int k = 0; k < n; k++) {
+        int kk = k;
+        const hlo_shape *s = cmp_leaf_shape(&in->shape, &kk);
+        if (!s || !hlo_shape_is_array(s)) continue;
+        int v = cmp_new_value(C, in, k, s, kind);
+        if (v < 0) return 0;
+        lv[k] = v;
+    }
+    return 1;
+}
+
+/* Makes every leaf of `in` an alias of the corresponding leaf of `src` (starting at src leaf `off`). */
+static void cmp_alias_leaves(cmp_state *C, const hlo_instr *in, const hlo_instr *src, int off)
+{
+    int n = C->leaf_count[cmp_gid(C, in)];
+    int *lv = cmp_leaves(C, in), *sv = cmp_leaves(C, src);
+    for (int k = 0; k < n; k++) lv[k] = sv[off + k];
+}
+
+/* ---- plans ---- */
+
+static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out);
+static void cmp_apply_io_alias(cmp_state *C);
+
+/* Sub-plans of a control instruction. */
+static tpu_status cmp_control_subs(cmp_state *C, const hlo_instr *in, cmp_op *op)
+{
+    op->nsub = in->ncalled;
+    op->sub = in->ncalled ? ut_arena_alloc(&C->p->arena, (size_t)in->ncalled * sizeof *op->sub) : NULL;
+    if (in->ncalled && !op->sub) return ut_nomem(C->ctx);
+    int64_t peak = 0;
+    for (int k = 0; k < in->ncalled; k++) {
+        tpu_status st = cmp_plan_comp(C, in->called[k], &op->sub[k]);
+        if (st) return st;
+        if (op->sub[k]->peak > peak) peak = op->sub[k]->peak;   /* body and condition run one at a time */
+    }
+    op->sub_peak = peak;
+    return TPU_OK;
+}
+
+typedef struct cmp_buf {
+    int     v;          /* value index, or -1 for a sub-plan reservation */
+    int64_t size;
+    int     start, end;
+    int64_t offset;
+} cmp_buf;
+
+static int cmp_buf_cmp(const void *a, const void *b)
+{
+    const cmp_buf *x = a, *y = b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    if (x->start != y->start) return x->start - y->start;
+    return x->v - y->v;
+}
+
+/* Best fit by decreasing size (like XLA's heap simulator): each buffer goes to the lowest offset where it
+ * overlaps no placed buffer that is live at the same time. */
+static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int n)
+{
+    qsort(bufs, (size_t)n, sizeof *bufs, cmp_buf_cmp);
+    cmp_buf **placed = ut_malloc((size_t)(n ? n : 1) * sizeof *placed);
+    cmp_buf **conf = ut_malloc((size_t)(n ? n : 1) * sizeof *conf);
+    if (!placed || !conf) {
+        ut_free(placed);
+        ut_free(conf);
+        return ut_nomem(C->ctx);
+    }
+    int np = 0;
+    int64_t peak = 0;
+    for (int i = 0; i < n; i++) {
+        cmp_buf *b = &bufs[i];
+        int nc = 0;
+        for (int k = 0; k < np; k++)
+            if (placed[k]->start <= b->end && b->start <= placed[k]->end) conf[nc++] = placed[k];
+        /* sort conflicts by offset (insertion sort: conflict sets are small) */
+        for (int a = 1; a < nc; a++) {
+            cmp_buf *x = conf[a];
+            int j = a - 1;
+            while (j >= 0 && conf[j]->offset > x->offset) {
+                conf[j + 1] = conf[j];
+                j--;
+            }
+            conf[j + 1] = x;
+        }
+        int64_t best = -1, best_gap = INT64_MAX, cur = 0;
+        for (int k = 0; k <= nc; k++) {
+            int64_t next = k < nc ? conf[k]->offset : INT64_MAX;
+            if (next - cur >= b->size) {
+                int64_t gap = next == INT64_MAX ? INT64_MAX - 1 : next - cur;
+                if (gap < best_gap) {
+                    best_gap = gap;
+                    best = cur;
+                }
+            }
+            if (k < nc && conf[k]->offset + conf[k]->size > cur) cur = conf[k]->offset + conf[k]->size;
+        }
+        b->offset = best < 0 ? cur : best;
+        if (b->offset + b->size > peak) peak = b->offset + b->size;
+        placed[np++] = b;
+        if (b->v >= 0) C->p->values[b->v].offset = b->offset;
+    }
+    ut_free(placed);
+    ut_free(conf);
+    plan->peak = peak;
+    return TPU_OK;
+}
+
+static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
+{
+    cmp_program *p = C->p;
+    if (C->plan_done[c->id] == 2) {
+        *out = p->plans[c->id];
+        return TPU_OK;
+    }
+    if (C->plan_done[c->id] == 1) return ut_err(C->ctx, TPU_ERR_SHAPE, "computation '%s' calls itself", c->name);
+    C->plan_done[c->id] = 1;
+    tpu_status st = TPU_OK;
+    int n = c->ninstrs;
+    int *group = ut_malloc((size_t)n * sizeof *group);        /* op index (by creation) of each instruction */
+    int *root_of = ut_malloc((size_t)n * sizeof *root_of);    /* per group: root instruction id */
+    uint8_t *gkind = ut_malloc((size_t)n);
+    int *pos_of_group = ut_malloc((size_t)n * sizeof *pos_of_group);
+    if (!group || !root_of || !gkind || !pos_of_group) {
+        st = ut_nomem(C->ctx);
+        goto done;
+    }
+    int ngroups = 0;
+    /* 1. fusion, consumers first */
+    for (int i = n - 1; i >= 0; i--) {
+        const hlo_instr *in = c->instrs[i];
+        int gi = cmp_gid(C, in);
+        int nu = C->users_n[gi];
+        int g = -1, created_before = ngroups;
+        if (cmp_is_noop(in)) {
+            g = ngroups++;
+            gkind[g] = CMP_NOOP;
+        } else if (in->op == HLO_FUSION) {
+            g = ngroups++;
+            gkind[g] = (uint8_t)cmp_kind_of_fusion(in);
+        } else if (cmp_is_control(in)) {
+            g = ngroups++;
+            gkind[g] = CMP_CONTROL;
+        } else if (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
+            int ug = -1, same = nu > 0;
+            for (int k = 0; k < nu && same; k++) {
+                const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+                int g2 = group[u->id];
+                if (ug < 0) ug = g2;
+                else if (ug != g2) same = 0;
+            }
+            if (in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
+                /* output fusion: the dot heads its single elementwise user's loop op */
+                if (same && nu == 1 && gkind[ug] == CMP_LOOP) {
+                    const hlo_instr *u = c->instrs[C->users[gi][0] - C->comp_base[c->id]];
+                    hlo_class uc = hlo_op_class((hlo_op)u->op);
+                    if ((uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank) {
+                        g = ug;
+                        gkind[g] = CMP_OUTPUT;
+                    }
+                }
+                if (g < 0) {
+                    g = ngroups++;
+                    gkind[g] = CMP_OUTPUT;
+                }
+            } else if (same && (gkind[ug] == CMP_LOOP || gkind[ug] == CMP_INPUT ||
+                                (gkind[ug] == CMP_OUTPUT && cmp_fuses_into_mxu(in)))) {
+                g = ug;
+            } else {
+                g = ngroups++;
+                gkind[g] = CMP_LOOP;
+            }
+        } else if (in->op == HLO_REDUCE || in->op == HLO_REDUCE_WINDOW) {
+            g = ngroups++;
+            gkind[g] = CMP_INPUT;
+        } else {
+            g = ngroups++;
+            gkind[g] = CMP_SINGLE;
+        }
+        group[i] = g;
+        if (ngroups > created_before) root_of[g] = i;   /* the member that creates an op is its root */
+    }
+    /* 2. schedule: ops in order of their roots */
+    cmp_plan *plan = ut_arena_alloc(&p->arena, sizeof *plan);
+    if (!plan) {
+        st = ut_nomem(C->ctx);
+        goto done;
+    }
+    plan->comp = c;
+    plan->nops = ngroups;
+    plan->ops = ut_arena_alloc(&p->arena, (size_t)(ngroups ? ngroups : 1) * sizeof *plan->ops);
+    if (!plan->ops) {
+        st = ut_nomem(C->ctx);
+        goto done;
+    }
+    {
+        int pos = 0;
+        for (int i = 0; i < n; i++) {
+            int g = group[i];
+            if (root_of[g] == i) pos_of_group[g] = pos++;
+        }
+    }
+    /* members per op */
+    {
+        int *count = ut_calloc((size_t)ngroups + 1, sizeof *count);
+        if (!count) {
+            st = ut_nomem(C->ctx);
+            goto done;
+        }
+        for (int i = 0; i < n; i++) count[pos_of_group[group[i]]]++;
+        for (int g = 0; g < ngroups && !st; g++) {
+            cmp_op *op = &plan->ops[pos_of_group[g]];
+            op->kind = (cmp_op_kind)gkind[g];
+            op->root = c->instrs[root_of[g]];
+            op->instrs = ut_arena_alloc(&p->arena, (size_t)count[pos_of_group[g]] * sizeof *op->instrs);
+            if (!op->instrs) st = ut_nomem(C->ctx);
+        }
+        for (int i = 0; i < n && !st; i++) {
+            cmp_op *op = &plan->ops[pos_of_group[group[i]]];
+            op->instrs[op->ninstrs++] = c->instrs[i];
+        }
+        ut_free(count);
+        if (st) goto done;
+    }
+    /* 3. sub-plans first (their peaks are needed for this plan's heap) */
+    for (int k = 0; k < plan->nops && !st; k++)
+        if (plan->ops[k].kind == CMP_CONTROL) st = cmp_control_subs(C, plan->ops[k].root, &plan->ops[k]);
+    if (st) goto done;
+    /* 4. values */
+    int is_entry = c == p->m->entry;
+    int first_value = C->nvalues;
+    for (int k = 0; k < plan->nops; k++) {
+        cmp_op *op = &plan->ops[k];
+        const hlo_instr *r = op->root;
+        switch (op->kind) {
+        case CMP_NOOP:
+            for (int m = 0; m < op->ninstrs; m++) {
+                const hlo_instr *in = op->instrs[m];
+                switch ((hlo_op)in->op) {
+                case HLO_PARAMETER:
+                    if (is_entry && !cmp_define_all(C, in, CMP_V_ARG)) st = ut_nomem(C->ctx);
+                    break;   /* sub-plan parameters live in the caller's buffers */
+                case HLO_CONSTANT:
+                    if (!cmp_define_all(C, in, CMP_V_CONST)) st = ut_nomem(C->ctx);
+                    break;
+                case HLO_GET_TUPLE_ELEMENT:
+                    cmp_alias_leaves(C, in, in->ops[0], cmp_leaf_offset(&in->ops[0]->shape, hlo_attr_int(in, HK_INDEX, 0)));
+                    break;
+                case HLO_TUPLE: {
+                    int off = 0;
+                    for (int o = 0; o < in->nops; o++) {
+                        int nl = C->leaf_count[cmp_gid(C, in->ops[o])];
+                        int *dst = cmp_leaves(C, in) + off, *src = cmp_leaves(C, in->ops[o]);
+                        for (int l = 0; l < nl; l++) dst[l] = src[l];
+                        off += nl;
+                    }
+                    break;
+                }
+                case HLO_REPLICA_ID: case HLO_PARTITION_ID: case HLO_AFTER_ALL:
+                    break;
+                default:   /* bitcast, opt-barrier, domain, add-dependency, sharding custom-calls: same buffer */
+                    if (in->nops) cmp_alias_leaves(C, in, in->ops[0], 0);
+                    break;
+                }
+            }
+            break;
+        case CMP_CONTROL:
+            if (r->op == HLO_WHILE) {
+                cmp_alias_leaves(C, r, r->ops[0], 0);   /* the loop state is updated in place */
+            } else if (!cmp_define_all(C, r, CMP_V_TEMP)) {
+                st = ut_nomem(C->ctx);
+            }
+            break;
+        default:
+            if (r->op == HLO_DYNAMIC_UPDATE_SLICE && op->ninstrs == 1) {
+                /* in place when nothing else reads the operand afterwards */
+                int gi = cmp_gid(C, r->ops[0]);
+                int src = cmp_leaves(C, r->ops[0])[0];
+                if (C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
+                    cmp_alias_leaves(C, r, r->ops[0], 0);
+                    break;
+                }
+            }
+            if (!cmp_define_all(C, r, CMP_V_TEMP)) st = ut_nomem(C->ctx);
+            break;
+        }
+        if (st) goto done;
+    }
+    if (is_entry) cmp_apply_io_alias(C);
+    /* 5. op inputs/outputs and live ranges (on owners) */
+    for (int k = 0; k < plan->nops && !st; k++) {
+        cmp_op *op = &plan->ops[k];
+        if (op->kind == CMP_NOOP) continue;
+        int nin = 0, cap = 0;
+        for (int m = 0; m < op->ninstrs; m++)
+            for (int o = 0; o < op->instrs[m]->nops; o++) cap += C->leaf_count[cmp_gid(C, op->instrs[m]->ops[o])];
+        op->in = ut_arena_alloc(&p->arena, (size_t)(cap ? cap : 1) * sizeof(int));
+        int nl = C->leaf_count[cmp_gid(C, op->root)];
+        op->out = ut_arena_alloc(&p->arena, (size_t)(nl ? nl : 1) * sizeof(int));
+        if (!op->in || !op->out) {
+            st = ut_nomem(C->ctx);
+            break;
+        }
+        for (int m = 0; m < op->ninstrs; m++) {
+            const hlo_instr *in = op->instrs[m];
+            for (int o = 0; o < in->nops; o++) {
+                const hlo_instr *src = in->ops[o];
+                int outside = 1;
+                for (int q = 0; q < op->ninstrs && outside; q++) outside = op->instrs[q] != src;
+                if (!outside) continue;
+                int nsl = C->leaf_count[cmp_gid(C, src)];
+                int *sv = cmp_leaves(C, src);
+                for (int l = 0; l < nsl; l++) {
+                    int v = cmp_owner(p, sv[l]);
+                    if (v < 0) continue;
+                    int dup = 0;
+                    for (int q = 0; q < nin && !dup; q++) dup = op->in[q] == v;
+                    if (dup) continue;
+                    op->in[nin++] = v;
+                    if (p->values[v].comp == c->id && k > p->values[v].end) p->values[v].end = k;
+                }
+            }
+        }
+        op->nin = nin;
+        int *rv = cmp_leaves(C, op->root);
+        for (int l = 0; l < nl; l++) {
+            int v = cmp_owner(p, rv[l]);
+            if (v < 0) continue;
+            op->out[op->nout++] = v;
+            if (p->values[v].start < 0) p->values[v].start = k;
+            if (p->values[v].end < k) p->values[v].end = k;
+        }
+    }
+    if (st) goto done;
+    /* values reaching the computation's result live to the end; entry results are outputs */
+    {
+        int nl = C->leaf_count[cmp_gid(C, c->root)];
+        int *rv = cmp_leaves(C, c->root);
+        for (int l = 0; l < nl; l++) {
+            int v = cmp_owner(p, rv[l]);
+            if (v < 0) continue;
+            if (p->values[v].comp == c->id) p->values[v].end = plan->nops;
+            if (is_entry && p->values[v].kind == CMP_V_TEMP) p->values[v].kind = CMP_V_OUTPUT;
+        }
+    }
+    /* 6. heap: this plan's temps and outputs, plus the sub-plans' peaks while control ops run */
+    {
+        int nb = 0;
+        for (int v = first_value; v < C->nvalues; v++) {
+            cmp_value *val = &p->values[v];
+            if (val->alias >= 0 || val->comp != c->id) continue;
+            if (val->kind == CMP_V_TEMP || val->kind == CMP_V_OUTPUT) nb++;
+        }
+        for (int k = 0; k < plan->nops; k++)
+            if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0) nb++;
+        cmp_buf *bufs = ut_calloc((size_t)(nb ? nb : 1), sizeof *bufs);
+        if (!bufs) {
+            st = ut_nomem(C->ctx);
+            goto done;
+        }
+        int b = 0;
+        for (int v = first_value; v < C->nvalues; v++) {
+            cmp_value *val = &p->values[v];
+            if (val->alias >= 0 || val->comp != c->id) continue;
+            if (val->kind != CMP_V_TEMP && val->kind != CMP_V_OUTPUT) continue;
+            if (val->start < 0) val->start = val->end < 0 ? 0 : val->end;   /* defined but never placed: keep a slot */
+            if (val->end < val->start) val->end = val->start;
+            bufs[b++] = (cmp_buf){v, val->padded, val->start, val->end, 0};
+        }
+        for (int k = 0; k < plan->nops; k++)
+            if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0)
+                bufs[b++] = (cmp_buf){-1, plan->ops[k].sub_peak, k, k, 0};
+        st = cmp_assign_heap(C, plan, bufs, nb);
+        /* live bytes per position (for fragmentation and the viewer) */
+        if (!st) {
+            int np = plan->nops + 1;
+            int64_t *live = ut_calloc((size_t)np, sizeof *live), *live_u = ut_calloc((size_t)np, sizeof *live_u);
+            if (!live || !live_u) st = ut_nomem(C->ctx);
+            for (int i = 0; !st && i < nb; i++) {
+                int64_t un = bufs[i].v >= 0 ? p->values[bufs[i].v].unpadded : bufs[i].size;
+                for (int q = bufs[i].start; q <= bufs[i].end && q < np; q++) {
+                    live[q] += bufs[i].size;
+                    live_u[q] += un;
+                }
+            }
+            for (int q = 0; !st && q < np; q++)
+                if (live[q] > plan->peak_live) {
+                    plan->peak_live = live[q];
+                    plan->peak_live_unpadded = live_u[q];
+                    plan->peak_pos = q;
+                }
+            ut_free(live);
+            ut_free(live_u);
+        }
+        ut_free(bufs);
+    }
+    if (st) goto done;
+    p->plans[c->id] = plan;
+    p->ops_total += plan->nops;
+    C->plan_done[c->id] = 2;
+    *out = plan;
+done:
+    ut_free(group);
+    ut_free(root_of);
+    ut_free(gkind);
+    ut_free(pos_of_group);
+    return st;
+}
+
+/* input_output_alias: entry outputs that reuse a donated argument's buffer. */
+static void cmp_apply_io_alias(cmp_state *C)
+{
+    cmp_program *p = C->p;
+    const hlo_attr *a = hlo_module_attr(p->m, HK_INPUT_OUTPUT_ALIAS);
+    if (!a || a->kind != HA_ALIAS) return;
+    const hlo_comp *e = p->m->entry;
+    int *rv = cmp_leaves(C, e->root);
+    int nrl = C->leaf_count[cmp_gid(C, e->root)];
+    for (int i = 0; i < a->v.alias.n; i++) {
+        const hlo_alias_entry *en = &a->v.alias.v[i];
+        if (en->param < 0 || en->param >= e->nparams) continue;
+        /* output leaf from the index path (one level deep covers tuple results) */
+        int ol = en->nout ? cmp_leaf_offset(&e->root->shape, en->out[0]) : 0;
+        const hlo_instr *pin = e->params[en->param];
+        int pl = en->nparam_idx ? cmp_leaf_offset(&pin->shape, en->param_idx[0]) : 0;
+        if (ol >= nrl || pl >= C->leaf_count[cmp_gid(C, pin)]) continue;
+        int ov = cmp_owner(p, rv[ol]), pv = cmp_leaves(C, pin)[pl];
+        if (ov < 0 || pv < 0 || ov == pv) continue;
+        p->values[pv].donated = 1;
+        /* the output is written into the donated argument's buffer: it takes no program memory */
+        if (p->values[ov].kind == CMP_V_TEMP && p->values[ov].padded <= p->values[pv].padded) p->values[ov].alias = pv;
+    }
+}
+
+tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, const cmp_opts *opts, cmp_program **out)
+{
+    (void)opts;
+    *out = NULL;
+    cmp_program *p = ut_calloc(1, sizeof *p);
+    if (!p) return ut_nomem(ctx);
+    ut_arena_init(&p->arena);
+    p->m = m;
+    p->chip = chip;
+    cmp_state C;
+    memset(&C, 0, sizeof C);
+    C.ctx = ctx;
+    C.p = p;
+    C.chip = chip;
+    tpu_status st = TPU_OK;
+    C.comp_base = ut_calloc((size_t)m->ncomps + 1, sizeof *C.comp_base);
+    p->plans = ut_calloc((size_t)m->ncomps, sizeof *p->plans);
+    C.plan_done = ut_calloc((size_t)m->ncomps, 1);
+    if (!C.comp_base || !p->plans || !C.plan_done) {
+        st = ut_nomem(ctx);
+        goto done;
+    }
+    p->nplans = m->ncomps;
+    for (int i = 0; i < m->ncomps; i++) C.comp_base[i + 1] = C.comp_base[i] + m->comps[i]->ninstrs;
+    C.ninstr_total = C.comp_base[m->ncomps];
+    C.leaf_count = ut_calloc((size_t)C.ninstr_total + 1, sizeof(int));
+    C.leaf_first = ut_calloc((size_t)C.ninstr_total + 1, sizeof(int));
+    C.users_n = ut_calloc((size_t)C.ninstr_total + 1, sizeof(int));
+    C.users = ut_calloc((size_t)C.ninstr_total + 1, sizeof(int *));
+    if (!C.leaf_count || !C.leaf_first || !C.users_n || !C.users) {
+        st = ut_nomem(ctx);
+        goto done;
+    }
+    for (int ci = 0; ci < m->ncomps; ci++) {
+        const hlo_comp *c = m->comps[ci];
+        for (int i = 0; i < c->ninstrs; i++) {
+            int g = C.comp_base[ci] + i;
+            C.leaf_count[g] = cmp_count_leaves(&c->instrs[i]->shape);
+            C.leaf_first[g] = C.nleaf_total;
+            C.nleaf_total += C.leaf_count[g];
+            for (int o = 0; o < c->instrs[i]->nops; o++) C.users_n[C.comp_base[ci] + c->instrs[i]->ops[o]->id]++;
+        }
+    }
+    C.leaf_val = ut_malloc((size_t)(C.nleaf_total ? C.nleaf_total : 1) * sizeof(int));
+    if (!C.leaf_val) {
+        st = ut_nomem(ctx);
+        goto done;
+    }
+    for (int i = 0; i < C.nleaf_total; i++) C.leaf_val[i] = -1;
+    /* user lists (an instruction using an operand twice counts twice: fine for "all users in one op") */
+    {
+        int *fill = ut_calloc((size_t)C.ninstr_total + 1, sizeof(int));
+        if (!fill) {
+            st = ut_nomem(ctx);
+            goto done;
+        }
+        for (int g = 0; g < C.ninstr_total && !st; g++) {
+            C.users[g] = ut_malloc((size_t)(C.users_n[g] ? C.users_n[g] : 1) * sizeof(int));
+            if (!C.users[g]) st = ut_nomem(ctx);
+        }
+        for (int ci = 0; ci < m->ncomps && !st; ci++) {
+            const hlo_comp *c = m->comps[ci];
+            for (int i = 0; i < c->ninstrs; i++)
+                for (int o = 0; o < c->instrs[i]->nops; o++) {
+                    int g = C.comp_base[ci] + c->instrs[i]->ops[o]->id;
+                    C.users[g][fill[g]++] = C.comp_base[ci] + i;
+                }
+        }
+        ut_free(fill);
+        if (st) goto done;
+    }
+    st = cmp_plan_comp(&C, m->entry, &p->entry);
+    if (st) goto done;
+    p->nvalues = C.nvalues;
+    /* totals */
+    for (int v = 0; v < p->nvalues; v++) {
+        cmp_value *val = &p->values[v];
+        if (val->alias >= 0) continue;
+        if (val->kind == CMP_V_ARG) {
+            p->args_padded += val->padded;
+            p->args_unpadded += val->unpadded;
+        } else if (val->kind == CMP_V_OUTPUT) {
+            p->outputs_padded += val->padded;
+            p->outputs_unpadded += val->unpadded;
+        } else if (val->kind == CMP_V_CONST) {
+            p->consts_padded += val->padded;
+        }
+    }
+    p->temp_peak = p->entry->peak;
+    for (int ci = 0; ci < m->ncomps; ci++)
+        if (p->plans[ci])
+            for (int k = 0; k < p->plans[ci]->nops; k++) p->fused_instrs += p->plans[ci]->ops[k].ninstrs;
+done:
+    if (C.users)
+        for (int g = 0; g < C.ninstr_total; g++) ut_free(C.users[g]);
+    ut_free(C.users);
+    ut_free(C.users_n);
+    ut_free(C.leaf_count);
+    ut_free(C.leaf_first);
+    ut_free(C.leaf_val);
+    ut_free(C.comp_base);
+    ut_free(C.plan_done);
+    if (st) {
+        cmp_program_free(p);
+        return st;
+    }
+    *out = p;
+    return TPU_OK;
+}
+
+void cmp_program_free(cmp_program *p)
+{
+    if (!p) return;
+    ut_free(p->values);
+    ut_free(p->plans);
+    ut_arena_free(&p->arena);
+    ut_free(p);
+}
