@@ -137,9 +137,11 @@ void exe_nd_copy(void *dst, const int64_t *dst_strides, const void *src, const i
 /* Reads an integer index operand (any integer dtype, scalar) as int64. */
 int64_t exe_index_value(const tpu_tensor *t, int64_t i);
 
-/* dot.c / conv.c */
+/* dot.c / conv.c (the _ref kernels: naive loops from the definition, same numerics, for tests) */
 EXE_KERNEL(exe_k_dot);
+EXE_KERNEL(exe_k_dot_ref);
 EXE_KERNEL(exe_k_convolution);
+EXE_KERNEL(exe_k_convolution_ref);
 /* gather_scatter.c */
 EXE_KERNEL(exe_k_gather);
 EXE_KERNEL(exe_k_scatter);

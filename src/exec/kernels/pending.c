@@ -10,8 +10,6 @@
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s is not implemented in this build yet", what); \
     }
 
-PENDING(exe_k_dot, "dot")
-PENDING(exe_k_convolution, "convolution")
 PENDING(exe_k_batch_norm_training, "batch-norm-training")
 PENDING(exe_k_batch_norm_inference, "batch-norm-inference")
 PENDING(exe_k_batch_norm_grad, "batch-norm-grad")

@@ -1,0 +1,691 @@
+/* conv.c — convolution (XLA's ConvGeneralDilated) for any dim_labels, window, grouping and dtype.
+ *
+ *   out[n, co, o...] = sum over ci < Cig, k... of  in[nb, g*Cig + ci, i...] * kernel[ci, co, k'...]
+ *     g  = co / (Cout / feature_group_count)       (feature group of the output feature)
+ *     nb = (co / (Cout / batch_group_count)) * Nout + n     (input batch of its batch group)
+ *     i  = (o*stride + k*rhs_dilate - pad_lo) / lhs_dilate, taken only when that divides exactly and lies
+ *          inside the input (lhs_dilate inserts holes, negative padding crops)
+ *     k' = size-1-k where the window is reversed, else k
+ *
+ * Spatial dims are canonicalised to 3 (leading size-1 dims added); more than 3 go to the reference kernel.
+ * exe_k_convolution picks one of two float paths:
+ *   - implicit GEMM: per block of output features with one (feature group, batch group), per chunk of output
+ *     columns (n, o) and chunk of input features, gather the input patch into a column buffer (converted and
+ *     bf16-rounded/split as it is packed, mxu.h) and gemm it with the packed kernel chunk, accumulating in
+ *     f32 (f64 for f64 and exact small-integer convs). The column buffer holds one chunk, never an im2col of
+ *     the whole batch. Wide output rows gather along the output (Col[k][col]); short ones with long kernels
+ *     (weight gradients) along the kernel (Col[col][k]).
+ *   - direct: when each feature group has at most 4 output features (depthwise convs, and the
+ *     batch-grouped weight gradients of depthwise convs), each (n, co) output plane is accumulated from
+ *     padded input planes with vectorised loops.
+ * Threads split output chunks; when there are too few, the reduction is split into a fixed number of parts
+ * (independent of the thread count, so results do not depend on it) that are summed in order.
+ * exe_k_convolution_ref: the definition above, one output element at a time, in double or 64-bit integers.
+ */
+#include "mxu.h"
+#include "exec/exe_ops.h"
+
+#include <omp.h>
+#include <string.h>
+
+#define CV_D 3   /* spatial dims of the fast paths */
+
+typedef struct conv_plan {
+    int     ns, nd;   /* spatial dims as written; canonical count (max(ns, 3)), written dims last */
+    int64_t Nin, Cin, Nout, Cout, Cig, G, BG, Cog, Cobg;
+    int64_t S[TPU_MAX_RANK], K[TPU_MAX_RANK], O[TPU_MAX_RANK];
+    int64_t st[TPU_MAX_RANK], plo[TPU_MAX_RANK], ld[TPU_MAX_RANK], rd[TPU_MAX_RANK];
+    uint8_t rev[TPU_MAX_RANK];
+    int64_t xn, xc, xs[TPU_MAX_RANK];   /* element strides: input */
+    int64_t wi, wo, ws[TPU_MAX_RANK];   /* kernel */
+    int64_t yn, yc, ys[TPU_MAX_RANK];   /* output */
+    int64_t Kvol, Ovol;
+} conv_plan;
+
+static tpu_status conv_plan_make(exe_state *S, const hlo_instr *in, exe_value *const *ops, conv_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (in->nops != 2 || !ops[0] || !ops[1] || !ops[0]->t || !ops[1]->t)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "convolution takes two array operands");
+    if (!hlo_shape_is_array(&in->shape)) return exe_fail(S, in, TPU_ERR_SHAPE, "convolution's result must be an array");
+    const tpu_tensor *x = ops[0]->t, *w = ops[1]->t;
+    const hlo_attr *da = hlo_attr_find(in, HK_DIM_LABELS);
+    if (!da || da->kind != HA_DIMLABELS) return exe_fail(S, in, TPU_ERR_SHAPE, "convolution needs dim_labels");
+    const hlo_dimlabels *dl = da->v.dimlabels;
+    int ns = dl->nspatial;
+    if (x->rank != ns + 2 || w->rank != ns + 2 || in->shape.rank != ns + 2)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "dim_labels %s has %d spatial dimensions but the ranks are %d, %d -> %d",
+                        dl->text ? dl->text : "", ns, x->rank, w->rank, in->shape.rank);
+    const hlo_attr *wa = hlo_attr_find(in, HK_WINDOW);
+    const hlo_window *win = wa && wa->kind == HA_WINDOW ? wa->v.window : NULL;
+    if (ns > 0 && !win) return exe_fail(S, in, TPU_ERR_SHAPE, "convolution with %d spatial dimensions needs a window", ns);
+    if (win && win->rank != ns)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "window has %d dimensions but dim_labels has %d spatial dimensions",
+                        win->rank, ns);
+    p->G = hlo_attr_int(in, HK_FEATURE_GROUP_COUNT, 1);
+    p->BG = hlo_attr_int(in, HK_BATCH_GROUP_COUNT, 1);
+    if (p->G < 1 || p->BG < 1)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "feature_group_count (%lld) and batch_group_count (%lld) must be >= 1",
+                        (long long)p->G, (long long)p->BG);
+    int64_t xst[TPU_MAX_RANK], wst[TPU_MAX_RANK], yst[TPU_MAX_RANK], ydims[TPU_MAX_RANK];
+    exe_strides(x, xst);
+    exe_strides(w, wst);
+    int64_t s = 1;
+    for (int i = in->shape.rank - 1; i >= 0; i--) {
+        ydims[i] = in->shape.dims[i];
+        yst[i] = s;
+        s *= ydims[i];
+    }
+    p->ns = ns;
+    p->nd = ns > CV_D ? ns : CV_D;
+    int off = p->nd - ns;
+    p->Kvol = p->Ovol = 1;
+    for (int j = 0; j < p->nd; j++) {
+        p->S[j] = p->K[j] = p->O[j] = 1;
+        p->st[j] = p->ld[j] = p->rd[j] = 1;
+        if (j < off) continue;
+        int i = j - off;
+        const hlo_window_dim *d = &win->d[i];
+        p->S[j] = x->dims[dl->in_spatial[i]];
+        p->xs[j] = xst[dl->in_spatial[i]];
+        p->K[j] = w->dims[dl->k_spatial[i]];
+        p->ws[j] = wst[dl->k_spatial[i]];
+        p->ys[j] = yst[dl->out_spatial[i]];
+        if (d->size != p->K[j])
+            return exe_fail(S, in, TPU_ERR_SHAPE, "window size %lld in spatial dimension %d differs from the kernel's %lld",
+                            (long long)d->size, i, (long long)p->K[j]);
+        if (d->size < 1 || d->stride < 1 || d->lhs_dilate < 1 || d->rhs_dilate < 1)
+            return exe_fail(S, in, TPU_ERR_SHAPE, "window dimension %d: size, stride and dilations must be >= 1", i);
+        p->st[j] = d->stride;
+        p->plo[j] = d->pad_lo;
+        p->ld[j] = d->lhs_dilate;
+        p->rd[j] = d->rhs_dilate;
+        p->rev[j] = d->reversal;
+        int64_t dil = p->S[j] > 0 ? (p->S[j] - 1) * p->ld[j] + 1 : 0;
+        int64_t padded = dil + d->pad_lo + d->pad_hi;
+        int64_t span = (p->K[j] - 1) * p->rd[j] + 1;
+        p->O[j] = padded < span ? 0 : (padded - span) / p->st[j] + 1;
+        if (ydims[dl->out_spatial[i]] != p->O[j])
+            return exe_fail(S, in, TPU_ERR_SHAPE, "output spatial dimension %d should have size %lld, not %lld", i,
+                            (long long)p->O[j], (long long)ydims[dl->out_spatial[i]]);
+        p->Kvol *= p->K[j];
+        p->Ovol *= p->O[j];
+    }
+    p->Nin = x->dims[dl->in_batch];
+    p->Cin = x->dims[dl->in_feature];
+    p->xn = xst[dl->in_batch];
+    p->xc = xst[dl->in_feature];
+    p->Cig = w->dims[dl->k_in];
+    p->Cout = w->dims[dl->k_out];
+    p->wi = wst[dl->k_in];
+    p->wo = wst[dl->k_out];
+    p->yn = yst[dl->out_batch];
+    p->yc = yst[dl->out_feature];
+    if (p->Cin != p->Cig * p->G)
+        return exe_fail(S, in, TPU_ERR_SHAPE,
+                        "input has %lld features but the kernel takes %lld x feature_group_count %lld",
+                        (long long)p->Cin, (long long)p->Cig, (long long)p->G);
+    if (p->Cout % p->G || p->Cout % p->BG)
+        return exe_fail(S, in, TPU_ERR_SHAPE,
+                        "kernel output features (%lld) must divide by feature_group_count (%lld) and batch_group_count (%lld)",
+                        (long long)p->Cout, (long long)p->G, (long long)p->BG);
+    if (p->Nin % p->BG)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "input batch (%lld) must divide by batch_group_count (%lld)",
+                        (long long)p->Nin, (long long)p->BG);
+    p->Nout = p->Nin / p->BG;
+    if (ydims[dl->out_batch] != p->Nout || ydims[dl->out_feature] != p->Cout)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "output batch/feature sizes should be %lld/%lld, not %lld/%lld",
+                        (long long)p->Nout, (long long)p->Cout, (long long)ydims[dl->out_batch],
+                        (long long)ydims[dl->out_feature]);
+    p->Cog = p->Cout / p->G;
+    p->Cobg = p->Cout / p->BG;
+    return TPU_OK;
+}
+
+/* ---- reference ---- */
+
+EXE_KERNEL(exe_k_convolution_ref)
+{
+    conv_plan p;
+    tpu_status st = conv_plan_make(S, in, ops, &p);
+    if (st) return st;
+    const tpu_tensor *x = ops[0]->t, *w = ops[1]->t;
+    exe_mx_num nm;
+    if ((st = exe_mx_numerics(S, in, x->dtype, w->dtype, (tpu_dtype)in->shape.dtype, p.Cig * p.Kvol, &nm))) return st;
+    tpu_tensor *t;
+    if ((st = exe_alloc(S, in, &t))) return st;
+    int integer = nm.acc == EXE_MX_I64 || nm.int_exact;
+    int nd = p.nd;
+    for (int64_t n = 0; n < p.Nout; n++)
+        for (int64_t co = 0; co < p.Cout; co++) {
+            int64_t g = co / p.Cog, nb = (co / p.Cobg) * p.Nout + n;
+            for (int64_t ol = 0; ol < p.Ovol; ol++) {
+                int64_t o[TPU_MAX_RANK], yi = n * p.yn + co * p.yc, rest = ol;
+                for (int j = nd - 1; j >= 0; j--) {
+                    o[j] = rest % p.O[j];
+                    rest /= p.O[j];
+                    yi += o[j] * p.ys[j];
+                }
+                uint64_t iacc = 0;
+                double facc = 0;
+                for (int64_t ci = 0; ci < p.Cig; ci++)
+                    for (int64_t kl = 0; kl < p.Kvol; kl++) {
+                        int64_t xi = nb * p.xn + (g * p.Cig + ci) * p.xc, wi = ci * p.wi + co * p.wo, krest = kl;
+                        int inside = 1;
+                        for (int j = nd - 1; j >= 0; j--) {
+                            int64_t k = krest % p.K[j];
+                            krest /= p.K[j];
+                            int64_t q = o[j] * p.st[j] + k * p.rd[j] - p.plo[j];
+                            if (q < 0 || q % p.ld[j] != 0 || q / p.ld[j] >= p.S[j]) inside = 0;
+                            xi += (q / p.ld[j]) * p.xs[j];
+                            wi += (p.rev[j] ? p.K[j] - 1 - k : k) * p.ws[j];
+                        }
+                        if (!inside) continue;
+                        if (integer) {
+                            iacc += (uint64_t)ten_load_i64(x->dtype, x->data, xi) * (uint64_t)ten_load_i64(w->dtype, w->data, wi);
+                            continue;
+                        }
+                        for (int term = 0; term < 3; term++) {
+                            exe_mx_part px, pw;
+                            if (exe_mx_term_part(&nm, term, 0, &px) || exe_mx_term_part(&nm, term, 1, &pw)) continue;
+                            facc += exe_mx_value(x->dtype, x->data, xi, px) * exe_mx_value(w->dtype, w->data, wi, pw);
+                        }
+                    }
+                if (integer) ten_store_i64(t->dtype, t->data, yi, exe_wrap_int(t->dtype, (int64_t)iacc));
+                else exe_mx_store(S, t->dtype, t->data, yi, 1, &facc, 1, 1, 0);
+            }
+        }
+    return exe_out_array(S, t, out);
+}
+
+/* ---- shared pieces of the fast paths ---- */
+
+/* dst[j] (j < L) = the value at dilated, padded position q = q0 + j*qs of one input row (src: element 0 of
+ * the row, sx: its stride; S elements; ld: lhs dilation): zero in holes and padding. */
+static void conv_fill(void *dst, int dbl, const char *src, tpu_dtype t, size_t esz, int64_t sx, int64_t S, int64_t q0,
+                      int64_t qs, int64_t ld, int64_t L, exe_mx_part part)
+{
+    size_t es = dbl ? 8 : 4;
+    char *d = dst;
+    if (L <= 0) return;
+    if (ld == 1) {
+        int64_t jlo = q0 >= 0 ? 0 : (-q0 + qs - 1) / qs;
+        int64_t jhi = q0 > S - 1 ? 0 : (S - 1 - q0) / qs + 1;
+        if (jlo > L) jlo = L;
+        if (jhi > L) jhi = L;
+        if (jhi < jlo) jhi = jlo;
+        if (jlo > 0) memset(d, 0, (size_t)jlo * es);
+        if (jhi > jlo)
+            exe_mx_load(d + (size_t)jlo * es, dbl, src + (size_t)((q0 + jlo * qs) * sx) * esz, t, qs * sx, jhi - jlo, part);
+        if (L > jhi) memset(d + (size_t)jhi * es, 0, (size_t)(L - jhi) * es);
+        return;
+    }
+    memset(d, 0, (size_t)L * es);
+    if (qs == 1) {
+        /* holes: valid j = j0 + m*ld, reading consecutive input elements; load in chunks, then spread */
+        int64_t j0 = ((-q0) % ld + ld) % ld;
+        int64_t i0 = (q0 + j0) / ld;   /* input index at j0 (exact) */
+        int64_t m_lo = i0 >= 0 ? 0 : -i0, m_hi = (L - 1 - j0) < 0 ? 0 : (L - 1 - j0) / ld + 1;
+        if (m_hi > S - i0) m_hi = S - i0;
+        double tmp[256];
+        for (int64_t m = m_lo; m < m_hi; m += 256) {
+            int64_t c = UT_MIN((int64_t)256, m_hi - m);
+            exe_mx_load(tmp, dbl, src + (size_t)((i0 + m) * sx) * esz, t, sx, c, part);
+            if (dbl)
+                for (int64_t a = 0; a < c; a++) ((double *)dst)[j0 + (m + a) * ld] = tmp[a];
+            else
+                for (int64_t a = 0; a < c; a++) ((float *)dst)[j0 + (m + a) * ld] = ((float *)tmp)[a];
+        }
+        return;
+    }
+    for (int64_t j = 0; j < L; j++) {
+        int64_t q = q0 + j * qs;
+        if (q < 0 || q % ld || q / ld >= S) continue;
+        exe_mx_load(d + (size_t)j * es, dbl, src + (size_t)((q / ld) * sx) * esz, t, 1, 1, part);
+    }
+}
+
+/* Input row (all of dim 2) for output/kernel coordinates in dims 0 and 1, or NULL when it lies in padding or
+ * a hole. base: the (batch, feature) plane. */
+static const char *conv_row(const conv_plan *p, const char *base, size_t esz, int64_t o0, int64_t k0, int64_t o1,
+                            int64_t k1)
+{
+    int64_t q0 = o0 * p->st[0] + k0 * p->rd[0] - p->plo[0];
+    int64_t q1 = o1 * p->st[1] + k1 * p->rd[1] - p->plo[1];
+    if (q0 < 0 || q1 < 0 || q0 % p->ld[0] || q1 % p->ld[1]) return NULL;
+    q0 /= p->ld[0];
+    q1 /= p->ld[1];
+    if (q0 >= p->S[0] || q1 >= p->S[1]) return NULL;
+    return base + (size_t)(q0 * p->xs[0] + q1 * p->xs[1]) * esz;
+}
+
+/* Kernel values of (ci, co) for all k, window reversal applied, into dst[Kvol] (k row-major). */
+static void conv_load_kernel(const conv_plan *p, const tpu_tensor *w, int64_t ci, int64_t co, void *dst, int dbl,
+                             exe_mx_part part)
+{
+    size_t esz = tpu_dtype_size(w->dtype), es = dbl ? 8 : 4;
+    const char *base = (const char *)w->data + (size_t)(ci * p->wi + co * p->wo) * esz;
+    int64_t s2 = p->rev[2] ? -p->ws[2] : p->ws[2];
+    for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+        for (int64_t k1 = 0; k1 < p->K[1]; k1++) {
+            int64_t kk0 = p->rev[0] ? p->K[0] - 1 - k0 : k0, kk1 = p->rev[1] ? p->K[1] - 1 - k1 : k1;
+            int64_t kk2 = p->rev[2] ? p->K[2] - 1 : 0;
+            const char *src = base + (size_t)(kk0 * p->ws[0] + kk1 * p->ws[1] + kk2 * p->ws[2]) * esz;
+            exe_mx_load((char *)dst + (size_t)((k0 * p->K[1] + k1) * p->K[2]) * es, dbl, src, w->dtype, s2, p->K[2], part);
+        }
+}
+
+/* Stores an [Ovol] accumulator plane of (n, co) into the result. */
+static void conv_store_plane(exe_state *S, const conv_plan *p, tpu_tensor *t, int64_t n, int64_t co, const void *acc,
+                             int dbl, int int_result)
+{
+    size_t es = dbl ? 8 : 4;
+    for (int64_t o0 = 0; o0 < p->O[0]; o0++)
+        for (int64_t o1 = 0; o1 < p->O[1]; o1++)
+            exe_mx_store(S, t->dtype, t->data, n * p->yn + co * p->yc + o0 * p->ys[0] + o1 * p->ys[1], p->ys[2],
+                         (const char *)acc + (size_t)((o0 * p->O[1] + o1) * p->O[2]) * es, dbl, p->O[2], int_result);
+}
+
+/* ---- direct path (f32): depthwise and batch-grouped convolutions ---- */
+
+/* acc[o] += sum_k P[o*st + k*rd] * w[k] over a padded plane P of PD1 x PD2 rows. */
+static void conv_plane(const conv_plan *p, float *acc, const float *P, int64_t PD1, int64_t PD2, const float *w)
+{
+    int64_t O1 = p->O[1], O2 = p->O[2], K1 = p->K[1], K2 = p->K[2];
+    int64_t st2 = p->st[2], rd2 = p->rd[2];
+    for (int64_t o0 = 0; o0 < p->O[0]; o0++)
+        for (int64_t o1 = 0; o1 < O1; o1++) {
+            float *arow = acc + (o0 * O1 + o1) * O2;
+            for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+                for (int64_t k1 = 0; k1 < K1; k1++) {
+                    const float *prow = P + ((o0 * p->st[0] + k0 * p->rd[0]) * PD1 + o1 * p->st[1] + k1 * p->rd[1]) * PD2;
+                    const float *wr = w + (k0 * K1 + k1) * K2;
+                    if (O2 >= K2) {
+                        for (int64_t k2 = 0; k2 < K2; k2++) {
+                            float wv = wr[k2];
+                            const float *pp = prow + k2 * rd2;
+                            if (st2 == 1) {
+                                #pragma omp simd
+                                for (int64_t o2 = 0; o2 < O2; o2++) arow[o2] += wv * pp[o2];
+                            } else {
+                                for (int64_t o2 = 0; o2 < O2; o2++) arow[o2] += wv * pp[o2 * st2];
+                            }
+                        }
+                    } else {
+                        for (int64_t o2 = 0; o2 < O2; o2++) {
+                            const float *pp = prow + o2 * st2;
+                            float s = 0;
+                            if (rd2 == 1) {
+                                #pragma omp simd reduction(+ : s)
+                                for (int64_t k2 = 0; k2 < K2; k2++) s += wr[k2] * pp[k2];
+                            } else {
+                                for (int64_t k2 = 0; k2 < K2; k2++) s += wr[k2] * pp[k2 * rd2];
+                            }
+                            arow[o2] += s;
+                        }
+                    }
+                }
+        }
+}
+
+/* The padded region the window reads in dim j. */
+static int64_t conv_padded_extent(const conv_plan *p, int j)
+{
+    return p->O[j] ? (p->O[j] - 1) * p->st[j] + (p->K[j] - 1) * p->rd[j] + 1 : 0;
+}
+
+/* Builds the padded, dilated plane of one (batch, feature) input plane. */
+static void conv_build_plane(const conv_plan *p, const tpu_tensor *x, int64_t nb, int64_t c, float *P, int64_t PD0,
+                             int64_t PD1, int64_t PD2, exe_mx_part part)
+{
+    size_t esz = tpu_dtype_size(x->dtype);
+    const char *base = (const char *)x->data + (size_t)(nb * p->xn + c * p->xc) * esz;
+    for (int64_t a = 0; a < PD0; a++)
+        for (int64_t b = 0; b < PD1; b++) {
+            float *d = P + (a * PD1 + b) * PD2;
+            int64_t q0 = a - p->plo[0], q1 = b - p->plo[1];
+            if (q0 < 0 || q1 < 0 || q0 % p->ld[0] || q1 % p->ld[1] || q0 / p->ld[0] >= p->S[0] || q1 / p->ld[1] >= p->S[1]) {
+                memset(d, 0, (size_t)PD2 * sizeof *d);
+                continue;
+            }
+            const char *src = base + (size_t)((q0 / p->ld[0]) * p->xs[0] + (q1 / p->ld[1]) * p->xs[1]) * esz;
+            conv_fill(d, 0, src, x->dtype, esz, p->xs[2], p->S[2], -p->plo[2], 1, p->ld[2], PD2, part);
+        }
+}
+
+static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
+                              const tpu_tensor *w, tpu_tensor *t, int nt)
+{
+    int64_t PD0 = conv_padded_extent(p, 0), PD1 = conv_padded_extent(p, 1), PD2 = conv_padded_extent(p, 2);
+    int64_t pvol = PD0 * PD1 * PD2;
+    int xparts = nm->split[0] && nm->passes == 3 ? 2 : 1, wparts = nm->split[1] && nm->passes == 3 ? 2 : 1;
+    size_t per = (size_t)(xparts * pvol + wparts * p->Kvol + p->Ovol);
+    float *mem = ut_malloc(per * (size_t)nt * sizeof *mem + 64);
+    if (!mem) return ut_nomem(S->ctx);
+    int64_t ntask = p->Nout * p->Cout;
+    #pragma omp parallel num_threads(nt)
+    {
+        float *P[2], *W[2], *acc;
+        float *m = mem + per * (size_t)omp_get_thread_num();
+        P[0] = m;
+        P[1] = P[0] + (xparts > 1 ? pvol : 0);
+        W[0] = P[0] + xparts * pvol;
+        W[1] = W[0] + (wparts > 1 ? p->Kvol : 0);
+        acc = W[0] + wparts * p->Kvol;
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < ntask; task++) {
+            int64_t n = task / p->Cout, co = task % p->Cout;
+            int64_t g = co / p->Cog, nb = (co / p->Cobg) * p->Nout + n;
+            memset(acc, 0, (size_t)p->Ovol * sizeof *acc);
+            for (int64_t ci = 0; ci < p->Cig; ci++) {
+                exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
+                conv_build_plane(p, x, nb, g * p->Cig + ci, P[0], PD0, PD1, PD2, hx);
+                if (xparts > 1) conv_build_plane(p, x, nb, g * p->Cig + ci, P[1], PD0, PD1, PD2, EXE_MX_LO);
+                conv_load_kernel(p, w, ci, co, W[0], 0, hw);
+                if (wparts > 1) conv_load_kernel(p, w, ci, co, W[1], 0, EXE_MX_LO);
+                for (int term = 0; term < 3; term++) {
+                    exe_mx_part px, pw;
+                    if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
+                    conv_plane(p, acc, P[px == EXE_MX_LO], PD1, PD2, W[pw == EXE_MX_LO]);
+                }
+            }
+            conv_store_plane(S, p, t, n, co, acc, 0, 0);
+        }
+    }
+    ut_free(mem);
+    return TPU_OK;
+}
+
+/* ---- implicit GEMM path ---- */
+
+typedef struct conv_blk {
+    int64_t co0, co1, g, bg;
+} conv_blk;
+
+typedef struct conv_gctx {
+    exe_state        *S;
+    const conv_plan  *p;
+    const exe_mx_num *nm;
+    const tpu_tensor *x, *w;
+    tpu_tensor       *t;
+    int               orient_k;   /* Col[col][k] (gather along the kernel) instead of Col[k][col] */
+    int64_t           cc, cic;    /* columns per chunk, input features per reduction chunk */
+    int64_t           mmax;       /* largest block */
+    size_t            es;
+    int               xparts, wparts;
+} conv_gctx;
+
+typedef struct conv_ws {
+    void *col[2], *wk[2], *c;
+} conv_ws;
+
+static size_t conv_ws_elems(const conv_gctx *c, int with_c)
+{
+    int64_t kc = c->cic * c->p->Kvol;
+    return (size_t)(c->xparts * kc * c->cc + c->wparts * c->mmax * kc + (with_c ? c->mmax * c->cc : 0));
+}
+
+static void conv_ws_carve(const conv_gctx *c, char *mem, conv_ws *w, int with_c)
+{
+    int64_t kc = c->cic * c->p->Kvol;
+    memset(w, 0, sizeof *w);
+    for (int i = 0; i < c->xparts; i++, mem += (size_t)(kc * c->cc) * c->es) w->col[i] = mem;
+    for (int i = 0; i < c->wparts; i++, mem += (size_t)(c->mmax * kc) * c->es) w->wk[i] = mem;
+    if (with_c) w->c = mem;
+}
+
+/* Gathers the input patch of columns [c0, c1) and features [ci0, ci1) of group g (batch group bg). */
+static void conv_gather(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
+                        void *col, exe_mx_part part)
+{
+    const conv_plan *p = c->p;
+    const tpu_tensor *x = c->x;
+    size_t esz = tpu_dtype_size(x->dtype), es = c->es;
+    int dbl = c->nm->dbl;
+    int64_t ncol = c1 - c0, kc = (ci1 - ci0) * p->Kvol;
+    int64_t O1 = p->O[1], O2 = p->O[2];
+    if (!c->orient_k) {
+        /* Col[r][col], r = (ci, k0, k1, k2): runs along output dim 2 */
+        for (int64_t ci = ci0; ci < ci1; ci++)
+            for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+                for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+                    for (int64_t k2 = 0; k2 < p->K[2]; k2++) {
+                        int64_t r = (((ci - ci0) * p->K[0] + k0) * p->K[1] + k1) * p->K[2] + k2;
+                        char *drow = (char *)col + (size_t)(r * ncol) * es;
+                        for (int64_t cidx = c0; cidx < c1;) {
+                            int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
+                            int64_t o2 = ol % O2, o1 = (ol / O2) % O1, o0 = ol / (O2 * O1);
+                            int64_t L = UT_MIN(O2 - o2, c1 - cidx);
+                            int64_t nb = b->bg * p->Nout + n;
+                            const char *base = (const char *)x->data + (size_t)(nb * p->xn + (b->g * p->Cig + ci) * p->xc) * esz;
+                            const char *row = conv_row(p, base, esz, o0, k0, o1, k1);
+                            char *d = drow + (size_t)(cidx - c0) * es;
+                            if (!row) memset(d, 0, (size_t)L * es);
+                            else
+                                conv_fill(d, dbl, row, x->dtype, esz, p->xs[2], p->S[2], o2 * p->st[2] + k2 * p->rd[2] - p->plo[2],
+                                          p->st[2], p->ld[2], L, part);
+                            cidx += L;
+                        }
+                    }
+        return;
+    }
+    /* Col[col][r]: runs along kernel dim 2 */
+    for (int64_t cidx = c0; cidx < c1; cidx++) {
+        int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
+        int64_t o2 = ol % O2, o1 = (ol / O2) % O1, o0 = ol / (O2 * O1);
+        int64_t nb = b->bg * p->Nout + n;
+        char *dcol = (char *)col + (size_t)((cidx - c0) * kc) * es;
+        for (int64_t ci = ci0; ci < ci1; ci++) {
+            const char *base = (const char *)x->data + (size_t)(nb * p->xn + (b->g * p->Cig + ci) * p->xc) * esz;
+            for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+                for (int64_t k1 = 0; k1 < p->K[1]; k1++) {
+                    int64_t r = (((ci - ci0) * p->K[0] + k0) * p->K[1] + k1) * p->K[2];
+                    const char *row = conv_row(p, base, esz, o0, k0, o1, k1);
+                    char *d = dcol + (size_t)r * es;
+                    if (!row) memset(d, 0, (size_t)p->K[2] * es);
+                    else
+                        conv_fill(d, dbl, row, x->dtype, esz, p->xs[2], p->S[2], o2 * p->st[2] - p->plo[2], p->rd[2],
+                                  p->ld[2], p->K[2], part);
+                }
+        }
+    }
+}
+
+/* Packs the kernel of block b, features [ci0, ci1) into W[co - co0][r]. */
+static void conv_pack_w(const conv_gctx *c, const conv_blk *b, int64_t ci0, int64_t ci1, void *W, exe_mx_part part)
+{
+    const conv_plan *p = c->p;
+    int64_t kc = (ci1 - ci0) * p->Kvol;
+    for (int64_t co = b->co0; co < b->co1; co++)
+        for (int64_t ci = ci0; ci < ci1; ci++)
+            conv_load_kernel(p, c->w, ci, co, (char *)W + (size_t)((co - b->co0) * kc + (ci - ci0) * p->Kvol) * c->es,
+                             c->nm->dbl, part);
+}
+
+/* C[M][ncol] (+)= kernel chunk x patch chunk for features [ci0, ci1) of block b; beta1: accumulate. */
+static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
+                            const conv_ws *w, void *C, int beta1)
+{
+    const exe_mx_num *nm = c->nm;
+    int64_t kc = (ci1 - ci0) * c->p->Kvol, ncol = c1 - c0, M = b->co1 - b->co0;
+    exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
+    conv_gather(c, b, c0, c1, ci0, ci1, w->col[0], hx);
+    if (c->xparts > 1) conv_gather(c, b, c0, c1, ci0, ci1, w->col[1], EXE_MX_LO);
+    conv_pack_w(c, b, ci0, ci1, w->wk[0], hw);
+    if (c->wparts > 1) conv_pack_w(c, b, ci0, ci1, w->wk[1], EXE_MX_LO);
+    for (int term = 0; term < 3; term++) {
+        exe_mx_part px, pw;
+        if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
+        const void *col = w->col[px == EXE_MX_LO], *W = w->wk[pw == EXE_MX_LO];
+        if (c->orient_k) exe_mx_gemm(nm->dbl, 0, 1, M, ncol, kc, W, kc, col, kc, beta1, C, ncol);
+        else exe_mx_gemm(nm->dbl, 0, 0, M, ncol, kc, W, kc, col, ncol, beta1, C, ncol);
+        beta1 = 1;
+    }
+}
+
+/* Stores C[M][ncol] of block b, columns [c0, c1), into the result. */
+static void conv_store_cols(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, const void *C, int64_t r0,
+                            int64_t r1)
+{
+    const conv_plan *p = c->p;
+    int64_t ncol = c1 - c0, O1 = p->O[1], O2 = p->O[2];
+    for (int64_t i = r0; i < r1; i++) {
+        int64_t co = b->co0 + i;
+        for (int64_t cidx = c0; cidx < c1;) {
+            int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
+            int64_t o2 = ol % O2, o1 = (ol / O2) % O1, o0 = ol / (O2 * O1);
+            int64_t L = UT_MIN(O2 - o2, c1 - cidx);
+            exe_mx_store(c->S, c->t->dtype, c->t->data, n * p->yn + co * p->yc + o0 * p->ys[0] + o1 * p->ys[1] + o2 * p->ys[2],
+                         p->ys[2], (const char *)C + (size_t)(i * ncol + cidx - c0) * c->es, c->nm->dbl, L,
+                         c->nm->int_exact);
+            cidx += L;
+        }
+    }
+}
+
+#define CONV_COL_BUDGET ((int64_t)1 << 19)   /* elements of one column chunk (2 MiB in f32) */
+#define CONV_KPARTS 8                        /* reduction parts when there are few output chunks */
+
+static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
+                            const tpu_tensor *w, tpu_tensor *t, int nt)
+{
+    conv_gctx c;
+    memset(&c, 0, sizeof c);
+    c.S = S;
+    c.p = p;
+    c.nm = nm;
+    c.x = x;
+    c.w = w;
+    c.t = t;
+    c.es = nm->dbl ? 8 : 4;
+    c.xparts = nm->split[0] && nm->passes == 3 ? 2 : 1;
+    c.wparts = nm->split[1] && nm->passes == 3 ? 2 : 1;
+    c.orient_k = p->O[2] < p->K[2];
+    /* blocks of output features sharing one feature group and one batch group */
+    int64_t nblk = 0;
+    for (int64_t co = 0; co < p->Cout;) {
+        int64_t e = UT_MIN((co / p->Cog + 1) * p->Cog, (co / p->Cobg + 1) * p->Cobg);
+        c.mmax = UT_MAX(c.mmax, e - co);
+        nblk++;
+        co = e;
+    }
+    conv_blk *blk = ut_malloc((size_t)(nblk + 1) * sizeof *blk);
+    if (!blk) return ut_nomem(S->ctx);
+    nblk = 0;
+    for (int64_t co = 0; co < p->Cout;) {
+        int64_t e = UT_MIN((co / p->Cog + 1) * p->Cog, (co / p->Cobg + 1) * p->Cobg);
+        blk[nblk++] = (conv_blk){co, e, co / p->Cog, co / p->Cobg};
+        co = e;
+    }
+    /* chunk sizes depend only on the problem, so the summation order does not depend on the thread count */
+    int64_t cols = p->Nout * p->Ovol, kfull = p->Cig * p->Kvol;
+    int64_t cc = cols <= 256 ? cols : UT_MIN(cols, UT_MAX((int64_t)256, CONV_COL_BUDGET / UT_MAX(kfull, (int64_t)1)));
+    int64_t cic = UT_MAX((int64_t)1, UT_MIN(p->Cig, CONV_COL_BUDGET / (p->Kvol * cc)));
+    if (p->Cig == 0) cic = 0;
+    int64_t nchunk = (cols + cc - 1) / cc, nk = cic ? (p->Cig + cic - 1) / cic : 0;
+    int ksplit = nblk * nchunk < CONV_KPARTS && nk > 1;
+    int nkp = ksplit ? (int)UT_MIN((int64_t)CONV_KPARTS, nk) : 1;
+    /* otherwise more column chunks when threads would idle (the reduction order per output stays the same) */
+    if (!ksplit && nblk * nchunk < 2 * nt && cols > 64 * 2 * nt) {
+        int64_t want = (2 * nt + nblk - 1) / nblk;
+        cc = UT_MAX((int64_t)64, (cols + want - 1) / want);
+        nchunk = (cols + cc - 1) / cc;
+    }
+    c.cc = cc;
+    c.cic = cic;
+    int64_t ntask = nblk * nchunk;
+    tpu_status st = TPU_OK;
+    if (!ksplit) {
+        size_t per = conv_ws_elems(&c, 1) * c.es;
+        int nth = (int)UT_MIN((int64_t)nt, ntask);
+        char *mem = ut_malloc(per * (size_t)nth + 64);
+        if (!mem) {
+            ut_free(blk);
+            return ut_nomem(S->ctx);
+        }
+        #pragma omp parallel num_threads(nth)
+        {
+            conv_ws ws;
+            conv_ws_carve(&c, mem + per * (size_t)omp_get_thread_num(), &ws, 1);
+            #pragma omp for schedule(dynamic, 1)
+            for (int64_t task = 0; task < ntask; task++) {
+                const conv_blk *b = &blk[task / nchunk];
+                int64_t c0 = (task % nchunk) * cc, c1 = UT_MIN(cols, c0 + cc);
+                int64_t M = b->co1 - b->co0;
+                if (nk == 0) memset(ws.c, 0, (size_t)(M * (c1 - c0)) * c.es);
+                for (int64_t k = 0; k < nk; k++)
+                    conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, ws.c, k > 0);
+                conv_store_cols(&c, b, c0, c1, ws.c, 0, M);
+            }
+        }
+        ut_free(mem);
+    } else {
+        /* few output chunks: split each one's reduction into nkp parts with their own partial sums */
+        size_t per = conv_ws_elems(&c, 0) * c.es, part = (size_t)(c.mmax * cc) * c.es;
+        int nth = (int)UT_MIN((int64_t)nt, (int64_t)nkp);
+        char *mem = ut_malloc(per * (size_t)nth + part * (size_t)nkp + 64);
+        if (!mem) {
+            ut_free(blk);
+            return ut_nomem(S->ctx);
+        }
+        char *parts = mem + per * (size_t)nth;
+        for (int64_t task = 0; task < ntask; task++) {
+            const conv_blk *b = &blk[task / nchunk];
+            int64_t c0 = (task % nchunk) * cc, c1 = UT_MIN(cols, c0 + cc), ncol = c1 - c0;
+            int64_t M = b->co1 - b->co0;
+            #pragma omp parallel num_threads(nth)
+            {
+                conv_ws ws;
+                conv_ws_carve(&c, mem + per * (size_t)omp_get_thread_num(), &ws, 0);
+                #pragma omp for schedule(dynamic, 1)
+                for (int kp = 0; kp < nkp; kp++) {
+                    int64_t k0 = nk * kp / nkp, k1 = nk * (kp + 1) / nkp;
+                    void *C = parts + part * (size_t)kp;
+                    for (int64_t k = k0; k < k1; k++)
+                        conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, C, k > k0);
+                }
+            }
+            /* partial sums added in part order */
+            size_t n = (size_t)(M * ncol);
+            for (int kp = 1; kp < nkp; kp++) {
+                if (c.nm->dbl) {
+                    double *d = (double *)parts, *s = (double *)(parts + part * (size_t)kp);
+                    for (size_t i = 0; i < n; i++) d[i] += s[i];
+                } else {
+                    float *d = (float *)parts, *s = (float *)(parts + part * (size_t)kp);
+                    for (size_t i = 0; i < n; i++) d[i] += s[i];
+                }
+            }
+            conv_store_cols(&c, b, c0, c1, parts, 0, M);
+        }
+        ut_free(mem);
+    }
+    ut_free(blk);
+    return st;
+}
+
+EXE_KERNEL(exe_k_convolution)
+{
+    conv_plan p;
+    tpu_status st = conv_plan_make(S, in, ops, &p);
+    if (st) return st;
+    const tpu_tensor *x = ops[0]->t, *w = ops[1]->t;
+    exe_mx_num nm;
+    if ((st = exe_mx_numerics(S, in, x->dtype, w->dtype, (tpu_dtype)in->shape.dtype, p.Cig * p.Kvol, &nm))) return st;
+    /* wide integers and more than 3 spatial dims: the reference loops (exact, slow) */
+    if (nm.acc == EXE_MX_I64 || p.nd > CV_D) return exe_k_convolution_ref(S, in, ops, out);
+    if (p.Cout >= INT32_MAX / 2 || p.Cig * p.Kvol >= INT32_MAX / 2)
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "convolution dimensions of 2^30 or more are not supported");
+    tpu_tensor *t;
+    if ((st = exe_alloc(S, in, &t))) return st;
+    int nt = exe_mx_threads(S);
+    if (t->count == 0) return exe_out_array(S, t, out);
+    if ((double)t->count * (double)(p.Cig * p.Kvol) < 1e5) nt = 1;   /* not worth waking threads */
+    if (!nm.dbl && UT_MIN(p.Cog, p.Cobg) <= 4) st = conv_direct(S, &p, &nm, x, w, t, nt);
+    else st = conv_gemm(S, &p, &nm, x, w, t, nt);
+    if (st) {
+        tpu_tensor_free(t);
+        return st;
+    }
+    return exe_out_array(S, t, out);
+}

@@ -1,0 +1,510 @@
+/* dot.c — dot (XLA's DotGeneral) for every dtype and dimension-number placement.
+ *
+ *   out[b..., m..., n...] = sum over k... of lhs[b, m, k] * rhs[b, k, n]
+ *   b: batch dims (lhs_batch_dims paired with rhs_batch_dims), m: lhs free dims in order, k: contracting
+ *   dims (paired in order), n: rhs free dims in order. The result is [B][M][N] in row-major order.
+ *
+ * exe_k_dot: per batch, each operand is viewed as a matrix ([M][K], [K][N]). It is used in place when it
+ * already is one (f32 or f64 that needs no rounding); otherwise it is packed — converted, flushed,
+ * bf16-rounded or split (mxu.h) — in whichever orientation reads the source with the smaller stride, and
+ * multiplied with BLAS gemm. A 3-pass (HIGH) f32 dot runs up to three gemms (hi·hi' + hi·lo' + lo·hi') into
+ * one f32 accumulator. Many batches run in parallel; otherwise one product is split across threads by rows
+ * or columns of the result. Wide integers (32/64-bit) use an exact 64-bit loop.
+ * exe_k_dot_ref: the definition, one output element at a time, accumulating in double (with the same
+ * operand rounding) or in 64-bit integers.
+ */
+#include "mxu.h"
+#include "exec/exe_ops.h"
+
+#include <omp.h>
+#include <string.h>
+
+/* One group of dimensions of one operand: sizes and strides (elements), outermost first. */
+typedef struct dot_grp {
+    int     n;
+    int64_t d[TPU_MAX_RANK], s[TPU_MAX_RANK];
+} dot_grp;
+
+typedef struct dot_plan {
+    dot_grp lb, rb;   /* batch dims: lhs strides, rhs strides */
+    dot_grp lm;       /* lhs free dims */
+    dot_grp lk, rk;   /* contracting dims: lhs strides, rhs strides */
+    dot_grp rn;       /* rhs free dims */
+    int64_t B, M, K, N;
+} dot_plan;
+
+static int64_t dot_count(const dot_grp *g)
+{
+    int64_t c = 1;
+    for (int i = 0; i < g->n; i++) c *= g->d[i];
+    return c;
+}
+
+static tpu_status dot_plan_make(exe_state *S, const hlo_instr *in, exe_value *const *ops, dot_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (in->nops != 2 || !ops[0] || !ops[1] || !ops[0]->t || !ops[1]->t)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "dot takes two array operands");
+    if (!hlo_shape_is_array(&in->shape)) return exe_fail(S, in, TPU_ERR_SHAPE, "dot's result must be an array");
+    if (hlo_attr_find(in, HK_SPARSITY) || hlo_attr_find(in, HK_LHS_RAGGED_DIMS))
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "sparse and ragged dots are not supported");
+    const tpu_tensor *l = ops[0]->t, *r = ops[1]->t;
+    const int64_t *lb, *rb, *lc, *rc;
+    int nlb = hlo_attr_ints(in, HK_LHS_BATCH_DIMS, &lb), nrb = hlo_attr_ints(in, HK_RHS_BATCH_DIMS, &rb);
+    int nlc = hlo_attr_ints(in, HK_LHS_CONTRACTING_DIMS, &lc), nrc = hlo_attr_ints(in, HK_RHS_CONTRACTING_DIMS, &rc);
+    if (nlb != nrb)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "lhs_batch_dims has %d dimensions but rhs_batch_dims has %d", nlb, nrb);
+    if (nlc != nrc)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "lhs_contracting_dims has %d dimensions but rhs_contracting_dims has %d",
+                        nlc, nrc);
+    int64_t ls[TPU_MAX_RANK], rs[TPU_MAX_RANK];
+    exe_strides(l, ls);
+    exe_strides(r, rs);
+    uint8_t lused[TPU_MAX_RANK] = {0}, rused[TPU_MAX_RANK] = {0};
+    struct { const char *name; const int64_t *v; int n; const tpu_tensor *t; uint8_t *used; } lists[4] = {
+        {"lhs_batch_dims", lb, nlb, l, lused}, {"rhs_batch_dims", rb, nrb, r, rused},
+        {"lhs_contracting_dims", lc, nlc, l, lused}, {"rhs_contracting_dims", rc, nrc, r, rused}};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < lists[k].n; i++) {
+            int64_t d = lists[k].v[i];
+            if (d < 0 || d >= lists[k].t->rank)
+                return exe_fail(S, in, TPU_ERR_SHAPE, "%s: dimension %lld is out of range for a rank-%d operand",
+                                lists[k].name, (long long)d, lists[k].t->rank);
+            if (lists[k].used[d])
+                return exe_fail(S, in, TPU_ERR_SHAPE, "%s: dimension %lld is used twice", lists[k].name, (long long)d);
+            lists[k].used[d] = 1;
+        }
+    for (int i = 0; i < nlb; i++) {
+        if (l->dims[lb[i]] != r->dims[rb[i]])
+            return exe_fail(S, in, TPU_ERR_SHAPE, "batch dimension %d has size %lld in lhs but %lld in rhs", i,
+                            (long long)l->dims[lb[i]], (long long)r->dims[rb[i]]);
+        p->lb.d[i] = p->rb.d[i] = l->dims[lb[i]];
+        p->lb.s[i] = ls[lb[i]];
+        p->rb.s[i] = rs[rb[i]];
+    }
+    p->lb.n = p->rb.n = nlb;
+    for (int i = 0; i < nlc; i++) {
+        if (l->dims[lc[i]] != r->dims[rc[i]])
+            return exe_fail(S, in, TPU_ERR_SHAPE, "contracting dimension %d has size %lld in lhs but %lld in rhs", i,
+                            (long long)l->dims[lc[i]], (long long)r->dims[rc[i]]);
+        p->lk.d[i] = p->rk.d[i] = l->dims[lc[i]];
+        p->lk.s[i] = ls[lc[i]];
+        p->rk.s[i] = rs[rc[i]];
+    }
+    p->lk.n = p->rk.n = nlc;
+    for (int i = 0; i < l->rank; i++)
+        if (!lused[i]) {
+            p->lm.d[p->lm.n] = l->dims[i];
+            p->lm.s[p->lm.n++] = ls[i];
+        }
+    for (int i = 0; i < r->rank; i++)
+        if (!rused[i]) {
+            p->rn.d[p->rn.n] = r->dims[i];
+            p->rn.s[p->rn.n++] = rs[i];
+        }
+    /* the result is batch, lhs free, rhs free */
+    const hlo_shape *o = &in->shape;
+    int ok = o->rank == p->lb.n + p->lm.n + p->rn.n;
+    for (int i = 0, k = 0; ok && i < p->lb.n; i++) ok = o->dims[k++] == p->lb.d[i];
+    for (int i = 0, k = p->lb.n; ok && i < p->lm.n; i++) ok = o->dims[k++] == p->lm.d[i];
+    for (int i = 0, k = p->lb.n + p->lm.n; ok && i < p->rn.n; i++) ok = o->dims[k++] == p->rn.d[i];
+    if (!ok) {
+        char want[256], got[128];
+        int w = 0;
+        w += snprintf(want + w, sizeof want - (size_t)w, "[");
+        const dot_grp *gs[3] = {&p->lb, &p->lm, &p->rn};
+        int first = 1;
+        for (int g = 0; g < 3; g++)
+            for (int i = 0; i < gs[g]->n && w < (int)sizeof want - 24; i++, first = 0)
+                w += snprintf(want + w, sizeof want - (size_t)w, "%s%lld", first ? "" : ",", (long long)gs[g]->d[i]);
+        snprintf(want + w, sizeof want - (size_t)w, "]");
+        return exe_fail(S, in, TPU_ERR_SHAPE, "result shape %s does not match the operands: expected dimensions %s",
+                        hlo_shape_str(o, got, sizeof got), want);
+    }
+    p->B = dot_count(&p->lb);
+    p->M = dot_count(&p->lm);
+    p->K = dot_count(&p->lk);
+    p->N = dot_count(&p->rn);
+    return TPU_OK;
+}
+
+/* Offsets of every index of g (row-major order) into off[count]. */
+static void dot_offsets(const dot_grp *g, int64_t *off)
+{
+    int64_t count = 1;
+    off[0] = 0;
+    for (int i = 0; i < g->n; i++) {
+        int64_t d = g->d[i], s = g->s[i];
+        for (int64_t c = count - 1; c >= 0; c--) {
+            int64_t base = off[c];
+            for (int64_t j = d - 1; j >= 0; j--) off[c * d + j] = base + j * s;
+        }
+        count *= d;
+    }
+}
+
+/* Is the group one uniform stride (size-1 dims ignored)? Sets *stride (1 for a single element). */
+static int dot_uniform(const dot_grp *g, int64_t *stride)
+{
+    int last = -1;
+    *stride = 1;
+    for (int i = 0; i < g->n; i++) {
+        if (g->d[i] == 1) continue;
+        if (last >= 0 && g->s[last] != g->s[i] * g->d[i]) return 0;
+        last = i;
+    }
+    if (last >= 0) *stride = g->s[last];
+    return 1;
+}
+
+/* Stride of the innermost non-trivial dim (0 for a single element). */
+static int64_t dot_inner_stride(const dot_grp *g)
+{
+    for (int i = g->n - 1; i >= 0; i--)
+        if (g->d[i] != 1) return g->s[i] < 0 ? -g->s[i] : g->s[i];
+    return 0;
+}
+
+/* ---- reference ---- */
+
+EXE_KERNEL(exe_k_dot_ref)
+{
+    dot_plan p;
+    tpu_status st = dot_plan_make(S, in, ops, &p);
+    if (st) return st;
+    const tpu_tensor *l = ops[0]->t, *r = ops[1]->t;
+    exe_mx_num nm;
+    if ((st = exe_mx_numerics(S, in, l->dtype, r->dtype, (tpu_dtype)in->shape.dtype, p.K, &nm))) return st;
+    tpu_tensor *t;
+    if ((st = exe_alloc(S, in, &t))) return st;
+    int64_t *tab = ut_malloc((size_t)(2 * p.B + p.M + 2 * p.K + p.N + 1) * sizeof *tab);
+    if (!tab) {
+        tpu_tensor_free(t);
+        return ut_nomem(S->ctx);
+    }
+    int64_t *lbo = tab, *rbo = lbo + p.B, *lmo = rbo + p.B, *lko = lmo + p.M, *rko = lko + p.K, *rno = rko + p.K;
+    dot_offsets(&p.lb, lbo);
+    dot_offsets(&p.rb, rbo);
+    dot_offsets(&p.lm, lmo);
+    dot_offsets(&p.lk, lko);
+    dot_offsets(&p.rk, rko);
+    dot_offsets(&p.rn, rno);
+    int integer = nm.acc == EXE_MX_I64 || nm.int_exact;
+    tpu_dtype ot = t->dtype;
+    for (int64_t b = 0; b < p.B; b++)
+        for (int64_t m = 0; m < p.M; m++)
+            for (int64_t n = 0; n < p.N; n++) {
+                int64_t oi = (b * p.M + m) * p.N + n, lo = lbo[b] + lmo[m], ro = rbo[b] + rno[n];
+                if (integer) {
+                    uint64_t acc = 0;   /* wraps like the 64-bit hardware sum */
+                    for (int64_t k = 0; k < p.K; k++)
+                        acc += (uint64_t)ten_load_i64(l->dtype, l->data, lo + lko[k]) *
+                               (uint64_t)ten_load_i64(r->dtype, r->data, ro + rko[k]);
+                    ten_store_i64(ot, t->data, oi, exe_wrap_int(ot, (int64_t)acc));
+                    continue;
+                }
+                double acc = 0;
+                for (int term = 0; term < 3; term++) {
+                    exe_mx_part pl, pr;
+                    if (exe_mx_term_part(&nm, term, 0, &pl) || exe_mx_term_part(&nm, term, 1, &pr)) continue;
+                    for (int64_t k = 0; k < p.K; k++)
+                        acc += exe_mx_value(l->dtype, l->data, lo + lko[k], pl) * exe_mx_value(r->dtype, r->data, ro + rko[k], pr);
+                }
+                exe_mx_store(S, ot, t->data, oi, 1, &acc, 1, 1, 0);
+            }
+    ut_free(tab);
+    return exe_out_array(S, t, out);
+}
+
+/* ---- fast kernel ---- */
+
+/* One operand of one batch seen as a matrix rows x cols (lhs: M x K, rhs: K x N). */
+typedef struct dot_mat {
+    const tpu_tensor *t;
+    size_t            esz;
+    int64_t           rows, cols;
+    const int64_t    *boff;          /* batch offsets */
+    const int64_t    *roff, *coff;   /* offset tables */
+    int               runi, cuni;    /* uniform strides rstr / cstr */
+    int64_t           rstr, cstr;
+    int               trans;         /* stored (packed or in place) as [cols][rows] */
+    int               direct;        /* used in place */
+    int64_t           ld;
+    int               nbuf;          /* packed buffers needed (hi, lo) */
+} dot_mat;
+
+static void dot_mat_init(dot_mat *m, const tpu_tensor *t, const dot_grp *rg, const dot_grp *cg, const int64_t *boff,
+                         const int64_t *roff, const int64_t *coff, const exe_mx_num *nm, int op)
+{
+    memset(m, 0, sizeof *m);
+    m->t = t;
+    m->esz = tpu_dtype_size(t->dtype);
+    m->rows = dot_count(rg);
+    m->cols = dot_count(cg);
+    m->boff = boff;
+    m->roff = roff;
+    m->coff = coff;
+    m->runi = dot_uniform(rg, &m->rstr);
+    m->cuni = dot_uniform(cg, &m->cstr);
+    /* pack so the inner loop reads the smaller stride */
+    m->trans = dot_inner_stride(cg) > dot_inner_stride(rg);
+    int native = nm->dbl ? t->dtype == TPU_F64 : t->dtype == TPU_F32;
+    if (native && !nm->split[op] && m->runi && m->cuni) {
+        int64_t big = (int64_t)1 << 30;
+        if (m->cstr == 1) {
+            int64_t ld = m->rows > 1 ? m->rstr : UT_MAX(m->cols, 1);
+            if (ld >= m->cols && ld < big) {
+                m->direct = 1;
+                m->trans = 0;
+                m->ld = ld;
+            }
+        }
+        if (!m->direct && m->rstr == 1) {
+            int64_t ld = m->cols > 1 ? m->cstr : UT_MAX(m->rows, 1);
+            if (ld >= m->rows && ld < big) {
+                m->direct = 1;
+                m->trans = 1;
+                m->ld = ld;
+            }
+        }
+    }
+    if (!m->direct) m->ld = m->trans ? m->rows : m->cols;
+    m->nbuf = m->direct ? 0 : (nm->split[op] && nm->passes == 3) ? 2 : 1;
+}
+
+/* Packs batch b of the operand into dst (nthr threads). */
+static void dot_pack(const dot_mat *m, int64_t b, void *dst, int dbl, exe_mx_part part, int nthr)
+{
+    const char *base = (const char *)m->t->data + (size_t)m->boff[b] * m->esz;
+    size_t es = dbl ? 8 : 4;
+    int64_t outer = m->trans ? m->cols : m->rows, inner = m->trans ? m->rows : m->cols;
+    const int64_t *ooff = m->trans ? m->coff : m->roff, *ioff = m->trans ? m->roff : m->coff;
+    int iuni = m->trans ? m->runi : m->cuni;
+    int64_t istr = m->trans ? m->rstr : m->cstr;
+    #pragma omp parallel for num_threads(nthr) schedule(static) if (nthr > 1 && outer * inner > 65536)
+    for (int64_t o = 0; o < outer; o++) {
+        const char *src = base + (size_t)ooff[o] * m->esz;
+        void *d = (char *)dst + (size_t)(o * inner) * es;
+        if (iuni) exe_mx_load(d, dbl, src, m->t->dtype, istr, inner, part);
+        else exe_mx_load_tab(d, dbl, src, m->t->dtype, ioff, inner, part);
+    }
+}
+
+/* Pointer to batch b of an operand used in place. */
+static const void *dot_direct_ptr(const dot_mat *m, int64_t b)
+{
+    return (const char *)m->t->data + (size_t)m->boff[b] * m->esz;
+}
+
+typedef struct dot_ctx {
+    exe_state        *S;
+    const dot_plan   *p;
+    const exe_mx_num *nm;
+    dot_mat           A, B;
+    tpu_tensor       *out;
+    int               out_direct;   /* result dtype is the accumulator's: gemm writes into it */
+    size_t            es;
+} dot_ctx;
+
+/* Per-thread buffers: packed A (hi, lo), packed B (hi, lo), C when the result needs converting. */
+typedef struct dot_ws {
+    void *a[2], *b[2], *c;
+} dot_ws;
+
+static size_t dot_ws_size(const dot_ctx *c)
+{
+    const dot_plan *p = c->p;
+    size_t n = (size_t)c->A.nbuf * (size_t)(p->M * p->K) + (size_t)c->B.nbuf * (size_t)(p->K * p->N) +
+               (c->out_direct ? 0 : (size_t)(p->M * p->N));
+    return n * c->es;
+}
+
+static void dot_ws_carve(const dot_ctx *c, char *mem, dot_ws *w)
+{
+    const dot_plan *p = c->p;
+    memset(w, 0, sizeof *w);
+    for (int i = 0; i < c->A.nbuf; i++, mem += (size_t)(p->M * p->K) * c->es) w->a[i] = mem;
+    for (int i = 0; i < c->B.nbuf; i++, mem += (size_t)(p->K * p->N) * c->es) w->b[i] = mem;
+    if (!c->out_direct) w->c = mem;
+}
+
+/* Packs both operands of batch b into w (the parts each term needs). */
+static void dot_pack_batch(const dot_ctx *c, int64_t b, dot_ws *w, int nthr)
+{
+    const dot_mat *ms[2] = {&c->A, &c->B};
+    for (int op = 0; op < 2; op++) {
+        const dot_mat *m = ms[op];
+        if (m->direct) continue;
+        void **bufs = op == 0 ? w->a : w->b;
+        exe_mx_part hi = c->nm->split[op] ? EXE_MX_HI : EXE_MX_AS_IS;
+        dot_pack(m, b, bufs[0], c->nm->dbl, hi, nthr);
+        if (m->nbuf == 2) dot_pack(m, b, bufs[1], c->nm->dbl, EXE_MX_LO, nthr);
+    }
+}
+
+/* C[i0:i1, j0:j1] of batch b (operands already packed into w). */
+static void dot_gemm_block(const dot_ctx *c, int64_t b, const dot_ws *w, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    const dot_plan *p = c->p;
+    size_t es = c->es;
+    char *C = c->out_direct ? (char *)c->out->data + (size_t)(b * p->M * p->N) * es : (char *)w->c;
+    int beta1 = 0;
+    for (int term = 0; term < 3; term++) {
+        exe_mx_part pa, pb;
+        if (exe_mx_term_part(c->nm, term, 0, &pa) || exe_mx_term_part(c->nm, term, 1, &pb)) continue;
+        const char *A = c->A.direct ? dot_direct_ptr(&c->A, b) : w->a[pa == EXE_MX_LO ? 1 : 0];
+        const char *B = c->B.direct ? dot_direct_ptr(&c->B, b) : w->b[pb == EXE_MX_LO ? 1 : 0];
+        size_t ea = c->A.direct ? c->A.esz : es, eb = c->B.direct ? c->B.esz : es;
+        /* A is [M][K] (or [K][M]); B is [K][N] (or [N][K]) */
+        const char *Ab = A + (size_t)(c->A.trans ? i0 : i0 * c->A.ld) * ea;
+        const char *Bb = B + (size_t)(c->B.trans ? j0 * c->B.ld : j0) * eb;
+        exe_mx_gemm(c->nm->dbl, c->A.trans, c->B.trans, i1 - i0, j1 - j0, p->K, Ab, c->A.ld, Bb, c->B.ld, beta1,
+                    C + (size_t)(i0 * p->N + j0) * es, p->N);
+        beta1 = 1;
+    }
+}
+
+/* Converts rows [i0, i1) of batch b's C into the result. */
+static void dot_store_rows(const dot_ctx *c, int64_t b, const dot_ws *w, int64_t i0, int64_t i1)
+{
+    if (c->out_direct) return;
+    const dot_plan *p = c->p;
+    for (int64_t i = i0; i < i1; i++)
+        exe_mx_store(c->S, c->out->dtype, c->out->data, (b * p->M + i) * p->N, 1, (char *)w->c + (size_t)(i * p->N) * c->es,
+                     c->nm->dbl, p->N, c->nm->int_exact);
+}
+
+/* Exact integer dot: operands widened to int64 ([B][M][K] and [B][N][K]), 64-bit wrapping sums. */
+static tpu_status dot_int(exe_state *S, const dot_plan *p, const tpu_tensor *l, const tpu_tensor *r, const int64_t *tabs,
+                          tpu_tensor *t, int nt)
+{
+    const int64_t *lbo = tabs, *rbo = lbo + p->B, *lmo = rbo + p->B, *lko = lmo + p->M, *rko = lko + p->K, *rno = rko + p->K;
+    int64_t *a = ut_malloc((size_t)(p->B * p->M * p->K + 1) * sizeof *a);
+    int64_t *bt = ut_malloc((size_t)(p->B * p->N * p->K + 1) * sizeof *bt);
+    if (!a || !bt) {
+        ut_free(a);
+        ut_free(bt);
+        return ut_nomem(S->ctx);
+    }
+    #pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t bm = 0; bm < p->B * p->M; bm++) {
+        int64_t b = bm / p->M, m = bm % p->M;
+        for (int64_t k = 0; k < p->K; k++) a[bm * p->K + k] = ten_load_i64(l->dtype, l->data, lbo[b] + lmo[m] + lko[k]);
+    }
+    #pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t bn = 0; bn < p->B * p->N; bn++) {
+        int64_t b = bn / p->N, n = bn % p->N;
+        for (int64_t k = 0; k < p->K; k++) bt[bn * p->K + k] = ten_load_i64(r->dtype, r->data, rbo[b] + rno[n] + rko[k]);
+    }
+    tpu_dtype ot = t->dtype;
+    #pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t bm = 0; bm < p->B * p->M; bm++) {
+        int64_t b = bm / p->M;
+        const int64_t *ar = a + bm * p->K;
+        for (int64_t n = 0; n < p->N; n++) {
+            const int64_t *br = bt + (b * p->N + n) * p->K;
+            uint64_t acc = 0;
+            for (int64_t k = 0; k < p->K; k++) acc += (uint64_t)ar[k] * (uint64_t)br[k];
+            ten_store_i64(ot, t->data, bm * p->N + n, exe_wrap_int(ot, (int64_t)acc));
+        }
+    }
+    ut_free(a);
+    ut_free(bt);
+    return TPU_OK;
+}
+
+EXE_KERNEL(exe_k_dot)
+{
+    dot_plan p;
+    tpu_status st = dot_plan_make(S, in, ops, &p);
+    if (st) return st;
+    const tpu_tensor *l = ops[0]->t, *r = ops[1]->t;
+    exe_mx_num nm;
+    if ((st = exe_mx_numerics(S, in, l->dtype, r->dtype, (tpu_dtype)in->shape.dtype, p.K, &nm))) return st;
+    if (p.M >= INT32_MAX || p.N >= INT32_MAX || p.K >= INT32_MAX)
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "a matrix dimension of 2^31 or more is not supported");
+    tpu_tensor *t;
+    if ((st = exe_alloc(S, in, &t))) return st;
+    int nt = exe_mx_threads(S);
+    if (t->count == 0) return exe_out_array(S, t, out);
+    if ((double)t->count * (double)p.K < 1e5) nt = 1;   /* not worth waking threads */
+    int64_t *tab = ut_malloc((size_t)(2 * p.B + p.M + 2 * p.K + p.N + 1) * sizeof *tab);
+    if (!tab) {
+        tpu_tensor_free(t);
+        return ut_nomem(S->ctx);
+    }
+    int64_t *lbo = tab, *rbo = lbo + p.B, *lmo = rbo + p.B, *lko = lmo + p.M, *rko = lko + p.K, *rno = rko + p.K;
+    dot_offsets(&p.lb, lbo);
+    dot_offsets(&p.rb, rbo);
+    dot_offsets(&p.lm, lmo);
+    dot_offsets(&p.lk, lko);
+    dot_offsets(&p.rk, rko);
+    dot_offsets(&p.rn, rno);
+    if (nm.acc == EXE_MX_I64) {
+        st = dot_int(S, &p, l, r, tab, t, nt);
+        ut_free(tab);
+        if (st) {
+            tpu_tensor_free(t);
+            return st;
+        }
+        return exe_out_array(S, t, out);
+    }
+    dot_ctx c;
+    memset(&c, 0, sizeof c);
+    c.S = S;
+    c.p = &p;
+    c.nm = &nm;
+    c.out = t;
+    c.es = nm.dbl ? 8 : 4;
+    c.out_direct = !nm.int_exact && t->dtype == (nm.dbl ? TPU_F64 : TPU_F32);
+    dot_mat_init(&c.A, l, &p.lm, &p.lk, lbo, lmo, lko, &nm, 0);
+    dot_mat_init(&c.B, r, &p.rk, &p.rn, rbo, rko, rno, &nm, 1);
+    /* many independent batches: one per thread at a time; otherwise split each product across threads */
+    double flops = 2.0 * (double)p.M * (double)p.N * (double)p.K;
+    int by_batch = nt > 1 && p.B > 1 && (p.B >= 2 * nt || flops < 4e6) && flops * (double)p.B > 2e5;
+    int nws = by_batch ? (int)UT_MIN((int64_t)nt, p.B) : 1;
+    size_t wsz = dot_ws_size(&c);
+    char *mem = ut_malloc(wsz * (size_t)nws + 64);
+    if (!mem) {
+        ut_free(tab);
+        tpu_tensor_free(t);
+        return ut_nomem(S->ctx);
+    }
+    if (by_batch) {
+        #pragma omp parallel num_threads(nws)
+        {
+            dot_ws w;
+            dot_ws_carve(&c, mem + wsz * (size_t)omp_get_thread_num(), &w);
+            #pragma omp for schedule(dynamic, 1)
+            for (int64_t b = 0; b < p.B; b++) {
+                dot_pack_batch(&c, b, &w, 1);
+                dot_gemm_block(&c, b, &w, 0, p.M, 0, p.N);
+                dot_store_rows(&c, b, &w, 0, p.M);
+            }
+        }
+    } else {
+        dot_ws w;
+        dot_ws_carve(&c, mem, &w);
+        /* split the larger of M and N into blocks of at least 64 */
+        int split_n = p.N >= p.M;
+        int64_t ext = split_n ? p.N : p.M;
+        int nb = flops < 2e6 ? 1 : (int)UT_MIN((int64_t)nt, UT_MAX((int64_t)1, ext / 64));
+        for (int64_t b = 0; b < p.B; b++) {
+            dot_pack_batch(&c, b, &w, nt);
+            #pragma omp parallel for num_threads(nb) schedule(static) if (nb > 1)
+            for (int k = 0; k < nb; k++) {
+                int64_t e0 = ext * k / nb, e1 = ext * (k + 1) / nb;
+                if (split_n) {
+                    dot_gemm_block(&c, b, &w, 0, p.M, e0, e1);
+                } else {
+                    dot_gemm_block(&c, b, &w, e0, e1, 0, p.N);
+                }
+            }
+            #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && p.M * p.N > 65536)
+            for (int64_t i = 0; i < p.M; i++) dot_store_rows(&c, b, &w, i, i + 1);
+        }
+    }
+    ut_free(mem);
+    ut_free(tab);
+    return exe_out_array(S, t, out);
+}

@@ -1,0 +1,388 @@
+/* t_dot.c — the dot kernel against its reference: random dimension-number placements and sizes, every
+ * dtype family and mixed result types, the fast paths (in place, packed, transposed, batched, split), the
+ * TPU numerics of f32 dots (DEFAULT = bf16-rounded operands, HIGH closer to f32 than DEFAULT, HIGHEST =
+ * f32), thread-count independence, shape errors, and the kernel behind tpu_run. */
+#include "mxu_test.h"
+#include "util/fp.h"
+
+#define DT_TEXT 4096
+
+/* A dot with random placements of nb batch, nc contracting and nm/nn free dims, sizes from sz[]. Writes the
+ * module text; returns K (the contraction length). */
+static int64_t dt_random(mxt_rng *r, char *text, const char *lt, const char *rt, const char *ot, const char *extra,
+                         const int64_t *sz, int nsz)
+{
+    int nb = (int)mxt_int(r, 0, 2), nc = (int)mxt_int(r, 0, 2), nm = (int)mxt_int(r, 0, 2), nn = (int)mxt_int(r, 0, 2);
+    int64_t bd[2], cd[2], md[2], nd[2];
+    int64_t K = 1;
+    for (int i = 0; i < 2; i++) {
+        bd[i] = sz[mxt_int(r, 0, nsz - 1)];
+        cd[i] = sz[mxt_int(r, 0, nsz - 1)];
+        md[i] = sz[mxt_int(r, 0, nsz - 1)];
+        nd[i] = sz[mxt_int(r, 0, nsz - 1)];
+    }
+    for (int i = 0; i < nc; i++) K *= cd[i];
+    /* roles: 0 batch, 1 contracting, 2 free; shuffled per operand */
+    int lrole[6], lidx[6], rrole[6], ridx[6], ln = 0, rn = 0;
+    for (int i = 0; i < nb; i++) lrole[ln] = 0, lidx[ln++] = i, rrole[rn] = 0, ridx[rn++] = i;
+    for (int i = 0; i < nc; i++) lrole[ln] = 1, lidx[ln++] = i, rrole[rn] = 1, ridx[rn++] = i;
+    for (int i = 0; i < nm; i++) lrole[ln] = 2, lidx[ln++] = i;
+    for (int i = 0; i < nn; i++) rrole[rn] = 2, ridx[rn++] = i;
+    for (int i = ln - 1; i > 0; i--) {
+        int j = (int)mxt_int(r, 0, i), t = lrole[i], u = lidx[i];
+        lrole[i] = lrole[j], lidx[i] = lidx[j], lrole[j] = t, lidx[j] = u;
+    }
+    for (int i = rn - 1; i > 0; i--) {
+        int j = (int)mxt_int(r, 0, i), t = rrole[i], u = ridx[i];
+        rrole[i] = rrole[j], ridx[i] = ridx[j], rrole[j] = t, ridx[j] = u;
+    }
+    char ls[128] = "", rs[128] = "", os[128] = "", lb[32] = "", rb[32] = "", lc[32] = "", rc[32] = "";
+    int lbp[2], lcp[2], rbp[2], rcp[2];
+    int64_t ofree_l[2], ofree_r[2];
+    int nfl = 0, nfr = 0;
+    for (int i = 0; i < ln; i++) {
+        int64_t d = lrole[i] == 0 ? bd[lidx[i]] : lrole[i] == 1 ? cd[lidx[i]] : md[lidx[i]];
+        snprintf(ls + strlen(ls), sizeof ls - strlen(ls), "%s%lld", i ? "," : "", (long long)d);
+        if (lrole[i] == 0) lbp[lidx[i]] = i;
+        if (lrole[i] == 1) lcp[lidx[i]] = i;
+        if (lrole[i] == 2) ofree_l[nfl++] = d;
+    }
+    for (int i = 0; i < rn; i++) {
+        int64_t d = rrole[i] == 0 ? bd[ridx[i]] : rrole[i] == 1 ? cd[ridx[i]] : nd[ridx[i]];
+        snprintf(rs + strlen(rs), sizeof rs - strlen(rs), "%s%lld", i ? "," : "", (long long)d);
+        if (rrole[i] == 0) rbp[ridx[i]] = i;
+        if (rrole[i] == 1) rcp[ridx[i]] = i;
+        if (rrole[i] == 2) ofree_r[nfr++] = d;
+    }
+    int on = 0;
+    for (int i = 0; i < nb; i++) snprintf(os + strlen(os), sizeof os - strlen(os), "%s%lld", on++ ? "," : "", (long long)bd[i]);
+    for (int i = 0; i < nfl; i++) snprintf(os + strlen(os), sizeof os - strlen(os), "%s%lld", on++ ? "," : "", (long long)ofree_l[i]);
+    for (int i = 0; i < nfr; i++) snprintf(os + strlen(os), sizeof os - strlen(os), "%s%lld", on++ ? "," : "", (long long)ofree_r[i]);
+    for (int i = 0; i < nb; i++) {
+        snprintf(lb + strlen(lb), sizeof lb - strlen(lb), "%s%d", i ? "," : "", lbp[i]);
+        snprintf(rb + strlen(rb), sizeof rb - strlen(rb), "%s%d", i ? "," : "", rbp[i]);
+    }
+    for (int i = 0; i < nc; i++) {
+        snprintf(lc + strlen(lc), sizeof lc - strlen(lc), "%s%d", i ? "," : "", lcp[i]);
+        snprintf(rc + strlen(rc), sizeof rc - strlen(rc), "%s%d", i ? "," : "", rcp[i]);
+    }
+    snprintf(text, DT_TEXT,
+             "HloModule t\n\nENTRY e {\n  a = %s[%s] parameter(0)\n  b = %s[%s] parameter(1)\n"
+             "  ROOT d = %s[%s] dot(a, b), lhs_batch_dims={%s}, lhs_contracting_dims={%s}, rhs_batch_dims={%s}, "
+             "rhs_contracting_dims={%s}%s\n}\n",
+             lt, ls, rt, rs, ot, os, lb, lc, rb, rc, extra);
+    return K;
+}
+
+/* Runs the root dot fast and reference on random operands and compares. Returns 1 when they agree. */
+static int dt_check(tpu_ctx *ctx, mxt_rng *r, const char *text, int64_t K, tpu_numerics num, int threads)
+{
+    tpu_module *m = mxt_parse(ctx, text);
+    if (!m) return 0;
+    tpu_tensor *a, *b;
+    mxt_operands(r, m, &a, &b);
+    tpu_tensor *f = mxt_run(ctx, m, exe_k_dot, num, threads, a, b);
+    if (!f) test_fail(__FILE__, __LINE__, "fast dot failed: %s\n%s", tpu_errmsg(ctx), text);
+    tpu_tensor *g = mxt_run(ctx, m, exe_k_dot_ref, num, threads, a, b);
+    if (!g) test_fail(__FILE__, __LINE__, "reference dot failed: %s\n%s", tpu_errmsg(ctx), text);
+    int ok = 0;
+    if (f && g) {
+        tpu_dtype ot = g->dtype;
+        int f64acc = ot == TPU_F64 || a->dtype == TPU_F64 || b->dtype == TPU_F64;
+        double atol = (double)(K + 1) * (f64acc ? 1e-15 : 0x1p-20), rtol = 2 * mxt_eps(ot);
+        ok = mxt_compare(__FILE__, __LINE__, text, f, g, atol, rtol);
+    }
+    tpu_tensor_free(a);
+    tpu_tensor_free(b);
+    tpu_tensor_free(f);
+    tpu_tensor_free(g);
+    tpu_module_free(m);
+    return ok;
+}
+
+static const int64_t dt_small[] = {1, 2, 3, 4, 5, 7, 8, 13};
+
+TEST(dot_random_f32_placements)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {1};
+    char text[DT_TEXT];
+    const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}",
+                          ", operand_precision={default,high}", ", algorithm=dot_bf16_bf16_f32_x3"};
+    int fails = 0;
+    for (int i = 0; i < 240 && fails < 3; i++) {
+        int64_t K = dt_random(&r, text, "f32", "f32", "f32", prec[i % 5], dt_small, 8);
+        fails += !dt_check(ctx, &r, text, K, i % 3 == 2 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU, 0);
+    }
+    tpu_ctx_free(ctx);
+}
+
+TEST(dot_random_dtypes)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {2};
+    char text[DT_TEXT];
+    static const char *types[][3] = {
+        {"bf16", "bf16", "f32"}, {"bf16", "bf16", "bf16"}, {"f16", "f16", "f32"}, {"f16", "f16", "f16"},
+        {"f64", "f64", "f64"}, {"bf16", "f32", "f32"}, {"f32", "bf16", "bf16"}, {"f32", "f32", "f64"},
+        {"s8", "s8", "s32"}, {"s8", "s8", "s8"}, {"u8", "u8", "u32"}, {"s16", "s16", "s32"},
+        {"s32", "s32", "s32"}, {"s64", "s64", "s64"}, {"u32", "u32", "u32"}, {"u64", "u64", "u64"},
+        {"pred", "pred", "pred"}, {"s8", "s8", "f32"}, {"u16", "s8", "s64"}, {"f8e4m3fn", "f8e4m3fn", "f32"},
+        {"f8e5m2", "bf16", "f32"}, {"s4", "s4", "s32"},
+    };
+    int n = (int)(sizeof types / sizeof types[0]), fails = 0;
+    for (int i = 0; i < 8 * n && fails < 3; i++) {
+        int64_t K = dt_random(&r, text, types[i % n][0], types[i % n][1], types[i % n][2], "", dt_small, 8);
+        fails += !dt_check(ctx, &r, text, K, (i / n) % 2 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU, 0);
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* Larger products through every fast path: in place and packed operands, transposes, batched, split. */
+TEST(dot_fast_paths)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {3};
+    char text[DT_TEXT];
+    static const char *cases[] = {
+        /* plain matmul, in place (exact) and packed (tpu) */
+        "a = f32[150,200] parameter(0)\n b = f32[200,170] parameter(1)\n"
+        " ROOT d = f32[150,170] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        /* both transposed */
+        "a = f32[120,90] parameter(0)\n b = f32[70,120] parameter(1)\n"
+        " ROOT d = f32[90,70] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={1}",
+        /* tall-skinny: split by rows */
+        "a = f32[700,64] parameter(0)\n b = f32[64,9] parameter(1)\n"
+        " ROOT d = f32[700,9] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        /* many small batches, batch dim in the middle */
+        "a = f32[6,40,7] parameter(0)\n b = f32[40,7,5] parameter(1)\n"
+        " ROOT d = f32[40,6,5] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+        /* contraction over two non-adjacent dims (packed with offset tables) */
+        "a = f32[5,30,6,20] parameter(0)\n b = f32[6,11,5] parameter(1)\n"
+        " ROOT d = f32[30,20,11] dot(a, b), lhs_contracting_dims={0,2}, rhs_contracting_dims={2,0}",
+        /* bf16 operands, f32 result, two batch dims */
+        "a = bf16[3,4,33,65] parameter(0)\n b = bf16[3,4,65,31] parameter(1)\n"
+        " ROOT d = f32[3,4,33,31] dot(a, b), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}",
+        /* matrix-vector and vector-vector */
+        "a = f32[300,257] parameter(0)\n b = f32[257] parameter(1)\n"
+        " ROOT d = f32[300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        "a = f32[1000] parameter(0)\n b = f32[1000] parameter(1)\n"
+        " ROOT d = f32[] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+        /* outer product (no contraction) */
+        "a = f32[17,3] parameter(0)\n b = f32[19] parameter(1)\n ROOT d = f32[17,3,19] dot(a, b)",
+        /* wide integers: the 64-bit loop */
+        "a = s32[3,20,30] parameter(0)\n b = s32[3,30,25] parameter(1)\n"
+        " ROOT d = s32[3,20,25] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+        /* small integers: exact in f64 gemm */
+        "a = s8[64,100] parameter(0)\n b = s8[100,48] parameter(1)\n"
+        " ROOT d = s32[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        /* zero-size dims */
+        "a = f32[0,5] parameter(0)\n b = f32[5,3] parameter(1)\n"
+        " ROOT d = f32[0,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        "a = f32[4,0] parameter(0)\n b = f32[0,3] parameter(1)\n"
+        " ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    };
+    static const int64_t ks[] = {200, 120, 64, 7, 30, 65, 257, 1000, 1, 30, 100, 5, 1};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int mode = 0; mode < 4; mode++) {
+            const char *prec = mode == 2 ? ", operand_precision={high,high}" : "";
+            tpu_numerics num = mode == 1 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+            snprintf(text, sizeof text, "HloModule t\n\nENTRY e {\n %s%s\n}\n", cases[i], prec);
+            dt_check(ctx, &r, text, ks[i], num, mode == 3 ? 1 : 0);
+        }
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* Runs text's root dot with the fast kernel on given operands. */
+static tpu_tensor *dt_fast(tpu_ctx *ctx, const char *text, tpu_numerics num, int threads, tpu_tensor *a, tpu_tensor *b,
+                           exe_kernel k)
+{
+    tpu_module *m = mxt_parse(ctx, text);
+    if (!m) return NULL;
+    tpu_tensor *t = mxt_run(ctx, m, k, num, threads, a, b);
+    if (!t) test_fail(__FILE__, __LINE__, "dot failed: %s", tpu_errmsg(ctx));
+    tpu_module_free(m);
+    return t;
+}
+
+static const char *dt_mm(char *buf, size_t n, const char *extra)
+{
+    return mxt_fmt(buf, n,
+                   "HloModule t\nENTRY e {\n a = f32[48,256] parameter(0)\n b = f32[256,40] parameter(1)\n"
+                   " ROOT d = f32[48,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}%s\n}\n", extra);
+}
+
+/* DEFAULT in TPU mode = exact f32 products of the bf16-rounded operands; exact mode ignores precision. */
+TEST(dot_numerics_default_is_bf16)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {4};
+    int64_t da[2] = {48, 256}, db[2] = {256, 40};
+    tpu_tensor *a = ten_alloc(TPU_F32, 2, da), *b = ten_alloc(TPU_F32, 2, db);
+    mxt_fill(&r, a);
+    mxt_fill(&r, b);
+    tpu_tensor *ar = ten_clone(a), *br = ten_clone(b);
+    for (int64_t i = 0; i < ar->count; i++) ((float *)ar->data)[i] = fp_round_bf16_ftz(((float *)a->data)[i]);
+    for (int64_t i = 0; i < br->count; i++) ((float *)br->data)[i] = fp_round_bf16_ftz(((float *)b->data)[i]);
+    char t1[512];
+    tpu_tensor *tpu = dt_fast(ctx, dt_mm(t1, sizeof t1, ""), TPU_NUMERICS_TPU, 0, a, b, exe_k_dot);
+    tpu_tensor *rounded = dt_fast(ctx, dt_mm(t1, sizeof t1, ""), TPU_NUMERICS_EXACT, 0, ar, br, exe_k_dot);
+    tpu_tensor *exact = dt_fast(ctx, dt_mm(t1, sizeof t1, ""), TPU_NUMERICS_EXACT, 0, a, b, exe_k_dot);
+    tpu_tensor *exact_def = dt_fast(ctx, dt_mm(t1, sizeof t1, ", operand_precision={default,default}"), TPU_NUMERICS_EXACT,
+                                    0, a, b, exe_k_dot);
+    if (tpu && rounded && exact && exact_def) {
+        /* same exact products, f32 sums in possibly different orders */
+        mxt_compare(__FILE__, __LINE__, "DEFAULT vs exact on bf16-rounded operands", tpu, rounded, 256 * 0x1p-23, 0);
+        double d = mxt_max_diff(tpu, exact);
+        CHECK_MSG(d > 1e-3, "DEFAULT should differ visibly from f32 (max diff %g)", d);
+        CHECK_EQ_INT(mxt_max_diff(exact, exact_def) == 0, 1);
+    }
+    tpu_tensor *v[] = {a, b, ar, br, tpu, rounded, exact, exact_def};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) tpu_tensor_free(v[i]);
+    tpu_ctx_free(ctx);
+}
+
+/* Errors against an f64 reference: HIGH (bf16x3) is far closer than DEFAULT, HIGHEST is f32-accurate. */
+TEST(dot_numerics_precision_order)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {5};
+    int64_t da[2] = {48, 256}, db[2] = {256, 40};
+    tpu_tensor *a = ten_alloc(TPU_F32, 2, da), *b = ten_alloc(TPU_F32, 2, db);
+    mxt_fill(&r, a);
+    mxt_fill(&r, b);
+    char t1[512];
+    /* f64 reference: the reference kernel in exact mode sums exact products in double */
+    tpu_module *m = mxt_parse(ctx, dt_mm(t1, sizeof t1, ""));
+    REQUIRE(m);
+    double *ref = malloc(48 * 40 * sizeof *ref);
+    for (int i = 0; i < 48; i++)
+        for (int j = 0; j < 40; j++) {
+            double s = 0;
+            for (int k = 0; k < 256; k++) s += (double)((float *)a->data)[i * 256 + k] * ((float *)b->data)[k * 40 + j];
+            ref[i * 40 + j] = s;
+        }
+    tpu_module_free(m);
+    const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}",
+                          ", algorithm=dot_bf16_bf16_f32_x3", ", algorithm=dot_bf16_bf16_f32"};
+    double err[5];
+    for (int p = 0; p < 5; p++) {
+        tpu_tensor *f = dt_fast(ctx, dt_mm(t1, sizeof t1, prec[p]), TPU_NUMERICS_TPU, 0, a, b, exe_k_dot);
+        tpu_tensor *g = dt_fast(ctx, dt_mm(t1, sizeof t1, prec[p]), TPU_NUMERICS_TPU, 0, a, b, exe_k_dot_ref);
+        err[p] = INFINITY;
+        if (f && g) {
+            err[p] = 0;
+            for (int64_t i = 0; i < f->count; i++) err[p] = fmax(err[p], fabs(((float *)f->data)[i] - ref[i]));
+            /* the reference kernel with the same numerics agrees with the fast one */
+            mxt_compare(__FILE__, __LINE__, prec[p], f, g, 256 * 0x1p-22, 0);
+        }
+        tpu_tensor_free(f);
+        tpu_tensor_free(g);
+    }
+    CHECK_MSG(err[0] > 1e-3 && err[0] < 0.1, "DEFAULT error %g", err[0]);
+    CHECK_MSG(err[1] < err[0] / 100, "HIGH error %g should be far below DEFAULT's %g", err[1], err[0]);
+    CHECK_MSG(err[2] < 1e-5 && err[2] <= err[1], "HIGHEST error %g (HIGH %g)", err[2], err[1]);
+    CHECK_MSG(err[3] == err[1], "bf16_x3 algorithm error %g vs HIGH %g", err[3], err[1]);
+    CHECK_MSG(err[4] == err[0], "bf16 algorithm error %g vs DEFAULT %g", err[4], err[0]);
+    free(ref);
+    tpu_tensor_free(a);
+    tpu_tensor_free(b);
+    tpu_ctx_free(ctx);
+}
+
+TEST(dot_threads_do_not_change_results)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {6};
+    const char *texts[] = {
+        "HloModule t\nENTRY e {\n a = f32[300,200] parameter(0)\n b = f32[200,260] parameter(1)\n"
+        " ROOT d = f32[300,260] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,high}\n}\n",
+        "HloModule t\nENTRY e {\n a = f32[16,20,30] parameter(0)\n b = f32[16,30,10] parameter(1)\n"
+        " ROOT d = f32[16,20,10] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
+    };
+    for (int i = 0; i < 2; i++) {
+        tpu_module *m = mxt_parse(ctx, texts[i]);
+        REQUIRE(m);
+        tpu_tensor *a, *b;
+        mxt_operands(&r, m, &a, &b);
+        tpu_tensor *x1 = mxt_run(ctx, m, exe_k_dot, TPU_NUMERICS_TPU, 1, a, b);
+        tpu_tensor *x2 = mxt_run(ctx, m, exe_k_dot, TPU_NUMERICS_TPU, 2, a, b);
+        tpu_tensor *x3 = mxt_run(ctx, m, exe_k_dot, TPU_NUMERICS_TPU, 3, a, b);
+        CHECK(x1 && x2 && x3);
+        if (x1 && x2 && x3) {
+            CHECK(memcmp(x1->data, x2->data, x1->nbytes) == 0);
+            CHECK(memcmp(x1->data, x3->data, x1->nbytes) == 0);
+        }
+        tpu_tensor *v[] = {a, b, x1, x2, x3};
+        for (int k = 0; k < 5; k++) tpu_tensor_free(v[k]);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* Inconsistent dimension numbers are reported, not run. */
+TEST(dot_shape_errors)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {7};
+    static const struct { const char *body, *msg; } cases[] = {
+        {"a = f32[4,5] parameter(0)\n b = f32[6,3] parameter(1)\n ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+         "contracting dimension 0 has size 5 in lhs but 6 in rhs"},
+        {"a = f32[4,5] parameter(0)\n b = f32[5,3] parameter(1)\n ROOT d = f32[4,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+         "expected dimensions [4,3]"},
+        {"a = f32[4,5] parameter(0)\n b = f32[5,3] parameter(1)\n ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+         "out of range"},
+        {"a = f32[4,5] parameter(0)\n b = f32[5,3] parameter(1)\n ROOT d = f32[3] dot(a, b), lhs_contracting_dims={1,1}, rhs_contracting_dims={0,1}",
+         "used twice"},
+        {"a = f32[2,4,5] parameter(0)\n b = f32[3,5,3] parameter(1)\n ROOT d = f32[2,4,3] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+         "batch dimension 0 has size 2 in lhs but 3 in rhs"},
+        {"a = f32[4,5] parameter(0)\n b = f32[5,3] parameter(1)\n ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, rhs_batch_dims={1}",
+         "lhs_batch_dims has 0 dimensions but rhs_batch_dims has 1"},
+        {"a = c64[4,5] parameter(0)\n b = c64[5,3] parameter(1)\n ROOT d = c64[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+         "complex"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "HloModule t\nENTRY e {\n %s\n}\n", cases[i].body);
+        tpu_module *m = mxt_parse(ctx, text);
+        if (!m) continue;
+        tpu_tensor *a, *b;
+        mxt_operands(&r, m, &a, &b);
+        for (int k = 0; k < 2; k++) {
+            tpu_tensor *t = mxt_run(ctx, m, k ? exe_k_dot_ref : exe_k_dot, TPU_NUMERICS_TPU, 0, a, b);
+            CHECK(t == NULL);
+            tpu_tensor_free(t);
+            CHECK_MSG(strstr(tpu_errmsg(ctx), cases[i].msg) != NULL, "message '%s' lacks '%s'", tpu_errmsg(ctx), cases[i].msg);
+            CHECK_MSG(strstr(tpu_errmsg(ctx), "mxt.hlo:") != NULL, "message '%s' lacks the location", tpu_errmsg(ctx));
+        }
+        tpu_tensor_free(a);
+        tpu_tensor_free(b);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* The interpreter dispatches dot to this kernel. */
+TEST(dot_through_tpu_run)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *text = "HloModule t\nENTRY e {\n a = bf16[8,16] parameter(0)\n b = bf16[16,4] parameter(1)\n"
+                       " ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    tpu_module *m = mxt_parse(ctx, text);
+    REQUIRE(m);
+    tpu_tensor **in = NULL, **out = NULL;
+    int nin = 0, nout = 0;
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 9, &in, &nin));
+    tpu_run_opts o = tpu_run_opts_default();
+    CHECK_OK(ctx, tpu_run(ctx, m, &o, in, nin, &out, &nout));
+    if (nout == 1) {
+        tpu_tensor *g = mxt_run(ctx, m, exe_k_dot_ref, TPU_NUMERICS_TPU, 0, in[0], in[1]);
+        mxt_compare(__FILE__, __LINE__, "tpu_run dot", out[0], g, 16 * 0x1p-22, 0);
+        tpu_tensor_free(g);
+    }
+    tpu_tensors_free(in, nin);
+    tpu_tensors_free(out, nout);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
