@@ -203,3 +203,13 @@ TEST(kernels_golden_linalg)
                                {"chol_big", 1e-5, 1e-5}, {"trsm_f32", 1e-6, 2e-6}, {"trsm_f64", 1e-14, 1e-14}};
     CHECK(kg_family(t, 6) >= 20);
 }
+
+TEST(kernels_golden_batchnorm)
+{
+    /* XLA:CPU sums in f32 in its own order; tpusim sums in f64 and rounds once. grad_operand is a difference
+     * of nearly equal terms, so the sums' last-ulp differences grow there. Inference has no sums: it matches
+     * bit for bit when XLA's rsqrt is correctly rounded, within an ulp of the terms where its vectorised loop
+     * is not. */
+    static const kg_tol t[] = {{"bn_training", 2e-6, 2e-6}, {"bn_inference", 2e-6, 2.5e-7}, {"bn_grad", 2e-4, 2e-5}};
+    CHECK(kg_family(t, 3) >= 9);
+}

@@ -10,7 +10,4 @@
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s is not implemented in this build yet", what); \
     }
 
-PENDING(exe_k_batch_norm_training, "batch-norm-training")
-PENDING(exe_k_batch_norm_inference, "batch-norm-inference")
-PENDING(exe_k_batch_norm_grad, "batch-norm-grad")
 PENDING(exe_k_fft, "fft")
