@@ -30,12 +30,23 @@ int64_t cmp_unpadded_bytes(const hlo_shape *s)
     return (hlo_shape_count(s) * bits + 7) / 8;
 }
 
+/* Layout assignment keeps size-1 dimensions out of the tiled (minor) positions: the TPU compiler moves
+ * degenerate dimensions major-most rather than pad a 1 to 128, so tiling applies to the most minor
+ * dimensions of size > 1 (in the layout's order). */
 int64_t cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s)
 {
     if (!hlo_shape_is_array(s)) return 0;
     int m2m[TPU_MAX_RANK];
     hlo_shape_m2m(s, m2m);
-    return chp_padded_bytes(chip, (tpu_dtype)s->dtype, s->rank, s->dims, m2m);
+    int64_t dims[TPU_MAX_RANK];
+    int r2m[TPU_MAX_RANK], n = 0;
+    /* collect non-degenerate dims from major to minor, then write the reduced shape's minor_to_major */
+    int order[TPU_MAX_RANK];
+    for (int i = s->rank - 1; i >= 0; i--)
+        if (s->dims[m2m[i]] != 1) order[n++] = m2m[i];
+    for (int i = 0; i < n; i++) dims[i] = s->dims[order[i]];
+    for (int i = 0; i < n; i++) r2m[i] = n - 1 - i;
+    return chp_padded_bytes(chip, (tpu_dtype)s->dtype, n, dims, r2m);
 }
 
 /* ---- instruction classes for fusion ---- */
@@ -110,6 +121,7 @@ typedef struct cmp_state {
     int              *users_n;       /* users per global instruction */
     int             **users;
     uint8_t          *plan_done;     /* per computation: 0 no, 1 in progress, 2 done */
+    const hlo_layout **lay;          /* assigned layout of each array-shaped instruction (NULL: as written) */
 } cmp_state;
 
 static int cmp_gid(const cmp_state *C, const hlo_instr *in) { return C->comp_base[in->parent->id] + in->id; }
@@ -188,7 +200,10 @@ static int cmp_define_all(cmp_state *C, const hlo_instr *in, cmp_value_kind kind
         int kk = k;
         const hlo_shape *s = cmp_leaf_shape(&in->shape, &kk);
         if (!s || !hlo_shape_is_array(s)) continue;
-        int v = cmp_new_value(C, in, k, s, kind);
+        hlo_shape tmp = *s;
+        const hlo_layout *al = C->lay ? C->lay[cmp_gid(C, in)] : NULL;
+        if (al && k == 0 && al->rank == tmp.rank) tmp.layout = al;
+        int v = cmp_new_value(C, in, k, &tmp, kind);
         if (v < 0) return 0;
         lv[k] = v;
     }
@@ -201,6 +216,136 @@ static void cmp_alias_leaves(cmp_state *C, const hlo_instr *in, const hlo_instr 
     int n = C->leaf_count[cmp_gid(C, in)];
     int *lv = cmp_leaves(C, in), *sv = cmp_leaves(C, src);
     for (int k = 0; k < n; k++) lv[k] = sv[off + k];
+}
+
+/* ---- layout assignment ----
+ * A program dumped after TPU compilation carries tiled layouts ({...:T(8,128)}): they are the truth and are
+ * kept. Before compilation, every array is printed with the default layout and the TPU compiler chooses: it
+ * keeps the default for most ops but gives convolutions the layouts the MXU wants — feature dimension
+ * minor, batch second-minor for activations; output then input features minor for kernels — and
+ * elementwise chains and batch-norm ops take their neighbours' layouts so no transposes are needed. Layouts
+ * written explicitly and not default are honoured. */
+
+static int cmp_has_tiled_layouts(const hlo_module *m)
+{
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            const hlo_layout *l = m->comps[c]->instrs[i]->shape.layout;
+            if (l && l->ntiles) return 1;
+        }
+    return 0;
+}
+
+static int cmp_layout_is_default(const hlo_shape *s)
+{
+    if (!s->layout) return 1;
+    for (int i = 0; i < s->layout->rank; i++)
+        if (s->layout->m2m[i] != s->rank - 1 - i) return 0;
+    return 1;
+}
+
+/* minor_to_major with `minor` first, `second` next, the remaining dims in default order. */
+static hlo_layout *cmp_make_layout(ut_arena *a, int rank, int minor, int second)
+{
+    hlo_layout *l = ut_arena_alloc(a, sizeof *l);
+    if (!l) return NULL;
+    l->rank = rank;
+    int n = 0;
+    l->m2m[n++] = (int8_t)minor;
+    if (second >= 0 && second != minor) l->m2m[n++] = (int8_t)second;
+    for (int d = rank - 1; d >= 0; d--)
+        if (d != minor && d != second) l->m2m[n++] = (int8_t)d;
+    return l;
+}
+
+static int cmp_is_layout_transparent(const hlo_instr *in)
+{
+    hlo_class c = hlo_op_class((hlo_op)in->op);
+    return c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP || in->op == HLO_COPY;
+}
+
+static tpu_status cmp_assign_layouts(cmp_state *C)
+{
+    const hlo_module *m = C->p->m;
+    C->lay = ut_calloc((size_t)C->ninstr_total + 1, sizeof *C->lay);
+    if (!C->lay) return ut_nomem(C->ctx);
+    if (cmp_has_tiled_layouts(m)) return TPU_OK;
+    ut_arena *a = &C->p->arena;
+    uint8_t *fixed = ut_calloc((size_t)C->ninstr_total + 1, 1);
+    if (!fixed) return ut_nomem(C->ctx);
+    /* seeds: convolutions */
+    for (int ci = 0; ci < m->ncomps; ci++) {
+        const hlo_comp *c = m->comps[ci];
+        for (int i = 0; i < c->ninstrs; i++) {
+            const hlo_instr *in = c->instrs[i];
+            if (in->op != HLO_CONVOLUTION || in->nops != 2) continue;
+            const hlo_attr *dl = hlo_attr_find(in, HK_DIM_LABELS);
+            if (!dl || dl->kind != HA_DIMLABELS) continue;
+            const hlo_dimlabels *d = dl->v.dimlabels;
+            const hlo_instr *x = in->ops[0], *k = in->ops[1];
+            struct { const hlo_instr *t; int minor, second; } seeds[3] = {
+                {in, d->out_feature, d->out_batch}, {x, d->in_feature, d->in_batch}, {k, d->k_out, d->k_in}};
+            for (int sI = 0; sI < 3; sI++) {
+                const hlo_instr *t = seeds[sI].t;
+                int g = cmp_gid(C, t);
+                if (!hlo_shape_is_array(&t->shape) || !cmp_layout_is_default(&t->shape) || fixed[g]) continue;
+                hlo_layout *l = cmp_make_layout(a, t->shape.rank, seeds[sI].minor, seeds[sI].second);
+                if (!l) {
+                    ut_free(fixed);
+                    return ut_nomem(C->ctx);
+                }
+                /* a feature dimension far below a tile (the 3 colour channels of an image) would be padded many
+                 * times over: then the compiler keeps the default layout, with spatial dimensions minor */
+                hlo_shape ts = t->shape;
+                ts.layout = l;
+                int64_t with = cmp_padded_bytes(C->chip, &ts);
+                ts.layout = NULL;
+                int64_t without = cmp_padded_bytes(C->chip, &ts);
+                if (with <= without * 2) C->lay[g] = l;
+                fixed[g] = 1;
+            }
+        }
+    }
+    /* propagate through elementwise ops and batch-norm, both directions, until nothing changes */
+    for (int pass = 0, changed = 1; changed && pass < 16; pass++) {
+        changed = 0;
+        for (int ci = 0; ci < m->ncomps; ci++) {
+            const hlo_comp *c = m->comps[ci];
+            for (int i = 0; i < c->ninstrs; i++) {
+                const hlo_instr *in = c->instrs[i];
+                int g = cmp_gid(C, in);
+                int bn = in->op == HLO_BATCH_NORM_TRAINING || in->op == HLO_BATCH_NORM_INFERENCE || in->op == HLO_BATCH_NORM_GRAD;
+                if (!cmp_is_layout_transparent(in) && !bn) continue;
+                int rank = bn ? in->ops[0]->shape.rank : in->shape.rank;
+                /* forward: take an operand's assigned layout */
+                if (!fixed[g] && (bn || cmp_layout_is_default(&in->shape))) {
+                    for (int k = 0; k < in->nops; k++) {
+                        int og = cmp_gid(C, in->ops[k]);
+                        if (fixed[og] && C->lay[og] && C->lay[og]->rank == rank && in->ops[k]->shape.rank == rank) {
+                            C->lay[g] = C->lay[og];
+                            fixed[g] = 1;
+                            changed = 1;
+                            break;
+                        }
+                    }
+                }
+                /* backward: give this op's layout to unassigned same-rank operands that are elementwise */
+                if (fixed[g] && C->lay[g]) {
+                    for (int k = 0; k < in->nops; k++) {
+                        const hlo_instr *o = in->ops[k];
+                        int og = cmp_gid(C, o);
+                        if (fixed[og] || o->shape.rank != C->lay[g]->rank || !cmp_layout_is_default(&o->shape)) continue;
+                        if (!cmp_is_layout_transparent(o) && o->op != HLO_BROADCAST && o->op != HLO_PARAMETER) continue;
+                        C->lay[og] = C->lay[g];
+                        fixed[og] = 1;
+                        changed = 1;
+                    }
+                }
+            }
+        }
+    }
+    ut_free(fixed);
+    return TPU_OK;
 }
 
 /* ---- plans ---- */
@@ -688,6 +833,8 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
         ut_free(fill);
         if (st) goto done;
     }
+    st = cmp_assign_layouts(&C);
+    if (st) goto done;
     st = cmp_plan_comp(&C, m->entry, &p->entry);
     if (st) goto done;
     p->nvalues = C.nvalues;
@@ -719,6 +866,7 @@ done:
     ut_free(C.leaf_val);
     ut_free(C.comp_base);
     ut_free(C.plan_done);
+    ut_free(C.lay);
     if (st) {
         cmp_program_free(p);
         return st;
