@@ -500,10 +500,16 @@ static int hp_layout_items(hp *P, hlo_layout *l)
             else l->pointer_type = (uint8_t)t;
             continue;
         }
-        /* anything else: letters then a balanced (...) group */
+        /* D(..) dim-level types, SC(..) split configs, P(..) physical shape, M(n): kept verbatim */
         const char *q = P->p;
         while (q < P->end && isalpha((unsigned char)*q)) q++;
-        if (q == P->p || q >= P->end || *q != '(') { ok = hp_error(P, "unknown layout item"); break; }
+        size_t kl = (size_t)(q - P->p);
+        int known = (kl == 1 && strchr("DPM", *P->p)) || (kl == 2 && !memcmp(P->p, "SC", 2));
+        if (!known || q >= P->end || *q != '(') {
+            ok = hp_error(P, "unknown layout item (expected T(..), L(n), E(n), S(n), #(type), *(type), D(..), SC(..), "
+                             "P(..) or M(n))");
+            break;
+        }
         P->p = q + 1;
         if (!hp_skip_balanced(P) || !hp_expect(P, ')', "to close a layout item")) { ok = 0; break; }
         ut_buf_put(&extra, item, (size_t)(P->p - item));
@@ -588,6 +594,7 @@ static int hp_shape(hp *P, hlo_shape *s)
         return 1;
     }
     tpu_dtype t;
+    const char *type_at = (hp_ws(P), P->p);
     if (!hp_dtype_name(P, &t)) return 0;
     s->dtype = (uint8_t)t;
     if (t == TPU_TUPLE) return hp_error(P, "'tuple' is not an element type");
@@ -610,16 +617,19 @@ static int hp_shape(hp *P, hlo_shape *s)
         if (!hp_accept(P, ',')) break;
     }
     if (!hp_expect(P, ']', "to close the dimensions")) return 0;
-    if ((t == TPU_TOKEN || t == TPU_OPAQUE) && s->rank) return hp_error(P, "%s has no dimensions", tpu_dtype_name(t));
+    if ((t == TPU_TOKEN || t == TPU_OPAQUE) && s->rank)
+        return hp_error_at(P, type_at, "%s has no dimensions (write %s[])", tpu_dtype_name(t), tpu_dtype_name(t));
     if (hp_layout_follows(P)) {
+        const char *lat = P->p;
         if (!hp_layout(P, s)) return 0;
         if (s->layout->rank != s->rank && !(s->layout->rank == 0 && s->rank == 0))
-            return hp_error(P, "layout has %d entries for a shape of rank %d", s->layout->rank, s->rank);
+            return hp_error_at(P, lat, "layout has %d entries for a shape of rank %d", s->layout->rank, s->rank);
         unsigned seen = 0;
         for (int i = 0; i < s->layout->rank; i++) {
             int d = s->layout->m2m[i];
             if (d >= s->rank || (seen & (1u << d)))
-                return hp_error(P, "layout {...} is not a permutation of the %d dimensions", s->rank);
+                return hp_error_at(P, lat, "layout is not a permutation of the %d dimensions (minor-to-major order)",
+                                   s->rank);
             seen |= 1u << d;
         }
     }
@@ -735,7 +745,10 @@ static int hp_scalar(hp *P, tpu_dtype t, void *data, int64_t idx)
 static int hp_array_values(hp *P, const hlo_shape *s, int d, void *data, int64_t *pos)
 {
     if (d == s->rank) return hp_scalar(P, (tpu_dtype)s->dtype, data, (*pos)++);
+    const char *open = (hp_ws(P), P->p);
     if (!hp_expect(P, '{', "to open a literal dimension")) return 0;
+    if (P->p + 3 <= P->end && !memcmp(P->p, "...", 3))
+        return hp_error(P, "'{...}' (elided values) can only stand for a whole constant, not part of one");
     int64_t n = 0;
     while (hp_peek(P) != '}') {
         if (n == s->dims[d])
@@ -746,8 +759,8 @@ static int hp_array_values(hp *P, const hlo_shape *s, int d, void *data, int64_t
     }
     if (!hp_expect(P, '}', "to close a literal dimension")) return 0;
     if (n != s->dims[d])
-        return hp_error(P, "literal has %lld elements in dimension %d, shape says %lld", (long long)n, d,
-                        (long long)s->dims[d]);
+        return hp_error_at(P, open, "literal has %lld elements in dimension %d, shape says %lld", (long long)n, d,
+                           (long long)s->dims[d]);
     return 1;
 }
 
@@ -911,11 +924,16 @@ static int hp_pad_list(hp *P, int64_t *lo, int64_t *hi, int64_t *in, uint8_t *ha
         if (!hp_int(P, &lo[i], "in padding")) return 0;
         if (P->p >= P->end || *P->p != '_') return hp_error(P, "expected '_' in padding (lo_hi)");
         P->p++;
+        /* the parts of a pad spec touch: no spaces or newlines inside it */
+#define HP_PAD_DIGIT (P->p < P->end && (isdigit((unsigned char)*P->p) || *P->p == '-'))
+        if (!HP_PAD_DIGIT) return hp_error(P, "expected an integer after '_' in padding (lo_hi[_interior])");
         if (!hp_int(P, &hi[i], "in padding")) return 0;
         if (in) in[i] = 0;
         if (P->p < P->end && *P->p == '_') {
             if (!allow_interior) return hp_error(P, "interior padding not allowed here");
             P->p++;
+            if (!HP_PAD_DIGIT) return hp_error(P, "expected an integer after '_' in padding (lo_hi[_interior])");
+#undef HP_PAD_DIGIT
             if (!hp_int(P, &in[i], "in padding")) return 0;
             if (in[i] < 0) return hp_error(P, "negative interior padding");
             if (has_in) has_in[i] = 1;
@@ -1360,10 +1378,10 @@ static int hp_depth_enter(hp *P, const char *what)
     return 1;
 }
 
-/* base, base.1, base.2, ... whichever is not yet a key of map. */
+/* base, base.1, base.2, ... whichever is not yet a key of map (a copy in the arena). */
 static const char *hp_fresh_name(hp *P, const hp_map *map, const char *base)
 {
-    if (!hp_map_get(map, base)) return base;
+    if (!hp_map_get(map, base)) return hp_strndup(P, base, strlen(base));
     char buf[512];
     for (int i = 1;; i++) {
         snprintf(buf, sizeof buf, "%.480s.%d", base, i);
