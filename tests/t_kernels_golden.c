@@ -213,3 +213,10 @@ TEST(kernels_golden_batchnorm)
     static const kg_tol t[] = {{"bn_training", 2e-6, 2e-6}, {"bn_inference", 2e-6, 2.5e-7}, {"bn_grad", 2e-4, 2e-5}};
     CHECK(kg_family(t, 3) >= 9);
 }
+
+TEST(kernels_golden_fft)
+{
+    /* XLA:CPU (DUCC) computes c64 transforms in f32; tpusim in f64, rounded once */
+    static const kg_tol t[] = {{"fft_c64_big", 1e-4, 1e-6}, {"fft_c64", 5e-6, 2e-6}, {"fft_c128", 1e-13, 1e-13}};
+    CHECK(kg_family(t, 3) >= 16);
+}

@@ -10,4 +10,3 @@
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s is not implemented in this build yet", what); \
     }
 
-PENDING(exe_k_fft, "fft")
