@@ -1,0 +1,250 @@
+/* t_memory.c — the compile pipeline's memory model: tiling rules on the design's two example shapes, the
+ * out-of-memory report, liveness and aliasing, the JSON form, and the mixed_bfloat16 policy. */
+#include "test.h"
+#include "compile/compile.h"
+#include "compile/memory.h"
+
+#include <stdlib.h>
+
+static tpu_module *parse(tpu_ctx *ctx, const char *text)
+{
+    tpu_module *m = NULL;
+    if (tpu_module_parse(ctx, text, strlen(text), "test.hlo", &m) != TPU_OK) {
+        test_fail(__FILE__, __LINE__, "parse: %s", tpu_errmsg(ctx));
+        return NULL;
+    }
+    return m;
+}
+
+static tpu_memory *plan(tpu_ctx *ctx, tpu_module *m, const char *chip, const char *policy)
+{
+    tpu_memory_opts o = {chip, policy, 10};
+    tpu_memory *mem = NULL;
+    if (tpu_memory_plan(ctx, m, &o, &mem) != TPU_OK) test_fail(__FILE__, __LINE__, "plan: %s", tpu_errmsg(ctx));
+    return mem;
+}
+
+/* design §5: s32[29360128,10]{1,0} pads 10 to 128 (12.8x); f32[128,256,896,18]{0,3,2,1} pads 18 to 24 */
+TEST(memory_design_example_shapes)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    chp_slice s;
+    REQUIRE_OK(ctx, cmp_resolve_chip(ctx, "v3-8", &s));
+    static const hlo_layout l10 = {.rank = 2, .m2m = {1, 0}};
+    hlo_shape a = {.dtype = TPU_S32, .rank = 2, .dims = {29360128, 10}, .layout = &l10};
+    CHECK_EQ_INT(cmp_padded_bytes(&s.chip, &a), 15032385536LL);
+    CHECK_EQ_INT(cmp_unpadded_bytes(&a), 1174405120LL);
+    char buf[32];
+    cmp_fmt_bytes(buf, sizeof buf, cmp_padded_bytes(&s.chip, &a));
+    CHECK_EQ_STR(buf, "14.00G");
+    cmp_fmt_bytes(buf, sizeof buf, cmp_unpadded_bytes(&a));
+    CHECK_EQ_STR(buf, "1.09G");
+    static const hlo_layout l4 = {.rank = 4, .m2m = {0, 3, 2, 1}};
+    hlo_shape b = {.dtype = TPU_F32, .rank = 4, .dims = {128, 256, 896, 18}, .layout = &l4};
+    cmp_fmt_bytes(buf, sizeof buf, cmp_padded_bytes(&s.chip, &b));
+    CHECK_EQ_STR(buf, "2.62G");
+    cmp_fmt_bytes(buf, sizeof buf, cmp_unpadded_bytes(&b));
+    CHECK_EQ_STR(buf, "1.97G");
+    ut_buf ub;
+    ut_buf_init(&ub);
+    cmp_print_tiled_shape(&ub, &s.chip, &a);
+    CHECK_EQ_STR(ub.data, "s32[29360128,10]{1,0:T(8,128)}");
+    ut_buf_free(&ub);
+    tpu_ctx_free(ctx);
+}
+
+/* A one-hot of 29M labels over 10 classes, as in the real report, next to logits of the same shape:
+ * overflows a v3 core. */
+static const char *onehot_hlo =
+    "HloModule onehot\n"
+    "ENTRY main {\n"
+    "  labels = s32[29360128]{0} parameter(0)\n"
+    "  logits = s32[29360128,10]{1,0} parameter(1)\n"
+    "  lb = s32[29360128,10]{1,0} broadcast(labels), dimensions={0}\n"
+    "  io = s32[29360128,10]{1,0} iota(), iota_dimension=1\n"
+    "  eq = pred[29360128,10]{1,0} compare(lb, io), direction=EQ\n"
+    "  one = s32[] constant(1)\n"
+    "  zero = s32[] constant(0)\n"
+    "  ones = s32[29360128,10]{1,0} broadcast(one), dimensions={}\n"
+    "  zeros = s32[29360128,10]{1,0} broadcast(zero), dimensions={}\n"
+    "  oh = s32[29360128,10]{1,0} select(eq, ones, zeros), metadata={op_type=\"OneHot\" op_name=\"model/loss/one_hot\"}\n"
+    "  ROOT t = (s32[29360128,10]{1,0}, s32[29360128,10]{1,0}) tuple(oh, logits)\n"
+    "}\n";
+
+TEST(memory_oom_report_has_the_tpu_shape)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, onehot_hlo);
+    REQUIRE(m);
+    tpu_memory *mem = plan(ctx, m, "v3-8", NULL);
+    REQUIRE(mem);
+    CHECK(!tpu_memory_fits(mem));
+    const char *r = tpu_memory_report(mem);
+    CHECK(strstr(r, "Ran out of memory in memory space hbm. Used ") == r);
+    CHECK(strstr(r, " of 15.48G hbm. Exceeded hbm capacity by ") != NULL);
+    CHECK(strstr(r, "Total hbm usage >= ") != NULL);
+    CHECK(strstr(r, "    reserved ") != NULL);
+    CHECK(strstr(r, "Largest program allocations in hbm:\n  1. Size: 14.00G\n") != NULL);
+    CHECK(strstr(r, "Operator: op_type=\"OneHot\" op_name=\"model/loss/one_hot\"") != NULL);
+    CHECK(strstr(r, "Shape: s32[29360128,10]{1,0:T(8,128)}") != NULL);
+    CHECK(strstr(r, "Unpadded size: 1.09G") != NULL);
+    CHECK(strstr(r, "Extra memory due to padding: 12.91G (12.8x expansion)") != NULL);
+    CHECK(strstr(r, "Allocation type: Output") != NULL);
+    /* the same program fits a v5p core (95 GiB) */
+    tpu_memory *big = plan(ctx, m, "v5p-8", NULL);
+    REQUIRE(big);
+    CHECK(tpu_memory_fits(big));
+    tpu_memory_free(big);
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Liveness: a chain a -> b -> c of 1 MiB buffers (fusion is blocked by a custom-call-free unfusible op:
+ * sort) keeps at most two alive at a time. */
+TEST(memory_liveness_frees_dead_buffers)
+{
+    static const char *hlo =
+        "HloModule chain\n"
+        "lt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
+        "ENTRY main {\n"
+        "  p = f32[512,512]{1,0} parameter(0)\n"
+        "  s1 = f32[512,512]{1,0} sort(p), dimensions={1}, to_apply=lt\n"
+        "  s2 = f32[512,512]{1,0} sort(s1), dimensions={1}, to_apply=lt\n"
+        "  s3 = f32[512,512]{1,0} sort(s2), dimensions={1}, to_apply=lt\n"
+        "  ROOT s4 = f32[512,512]{1,0} sort(s3), dimensions={1}, to_apply=lt\n"
+        "}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    REQUIRE(m);
+    tpu_memory *mem = plan(ctx, m, "v4-8", NULL);
+    REQUIRE(mem);
+    /* argument 1 MiB; program: two 1 MiB buffers live at once (input and output of each sort) */
+    CHECK_EQ_INT(tpu_memory_peak_bytes(mem), 3 << 20);
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Aliasing: get-tuple-element, tuple and bitcast share buffers; a while loop updates its state in place;
+ * a donated argument (input_output_alias) holds the output. */
+TEST(memory_aliasing)
+{
+    static const char *hlo =
+        "HloModule alias, input_output_alias={ {0}: (0, {}, may-alias) }\n"
+        "lt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=LT }\n"
+        "cond { s = (s32[], f32[1024,256]) parameter(0)\n i = s32[] get-tuple-element(s), index=0\n"
+        "  n = s32[] constant(3)\n ROOT c = pred[] compare(i, n), direction=LT }\n"
+        "body { s = (s32[], f32[1024,256]) parameter(0)\n i = s32[] get-tuple-element(s), index=0\n"
+        "  x = f32[1024,256] get-tuple-element(s), index=1\n one = s32[] constant(1)\n i2 = s32[] add(i, one)\n"
+        "  y = f32[1024,256] sort(x), dimensions={1}, to_apply=lt\n ROOT t = (s32[], f32[1024,256]) tuple(i2, y) }\n"
+        "ENTRY main {\n"
+        "  p = f32[1024,256]{1,0} parameter(0)\n"
+        "  z = s32[] constant(0)\n"
+        "  t = (s32[], f32[1024,256]) tuple(z, p)\n"
+        "  w = (s32[], f32[1024,256]) while(t), condition=cond, body=body\n"
+        "  r = f32[1024,256] get-tuple-element(w), index=1\n"
+        "  ROOT out = (f32[1024,256]) tuple(r)\n"
+        "}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    REQUIRE(m);
+    chp_slice s;
+    REQUIRE_OK(ctx, cmp_resolve_chip(ctx, "v4-8", &s));
+    cmp_program *p = NULL;
+    REQUIRE_OK(ctx, cmp_compile(ctx, m, &s.chip, NULL, &p));
+    /* the loop state and the output are the argument's buffer: no output allocation */
+    CHECK_EQ_INT(p->args_padded, 1 << 20);
+    CHECK_EQ_INT(p->outputs_padded, 0);
+    /* the body's sort needs its own 1 MiB buffer while the loop runs */
+    CHECK(p->entry->peak >= 1 << 20);
+    CHECK(p->entry->peak <= (2 << 20) + 4096);
+    cmp_program_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+TEST(memory_json_fields)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, onehot_hlo);
+    REQUIRE(m);
+    tpu_memory *mem = plan(ctx, m, "v3-8", NULL);
+    REQUIRE(mem);
+    const char *j = tpu_memory_json(mem);
+    REQUIRE(j);
+    const char *keys[] = {"\"peak_bytes\"", "\"hbm_capacity_bytes\"", "\"padded_bytes\"", "\"unpadded_bytes\"",
+                          "\"fits\":\tfalse", "\"largest\"", "\"shape\":\t\"s32[29360128,10]{1,0:T(8,128)}\"",
+                          "\"op_name\":\t\"model/loss/one_hot\""};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_MSG(strstr(j, keys[i]) != NULL, "JSON lacks %s", keys[i]);
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* mixed_bfloat16 on a real train step: the rewritten program verifies, keeps its signature, needs less
+ * memory, and computes nearly what the f32 program does. */
+TEST(memory_policy_mixed_bfloat16)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL, *r = NULL;
+    REQUIRE_OK(ctx, tpu_module_load(ctx, "tests/conformance/cases/mlp_train_sgd/program.hlo", &m));
+    REQUIRE_OK(ctx, tpu_module_apply_policy(ctx, m, "mixed_bfloat16", &r));
+    char *text = NULL;
+    REQUIRE_OK(ctx, tpu_module_to_string(ctx, r, &text));
+    CHECK(strstr(text, "bf16[") != NULL);
+    tpu_free(text);
+    /* same signature */
+    CHECK_EQ_INT(tpu_module_num_params(r), tpu_module_num_params(m));
+    tpu_memory *a = plan(ctx, m, "v5e", NULL), *b = plan(ctx, m, "v5e", "mixed_bfloat16");
+    REQUIRE(a && b);
+    CHECK_MSG(tpu_memory_peak_bytes(b) <= tpu_memory_peak_bytes(a), "mixed policy uses more: %lld > %lld",
+              (long long)tpu_memory_peak_bytes(b), (long long)tpu_memory_peak_bytes(a));
+    /* run both on the same inputs: same output types, values within bf16 accuracy */
+    tpu_tensor **ins = NULL, **o1 = NULL, **o2 = NULL;
+    int nin = 0, n1 = 0, n2 = 0;
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 5, &ins, &nin));
+    tpu_run_opts opts = tpu_run_opts_default();
+    REQUIRE_OK(ctx, tpu_run(ctx, m, &opts, ins, nin, &o1, &n1));
+    REQUIRE_OK(ctx, tpu_run(ctx, r, &opts, ins, nin, &o2, &n2));
+    CHECK_EQ_INT(n1, n2);
+    for (int i = 0; i < n1 && i < n2; i++) {
+        CHECK_EQ_INT(tpu_tensor_dtype(o1[i]), tpu_tensor_dtype(o2[i]));
+        double worst = 0, scale = 0;
+        for (int64_t k = 0; k < tpu_tensor_count(o1[i]); k++) {
+            double x = tpu_tensor_get_f64(o1[i], k), y = tpu_tensor_get_f64(o2[i], k);
+            if (fabs(x - y) > worst) worst = fabs(x - y);
+            if (fabs(x) > scale) scale = fabs(x);
+        }
+        CHECK_MSG(worst <= 0.05 * (scale > 1 ? scale : 1), "output %d differs by %g (scale %g)", i, worst, scale);
+    }
+    tpu_tensors_free(ins, nin);
+    tpu_tensors_free(o1, n1);
+    tpu_tensors_free(o2, n2);
+    tpu_memory_free(a);
+    tpu_memory_free(b);
+    tpu_module_free(r);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Every corpus program gets a memory report; the Llama train step is planned quickly (timed by the CLI
+ * test, not here). */
+TEST(memory_every_corpus_program)
+{
+    const char *files[] = {"hlo/mobilenet_v2.hlo", "hlo/hlo_llama31_8b_bf16_1x8.hlo",
+                           "hlo/nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"};
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (int i = 0; i < 3; i++) {
+        const char *p = test_corpus(files[i]);
+        if (!p) continue;
+        tpu_module *m = NULL;
+        REQUIRE_OK(ctx, tpu_module_load(ctx, p, &m));
+        tpu_memory *mem = plan(ctx, m, "v4-8", NULL);
+        CHECK_MSG(mem != NULL, "%s", p);
+        if (mem) CHECK(tpu_memory_peak_bytes(mem) > 0);
+        tpu_memory_free(mem);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}
