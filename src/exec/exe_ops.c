@@ -8,6 +8,7 @@
 #include "exe_ops.h"
 #include "util/fp.h"
 
+#include <complex.h>
 #include <math.h>
 #include <string.h>
 
@@ -23,7 +24,17 @@ static double exe_daz(tpu_dtype t, double v)
 
 exe_scalar exe_scalar_load(tpu_dtype t, const void *base, int64_t i)
 {
-    exe_scalar s = {0, 0};
+    exe_scalar s = {0, 0, 0};
+    if (t == TPU_C64) {
+        s.f = ((const float *)base)[2 * i];
+        s.im = ((const float *)base)[2 * i + 1];
+        return s;
+    }
+    if (t == TPU_C128) {
+        s.f = ((const double *)base)[2 * i];
+        s.im = ((const double *)base)[2 * i + 1];
+        return s;
+    }
     char k = tpu_dtype_kind(t);
     if (k == 'f' || k == 'c') s.f = exe_daz(t, ten_load_f64(t, base, i));
     else s.i = ten_load_i64(t, base, i);
@@ -32,6 +43,16 @@ exe_scalar exe_scalar_load(tpu_dtype t, const void *base, int64_t i)
 
 void exe_scalar_store(const exe_state *S, tpu_dtype t, void *base, int64_t i, exe_scalar v)
 {
+    if (t == TPU_C64) {
+        ((float *)base)[2 * i] = (float)v.f;
+        ((float *)base)[2 * i + 1] = (float)v.im;
+        return;
+    }
+    if (t == TPU_C128) {
+        ((double *)base)[2 * i] = v.f;
+        ((double *)base)[2 * i + 1] = v.im;
+        return;
+    }
     char k = tpu_dtype_kind(t);
     if (k == 'f' || k == 'c') exe_store_float(S, t, base, i, v.f);
     else ten_store_i64(t, base, i, v.i);
@@ -116,6 +137,10 @@ int64_t exe_total_order_key(tpu_dtype t, const void *base, int64_t i)
 int exe_scalar_compare(tpu_dtype t, exe_scalar a, exe_scalar b, const char *dir, const char *type)
 {
     int c;   /* -1, 0, 1; 2 = unordered */
+    if (tpu_dtype_kind(t) == 'c' && dir) {
+        int eq = a.f == b.f && a.im == b.im;
+        return dir[0] == 'E' ? eq : dir[0] == 'N' ? !eq : 0;
+    }
     if (exe_is_float(t)) {
         if (type && !strcmp(type, "TOTALORDER")) {
             int64_t x = exe_total_key(a.f), y = exe_total_key(b.f);
@@ -173,9 +198,43 @@ static int64_t exe_ipow(int64_t b, int64_t e)
     return (int64_t)r;
 }
 
+/* Complex elementwise ops: results of real, imag and abs are real (their result dtype is f32/f64). */
+static exe_scalar exe_complex_unop(hlo_op op, tpu_dtype t, exe_scalar a)
+{
+    exe_scalar r = {0, 0, 0};
+    double complex z = a.f + a.im * I, w;
+    switch (op) {
+    case HLO_REAL: r.f = a.f; return r;
+    case HLO_IMAG: r.f = a.im; return r;
+    case HLO_ABS: r.f = cabs(z); break;
+    case HLO_NEGATE: w = -z; r.f = creal(w); r.im = cimag(w); break;
+    case HLO_EXP: w = cexp(z); r.f = creal(w); r.im = cimag(w); break;
+    case HLO_LOG: w = clog(z); r.f = creal(w); r.im = cimag(w); break;
+    case HLO_SQRT: w = csqrt(z); r.f = creal(w); r.im = cimag(w); break;
+    case HLO_RSQRT: w = 1.0 / csqrt(z); r.f = creal(w); r.im = cimag(w); break;
+    case HLO_TANH: w = ctanh(z); r.f = creal(w); r.im = cimag(w); break;
+    case HLO_SIN: w = csin(z); r.f = creal(w); r.im = cimag(w); break;
+    case HLO_COS: w = ccos(z); r.f = creal(w); r.im = cimag(w); break;
+    case HLO_SIGN: {
+        double m = cabs(z);
+        r.f = m ? a.f / m : 0;
+        r.im = m ? a.im / m : 0;
+        break;
+    }
+    case HLO_IS_FINITE: r.i = isfinite(a.f) && isfinite(a.im); return r;
+    default: r.f = NAN; r.im = NAN; break;
+    }
+    if (t == TPU_C64) {
+        r.f = (float)r.f;
+        r.im = (float)r.im;
+    }
+    return r;
+}
+
 exe_scalar exe_scalar_unop(const exe_state *S, hlo_op op, tpu_dtype t, exe_scalar a)
 {
-    exe_scalar r = {0, 0};
+    exe_scalar r = {0, 0, 0};
+    if (tpu_dtype_kind(t) == 'c') return exe_complex_unop(op, t, a);
     if (exe_is_float(t)) {
         double x = a.f, y;
         switch (op) {
@@ -234,7 +293,31 @@ exe_scalar exe_scalar_unop(const exe_state *S, hlo_op op, tpu_dtype t, exe_scala
 
 exe_scalar exe_scalar_binop(const exe_state *S, hlo_op op, tpu_dtype t, exe_scalar a, exe_scalar b)
 {
-    exe_scalar r = {0, 0};
+    exe_scalar r = {0, 0, 0};
+    if (tpu_dtype_kind(t) == 'c') {
+        double complex x = a.f + a.im * I, y = b.f + b.im * I, z;
+        switch (op) {
+        case HLO_ADD: z = x + y; break;
+        case HLO_SUBTRACT: z = x - y; break;
+        case HLO_MULTIPLY: z = x * y; break;
+        case HLO_DIVIDE: z = x / y; break;
+        case HLO_POWER: z = cpow(x, y); break;
+        default: z = NAN; break;
+        }
+        r.f = creal(z);
+        r.im = cimag(z);
+        if (t == TPU_C64) {
+            r.f = (float)r.f;
+            r.im = (float)r.im;
+        }
+        return r;
+    }
+    if (op == HLO_COMPLEX) {
+        /* complex(re, im): operands are real of type t; the result is complex */
+        r.f = a.f;
+        r.im = b.f;
+        return r;
+    }
     if (exe_is_float(t)) {
         double x = a.f, y = b.f, z;
         switch (op) {
@@ -317,10 +400,11 @@ exe_scalar exe_scalar_binop(const exe_state *S, hlo_op op, tpu_dtype t, exe_scal
 
 exe_scalar exe_scalar_convert(const exe_state *S, tpu_dtype from, tpu_dtype to, exe_scalar a)
 {
-    exe_scalar r = {0, 0};
+    exe_scalar r = {0, 0, 0};
     int ff = exe_is_float(from), tf = exe_is_float(to);
     if (ff && tf) {
         r.f = exe_round_float(S, to, a.f);
+        if (tpu_dtype_kind(to) == 'c' && tpu_dtype_kind(from) == 'c') r.im = exe_round_float(S, to, a.im);
     } else if (!ff && tf) {
         double v = tpu_dtype_kind(from) == 'u' && tpu_dtype_bits(from) == 64 ? (double)(uint64_t)a.i : (double)a.i;
         r.f = exe_round_float(S, to, v);

@@ -79,6 +79,7 @@ void exe_store_float(const exe_state *S, tpu_dtype t, void *base, int64_t i, dou
 typedef struct exe_scalar {
     double  f;
     int64_t i;
+    double  im;   /* imaginary part of complex (c64, c128) values */
 } exe_scalar;
 
 void       exe_scalar_fn_free(exe_scalar_fn *fn);
