@@ -166,10 +166,14 @@ static tpu_status rw_setup(exe_state *S, const hlo_instr *in, exe_value *const *
         int ok = s && hlo_shape_is_array(s) && s->dtype == p->x[i]->dtype && s->rank == p->w.rank;
         for (int d = 0; ok && d < p->w.rank; d++) ok = s->dims[d] == p->w.out[d];
         if (!ok) {
-            char b[96];
+            char b[96], want[160];
+            int len = snprintf(want, sizeof want, "%s[", tpu_dtype_name(p->x[i]->dtype));
+            for (int d = 0; d < p->w.rank && len < (int)sizeof want - 24; d++)
+                len += snprintf(want + len, sizeof want - (size_t)len, "%s%lld", d ? "," : "", (long long)p->w.out[d]);
+            snprintf(want + len, sizeof want - (size_t)len, "]");
             rw_free(p);
-            return exe_fail(S, in, TPU_ERR_SHAPE, "result shape %s does not match the window (result %d should have %d dims of the computed sizes)",
-                            hlo_shape_str(&in->shape, b, sizeof b), i, p->w.rank);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "result shape %s does not match the window: result %d should be %s",
+                            hlo_shape_str(&in->shape, b, sizeof b), i, want);
         }
         if ((st = exe_alloc_shape(S, s, &p->res[i]))) {
             rw_free(p);
@@ -587,7 +591,7 @@ EXE_KERNEL(exe_k_select_and_scatter)
     tpu_dtype xt = p.x->dtype;
     for (int64_t o = 0; o < p.src->count; o++, wn_next(opos, w->out, R)) {
         int64_t k[TPU_MAX_RANK] = {0}, sel = -1;
-        exe_scalar cur = {0, 0};
+        exe_scalar cur = {0, 0, 0};
         float curf = 0;
         for (int64_t tp = 0; tp < w->taps; tp++, wn_next(k, w->size, R)) {
             int64_t off = 0;
@@ -635,7 +639,7 @@ EXE_KERNEL(exe_k_select_and_scatter_ref)
     int64_t opos[TPU_MAX_RANK] = {0};
     for (int64_t o = 0; o < p.src->count; o++, wn_next(opos, w->out, R)) {
         int64_t k[TPU_MAX_RANK] = {0}, sel = -1;
-        exe_scalar cur = {0, 0};
+        exe_scalar cur = {0, 0, 0};
         for (int64_t tp = 0; tp < w->taps; tp++, wn_next(k, w->size, R)) {
             int64_t off = 0;
             int ok = 1;

@@ -1,0 +1,225 @@
+/* t_kernels_ref.c — the fast kernels against their naive references (exe_kernels_force_ref) on programs
+ * larger than the golden cases, so the fast paths (key sorts, parallel loops, BLAS/LAPACK, radix-2 and
+ * Bluestein FFTs) run; and clear errors for malformed instructions. Inputs come from tpu_random_inputs
+ * (floats in [-1, 1), integers in [0, 8): many ties and some out-of-bounds indices). */
+#include "test.h"
+#include "exec/kernels/ref.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct kr_case {
+    const char *name;
+    const char *hlo;
+    double      atol, rtol;
+} kr_case;
+
+#define KR_ADD "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }\n"
+#define KR_MAX "max { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] maximum(a, b) }\n"
+#define KR_GE "ge { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=GE }\n"
+
+static const kr_case kr_cases[] = {
+    {"gather_big",
+     "HloModule g\nENTRY main {\n p = f32[64,32,8] parameter(0)\n i = s32[50,40,2] parameter(1)\n"
+     " ROOT g = f32[50,40,16,4] gather(p, i), offset_dims={2,3}, collapsed_slice_dims={0}, start_index_map={0,2},"
+     " index_vector_dim=2, slice_sizes={1,16,4}\n}\n", 0, 0},
+    {"scatter_add_big",
+     "HloModule s\n" KR_ADD "ENTRY main {\n p = f32[8,64] parameter(0)\n i = s32[3000,1] parameter(1)\n"
+     " u = f32[3000,64] parameter(2)\n ROOT s = f32[8,64] scatter(p, i, u), update_window_dims={1},"
+     " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n", 0, 0},
+    {"scatter_max_window_first",
+     "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
+     " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"
+     " inserted_window_dims={1,2}, scatter_dims_to_operand_dims={1,2}, index_vector_dim=0, to_apply=max\n}\n", 0, 0},
+    {"reduce_window_max_big",
+     "HloModule r\n" KR_MAX "ENTRY main {\n x = f32[4,33,35,8] parameter(0)\n c = f32[] constant(-inf)\n"
+     " ROOT r = f32[4,17,17,8] reduce-window(x, c), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x0_0x0_0}, to_apply=max\n}\n", 0, 0},
+    {"reduce_window_sum_dilated",
+     "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[2,40,30] parameter(0)\n c = f32[] constant(0)\n"
+     " ROOT r = f32[2,26,20] reduce-window(x, c), window={size=1x4x3 stride=1x3x3 pad=0_0x2_3x1_0 lhs_dilate=1x2x2 rhs_dilate=1x2x1}, to_apply=add\n}\n",
+     0, 0},
+    {"reduce_window_cumsum_2d",
+     "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[300,5] parameter(0)\n c = f32[] constant(0)\n"
+     " ROOT r = f32[300,5] reduce-window(x, c), window={size=300x1 pad=299_0x0_0}, to_apply=add\n}\n", 0, 0},
+    {"select_and_scatter_big",
+     "HloModule s\n" KR_ADD KR_GE "ENTRY main {\n x = f32[4,32,32,8] parameter(0)\n g = f32[4,16,16,8] parameter(1)\n"
+     " c = f32[] constant(0)\n ROOT s = f32[4,32,32,8] select-and-scatter(x, g, c), window={size=1x3x3x1 stride=1x2x2x1"
+     " pad=0_0x1_1x1_1x0_0}, select=ge, scatter=add\n}\n", 0, 0},
+    {"sort_int_keys_stable",
+     "HloModule s\ncmp { a = s32[] parameter(0)\n b = s32[] parameter(1)\n c = f32[] parameter(2)\n d = f32[] parameter(3)\n"
+     " ROOT r = pred[] compare(a, b), direction=LT }\n"
+     "ENTRY main {\n k = s32[64,200] parameter(0)\n v = f32[64,200] parameter(1)\n"
+     " ROOT s = (s32[64,200], f32[64,200]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp\n}\n", 0, 0},
+    {"sort_f32_desc_axis0",
+     "HloModule s\ncmp { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(b, a), direction=LT }\n"
+     "ENTRY main {\n k = f32[300,7] parameter(0)\n ROOT s = f32[300,7] sort(k), dimensions={0}, to_apply=cmp\n}\n", 0, 0},
+    {"sort_bf16_jax_canonical",
+     "HloModule s\ncmp {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n i = s32[] parameter(2)\n j = s32[] parameter(3)\n"
+     " nan = bf16[] constant(nan)\n z = bf16[] constant(0)\n na = pred[] compare(a, a), direction=NE\n"
+     " ea = pred[] compare(a, z), direction=EQ\n a0 = bf16[] select(ea, z, a)\n a1 = bf16[] select(na, nan, a0)\n"
+     " nb = pred[] compare(b, b), direction=NE\n eb = pred[] compare(b, z), direction=EQ\n b0 = bf16[] select(eb, z, b)\n"
+     " b1 = bf16[] select(nb, nan, b0)\n ROOT r = pred[] compare(a1, b1), direction=LT, type=TOTALORDER\n}\n"
+     "ENTRY main {\n k = bf16[20,150] parameter(0)\n i = s32[20,150] iota(), iota_dimension=1\n"
+     " ROOT s = (bf16[20,150], s32[20,150]) sort(k, i), dimensions={1}, is_stable=true, to_apply=cmp\n}\n", 0, 0},
+    {"topk_bf16_smallest",
+     "HloModule t\nENTRY main {\n x = bf16[16,300] parameter(0)\n ROOT t = (bf16[16,20], s32[16,20]) topk(x), k=20, largest=false\n}\n", 0, 0},
+    {"topk_f32_largest",
+     "HloModule t\nENTRY main {\n x = f32[8,1000] parameter(0)\n ROOT t = (f32[8,10], s32[8,10]) topk(x), k=10, largest=true\n}\n", 0, 0},
+    {"rbg_threefry_big",
+     "HloModule r\nENTRY main {\n s = u64[2] parameter(0)\n"
+     " ROOT r = (u64[2], u32[301,1001]) rng-bit-generator(s), algorithm=rng_three_fry\n}\n", 0, 0},
+    {"rbg_threefry_odd_u8",
+     "HloModule r\nENTRY main {\n s = u64[2] parameter(0)\n"
+     " ROOT r = (u64[2], u8[7,9,301]) rng-bit-generator(s), algorithm=rng_three_fry\n}\n", 0, 0},
+    {"rbg_philox_big_u64",
+     "HloModule r\nENTRY main {\n s = u64[3] parameter(0)\n"
+     " ROOT r = (u64[3], u64[70001]) rng-bit-generator(s), algorithm=rng_philox\n}\n", 0, 0},
+    {"cholesky_spd",
+     "HloModule c\nENTRY main {\n x = f32[3,70,70] parameter(0)\n t = f32[3,70,70] transpose(x), dimensions={0,2,1}\n"
+     " s = f32[3,70,70] add(x, t)\n r = s32[3,70,70] iota(), iota_dimension=1\n c = s32[3,70,70] iota(), iota_dimension=2\n"
+     " e = pred[3,70,70] compare(r, c), direction=EQ\n n = f32[] constant(150)\n z = f32[] constant(0)\n"
+     " nb = f32[3,70,70] broadcast(n), dimensions={}\n zb = f32[3,70,70] broadcast(z), dimensions={}\n"
+     " d = f32[3,70,70] select(e, nb, zb)\n a = f32[3,70,70] add(s, d)\n ROOT l = f32[3,70,70] cholesky(a), lower=false\n}\n",
+     1e-5, 1e-5},
+    {"trsm_f64_right_upper_trans",
+     "HloModule t\nENTRY main {\n x = f64[2,40,40] parameter(0)\n b = f64[2,25,40] parameter(1)\n"
+     " r = s32[2,40,40] iota(), iota_dimension=1\n c = s32[2,40,40] iota(), iota_dimension=2\n"
+     " e = pred[2,40,40] compare(r, c), direction=EQ\n n = f64[] constant(8)\n z = f64[] constant(0)\n"
+     " nb = f64[2,40,40] broadcast(n), dimensions={}\n zb = f64[2,40,40] broadcast(z), dimensions={}\n"
+     " d = f64[2,40,40] select(e, nb, zb)\n a = f64[2,40,40] add(x, d)\n"
+     " ROOT s = f64[2,25,40] triangular-solve(a, b), left_side=false, lower=false, unit_diagonal=false, transpose_a=TRANSPOSE\n}\n",
+     1e-12, 1e-12},
+    {"trsm_f32_left_lower_unit",
+     "HloModule t\nENTRY main {\n a = f32[12,12] parameter(0)\n b = f32[12,9] parameter(1)\n"
+     " ROOT s = f32[12,9] triangular-solve(a, b), left_side=true, lower=true, unit_diagonal=true, transpose_a=NO_TRANSPOSE\n}\n",
+     1e-3, 1e-4},
+    {"batchnorm_bf16_training",
+     "HloModule b\nENTRY main {\n x = bf16[8,6,6,16] parameter(0)\n s = bf16[16] parameter(1)\n o = bf16[16] parameter(2)\n"
+     " ROOT t = (bf16[8,6,6,16], bf16[16], bf16[16]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=3\n}\n",
+     0, 0.02},
+    {"batchnorm_grad_f32",
+     "HloModule b\nENTRY main {\n x = f32[8,12,5,5] parameter(0)\n s = f32[12] parameter(1)\n m = f32[12] parameter(2)\n"
+     " v = f32[12] parameter(3)\n g = f32[8,12,5,5] parameter(4)\n"
+     " ROOT t = (f32[8,12,5,5], f32[12], f32[12]) batch-norm-grad(x, s, m, v, g), epsilon=1, feature_index=1\n}\n",
+     1e-5, 1e-5},
+    {"fft_bluestein_105",
+     "HloModule f\nENTRY main {\n x = f32[4,105] parameter(0)\n y = f32[4,105] parameter(1)\n c = c64[4,105] complex(x, y)\n"
+     " ROOT f = c64[4,105] fft(c), fft_type=FFT, fft_length={105}\n}\n", 2e-5, 1e-5},
+    {"fft_irfft2_16x64",
+     "HloModule f\nENTRY main {\n x = f64[3,16,33] parameter(0)\n y = f64[3,16,33] parameter(1)\n c = c128[3,16,33] complex(x, y)\n"
+     " ROOT f = f64[3,16,64] fft(c), fft_type=IRFFT, fft_length={16,64}\n}\n", 1e-13, 1e-12},
+};
+
+static double kr_get(const tpu_tensor *t, int64_t i)
+{
+    switch (tpu_tensor_dtype(t)) {
+    case TPU_C64: return ((const float *)tpu_tensor_cdata(t))[i];
+    case TPU_C128: return ((const double *)tpu_tensor_cdata(t))[i];
+    default: return tpu_tensor_get_f64(t, i);
+    }
+}
+
+static void kr_run(const kr_case *c)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_tensor **in = NULL, **out[2] = {NULL, NULL};
+    int nin = 0, nout[2] = {0, 0};
+    tpu_status st = tpu_module_parse(ctx, c->hlo, strlen(c->hlo), c->name, &m);
+    CHECK_MSG(st == TPU_OK, "%s: %s", c->name, tpu_errmsg(ctx));
+    if (!st) {
+        st = tpu_random_inputs(ctx, m, 7, &in, &nin);
+        CHECK_MSG(st == TPU_OK, "%s: %s", c->name, tpu_errmsg(ctx));
+    }
+    for (int ref = 0; !st && ref < 2; ref++) {
+        tpu_run_opts o = tpu_run_opts_default();
+        o.numerics = TPU_NUMERICS_EXACT;
+        exe_kernels_force_ref = ref;
+        st = tpu_run(ctx, m, &o, in, nin, &out[ref], &nout[ref]);
+        exe_kernels_force_ref = 0;
+        CHECK_MSG(st == TPU_OK, "%s (%s): %s", c->name, ref ? "ref" : "fast", tpu_errmsg(ctx));
+    }
+    if (!st && nout[0] == nout[1]) {
+        for (int k = 0; k < nout[0]; k++) {
+            const tpu_tensor *a = out[0][k], *b = out[1][k];
+            REQUIRE(tpu_tensor_count(a) == tpu_tensor_count(b) && tpu_tensor_dtype(a) == tpu_tensor_dtype(b));
+            char kind = tpu_dtype_kind(tpu_tensor_dtype(a));
+            if (c->atol == 0 && c->rtol == 0) {
+                CHECK_MSG(!memcmp(tpu_tensor_cdata(a), tpu_tensor_cdata(b), tpu_tensor_nbytes(a)), "%s out%d: fast != reference", c->name, k);
+                continue;
+            }
+            int64_t n = tpu_tensor_count(a) * (kind == 'c' ? 2 : 1);
+            int bad = 0;
+            for (int64_t i = 0; i < n && bad < 3; i++) {
+                double x = kr_get(a, i), y = kr_get(b, i);
+                if ((isnan(x) && isnan(y)) || fabs(x - y) <= c->atol + c->rtol * fabs(y)) continue;
+                test_fail(__FILE__, __LINE__, "%s out%d[%lld]: fast %.9g, reference %.9g", c->name, k, (long long)i, x, y);
+                bad++;
+            }
+        }
+    }
+    for (int r = 0; r < 2; r++) tpu_tensors_free(out[r], nout[r]);
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+TEST(kernels_fast_vs_reference)
+{
+    int verbose = getenv("TPUSIM_TEST_VERBOSE") != NULL;
+    for (size_t i = 0; i < sizeof kr_cases / sizeof kr_cases[0]; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        kr_run(&kr_cases[i]);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (verbose) printf("    %-32s %.3f s\n", kr_cases[i].name, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    }
+}
+
+/* Malformed instructions give an error naming the instruction and the problem, never a crash. */
+TEST(kernels_errors)
+{
+    static const struct { const char *hlo, *want; } bad[] = {
+        {"HloModule e\nENTRY main {\n p = f32[6,5] parameter(0)\n i = s32[4] parameter(1)\n"
+         " ROOT g = f32[4,5] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,9}\n}\n",
+         "slice_sizes"},
+        {"HloModule e\nENTRY main {\n p = f32[6,5] parameter(0)\n i = s32[4,2] parameter(1)\n"
+         " ROOT g = f32[4,5] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}\n}\n",
+         "start_index_map"},
+        {"HloModule e\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }\n"
+         "ENTRY main {\n p = f32[6,3] parameter(0)\n i = s32[5,1] parameter(1)\n u = f32[5,4] parameter(2)\n"
+         " ROOT s = f32[6,3] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n",
+         "exceeds"},
+        {"HloModule e\ncmp { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=LT }\n"
+         "ENTRY main {\n k = f32[5] parameter(0)\n ROOT s = f32[5] sort(k), dimensions={3}, to_apply=cmp\n}\n",
+         "dimensions"},
+        {"HloModule e\nENTRY main {\n x = f32[4,9] parameter(0)\n ROOT t = (f32[4,12], s32[4,12]) topk(x), k=12, largest=true\n}\n", "k=12"},
+        {"HloModule e\nENTRY main {\n s = u32[4] parameter(0)\n ROOT r = (u32[4], u32[3]) rng-bit-generator(s), algorithm=rng_philox\n}\n",
+         "u64"},
+        {"HloModule e\nENTRY main {\n a = f32[3,4] parameter(0)\n ROOT l = f32[3,4] cholesky(a), lower=true\n}\n", "square"},
+        {"HloModule e\nENTRY main {\n a = f32[4,4] parameter(0)\n b = f32[3,2] parameter(1)\n"
+         " ROOT x = f32[3,2] triangular-solve(a, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE\n}\n", "row"},
+        {"HloModule e\nENTRY main {\n x = c64[4,10] parameter(0)\n ROOT y = c64[4,10] fft(x), fft_type=FFT, fft_length={8}\n}\n",
+         "fft_length"},
+        {"HloModule e\nENTRY main {\n x = f32[4,3] parameter(0)\n s = f32[4] parameter(1)\n o = f32[3] parameter(2)\n"
+         " ROOT t = (f32[4,3], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=1\n}\n", "operand 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tpu_ctx *ctx = tpu_ctx_new();
+        tpu_module *m = NULL;
+        tpu_tensor **in = NULL, **outs = NULL;
+        int nin = 0, nout = 0;
+        tpu_status st = tpu_module_parse(ctx, bad[i].hlo, strlen(bad[i].hlo), "bad.hlo", &m);
+        if (!st) st = tpu_random_inputs(ctx, m, 1, &in, &nin);
+        if (!st) {
+            st = tpu_run(ctx, m, NULL, in, nin, &outs, &nout);
+            CHECK_MSG(st != TPU_OK, "case %zu ran", i);
+        }
+        /* the loader's shape checks may catch it first; either way the message names the problem */
+        CHECK_MSG(st == TPU_OK || strstr(tpu_errmsg(ctx), bad[i].want), "case %zu: \"%s\" lacks \"%s\"", i, tpu_errmsg(ctx), bad[i].want);
+        tpu_tensors_free(outs, nout);
+        tpu_tensors_free(in, nin);
+        tpu_module_free(m);
+        tpu_ctx_free(ctx);
+    }
+}
