@@ -10,7 +10,7 @@ BUILD ?= build/$(MODE)
 PKGS := openblas zlib libcjson
 
 CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmissing-prototypes -Werror
+WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-truncation -Wstrict-prototypes -Wmissing-prototypes -Werror
 CFLAGS += -std=c11 $(WARN) -fopenmp -g
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -fopenmp -lm -lpthread
 

@@ -204,7 +204,7 @@ TEST(conformance_cases)
     int ncase = 0;
     struct dirent *e;
     while ((e = readdir(d)) && ncase < 256)
-        if (e->d_name[0] != '.' && selected(e->d_name)) snprintf(names[ncase++], 128, "%s", e->d_name);
+        if (e->d_name[0] != '.' && selected(e->d_name) && strlen(e->d_name) < 128) memcpy(names[ncase++], e->d_name, strlen(e->d_name) + 1);
     closedir(d);
     qsort(names, (size_t)ncase, sizeof names[0], (int (*)(const void *, const void *))strcmp);
     tpu_ctx *ctx = tpu_ctx_new();

@@ -1,0 +1,600 @@
+/* model.c — the TPU timing model. Every constant comes from the chip table (src/chip/chip.c, each figure
+ * with its source); the model itself is written down with its assumptions in docs/timing.md. Nothing here is
+ * fitted to a benchmark. */
+#include "model.h"
+#include "util/tensor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *tim_bound_name(tim_bound b)
+{
+    static const char *n[] = {"compute", "vector", "memory", "collective", "overhead", "host", "idle"};
+    return (unsigned)b < TIM_BOUND_COUNT ? n[b] : "?";
+}
+
+static int64_t tim_prod(const hlo_shape *s, const int64_t *dims, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= s->dims[dims[i]];
+    return p;
+}
+
+static int64_t tim_ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---- the MXU ---- */
+
+double tim_mxu_gemm_s(const chp_chip *chip, int64_t batch, int64_t M, int64_t N, int64_t K, double passes, double *pad_waste)
+{
+    if (pad_waste) *pad_waste = 0;
+    if (batch <= 0 || M <= 0 || N <= 0 || K <= 0) return 0;
+    /* the operand with fewer rows is held in the array as weights; the other streams through it, one row per
+     * cycle, in groups of 8 rows (a vreg of 8 sublanes) */
+    int64_t stream = M > N ? M : N, held = M > N ? N : M;
+    int64_t stream_pad = tim_ceil(stream, 8) * 8;
+    if (stream_pad > TIM_SYSTOLIC_MAX_DIM) stream_pad = TIM_SYSTOLIC_MAX_DIM;
+    if (K > TIM_SYSTOLIC_MAX_DIM) K = TIM_SYSTOLIC_MAX_DIM;
+    if (held > TIM_SYSTOLIC_MAX_DIM) held = TIM_SYSTOLIC_MAX_DIM;
+    tim_array arr = {chip->mxu_rows, chip->mxu_cols};
+    tim_systolic_result r;
+    if (tim_systolic_gemm(&arr, stream_pad, held, K, TIM_DF_WS, &r) != TPU_OK) return 0;
+    /* weight-stationary: each fold holds a K x held tile; loading the next tile overlaps the current pass
+     * (double-buffered weights), so a fold costs max(rows streamed, weight load), plus one fill and drain */
+    double per_fold = (double)(r.t > r.fill_cycles ? r.t : r.fill_cycles);
+    int nmxu = chip->mxus_per_core * chip->cores_per_device;
+    double folds = (double)r.folds * (double)batch;
+    double rounds = ceil(folds / nmxu);
+    double cycles = rounds * per_fold + (double)r.fill_cycles + (double)r.drain_cycles;
+    double clock = chp_mxu_clock_hz(chip);
+    if (pad_waste) {
+        double issued = rounds * nmxu * per_fold * (double)arr.rows * (double)arr.cols;
+        double useful = (double)batch * (double)M * (double)N * (double)K;
+        *pad_waste = issued > 0 ? 1.0 - useful / issued : 0;
+        if (*pad_waste < 0) *pad_waste = 0;
+    }
+    return clock > 0 ? cycles * passes / clock : 0;
+}
+
+/* bf16 passes the chip runs for a dot/convolution's precision (independent of tpusim's numerics mode). */
+static double tim_passes(const hlo_instr *in)
+{
+    int f32 = 0;
+    for (int i = 0; i < in->nops && i < 2; i++)
+        if (in->ops[i]->shape.dtype == TPU_F32) f32 = 1;
+    if (!f32) return 1;
+    const char *alg = hlo_attr_str(in, HK_ALGORITHM);
+    if (alg) {
+        if (strstr(alg, "_x3")) return 3;
+        if (strstr(alg, "_x6")) return 6;
+        if (strstr(alg, "_x9")) return 9;
+        if (strstr(alg, "f32_f32_f32")) return 6;
+        return 1;
+    }
+    const hlo_attr *a = hlo_attr_find(in, HK_OPERAND_PRECISION);
+    double p = 1;
+    for (int i = 0; a && a->kind == HA_IDENTS && i < a->v.idents.n; i++) {
+        const char *v = a->v.idents.v[i];
+        if (!strcmp(v, "highest") || !strcmp(v, "HIGHEST")) p = 6 > p ? 6 : p;
+        else if (!strcmp(v, "high") || !strcmp(v, "HIGH")) p = 3 > p ? 3 : p;
+    }
+    return p;
+}
+
+/* GEMM view of a dot: batch x [M,K]·[K,N]. */
+static void tim_dot_dims(const hlo_instr *in, int64_t *B, int64_t *M, int64_t *N, int64_t *K)
+{
+    const hlo_shape *l = &in->ops[0]->shape, *r = &in->ops[1]->shape;
+    const int64_t *lb, *lc, *rb, *rc;
+    int nlb = hlo_attr_ints(in, HK_LHS_BATCH_DIMS, &lb), nlc = hlo_attr_ints(in, HK_LHS_CONTRACTING_DIMS, &lc);
+    int nrb = hlo_attr_ints(in, HK_RHS_BATCH_DIMS, &rb), nrc = hlo_attr_ints(in, HK_RHS_CONTRACTING_DIMS, &rc);
+    (void)nrb;
+    (void)nrc;
+    *B = tim_prod(l, lb, nlb);
+    *K = tim_prod(l, lc, nlc);
+    int64_t lall = hlo_shape_count(l), rall = hlo_shape_count(r);
+    *M = *B && *K ? lall / (*B * *K) : 0;
+    *N = *B && *K ? rall / (*B * *K) : 0;
+}
+
+/* GEMM view of a convolution: groups x [M,K]·[K,N] with M = output positions x batch. */
+static void tim_conv_dims(const hlo_instr *in, int64_t *B, int64_t *M, int64_t *N, int64_t *K)
+{
+    *B = *M = *N = *K = 0;
+    const hlo_attr *dla = hlo_attr_find(in, HK_DIM_LABELS);
+    if (!dla || dla->kind != HA_DIMLABELS) return;
+    const hlo_dimlabels *d = dla->v.dimlabels;
+    const hlo_shape *k = &in->ops[1]->shape, *o = &in->shape;
+    int64_t fg = hlo_attr_int(in, HK_FEATURE_GROUP_COUNT, 1), bg = hlo_attr_int(in, HK_BATCH_GROUP_COUNT, 1);
+    if (fg < 1) fg = 1;
+    if (bg < 1) bg = 1;
+    int64_t out_pos = 1, win = 1;
+    for (int i = 0; i < d->nspatial; i++) {
+        out_pos *= o->dims[d->out_spatial[i]];
+        win *= k->dims[d->k_spatial[i]];
+    }
+    int64_t groups = fg * bg;
+    *B = groups;
+    *M = o->dims[d->out_batch] * out_pos;
+    *K = k->dims[d->k_in] * win;
+    *N = o->dims[d->out_feature] / groups;
+    if (*N < 1) *N = 1;
+}
+
+/* ---- the vector unit ---- */
+
+/* Vector-unit operations per output element (transcendentals go through longer sequences). */
+static double tim_vpu_cost(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_EXP: case HLO_EXPM1: case HLO_LOG: case HLO_LOG1P: case HLO_LOGISTIC: case HLO_TANH: case HLO_ERF:
+    case HLO_POWER: case HLO_ATAN2: case HLO_SIN: case HLO_COS: case HLO_TAN: case HLO_CBRT: case HLO_ACOS:
+    case HLO_ASIN: case HLO_ATAN: case HLO_SINH: case HLO_COSH: case HLO_ACOSH: case HLO_ASINH: case HLO_ATANH:
+        return 8;
+    case HLO_RSQRT: case HLO_SQRT: case HLO_DIVIDE: case HLO_REMAINDER: return 4;
+    case HLO_BROADCAST: case HLO_RESHAPE: case HLO_SLICE: case HLO_PAD: case HLO_CONCATENATE: case HLO_REVERSE:
+    case HLO_DYNAMIC_SLICE: case HLO_BITCAST: case HLO_IOTA: case HLO_CONSTANT: case HLO_PARAMETER:
+    case HLO_GET_TUPLE_ELEMENT: case HLO_TUPLE:
+        return 0;
+    case HLO_TRANSPOSE: return 1;
+    case HLO_BATCH_NORM_TRAINING: case HLO_BATCH_NORM_GRAD: return 8;
+    case HLO_BATCH_NORM_INFERENCE: return 4;
+    case HLO_RNG_BIT_GENERATOR: case HLO_RNG: return 16;
+    case HLO_DOT: case HLO_CONVOLUTION: return 0;   /* on the MXU */
+    default: return 1;
+    }
+}
+
+/* Elements an op's vector work touches: padded to whole (8,128) vregs. */
+static double tim_vpu_elems(const chp_chip *chip, const hlo_shape *s)
+{
+    if (!hlo_shape_is_array(s)) return 0;
+    size_t es = tpu_dtype_size((tpu_dtype)s->dtype);
+    if (!es) return 0;
+    hlo_shape f32 = *s;
+    f32.dtype = TPU_F32;   /* the VPU computes in 32-bit lanes whatever the storage type */
+    return (double)cmp_padded_bytes(chip, &f32) / 4.0;
+}
+
+/* ---- collectives ---- */
+
+static int64_t tim_group_size(const hlo_instr *in, int devices)
+{
+    const hlo_attr *a = hlo_attr_find(in, HK_REPLICA_GROUPS);
+    if (!a || a->kind != HA_RGROUPS) return devices;
+    const hlo_rgroups *g = a->v.rgroups;
+    if (g->iota) return g->gdims[1];
+    if (g->ngroups == 0) return devices;
+    return g->len[0];
+}
+
+static int tim_is_collective(hlo_op op)
+{
+    switch (op) {
+    case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START: case HLO_ALL_GATHER: case HLO_ALL_GATHER_START:
+    case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL: case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START:
+    case HLO_COLLECTIVE_BROADCAST: case HLO_RAGGED_ALL_TO_ALL:
+        return 1;
+    default: return 0;
+    }
+}
+
+/* Ring / torus collective time: B bytes over n devices. Links: a ring in each torus dimension, both
+ * directions, so a device drives up to 2 x dims of its links at once. */
+static double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved)
+{
+    if (n <= 1 || bytes <= 0) {
+        *moved = 0;
+        return 0;
+    }
+    const chp_chip *c = &sl->chip;
+    int dims = sl->ndims > 0 ? sl->ndims : 1;
+    int links = c->ici_links < 2 * dims ? c->ici_links : 2 * dims;
+    double bw = c->ici_link_bw * (links > 0 ? links : 1);
+    double hop = 1e-6;   /* per-hop latency of one ring step (order of a microsecond on ICI) */
+    double frac = (double)(n - 1) / (double)n, traffic;
+    switch (op) {
+    case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START: traffic = 2 * frac * bytes; break;       /* reduce-scatter + all-gather */
+    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: traffic = bytes; bw = c->ici_link_bw; break;
+    default: traffic = frac * bytes; break;   /* all-gather (output bytes), reduce-scatter (input), all-to-all */
+    }
+    *moved = (int64_t)traffic;
+    return bw > 0 ? traffic / bw + hop * (double)(n - 1) : 0;
+}
+
+/* ---- while trip counts ---- */
+
+static int tim_const_int(const hlo_instr *in, int64_t *v)
+{
+    while (in->op == HLO_CONVERT || in->op == HLO_COPY || in->op == HLO_BROADCAST || in->op == HLO_RESHAPE) in = in->ops[0];
+    if (in->op != HLO_CONSTANT || !in->literal || in->literal->elided || !hlo_shape_is_array(&in->shape) ||
+        hlo_shape_count(&in->shape) != 1)
+        return 0;
+    char k = tpu_dtype_kind((tpu_dtype)in->shape.dtype);
+    if (k != 's' && k != 'u') return 0;
+    *v = ten_load_i64((tpu_dtype)in->shape.dtype, in->literal->data, 0);
+    return 1;
+}
+
+/* Index of the tuple element an instruction reads from a computation's parameter, or -1. */
+static int tim_param_index(const hlo_instr *in)
+{
+    if (in->op == HLO_GET_TUPLE_ELEMENT && in->ops[0]->op == HLO_PARAMETER) return (int)hlo_attr_int(in, HK_INDEX, -1);
+    return -1;
+}
+
+/* known_trip_count in backend_config, or the pattern i = c0; while (i < N) i += s. */
+static int tim_trip_count(const hlo_instr *w, double *trips)
+{
+    const char *bc = hlo_attr_str(w, HK_BACKEND_CONFIG);
+    if (bc) {
+        const char *k = strstr(bc, "known_trip_count");
+        if (k) {
+            const char *n = strstr(k, "\"n\"");
+            if (n) {
+                n += 3;
+                while (*n && (*n == ':' || *n == ' ' || *n == '"')) n++;
+                double v = strtod(n, NULL);
+                if (v >= 0) {
+                    *trips = v;
+                    return 1;
+                }
+            }
+        }
+    }
+    const hlo_attr *ca = hlo_attr_find(w, HK_CONDITION), *ba = hlo_attr_find(w, HK_BODY);
+    if (!ca || !ba) return 0;
+    const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
+    const hlo_instr *r = cond->root;
+    if (r->op != HLO_COMPARE) return 0;
+    const char *dir = hlo_attr_str(r, HK_DIRECTION);
+    int idx = tim_param_index(r->ops[0]);
+    int64_t limit;
+    int flipped = 0;
+    if (idx < 0 || !tim_const_int(r->ops[1], &limit)) {
+        idx = tim_param_index(r->ops[1]);
+        if (idx < 0 || !tim_const_int(r->ops[0], &limit)) return 0;
+        flipped = 1;
+    }
+    /* init value: element idx of the while's operand tuple */
+    const hlo_instr *init = w->ops[0];
+    if (init->op != HLO_TUPLE || idx >= init->nops) return 0;
+    int64_t c0;
+    if (!tim_const_int(init->ops[idx], &c0)) return 0;
+    /* step: body root tuple element idx = add(gte(param, idx), const) */
+    const hlo_instr *br = body->root;
+    if (br->op != HLO_TUPLE || idx >= br->nops) return 0;
+    const hlo_instr *upd = br->ops[idx];
+    int64_t step;
+    if (upd->op != HLO_ADD) return 0;
+    if (tim_param_index(upd->ops[0]) == idx && tim_const_int(upd->ops[1], &step)) {
+    } else if (tim_param_index(upd->ops[1]) == idx && tim_const_int(upd->ops[0], &step)) {
+    } else {
+        return 0;
+    }
+    if (step == 0 || !dir) return 0;
+    /* normalise to "i OP limit" */
+    char d[3] = {dir[0], dir[1], 0};
+    if (flipped) {
+        if (!strcmp(d, "LT")) strcpy(d, "GT");
+        else if (!strcmp(d, "GT")) strcpy(d, "LT");
+        else if (!strcmp(d, "LE")) strcpy(d, "GE");
+        else if (!strcmp(d, "GE")) strcpy(d, "LE");
+    }
+    double n;
+    if (!strcmp(d, "LT") && step > 0) n = ceil((double)(limit - c0) / (double)step);
+    else if (!strcmp(d, "LE") && step > 0) n = floor((double)(limit - c0) / (double)step) + 1;
+    else if (!strcmp(d, "GT") && step < 0) n = ceil((double)(c0 - limit) / (double)-step);
+    else if (!strcmp(d, "GE") && step < 0) n = floor((double)(c0 - limit) / (double)-step) + 1;
+    else if (!strcmp(d, "NE")) n = (double)(limit - c0) / (double)step;
+    else return 0;
+    *trips = n < 0 ? 0 : n;
+    return 1;
+}
+
+/* ---- one op ---- */
+
+typedef struct tim_state {
+    tpu_ctx           *ctx;
+    const cmp_program *p;
+    const chp_slice   *slice;
+    const tim_opts    *opts;
+    tim_op            *ops;
+    int                n, cap;
+    int                unknown_trips;
+} tim_state;
+
+/* Bytes an op reads from value v: the whole buffer, unless every reader inside the op only slices it. */
+static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
+{
+    const cmp_value *val = &T->p->values[v];
+    int64_t sliced = 0;
+    int all_slicing = 1, readers = 0;
+    for (int m = 0; m < op->ninstrs && all_slicing; m++) {
+        const hlo_instr *in = op->instrs[m];
+        for (int o = 0; o < in->nops; o++) {
+            if (in->ops[o] != val->def) continue;
+            readers++;
+            if ((in->op == HLO_DYNAMIC_SLICE || in->op == HLO_SLICE || in->op == HLO_GATHER) && o == 0)
+                sliced += cmp_padded_bytes(T->p->chip, &in->shape);
+            else if (in->op == HLO_DYNAMIC_UPDATE_SLICE && o == 0)
+                sliced += cmp_padded_bytes(T->p->chip, &in->ops[1]->shape);   /* in place: only the window */
+            else
+                all_slicing = 0;
+        }
+    }
+    if (readers && all_slicing && sliced < val->padded) return sliced;
+    return val->padded;
+}
+
+static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
+{
+    const chp_chip *chip = &T->slice->chip;
+    double vpu_rate = chp_vpu_ops(chip) * chip->cores_per_device;
+    double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+    double vpu_ops = 0;
+    t->mxu_passes = 1;
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *in = op->instrs[m];
+        hlo_op o = (hlo_op)in->op;
+        if (o == HLO_DOT || o == HLO_CONVOLUTION) {
+            int64_t B, M, N, K;
+            if (o == HLO_DOT) tim_dot_dims(in, &B, &M, &N, &K);
+            else tim_conv_dims(in, &B, &M, &N, &K);
+            double passes = tim_passes(in), waste = 0;
+            double macs = (double)B * (double)M * (double)N * (double)K;
+            double mxu = tim_mxu_gemm_s(chip, B, M, N, K, passes, &waste);
+            /* tiny-per-group convolutions (depthwise) run faster on the vector unit: the compiler picks */
+            double vpu_alt = vpu_rate > 0 ? 2 * macs / vpu_rate : mxu;
+            t->flops += 2 * macs;
+            if (o == HLO_CONVOLUTION && vpu_alt < mxu) {
+                vpu_ops += 2 * macs;
+            } else {
+                t->mxu_s += mxu;
+                t->mxu_flops += 2 * macs;
+                t->mxu_passes = passes;
+                t->pad_waste = waste;
+            }
+            continue;
+        }
+        if (o == HLO_FUSION && in->ncalled) {
+            /* an already-fused program (post-optimization dump): cost its body's instructions */
+            const hlo_comp *fc = in->called[0];
+            cmp_op sub = {0};
+            sub.instrs = (const hlo_instr **)fc->instrs;
+            sub.ninstrs = fc->ninstrs;
+            tim_op st = {0};
+            tim_cost_op(T, &sub, &st);
+            t->mxu_s += st.mxu_s;
+            t->mxu_flops += st.mxu_flops;
+            t->flops += st.flops;
+            vpu_ops += st.vpu_s * vpu_rate;
+            if (st.mxu_flops > 0) {
+                t->mxu_passes = st.mxu_passes;
+                t->pad_waste = st.pad_waste;
+            }
+            continue;
+        }
+        double cost = tim_vpu_cost(in);
+        if (cost <= 0) continue;
+        double elems;
+        if (o == HLO_REDUCE || o == HLO_REDUCE_WINDOW) {
+            elems = 0;
+            for (int k = 0; k < in->nops / 2; k++) elems += tim_vpu_elems(chip, &in->ops[k]->shape);
+            if (o == HLO_REDUCE_WINDOW) {
+                const hlo_attr *wa = hlo_attr_find(in, HK_WINDOW);
+                double w = 1;
+                for (int d = 0; wa && wa->kind == HA_WINDOW && d < wa->v.window->rank; d++) w *= (double)wa->v.window->d[d].size;
+                elems = tim_vpu_elems(chip, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[0] : &in->shape) * w;
+            }
+        } else if (o == HLO_SORT) {
+            double n = (double)hlo_shape_count(&in->ops[0]->shape);
+            elems = n * log2(n > 2 ? n : 2) * in->nops;
+        } else if (o == HLO_SCATTER) {
+            elems = 2 * tim_vpu_elems(chip, &in->ops[in->nops - 1]->shape);
+        } else if (o == HLO_FFT) {
+            double n = (double)hlo_shape_count(&in->shape);
+            elems = 5 * n * log2(n > 2 ? n : 2);
+        } else if (o == HLO_CHOLESKY || o == HLO_TRIANGULAR_SOLVE) {
+            const hlo_shape *a = &in->ops[0]->shape;
+            double nn = a->rank ? (double)a->dims[a->rank - 1] : 1;
+            elems = (double)hlo_shape_count(a) * nn / 3;
+        } else {
+            const hlo_shape *s = hlo_shape_is_tuple(&in->shape) && in->shape.ntuple ? &in->shape.tuple[0] : &in->shape;
+            elems = tim_vpu_elems(chip, s);
+        }
+        vpu_ops += cost * elems;
+        hlo_class c = hlo_op_class(o);
+        if (c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || o == HLO_REDUCE || o == HLO_REDUCE_WINDOW)
+            t->flops += elems;
+    }
+    t->vpu_s = vpu_rate > 0 ? vpu_ops / vpu_rate : 0;
+    /* HBM: values read from outside the op and written by it (padded bytes) */
+    int64_t bytes = 0;
+    for (int i = 0; i < op->nin; i++) bytes += tim_read_bytes(T, op, op->in[i]);
+    for (int i = 0; i < op->nout; i++) {
+        const cmp_value *v = &T->p->values[op->out[i]];
+        if (op->root->op == HLO_DYNAMIC_UPDATE_SLICE && op->root->nops > 1)
+            bytes += cmp_padded_bytes(T->p->chip, &op->root->ops[1]->shape);   /* in-place update */
+        else
+            bytes += v->padded;
+    }
+    t->hbm_bytes = bytes;
+    t->hbm_s = bw > 0 ? (double)bytes / bw : 0;
+    /* collectives */
+    if (tim_is_collective((hlo_op)op->root->op)) {
+        const hlo_instr *in = op->root;
+        double b = 0;
+        if (in->op == HLO_ALL_GATHER || in->op == HLO_ALL_GATHER_START) b = (double)cmp_padded_bytes(T->p->chip, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[in->shape.ntuple - 1] : &in->shape);
+        else
+            for (int k = 0; k < in->nops; k++) b += (double)cmp_padded_bytes(T->p->chip, &in->ops[k]->shape);
+        int64_t moved;
+        t->ici_s = tim_collective_s(T->slice, (hlo_op)in->op, tim_group_size(in, T->slice->devices), b, &moved);
+        t->ici_bytes = moved;
+    }
+    t->overhead_s = chip->op_overhead_s;
+    double best = t->mxu_s;
+    t->bound = TIM_BOUND_COMPUTE;
+    if (t->vpu_s > best) { best = t->vpu_s; t->bound = TIM_BOUND_VECTOR; }
+    if (t->hbm_s > best) { best = t->hbm_s; t->bound = TIM_BOUND_MEMORY; }
+    if (t->ici_s > best) { best = t->ici_s; t->bound = TIM_BOUND_COLLECTIVE; }
+    if (t->overhead_s > best) t->bound = TIM_BOUND_OVERHEAD;
+    t->time_s = best + t->overhead_s;
+    double peak = chp_device_peak_flops(chip);
+    t->mxu_util = t->time_s > 0 && peak > 0 ? t->mxu_flops / (t->time_s * peak) : 0;
+}
+
+static tim_op *tim_push(tim_state *T)
+{
+    if (T->n == T->cap) {
+        int cap = T->cap ? T->cap * 2 : 256;
+        tim_op *n = ut_realloc(T->ops, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        T->ops = n;
+        T->cap = cap;
+    }
+    tim_op *t = &T->ops[T->n++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+static tpu_status tim_walk(tim_state *T, const cmp_plan *plan, int depth, double count)
+{
+    if (depth > 64) return ut_err(T->ctx, TPU_ERR_UNSUPPORTED, "control flow nested more than 64 deep");
+    for (int k = 0; k < plan->nops; k++) {
+        const cmp_op *op = &plan->ops[k];
+        if (op->kind == CMP_NOOP) continue;
+        tim_op *t = tim_push(T);
+        if (!t) return ut_nomem(T->ctx);
+        t->op = op;
+        t->root = op->root;
+        t->depth = depth;
+        t->count = count;
+        if (op->kind != CMP_CONTROL) {
+            tim_cost_op(T, op, t);
+            continue;
+        }
+        /* control: its children carry the time */
+        const hlo_instr *in = op->root;
+        double trips = 1;
+        int known = 1;
+        if (in->op == HLO_WHILE) {
+            known = 0;
+            if (T->opts->trip_counts && T->opts->trip_counts[in->parent->id] >= 0) {
+                /* trip_counts is indexed by a global instruction number the caller maps; see tim_model */
+            }
+            known = tim_trip_count(in, &trips);
+            if (!known) {
+                trips = 1;
+                T->unknown_trips++;
+            }
+        }
+        t->trips = trips;
+        t->trip_known = known;
+        t->bound = TIM_BOUND_OVERHEAD;
+        int idx = (int)(t - T->ops);
+        for (int s = 0; s < op->nsub; s++) {
+            double c = count;
+            if (in->op == HLO_WHILE) {
+                const hlo_attr *ca = hlo_attr_find(in, HK_CONDITION);
+                int is_cond = ca && ca->v.comps.v[0] == op->sub[s]->comp;
+                c = count * (is_cond ? trips + 1 : trips);
+            } else if (in->op == HLO_CONDITIONAL) {
+                c = count / op->nsub;   /* branch unknown statically: each equally likely */
+            }
+            tpu_status st = tim_walk(T, op->sub[s], depth + 1, c);
+            if (st) return st;
+        }
+        (void)idx;
+    }
+    return TPU_OK;
+}
+
+/* Samples per step: the leading dimension of the largest argument that is not donated state. */
+static int64_t tim_guess_batch(const cmp_program *p)
+{
+    int64_t best = 0, bytes = 0;
+    for (int v = 0; v < p->nvalues; v++) {
+        const cmp_value *val = &p->values[v];
+        if (val->kind != CMP_V_ARG || val->donated || val->shape.rank < 1) continue;
+        if (val->padded > bytes) {
+            bytes = val->padded;
+            best = val->shape.dims[0];
+        }
+    }
+    return best;
+}
+
+tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out)
+{
+    *out = NULL;
+    tim_opts o = {0};
+    if (opts) o = *opts;
+    if (o.steps < 1) o.steps = 1;
+    if (o.steps_per_exec < 1) o.steps_per_exec = 1;
+    if (o.launch_s <= 0) o.launch_s = 30e-6;
+    tim_result *r = ut_calloc(1, sizeof *r);
+    if (!r) return ut_nomem(ctx);
+    r->prog = p;
+    r->slice = *slice;
+    tim_state T = {ctx, p, &r->slice, &o, NULL, 0, 0, 0};
+    tpu_status st = tim_walk(&T, p->entry, 0, 1.0);
+    if (st) {
+        ut_free(T.ops);
+        ut_free(r);
+        return st;
+    }
+    r->ops = T.ops;
+    r->nops = T.n;
+    r->unknown_trips = T.unknown_trips;
+    const chp_chip *chip = &slice->chip;
+    for (int i = 0; i < r->nops; i++) {
+        const tim_op *t = &r->ops[i];
+        if (t->op->kind == CMP_CONTROL) continue;
+        double s = t->time_s * t->count;
+        r->device_s += s;
+        r->by_bound[t->bound] += s;
+        r->flops += t->flops * t->count;
+        r->mxu_flops += t->mxu_flops * t->count;
+        r->hbm_bytes += (int64_t)((double)t->hbm_bytes * t->count);
+        r->ici_bytes += (int64_t)((double)t->ici_bytes * t->count);
+    }
+    /* host: one launch per steps_per_exec steps; inputs that are not device-resident state cross PCIe */
+    double launch = o.launch_s / o.steps_per_exec;
+    double infeed_bytes = 0;
+    if (o.infeed_args || hlo_module_attr(p->m, HK_INPUT_OUTPUT_ALIAS)) {
+        for (int v = 0; v < p->nvalues; v++) {
+            const cmp_value *val = &p->values[v];
+            if (val->kind == CMP_V_ARG && !val->donated) infeed_bytes += (double)val->unpadded;
+        }
+    }
+    double infeed_s = chip->host_bw > 0 ? infeed_bytes / chip->host_bw : 0;
+    r->batch = o.batch > 0 ? o.batch : tim_guess_batch(p);
+    r->input_s = o.input_rate > 0 && r->batch > 0 ? (double)r->batch / o.input_rate : 0;
+    /* transfers and the input pipeline run beside the device (prefetch); the slowest of the three sets the
+     * pace, and whatever the device is not computing is host time or idle time */
+    double busy = r->device_s + launch;
+    double step = busy;
+    if (infeed_s > step) step = infeed_s;
+    if (r->input_s > step) step = r->input_s;
+    r->host_s = launch;
+    r->idle_s = step - busy;
+    r->step_s = step;
+    r->by_bound[TIM_BOUND_HOST] += launch;
+    r->by_bound[TIM_BOUND_IDLE] += r->idle_s;
+    r->peak_flops = chp_device_peak_flops(chip);
+    r->mxu_util = r->step_s > 0 && r->peak_flops > 0 ? r->mxu_flops / (r->step_s * r->peak_flops) : 0;
+    r->flops_per_s = r->step_s > 0 ? r->flops / r->step_s : 0;
+    r->bound = TIM_BOUND_COMPUTE;
+    for (int b = 0; b < TIM_BOUND_COUNT; b++)
+        if (r->by_bound[b] > r->by_bound[r->bound]) r->bound = (tim_bound)b;
+    *out = r;
+    return TPU_OK;
+}
+
+void tim_result_free(tim_result *r)
+{
+    if (!r) return;
+    ut_free(r->ops);
+    ut_free(r);
+}

@@ -1,0 +1,85 @@
+/* model.h — the TPU timing model (design §6, docs/timing.md): for every op of a compiled program, the time
+ * its matrix units, vector unit, HBM traffic and interconnect need on a chip, the larger of which is the
+ * op's time (plus a fixed launch cost); then the step: ops in schedule order, loops times their trip
+ * counts, plus the host's share (launch, infeed, input pipeline). Names start with tim_. */
+#ifndef TPU_TIMING_MODEL_H
+#define TPU_TIMING_MODEL_H
+
+#include "compile/compile.h"
+#include "timing/systolic.h"
+
+typedef enum tim_bound {
+    TIM_BOUND_COMPUTE,     /* matrix units (MXU) */
+    TIM_BOUND_VECTOR,      /* vector unit (VPU): elementwise math, reductions, depthwise convs */
+    TIM_BOUND_MEMORY,      /* HBM bandwidth */
+    TIM_BOUND_COLLECTIVE,  /* inter-chip links (ICI) */
+    TIM_BOUND_OVERHEAD,    /* fixed per-op launch cost */
+    TIM_BOUND_HOST,        /* the host: program launch, infeed, input pipeline */
+    TIM_BOUND_IDLE,        /* the device waiting for input */
+    TIM_BOUND_COUNT
+} tim_bound;
+
+const char *tim_bound_name(tim_bound b);
+
+/* One op of the program (a fusion, a single instruction, or a control op). */
+typedef struct tim_op {
+    const cmp_op    *op;
+    const hlo_instr *root;
+    int              depth;        /* 0: entry; 1+: inside loops / branches */
+    double           count;        /* executions per step (loop trip counts multiplied) */
+    /* per execution */
+    double           flops;        /* useful floating-point operations (a multiply-add is 2) */
+    double           mxu_flops;    /* of which on the MXU */
+    double           mxu_passes;   /* bf16 passes the precision asks for (1, 3, 6) */
+    double           mxu_s, vpu_s, hbm_s, ici_s, overhead_s;
+    double           time_s;       /* max(mxu, vpu, hbm, ici) + overhead */
+    int64_t          hbm_bytes;    /* padded bytes read and written */
+    int64_t          ici_bytes;
+    double           mxu_util;     /* useful MXU flops / (time x device peak) */
+    double           pad_waste;    /* fraction of MXU work spent on padding (0..1) */
+    tim_bound        bound;
+    int              trip_known;   /* control ops: trip count known (or observed) */
+    double           trips;        /* while: iterations per execution */
+} tim_op;
+
+typedef struct tim_opts {
+    int     steps;               /* steps simulated (trace and totals); default 1 */
+    int     steps_per_exec;      /* steps per host round trip (Keras steps_per_execution); default 1 */
+    double  input_rate;          /* samples/s the host pipeline delivers; 0 = unlimited */
+    int64_t batch;               /* samples per step (for input_rate); 0 = guess from the first parameter */
+    double  launch_s;            /* host cost of one program launch (round trip); default 30 us */
+    int     infeed_args;         /* count argument bytes as host->device transfer every step (default 0:
+                                  * arguments stay on the device, like variables) */
+    const int64_t *trip_counts;  /* observed while trip counts by instruction (functional mode), or NULL */
+} tim_opts;
+
+typedef struct tim_result {
+    const cmp_program *prog;
+    chp_slice          slice;
+    int                nops;
+    tim_op            *ops;        /* every op of every plan reached, entry order, nested after their parent */
+    /* per step, on one device */
+    double             device_s;   /* sum of op times */
+    double             host_s;     /* host work not hidden (launch share, infeed, input wait) */
+    double             idle_s;     /* device waiting for input */
+    double             step_s;     /* device_s + host_s + idle_s */
+    double             by_bound[TIM_BOUND_COUNT];
+    double             flops, mxu_flops;
+    int64_t            hbm_bytes, ici_bytes;
+    double             peak_flops; /* per device */
+    double             mxu_util;   /* mxu_flops / (step_s * peak) */
+    double             flops_per_s;
+    tim_bound          bound;      /* the dominant one */
+    int                unknown_trips;  /* while loops whose trip count had to be assumed (1) */
+    int64_t            batch;
+    double             input_s;    /* host pipeline time per step */
+} tim_result;
+
+tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out);
+void       tim_result_free(tim_result *r);
+
+/* The MXU model for one GEMM (batch x [M,K]·[K,N]) at `passes` bf16 passes on one device of `chip`:
+ * seconds, and the fraction of MXU work lost to padding. Shares tim_systolic_gemm with SCALE-Sim mode. */
+double tim_mxu_gemm_s(const chp_chip *chip, int64_t batch, int64_t M, int64_t N, int64_t K, double passes, double *pad_waste);
+
+#endif
