@@ -223,3 +223,28 @@ TEST(kernels_errors)
         tpu_ctx_free(ctx);
     }
 }
+
+/* Zero-sized operands run (and give empty or untouched results) without touching memory they do not own. */
+TEST(kernels_zero_sized)
+{
+    static const char *progs[] = {
+        "HloModule z\nENTRY main {\n p = f32[6,5] parameter(0)\n i = s32[0] parameter(1)\n"
+        " ROOT g = f32[0,5] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}\n}\n",
+        "HloModule z\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }\n"
+        "ENTRY main {\n p = f32[6,3] parameter(0)\n i = s32[0,1] parameter(1)\n u = f32[0,3] parameter(2)\n"
+        " ROOT s = f32[6,3] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n",
+        "HloModule z\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }\n"
+        "ENTRY main {\n x = f32[0,40] parameter(0)\n c = f32[] constant(0)\n"
+        " ROOT r = f32[0,40] reduce-window(x, c), window={size=1x40 pad=0_0x39_0}, to_apply=add\n}\n",
+        "HloModule z\ncmp { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=LT }\n"
+        "ENTRY main {\n k = f32[3,0] parameter(0)\n ROOT s = f32[3,0] sort(k), dimensions={1}, to_apply=cmp\n}\n",
+        "HloModule z\nENTRY main {\n x = f32[3,0] parameter(0)\n ROOT t = (f32[3,0], s32[3,0]) topk(x), k=0, largest=true\n}\n",
+        "HloModule z\nENTRY main {\n s = u64[2] parameter(0)\n ROOT r = (u64[2], u32[0,7]) rng-bit-generator(s), algorithm=rng_three_fry\n}\n",
+        "HloModule z\nENTRY main {\n a = f32[0,3,3] parameter(0)\n ROOT l = f32[0,3,3] cholesky(a), lower=true\n}\n",
+        "HloModule z\nENTRY main {\n x = c64[0,8] parameter(0)\n ROOT y = c64[0,8] fft(x), fft_type=FFT, fft_length={8}\n}\n",
+    };
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        kr_case c = {"zero", progs[i], 0, 0};
+        kr_run(&c);
+    }
+}

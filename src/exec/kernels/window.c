@@ -587,9 +587,19 @@ EXE_KERNEL(exe_k_select_and_scatter)
         istr[d] = s;
         s *= w->in[d];
     }
-    int64_t opos[TPU_MAX_RANK] = {0};
     tpu_dtype xt = p.x->dtype;
-    for (int64_t o = 0; o < p.src->count; o++, wn_next(opos, w->out, R)) {
+    /* source slices along a leading dim whose window is trivial touch disjoint parts of the output, so they
+     * can run in parallel with the same result as the serial row-major order */
+    int64_t nb = R > 0 && w->size[0] == 1 && w->stride[0] == 1 && w->lo[0] == 0 && w->hi[0] == 0 ? w->out[0] : 1;
+    int64_t per = nb ? p.src->count / nb : 0;
+    #pragma omp parallel for schedule(static) if (nb > 1 && p.src->count * w->taps > 65536)
+    for (int64_t bb = 0; bb < nb; bb++) {
+    int64_t opos[TPU_MAX_RANK], rem = bb * per;
+    for (int d = R - 1; d >= 0; d--) {
+        opos[d] = rem % w->out[d];
+        rem /= w->out[d];
+    }
+    for (int64_t o = bb * per; o < (bb + 1) * per; o++, wn_next(opos, w->out, R)) {
         int64_t k[TPU_MAX_RANK] = {0}, sel = -1;
         exe_scalar cur = {0, 0, 0};
         float curf = 0;
@@ -620,6 +630,7 @@ EXE_KERNEL(exe_k_select_and_scatter)
             sel = off;
         }
         if (sel >= 0) ss_scatter(S, &p, t, sel, o);
+    }
     }
     ut_free(buf);
     return exe_out_array(S, t, out);
