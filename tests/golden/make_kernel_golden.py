@@ -186,6 +186,15 @@ case('scatter_variadic', module('s', '''
                     np.array([[0], [2], [0], [4], [2], [0], [5], [2]], np.int32),
                     np.array([1, 3, 1, -2, 3, 0.5, 9, 2], np.float32), np.arange(8, dtype=np.int32)[::-1].copy()])
 
+ADD_C64 = scalar_comp('add_c64', 'c64', 'add')
+case('scatter_add_c64', module('s', '''
+  x = c64[5,2] parameter(0)
+  i = s32[4,1] parameter(1)
+  u = c64[4,2] parameter(2)
+  ROOT s = c64[5,2] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_c64
+''', ADD_C64), [(f32(5, 2) + 1j * f32(5, 2)).astype(np.complex64), np.array([[1], [4], [1], [7]], np.int32),
+                  (f32(4, 2) + 1j * f32(4, 2)).astype(np.complex64)])
+
 # ---------------------------------------------------------------------------------------------------------
 # reduce-window
 # ---------------------------------------------------------------------------------------------------------
@@ -254,6 +263,12 @@ case('rw_scan_variadic', module('r', '''
   ci = s32[] constant(0)
   ROOT r = (f32[20], s32[20]) reduce-window(x, y, c, ci), window={size=20 pad=19_0}, to_apply=add_pair
 ''', ADD_PAIR), [f32(20, lo=0.8, hi=1.2), ints(-9, 9, 20)])
+
+case('rw_sum_c64', module('r', '''
+  x = c64[6,5] parameter(0)
+  c = c64[] constant((0, 0))
+  ROOT r = c64[3,4] reduce-window(x, c), window={size=2x2 stride=2x1}, to_apply=add_c64
+''', ADD_C64), [(f32(6, 5) + 1j * f32(6, 5)).astype(np.complex64)])
 
 case('rw_min_s32', module('r', '''
   x = s32[6,7] parameter(0)
@@ -354,6 +369,18 @@ case('sort_lex_3ops', module('s', '''
   w = u8[3,9] parameter(2)
   ROOT s = (s32[3,9], f32[3,9], u8[3,9]) sort(k, v, w), dimensions={1}, is_stable=true, to_apply=lex
 ''', LEX), [ints(0, 3, 3, 9), np.round(f32(3, 9)), ints(0, 255, 3, 9, dt=np.uint8)])
+
+CMP_REAL = '''cmp_real {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  ra = f32[] real(a)
+  rb = f32[] real(b)
+  ROOT r = pred[] compare(ra, rb), direction=LT
+}'''
+case('sort_c64_by_real', module('s', '''
+  k = c64[11] parameter(0)
+  ROOT s = c64[11] sort(k), dimensions={0}, is_stable=true, to_apply=cmp_real
+''', CMP_REAL), [(np.round(f32(11)) + 1j * f32(11)).astype(np.complex64)])
 
 case('sort_s32_single', module('s', '''
   k = s32[4,7] parameter(0)

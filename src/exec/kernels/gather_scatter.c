@@ -430,7 +430,7 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
 {
     for (int i = 0; i < p->n; i++) {
         char k = tpu_dtype_kind(p->ops[i]->dtype);
-        if (p->kind != SC_REPLACE && (k == 'c' || k == 'o'))
+        if (p->kind != SC_REPLACE && k == 'o')
             return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "combining %s elements with a computation is not supported",
                             tpu_dtype_name(p->ops[i]->dtype));
         if (p->kind == SC_GENERIC && exe_scalar_fn_param_dtype(p->fn, i) != p->ops[i]->dtype)

@@ -241,7 +241,7 @@ static tpu_status st_setup(exe_state *S, const hlo_instr *in, exe_value *const *
         if (p->x[i]->rank != p->x[0]->rank || memcmp(p->x[i]->dims, p->x[0]->dims, sizeof(int64_t) * (size_t)p->x[0]->rank))
             return exe_fail(S, in, TPU_ERR_SHAPE, "all operands must have the same dimensions");
         char k = tpu_dtype_kind(p->x[i]->dtype);
-        if (k == 'c' || k == 'o') return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "sorting %s elements is not supported", tpu_dtype_name(p->x[i]->dtype));
+        if (k == 'o') return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "sorting %s elements is not supported", tpu_dtype_name(p->x[i]->dtype));
     }
     const int64_t *dv;
     int nd = hlo_attr_ints(in, HK_DIMENSIONS, &dv);

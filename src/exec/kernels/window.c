@@ -145,7 +145,7 @@ static tpu_status rw_setup(exe_state *S, const hlo_instr *in, exe_value *const *
             return exe_fail(S, in, TPU_ERR_SHAPE, "init %d is %s but input %d is %s", i, tpu_dtype_name(iv->dtype), i,
                             tpu_dtype_name(p->x[i]->dtype));
         char k = tpu_dtype_kind(iv->dtype);
-        if (k == 'c' || k == 'o')
+        if (k == 'o')
             return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "reducing %s elements is not supported", tpu_dtype_name(iv->dtype));
         if (p->x[i]->rank != p->x[0]->rank ||
             memcmp(p->x[i]->dims, p->x[0]->dims, sizeof(int64_t) * (size_t)p->x[0]->rank))
