@@ -342,6 +342,42 @@ tpu_status  tpu_memory_write_html(tpu_ctx *ctx, const tpu_memory *mem, const cha
 /* A copy of the module rewritten for a precision policy ("float32", "mixed_bfloat16"). */
 tpu_status  tpu_module_apply_policy(tpu_ctx *ctx, const tpu_module *m, const char *policy, tpu_module **out);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Time: how fast would it run? (design §6; docs/timing.md)
+ *
+ * The timing model on the compiled program: per op the larger of MXU, vector-unit, HBM and interconnect time
+ * plus a fixed launch cost; per step the ops in schedule order (loops times their trip counts) plus the host's
+ * share. Shapes only: programs far too large to run are profiled in well under a second.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_profile tpu_profile;
+
+typedef struct tpu_profile_opts {
+    const char *chip;            /* slice, generation or chip file */
+    const char *policy;          /* NULL/"float32" or "mixed_bfloat16" */
+    int         steps;           /* steps in the trace and totals (default 1) */
+    int         steps_per_exec;  /* steps per host round trip, like Keras steps_per_execution (default 1) */
+    double      input_rate;      /* samples per second the host input pipeline delivers (0: unlimited) */
+    int64_t     batch;           /* samples per step (0: guessed from the largest non-state argument) */
+    double      price_per_chip_hour;  /* for cost estimates (0: none) */
+} tpu_profile_opts;
+
+tpu_status  tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out);
+void        tpu_profile_free(tpu_profile *p);
+double      tpu_profile_step_time(const tpu_profile *p);
+/* "compute", "vector", "memory", "collective", "overhead", "host" or "idle": what dominates the step. */
+const char *tpu_profile_bound(const tpu_profile *p);
+double      tpu_profile_mxu_utilization(const tpu_profile *p);
+/* Text summary with the `top` most expensive ops (0: 15). */
+const char *tpu_profile_summary(tpu_profile *p, int top);
+/* JSON: step_time_s, flops, mxu_utilization, hbm_bytes, bound, ops[{name, time_s, bound, ...}], ... */
+const char *tpu_profile_json(tpu_profile *p);
+/* The advisor's pointers, each with its evidence and predicted gain. */
+const char *tpu_profile_advice(tpu_profile *p);
+/* Chrome trace-event JSON (opens in Perfetto and chrome://tracing), and the HTML report with charts. */
+tpu_status  tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+tpu_status  tpu_profile_write_html(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@ int cmd_check(int argc, char **argv);
 int cmd_print(int argc, char **argv);
 int cmd_memory(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 int cmd_scalesim(int argc, char **argv);
 int cmd_chips(int argc, char **argv);
 

@@ -1,0 +1,36 @@
+/* profile.h — the profile of a program on a chip: the timing model's result with the presentation around
+ * it (summary, op table, JSON, Chrome trace, HTML report, advisor). Names start with prf_. */
+#ifndef TPU_PROFILE_H
+#define TPU_PROFILE_H
+
+#include "timing/model.h"
+#include "compile/memory.h"
+
+struct tpu_profile {
+    tpu_ctx         *ctx;
+    hlo_module      *owned;        /* policy-rewritten module, if any */
+    const hlo_module *m;
+    chp_slice        slice;
+    cmp_program     *prog;
+    cmp_memory_stats mem;
+    tim_result      *tim;
+    tim_opts         topts;
+    tpu_profile_opts opts;
+    char            *summary, *json, *advice;
+    int             *order;        /* ops sorted by total time, largest first */
+};
+typedef struct tpu_profile prf_profile;
+
+/* Display name of an op: its root instruction, with the metadata op_name when there is one. */
+const char *prf_op_label(const tim_op *t, char *buf, size_t n);
+/* Fills p->order. */
+tpu_status prf_sort_ops(prf_profile *p);
+
+/* trace.c */
+tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);
+/* report.c */
+tpu_status prf_html(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);
+/* advisor.c: writes the advice (pointers with evidence and predicted gain) */
+tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);
+
+#endif
