@@ -19,6 +19,10 @@
 
 #include <math.h>
 #include <string.h>
+#include <omp.h>
+
+/* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
+static int bn_threads(const exe_state *S) { return S->threads > 0 ? S->threads : omp_get_max_threads(); }
 
 typedef struct bn_geom {
     int64_t  c, outer, inner, n;   /* features; element (o, f, i) is at (o * c + f) * inner + i; n per feature */
@@ -179,7 +183,7 @@ static tpu_status bn_training(exe_state *S, const hlo_instr *in, exe_value *cons
         exe_store_float(S, ts[1]->dtype, ts[1]->data, f, mean[f]);
         exe_store_float(S, ts[2]->dtype, ts[2]->data, f, var[f]);
     }
-    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast)
+    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast) num_threads(bn_threads(S))
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t f = 0; f < g.c; f++) {
             double sc = bn_ld(scale, f), of = bn_ld(offset, f);
@@ -223,7 +227,7 @@ static tpu_status bn_inference(exe_state *S, const hlo_instr *in, exe_value *con
         k[f] = bn_r(&g, sc * bn_rsqrt(&g, bn_r(&g, va + g.eps)));
         sh[f] = bn_fma(&g, -mu, k[f], of);
     }
-    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast)
+    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast) num_threads(bn_threads(S))
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t f = 0; f < g.c; f++)
             for (int64_t i = 0; i < g.inner; i++) {
@@ -273,7 +277,7 @@ static tpu_status bn_grad(exe_state *S, const hlo_instr *in, exe_value *const *o
         exe_store_float(S, ts[1]->dtype, ts[1]->data, f, bn_r(&g, sg[f] * r[f]));
         exe_store_float(S, ts[2]->dtype, ts[2]->data, f, go[f]);
     }
-    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast)
+    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast) num_threads(bn_threads(S))
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t f = 0; f < g.c; f++)
             for (int64_t i = 0; i < g.inner; i++) {

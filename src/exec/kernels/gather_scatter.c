@@ -18,6 +18,10 @@
 #include "exec/kernels/ref.h"
 
 #include <string.h>
+#include <omp.h>
+
+/* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
+static int gs_threads(const exe_state *S) { return S->threads > 0 ? S->threads : omp_get_max_threads(); }
 
 int exe_kernels_force_ref;
 
@@ -239,7 +243,7 @@ EXE_KERNEL(exe_k_gather)
         wss[j] = ostr[g.wop[j]];
     }
     size_t es = tpu_dtype_size(op->dtype);
-    #pragma omp parallel for schedule(static) if (nbpos > 1024)
+    #pragma omp parallel for schedule(static) if (nbpos > 1024) num_threads(gs_threads(S))
     for (int64_t b = 0; b < nbpos; b++) {
         int64_t bpos[TPU_MAX_RANK], start[TPU_MAX_RANK], rem = b, doff = 0, soff = 0;
         for (int k = g.nbatch - 1; k >= 0; k--) {

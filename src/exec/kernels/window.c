@@ -26,6 +26,10 @@
 
 #include <math.h>
 #include <string.h>
+#include <omp.h>
+
+/* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
+static int wn_threads(const exe_state *S) { return S->threads > 0 ? S->threads : omp_get_max_threads(); }
 
 #define WN_MAX 32   /* operands of a variadic reduce-window */
 
@@ -360,7 +364,7 @@ EXE_KERNEL(exe_k_reduce_window)
         s *= w->in[d];
     }
     int fast = n == 1 && p.x[0]->dtype == TPU_F32 && (p.binop == HLO_ADD || p.binop == HLO_MAXIMUM || p.binop == HLO_MINIMUM);
-    #pragma omp parallel for schedule(static) if (nout * w->taps > 65536)
+    #pragma omp parallel for schedule(static) if (nout * w->taps > 65536) num_threads(wn_threads(S))
     for (int64_t o = 0; o < nout; o++) {
         int64_t opos[TPU_MAX_RANK], rem = o;
         for (int d = R - 1; d >= 0; d--) {
@@ -592,7 +596,7 @@ EXE_KERNEL(exe_k_select_and_scatter)
      * can run in parallel with the same result as the serial row-major order */
     int64_t nb = R > 0 && w->size[0] == 1 && w->stride[0] == 1 && w->lo[0] == 0 && w->hi[0] == 0 ? w->out[0] : 1;
     int64_t per = nb ? p.src->count / nb : 0;
-    #pragma omp parallel for schedule(static) if (nb > 1 && p.src->count * w->taps > 65536)
+    #pragma omp parallel for schedule(static) if (nb > 1 && p.src->count * w->taps > 65536) num_threads(wn_threads(S))
     for (int64_t bb = 0; bb < nb; bb++) {
     int64_t opos[TPU_MAX_RANK], rem = bb * per;
     for (int d = R - 1; d >= 0; d--) {
