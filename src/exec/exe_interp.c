@@ -229,6 +229,14 @@ static int64_t exe_group_size(exe_state *S, const hlo_instr *in)
     return g->len[0];
 }
 
+/* Instruction number across the module (computations in order), for per-instruction tables. */
+static int64_t exe_global_index(const exe_state *S, const hlo_instr *in)
+{
+    int64_t base = 0;
+    for (int c = 0; c < in->parent->id; c++) base += S->m->comps[c]->ninstrs;
+    return base + in->id;
+}
+
 static EXE_KERNEL(exe_k_control)
 {
     switch ((hlo_op)in->op) {
@@ -252,7 +260,8 @@ static EXE_KERNEL(exe_k_control)
         if (!ca || !ba) return exe_fail(S, in, TPU_ERR_SHAPE, "needs condition= and body=");
         const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
         exe_value *state = exe_value_ref(ops[0]);
-        for (int64_t iter = 0;; iter++) {
+        int64_t iter = 0;
+        for (;; iter++) {
             exe_value *p;
             tpu_status st = exe_call(S, cond, &state, 1, &p);
             if (st) {
@@ -268,6 +277,7 @@ static EXE_KERNEL(exe_k_control)
             if (st) return st;
             state = next;
         }
+        if (S->trip_counts) S->trip_counts[exe_global_index(S, in)] = iter;
         *out = state;
         return TPU_OK;
     }
@@ -318,8 +328,9 @@ static EXE_KERNEL(exe_k_control)
     }
     case HLO_ALL_REDUCE: case HLO_ALL_GATHER: case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL:
     case HLO_COLLECTIVE_BROADCAST: case HLO_ALL_REDUCE_START: case HLO_ALL_GATHER_START: {
-        /* a group of one device: every collective is the identity (the multi-replica runtime handles more) */
+        /* a group of one device: every collective is the identity; larger groups go to the runtime */
         int64_t g = exe_group_size(S, in);
+        if (g != 1 && S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
         if (g != 1)
             return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
                             "collective over a group of %lld devices needs the replicated runtime (tpusim run "
@@ -335,8 +346,10 @@ static EXE_KERNEL(exe_k_control)
         int self = 0;
         for (int i = 0; a && a->kind == HA_INTSS && i < a->v.intss.n; i++)
             if (a->v.intss.len[i] == 2 && a->v.intss.v[i][0] == S->replica_id && a->v.intss.v[i][1] == S->replica_id) self = 1;
-        if (hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m) > 1)
+        if (hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m) > 1) {
+            if (S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
             return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "collective-permute across devices needs the replicated runtime");
+        }
         if (self || in->op == HLO_COLLECTIVE_PERMUTE_START) {
             if (!self) {
                 tpu_tensor *t = ten_alloc(ops[0]->t->dtype, ops[0]->t->rank, ops[0]->t->dims);
@@ -592,6 +605,12 @@ static void exe_denormals_restore(unsigned old)
 tpu_status tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, tpu_tensor *const *inputs, int ninputs,
                    tpu_tensor ***outputs, int *noutputs)
 {
+    return exe_run(ctx, m, opts, NULL, inputs, ninputs, outputs, noutputs);
+}
+
+tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, const exe_run_cfg *cfg,
+                   tpu_tensor *const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs)
+{
     *outputs = NULL;
     *noutputs = 0;
     exe_init_kernels();
@@ -604,6 +623,12 @@ tpu_status tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, 
     S.threads = o.threads;
     S.replica_id = o.replica_id;
     S.verbose = o.verbose;
+    if (cfg) {
+        S.replica_id = cfg->replica_id;
+        S.partition_id = cfg->partition_id;
+        S.coll = cfg->coll;
+        S.trip_counts = cfg->trip_counts;
+    }
     const hlo_comp *e = m->entry;
     int want = 0;
     for (int i = 0; i < e->nparams; i++) want += exe_count_leaves(&e->params[i]->shape);

@@ -28,6 +28,18 @@ void       exe_value_unref(exe_value *v);
 exe_value *exe_value_clone(const exe_value *v);
 
 typedef struct exe_comp_info exe_comp_info;   /* per-computation plan (last uses, ...), built on first call */
+struct exe_state;
+
+/* Collectives across devices (replicas x partitions), provided by the runtime (src/runtime/). The executor
+ * calls run() for every collective instruction (all-reduce, all-gather, reduce-scatter, all-to-all,
+ * collective-permute, collective-broadcast and their -start forms) when the group has more than one device;
+ * it blocks until every device of the group has arrived and returns this device's result. */
+typedef struct exe_collectives {
+    void *user;
+    int   num_replicas, num_partitions;
+    tpu_status (*run)(void *user, struct exe_state *S, const hlo_instr *in, struct exe_value *const *ops,
+                      struct exe_value **out);
+} exe_collectives;
 typedef struct exe_scalar_fn exe_scalar_fn;
 
 typedef struct exe_state {
@@ -44,6 +56,16 @@ typedef struct exe_state {
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
+
+/* One device's run of a module: what tpu_run does, with the device identity and collectives given (the
+ * replicated runtime runs one of these per device, each in its own thread). cfg may be NULL. */
+typedef struct exe_run_cfg {
+    int64_t                replica_id, partition_id;
+    const exe_collectives *coll;
+    int64_t               *trip_counts;   /* optional: filled with observed while trip counts */
+} exe_run_cfg;
+tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, const exe_run_cfg *cfg,
+                   tpu_tensor *const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs);
 
 /* Runs computation c on args (one per parameter). */
 tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, exe_value **out);
