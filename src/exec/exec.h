@@ -53,6 +53,8 @@ typedef struct exe_state {
     int               depth;        /* call nesting, to stop runaway recursion */
     int               verbose;
     uint64_t          rng_calls;    /* rng instructions run so far in this run (rng.c seeds each from it) */
+    const exe_collectives *coll;    /* NULL: one device (collectives over one device are identities) */
+    int64_t          *trip_counts;  /* if not NULL: while iterations observed, by global instruction index */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
