@@ -1542,7 +1542,15 @@ static ver_infer_status vi_all_reduce(vi *v)
     }
     int64_t gs;
     VI_TRY(vi_group_size(v, &gs));
-    return vi_same_as_operands(v);
+    VI_TRY(vi_same_as_operands(v));
+    const hlo_shape *d = &v->in->shape;
+    if (v->in->op == HLO_ALL_REDUCE_START && hlo_shape_is_tuple(d) && d->ntuple == 2 && !ver_shape_match(d, v->out) &&
+        ver_shape_match(&d->tuple[0], v->out) && ver_shape_match(&d->tuple[1], v->out)) {
+        /* older XLA wrote all-reduce-start as (operands, results) */
+        hlo_shape e[2] = {*v->out, *v->out};
+        return vi_tuple(v, v->out, 2, e);
+    }
+    return VER_INFER_OK;
 }
 
 /* all-gather (multiply dimension d by the group size) and reduce-scatter (divide it). */
@@ -1873,7 +1881,13 @@ ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_ar
     case HLO_SCAN: return vi_scan(v);
     case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START: return vi_all_reduce(v);
     case HLO_COLLECTIVE_REDUCE: return vi_all_reduce(v);
-    case HLO_ALL_REDUCE_DONE: return vi_done(v, -1);
+    case HLO_ALL_REDUCE_DONE: {
+        /* the older (operands, results) start form gives its element 1 */
+        const hlo_shape *x = OPS(0);
+        int old = hlo_shape_is_tuple(x) && x->ntuple == 2 && ver_shape_match(&x->tuple[0], &x->tuple[1]) &&
+                  hlo_shape_is_array(&x->tuple[0]);
+        return vi_done(v, old ? 1 : -1);
+    }
     case HLO_ALL_GATHER: return vi_gather_scatter_dim(v, 1);
     case HLO_ALL_GATHER_START: return vi_all_gather_start(v);
     case HLO_ALL_GATHER_DONE: return vi_done(v, hlo_shape_is_array(OPS(0)) ? -1 : 1);

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# fuzz/run.sh [SECONDS] — runs every build/fuzz/fuzz_* target for SECONDS (default 60) on its corpus, then
+# replays its regression files. Target fuzz_NAME reads seeds from fuzz/corpus/NAME/ (kept in git), writes what
+# it discovers to fuzz/corpus-work/NAME/ (ignored by git), uses fuzz/NAME.dict when present, and replays
+# fuzz/regress/NAME/* (inputs that once crashed: they must not crash now). Crash inputs are saved under
+# build/fuzz/artifacts/NAME/. Exits non-zero if any target crashed.
+#   make fuzz && ./fuzz/run.sh 600
+set -u
+cd "$(dirname "$0")/.." || exit 2
+secs=${1:-60}
+fail=0
+found=0
+for bin in build/fuzz/fuzz_*; do
+    [ -x "$bin" ] || continue
+    found=1
+    name=$(basename "$bin")
+    short=${name#fuzz_}
+    seeds=fuzz/corpus/$short
+    work=fuzz/corpus-work/$short
+    art=build/fuzz/artifacts/$short
+    mkdir -p "$work" "$art" "$seeds"
+    dict=()
+    [ -f "fuzz/$short.dict" ] && dict=(-dict="fuzz/$short.dict")
+    echo "== $name: ${secs}s over $seeds (+ $work)"
+    if ! "$bin" "$work" "$seeds" "${dict[@]}" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$art/" -print_final_stats=1 2>"$art/log.txt"; then
+        echo "!! $name crashed; input and log in $art/ (tail follows)"
+        tail -40 "$art/log.txt"
+        fail=1
+    else
+        grep -E "stat::number_of_executed_units|cov:" "$art/log.txt" | tail -2
+    fi
+    shopt -s nullglob
+    regress=(fuzz/regress/$short/*)
+    shopt -u nullglob
+    if [ ${#regress[@]} -gt 0 ]; then
+        echo "== $name: replaying ${#regress[@]} regression files"
+        if ! "$bin" "${regress[@]}" >"$art/regress.txt" 2>&1; then
+            echo "!! $name crashed on a regression file (log: $art/regress.txt)"
+            tail -40 "$art/regress.txt"
+            fail=1
+        fi
+    fi
+done
+[ "$found" = 1 ] || { echo "no fuzz targets in build/fuzz/ (run 'make fuzz' first)"; exit 2; }
+exit $fail
