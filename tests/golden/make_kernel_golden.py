@@ -382,6 +382,33 @@ case('sort_c64_by_real', module('s', '''
   ROOT s = c64[11] sort(k), dimensions={0}, is_stable=true, to_apply=cmp_real
 ''', CMP_REAL), [(np.round(f32(11)) + 1j * f32(11)).astype(np.complex64)])
 
+# is_stable=false with many ties: XLA:CPU's order is libstdc++ std::sort's (introsort), not the stable one
+for n, seed in ((17, 1), (200, 2), (1000, 3)):
+    case('sort_unstable_ties_%d' % n, module('s', '''
+  k = s32[%d] parameter(0)
+  i = s32[%d] iota(), iota_dimension=0
+  ROOT s = (s32[%d], s32[%d]) sort(k, i), dimensions={0}, is_stable=false, to_apply=cmp
+''' % (n, n, n, n), lt_comp('cmp', 's32', 'LT', extra_types=('s32', 's32'))), [ints(0, 5, n)])
+case('sort_unstable_generic_desc', module('s', '''
+  k = f32[4,300] parameter(0)
+  i = s32[4,300] iota(), iota_dimension=1
+  ROOT s = (f32[4,300], s32[4,300]) sort(k, i), dimensions={1}, is_stable=false, to_apply=lex_desc
+''', '''lex_desc {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  fa = f32[] floor(a)
+  fb = f32[] floor(b)
+  ROOT r = pred[] compare(fa, fb), direction=GT
+}'''), [f32(4, 300, lo=-3, hi=3)])
+# already sorted and reversed inputs (introsort's median-of-three paths)
+case('sort_unstable_sorted', module('s', '''
+  k = s32[2,100] parameter(0)
+  i = s32[2,100] iota(), iota_dimension=1
+  ROOT s = (s32[2,100], s32[2,100]) sort(k, i), dimensions={1}, is_stable=false, to_apply=cmp
+''', lt_comp('cmp', 's32', 'LT', extra_types=('s32', 's32'))), [np.stack([np.arange(100) // 7, (99 - np.arange(100)) // 7]).astype(np.int32)])
+
 case('sort_s32_single', module('s', '''
   k = s32[4,7] parameter(0)
   ROOT s = s32[4,7] sort(k), dimensions={1}, to_apply=cmp

@@ -2,8 +2,11 @@
  *
  * sort(ops[N] of dims D), dimensions={d}, to_apply=cmp: every 1-d row along d is reordered by the comparator
  * cmp(lhs_0, rhs_0, lhs_1, rhs_1, ...) -> "lhs goes before rhs", and every operand gets the same permutation.
- * tpusim always sorts stably (a merge sort), which is a valid result for is_stable=false too (XLA leaves the
- * order of equivalent elements unspecified there). The generic path evaluates the comparator per comparison;
+ * is_stable=true gives the stable order (a merge sort). With is_stable=false XLA leaves the order of
+ * equivalent elements unspecified; XLA:CPU runs libstdc++'s std::sort (introsort: median-of-three quicksort
+ * down to 16-element runs, heapsort past 2 log2 n levels, then insertion sort), and tpusim runs the same
+ * algorithm step for step, so ties come out in XLA:CPU's order. The generic path evaluates the comparator per
+ * comparison;
  * comparators that only order operand 0 by < or > (FLOAT or TOTALORDER compare, or JAX's form that first
  * maps -0 to +0 and every NaN to one NaN and then compares in TOTALORDER) turn each key into an unsigned
  * integer with the same order and sort (key, position) pairs, which gives the identical permutation. A FLOAT
@@ -212,6 +215,146 @@ static void st_merge_sort(const st_gen *g, int64_t *perm, int64_t *tmp, int64_t 
     if (src != perm) memcpy(perm, src, (size_t)n * sizeof *perm);
 }
 
+/* ---- libstdc++'s std::sort, on a permutation (what XLA:CPU does for is_stable=false) ---- */
+
+typedef struct st_cmp {
+    int (*less)(const void *ctx, int64_t a, int64_t b);   /* element a goes before element b */
+    const void *ctx;
+} st_cmp;
+
+#define ST_LESS(c, a, b) ((c)->less((c)->ctx, (a), (b)))
+
+static void st_swap(int64_t *a, int64_t *b)
+{
+    int64_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void st_move_median_to_first(const st_cmp *c, int64_t *r, int64_t *a, int64_t *b, int64_t *d)
+{
+    if (ST_LESS(c, *a, *b)) {
+        if (ST_LESS(c, *b, *d)) st_swap(r, b);
+        else if (ST_LESS(c, *a, *d)) st_swap(r, d);
+        else st_swap(r, a);
+    } else if (ST_LESS(c, *a, *d)) st_swap(r, a);
+    else if (ST_LESS(c, *b, *d)) st_swap(r, d);
+    else st_swap(r, b);
+}
+
+static int64_t *st_unguarded_partition(const st_cmp *c, int64_t *first, int64_t *last, const int64_t *pivot)
+{
+    for (;;) {
+        while (ST_LESS(c, *first, *pivot)) ++first;
+        --last;
+        while (ST_LESS(c, *pivot, *last)) --last;
+        if (!(first < last)) return first;
+        st_swap(first, last);
+        ++first;
+    }
+}
+
+static void st_adjust_heap(const st_cmp *c, int64_t *first, int64_t hole, int64_t len, int64_t value)
+{
+    int64_t top = hole, child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (ST_LESS(c, first[child], first[child - 1])) child--;
+        first[hole] = first[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        first[hole] = first[child - 1];
+        hole = child - 1;
+    }
+    int64_t parent = (hole - 1) / 2;
+    while (hole > top && ST_LESS(c, first[parent], value)) {
+        first[hole] = first[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    first[hole] = value;
+}
+
+static void st_heap_sort(const st_cmp *c, int64_t *first, int64_t *last)
+{
+    int64_t len = last - first;
+    if (len >= 2)
+        for (int64_t parent = (len - 2) / 2;; parent--) {
+            st_adjust_heap(c, first, parent, len, first[parent]);
+            if (parent == 0) break;
+        }
+    while (last - first > 1) {
+        --last;
+        int64_t v = *last;
+        *last = *first;
+        st_adjust_heap(c, first, 0, last - first, v);
+    }
+}
+
+static void st_introsort_loop(const st_cmp *c, int64_t *first, int64_t *last, int depth)
+{
+    while (last - first > 16) {
+        if (depth == 0) {
+            st_heap_sort(c, first, last);
+            return;
+        }
+        depth--;
+        int64_t *mid = first + (last - first) / 2;
+        st_move_median_to_first(c, first, first + 1, mid, last - 1);
+        int64_t *cut = st_unguarded_partition(c, first + 1, last, first);
+        st_introsort_loop(c, cut, last, depth);
+        last = cut;
+    }
+}
+
+static void st_unguarded_linear_insert(const st_cmp *c, int64_t *last)
+{
+    int64_t v = *last, *next = last - 1;
+    while (ST_LESS(c, v, *next)) {
+        *last = *next;
+        last = next--;
+    }
+    *last = v;
+}
+
+static void st_insertion_sort(const st_cmp *c, int64_t *first, int64_t *last)
+{
+    if (first == last) return;
+    for (int64_t *i = first + 1; i != last; ++i) {
+        if (ST_LESS(c, *i, *first)) {
+            int64_t v = *i;
+            memmove(first + 1, first, (size_t)(i - first) * sizeof *first);
+            *first = v;
+        } else {
+            st_unguarded_linear_insert(c, i);
+        }
+    }
+}
+
+static void st_std_sort(const st_cmp *c, int64_t *perm, int64_t n)
+{
+    if (n < 2) return;
+    int lg = 0;
+    while ((n >> (lg + 1)) > 0) lg++;
+    st_introsort_loop(c, perm, perm + n, 2 * lg);
+    if (n > 16) {
+        st_insertion_sort(c, perm, perm + 16);
+        for (int64_t *i = perm + 16; i != perm + n; ++i) st_unguarded_linear_insert(c, i);
+    } else {
+        st_insertion_sort(c, perm, perm + n);
+    }
+}
+
+static int st_less_gen(const void *ctx, int64_t a, int64_t b) { return st_less((const st_gen *)ctx, a, b); }
+
+static int st_less_key(const void *ctx, int64_t a, int64_t b)
+{
+    const uint64_t *k = ctx;
+    return k[a] < k[b];
+}
+
 /* ---- sort ---- */
 
 typedef struct st_plan {
@@ -220,7 +363,7 @@ typedef struct st_plan {
     tpu_tensor          *res[ST_MAX_OPS];
     const exe_scalar_fn *fn;
     sk_mode              mode;
-    int                  desc;
+    int                  desc, stable;
     int64_t              len, stride, rows;
 } st_plan;
 
@@ -259,6 +402,7 @@ static tpu_status st_setup(exe_state *S, const hlo_instr *in, exe_value *const *
             return exe_fail(S, in, TPU_ERR_SHAPE, "comparator parameter %d is %s but operand %d is %s", i,
                             tpu_dtype_name(exe_scalar_fn_param_dtype(p->fn, i)), i / 2, tpu_dtype_name(p->x[i / 2]->dtype));
     p->mode = st_fast_mode(in->called[0], p->x[0]->dtype, &p->desc);
+    p->stable = hlo_attr_bool(in, HK_IS_STABLE, 0);
     p->len = rank ? p->x[0]->dims[p->dim] : 1;
     p->stride = 1;
     for (int d = p->dim + 1; d < rank; d++) p->stride *= p->x[0]->dims[d];
@@ -316,7 +460,12 @@ static void st_row_generic(st_plan *p, int64_t r, exe_scalar *vals, int64_t *per
             vals[i * p->len + j] = exe_scalar_load(p->x[i]->dtype, p->x[i]->data, base + j * p->stride);
     for (int64_t j = 0; j < p->len; j++) perm[j] = j;
     st_gen g = {p->fn, p->n, vals, p->len};
-    st_merge_sort(&g, perm, tmp, p->len);
+    if (p->stable) {
+        st_merge_sort(&g, perm, tmp, p->len);
+    } else {
+        st_cmp c = {st_less_gen, &g};
+        st_std_sort(&c, perm, p->len);
+    }
 }
 
 EXE_KERNEL(exe_k_sort)
@@ -327,6 +476,7 @@ EXE_KERNEL(exe_k_sort)
     if (st) return st;
     int64_t L = p.len;
     int64_t *perm = ut_malloc((size_t)(L ? L : 1) * 2 * sizeof *perm);
+    /* stable: (key, position) pairs; unstable: keys by position (in the same allocation) */
     st_pair *pairs = ut_malloc((size_t)(L ? L : 1) * sizeof *pairs);
     exe_scalar *vals = p.mode == SK_NONE || p.mode == SK_FLOAT ? ut_malloc((size_t)(L ? L : 1) * (size_t)p.n * sizeof *vals) : NULL;
     if (!perm || !pairs || ((p.mode == SK_NONE || p.mode == SK_FLOAT) && !vals)) {
@@ -340,7 +490,7 @@ EXE_KERNEL(exe_k_sort)
     for (int64_t r = 0; r < p.rows; r++) {
         int64_t base = (r / p.stride) * L * p.stride + r % p.stride;
         int fast = p.mode != SK_NONE && !(p.mode == SK_FLOAT && st_row_has_nan(kt, p.x[0]->data, base, p.stride, L));
-        if (fast) {
+        if (fast && p.stable) {
             for (int64_t j = 0; j < L; j++) {
                 uint64_t k = st_key(kt, p.x[0]->data, base + j * p.stride, p.mode);
                 pairs[j].key = p.desc ? ~k : k;
@@ -348,6 +498,15 @@ EXE_KERNEL(exe_k_sort)
             }
             qsort(pairs, (size_t)L, sizeof *pairs, st_pair_cmp);
             for (int64_t j = 0; j < L; j++) perm[j] = pairs[j].pos;
+        } else if (fast) {
+            uint64_t *keys = (uint64_t *)pairs;
+            for (int64_t j = 0; j < L; j++) {
+                uint64_t k = st_key(kt, p.x[0]->data, base + j * p.stride, p.mode);
+                keys[j] = p.desc ? ~k : k;
+                perm[j] = j;
+            }
+            st_cmp c = {st_less_key, keys};
+            st_std_sort(&c, perm, L);
         } else {
             st_row_generic(&p, r, vals, perm, perm + L);
         }
@@ -359,7 +518,8 @@ EXE_KERNEL(exe_k_sort)
     return st_result(S, &p, out);
 }
 
-/* Reference: every row through the comparator, insertion sort (stable by construction). */
+/* Reference: every row through the comparator; insertion sort (stable by construction), or for
+ * is_stable=false the same std::sort emulation as the fast kernel. */
 EXE_KERNEL(exe_k_sort_ref)
 {
     st_plan p;
@@ -379,6 +539,14 @@ EXE_KERNEL(exe_k_sort_ref)
         int64_t base = (r / p.stride) * L * p.stride + r % p.stride;
         for (int i = 0; i < p.n; i++)
             for (int64_t j = 0; j < L; j++) vals[i * L + j] = exe_scalar_load(p.x[i]->dtype, p.x[i]->data, base + j * p.stride);
+        if (!p.stable) {
+            /* the algorithm is the specification here: XLA:CPU's std::sort */
+            for (int64_t i = 0; i < L; i++) perm[i] = i;
+            st_cmp c = {st_less_gen, &g};
+            st_std_sort(&c, perm, L);
+            st_permute(&p, r, perm);
+            continue;
+        }
         for (int64_t i = 0; i < L; i++) {
             int64_t v = i, j = i;
             while (j > 0 && st_less(&g, v, perm[j - 1])) {
