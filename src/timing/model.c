@@ -25,6 +25,14 @@ static int64_t tim_ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* ---- the MXU ---- */
 
+/* The MXU peak of one device in FLOP/s from its structure: 2 x rows x cols x MXUs x clock. The published peak
+ * (chp_device_peak_flops) is this figure rounded; utilizations use this one so a perfect GEMM reads 100%. */
+double tim_mxu_peak_flops(const chp_chip *chip)
+{
+    return 2.0 * (double)chip->mxu_rows * (double)chip->mxu_cols * chip->mxus_per_core * chip->cores_per_device *
+           chp_mxu_clock_hz(chip);
+}
+
 double tim_mxu_gemm_s(const chp_chip *chip, int64_t batch, int64_t M, int64_t N, int64_t K, double passes, double *pad_waste)
 {
     if (pad_waste) *pad_waste = 0;
@@ -39,18 +47,30 @@ double tim_mxu_gemm_s(const chp_chip *chip, int64_t batch, int64_t M, int64_t N,
     tim_array arr = {chip->mxu_rows, chip->mxu_cols};
     tim_systolic_result r;
     if (tim_systolic_gemm(&arr, stream_pad, held, K, TIM_DF_WS, &r) != TPU_OK) return 0;
-    /* weight-stationary: each fold holds a K x held tile; loading the next tile overlaps the current pass
-     * (double-buffered weights), so a fold costs max(rows streamed, weight load), plus one fill and drain */
-    double per_fold = (double)(r.t > r.fill_cycles ? r.t : r.fill_cycles);
+    /* weight-stationary: each fold holds a K x held tile; loading the next tile (fill_cycles, one weight row
+     * per cycle) overlaps the current pass (double-buffered weights), so a fold costs max(rows streamed,
+     * weight load), plus one fill and drain per GEMM.
+     * The compiler spreads the folds over the device's MXUs (and the cores of a megacore device). When there
+     * are fewer folds than MXUs, or the last round would leave MXUs idle, it also splits the streamed rows:
+     * k MXUs hold the same weight tile and each streams 1/k of the rows. Pick the k that finishes first. */
     int nmxu = chip->mxus_per_core * chip->cores_per_device;
-    double folds = (double)r.folds * (double)batch;
-    double rounds = ceil(folds / nmxu);
-    double cycles = rounds * per_fold + (double)r.fill_cycles + (double)r.drain_cycles;
+    if (nmxu < 1) nmxu = 1;
+    double units = (double)r.folds * (double)batch, fill = (double)r.fill_cycles, best = -1;
+    for (int k = 1; k <= nmxu; k++) {
+        double chunk = ceil((double)stream_pad / k / 8) * 8;
+        double per = chunk > fill ? chunk : fill;
+        double c = ceil(units * k / nmxu) * per;
+        if (best < 0 || c < best) best = c;
+        if (chunk <= fill) break;   /* more splitting only adds weight loads */
+    }
+    double cycles = best + fill + (double)r.drain_cycles;
     double clock = chp_mxu_clock_hz(chip);
     if (pad_waste) {
-        double issued = rounds * nmxu * per_fold * (double)arr.rows * (double)arr.cols;
-        double useful = (double)batch * (double)M * (double)N * (double)K;
-        *pad_waste = issued > 0 ? 1.0 - useful / issued : 0;
+        /* padding alone: rows streamed in groups of 8, the held and contracting dimensions in whole tiles */
+        double padded = (double)stream_pad * (double)tim_ceil(held, arr.cols) * (double)arr.cols *
+                        (double)tim_ceil(K, arr.rows) * (double)arr.rows;
+        double useful = (double)stream * (double)held * (double)K;
+        *pad_waste = padded > 0 ? 1.0 - useful / padded : 0;
         if (*pad_waste < 0) *pad_waste = 0;
     }
     return clock > 0 ? cycles * passes / clock : 0;
@@ -97,21 +117,59 @@ static void tim_dot_dims(const hlo_instr *in, int64_t *B, int64_t *M, int64_t *N
     *N = *B && *K ? rall / (*B * *K) : 0;
 }
 
-/* GEMM view of a convolution: groups x [M,K]·[K,N] with M = output positions x batch. */
-static void tim_conv_dims(const hlo_instr *in, int64_t *B, int64_t *M, int64_t *N, int64_t *K)
+/* Output position x window position pairs of one spatial dimension that land on a real input element (not
+ * padding, not a hole of lhs dilation). */
+static double tim_conv_valid_pairs(int64_t in, int64_t out, const hlo_window_dim *w)
+{
+    int64_t s = w->stride > 0 ? w->stride : 1, ld = w->lhs_dilate > 0 ? w->lhs_dilate : 1;
+    int64_t rd = w->rhs_dilate > 0 ? w->rhs_dilate : 1, last = (in - 1) * ld;
+    if (in <= 0 || out <= 0 || w->size <= 0) return 0;
+    double n = 0;
+    int exact = ld == 1 || (double)w->size * (double)out <= 4e6;   /* else the holes' share per tap */
+    for (int64_t k = 0; k < w->size; k++) {
+        int64_t c = k * rd - w->pad_lo;           /* position of output 0's tap k in the dilated input */
+        /* outputs o with 0 <= o*s + c <= last */
+        int64_t lo = c >= 0 ? 0 : (-c + s - 1) / s, hi = last - c < 0 ? -1 : (last - c) / s;
+        if (hi > out - 1) hi = out - 1;
+        if (hi < lo) continue;
+        if (ld == 1) {
+            n += (double)(hi - lo + 1);
+        } else if (exact) {
+            for (int64_t o = lo; o <= hi; o++) n += ((o * s + c) % ld) == 0;
+        } else {
+            n += (double)(hi - lo + 1) / (double)ld;
+        }
+        if (k >= (1 << 20)) {   /* absurd windows: extrapolate from the first million taps */
+            n = n * (double)w->size / (double)(k + 1);
+            break;
+        }
+    }
+    return n;
+}
+
+/* GEMM view of a convolution: groups x [M,K]·[K,N] with M = output positions x batch. *valid: the share of
+ * window taps that touch real input (padding and the holes of lhs dilation excluded), as XLA's cost analysis
+ * counts FLOPs; the TPU's convolution emitter does not multiply the holes of a transposed convolution. */
+static void tim_conv_dims(const hlo_instr *in, int64_t *B, int64_t *M, int64_t *N, int64_t *K, double *valid)
 {
     *B = *M = *N = *K = 0;
+    *valid = 1;
     const hlo_attr *dla = hlo_attr_find(in, HK_DIM_LABELS);
     if (!dla || dla->kind != HA_DIMLABELS) return;
     const hlo_dimlabels *d = dla->v.dimlabels;
-    const hlo_shape *k = &in->ops[1]->shape, *o = &in->shape;
+    const hlo_shape *l = &in->ops[0]->shape, *k = &in->ops[1]->shape, *o = &in->shape;
     int64_t fg = hlo_attr_int(in, HK_FEATURE_GROUP_COUNT, 1), bg = hlo_attr_int(in, HK_BATCH_GROUP_COUNT, 1);
     if (fg < 1) fg = 1;
     if (bg < 1) bg = 1;
+    const hlo_attr *wa = hlo_attr_find(in, HK_WINDOW);
+    const hlo_window *w = wa && wa->kind == HA_WINDOW ? wa->v.window : NULL;
     int64_t out_pos = 1, win = 1;
     for (int i = 0; i < d->nspatial; i++) {
-        out_pos *= o->dims[d->out_spatial[i]];
-        win *= k->dims[d->k_spatial[i]];
+        int64_t op = o->dims[d->out_spatial[i]], ws = k->dims[d->k_spatial[i]];
+        out_pos *= op;
+        win *= ws;
+        if (w && i < w->rank && op > 0 && ws > 0)
+            *valid *= tim_conv_valid_pairs(l->dims[d->in_spatial[i]], op, &w->d[i]) / ((double)op * (double)ws);
     }
     int64_t groups = fg * bg;
     *B = groups;
@@ -339,8 +397,13 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         hlo_op o = (hlo_op)in->op;
         if (o == HLO_DOT || o == HLO_CONVOLUTION) {
             int64_t B, M, N, K;
+            double valid = 1;
             if (o == HLO_DOT) tim_dot_dims(in, &B, &M, &N, &K);
-            else tim_conv_dims(in, &B, &M, &N, &K);
+            else tim_conv_dims(in, &B, &M, &N, &K, &valid);
+            if (valid < 1) {
+                int64_t k2 = (int64_t)ceil((double)K * valid);
+                K = k2 < 1 ? 1 : k2;
+            }
             double passes = tim_passes(in), waste = 0;
             double macs = (double)B * (double)M * (double)N * (double)K;
             double mxu = tim_mxu_gemm_s(chip, B, M, N, K, passes, &waste);
@@ -440,7 +503,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
     if (t->ici_s > best) { best = t->ici_s; t->bound = TIM_BOUND_COLLECTIVE; }
     if (t->overhead_s > best) t->bound = TIM_BOUND_OVERHEAD;
     t->time_s = best + t->overhead_s;
-    double peak = chp_device_peak_flops(chip);
+    double peak = tim_mxu_peak_flops(chip);
     t->mxu_util = t->time_s > 0 && peak > 0 ? t->mxu_flops / (t->time_s * peak) : 0;
 }
 
@@ -583,7 +646,8 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
     r->by_bound[TIM_BOUND_HOST] += launch;
     r->by_bound[TIM_BOUND_IDLE] += r->idle_s;
     r->peak_flops = chp_device_peak_flops(chip);
-    r->mxu_util = r->step_s > 0 && r->peak_flops > 0 ? r->mxu_flops / (r->step_s * r->peak_flops) : 0;
+    double mpeak = tim_mxu_peak_flops(chip);
+    r->mxu_util = r->step_s > 0 && mpeak > 0 ? r->mxu_flops / (r->step_s * mpeak) : 0;
     r->flops_per_s = r->step_s > 0 ? r->flops / r->step_s : 0;
     r->bound = TIM_BOUND_COMPUTE;
     for (int b = 0; b < TIM_BOUND_COUNT; b++)

@@ -79,7 +79,10 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
 void       tim_result_free(tim_result *r);
 
 /* The MXU model for one GEMM (batch x [M,K]·[K,N]) at `passes` bf16 passes on one device of `chip`:
- * seconds, and the fraction of MXU work lost to padding. Shares tim_systolic_gemm with SCALE-Sim mode. */
+ * seconds, and the fraction of MXU work lost to padding the shapes to the array (rows to 8, the held and
+ * contracting dimensions to whole tiles). Shares tim_systolic_gemm with SCALE-Sim mode. */
 double tim_mxu_gemm_s(const chp_chip *chip, int64_t batch, int64_t M, int64_t N, int64_t K, double passes, double *pad_waste);
+/* 2 x rows x cols x MXUs x clock of one device: the peak MXU utilization is measured against. */
+double tim_mxu_peak_flops(const chp_chip *chip);
 
 #endif
