@@ -409,6 +409,21 @@ case('sort_unstable_sorted', module('s', '''
   ROOT s = (s32[2,100], s32[2,100]) sort(k, i), dimensions={1}, is_stable=false, to_apply=cmp
 ''', lt_comp('cmp', 's32', 'LT', extra_types=('s32', 's32'))), [np.stack([np.arange(100) // 7, (99 - np.arange(100)) // 7]).astype(np.int32)])
 
+# a FLOAT compare with NaNs is not a strict weak order: the result is std::stable_sort's
+_k = rng.integers(0, 20, 300).astype(np.float32)
+_k[rng.random(300) < 0.1] = np.nan
+case('sort_stable_float_nan', module('s', '''
+  k = f32[300] parameter(0)
+  i = s32[300] iota(), iota_dimension=0
+  ROOT s = (f32[300], s32[300]) sort(k, i), dimensions={0}, is_stable=true, to_apply=cmp
+''', lt_comp('cmp', 'f32', 'LT', extra_types=('s32', 's32'))), [_k])
+_k2 = _k.copy()
+case('sort_unstable_float_nan', module('s', '''
+  k = f32[300] parameter(0)
+  i = s32[300] iota(), iota_dimension=0
+  ROOT s = (f32[300], s32[300]) sort(k, i), dimensions={0}, is_stable=false, to_apply=cmp
+''', lt_comp('cmp', 'f32', 'LT', extra_types=('s32', 's32'))), [_k2])
+
 case('sort_s32_single', module('s', '''
   k = s32[4,7] parameter(0)
   ROOT s = s32[4,7] sort(k), dimensions={1}, to_apply=cmp

@@ -2,10 +2,10 @@
  *
  * sort(ops[N] of dims D), dimensions={d}, to_apply=cmp: every 1-d row along d is reordered by the comparator
  * cmp(lhs_0, rhs_0, lhs_1, rhs_1, ...) -> "lhs goes before rhs", and every operand gets the same permutation.
- * is_stable=true gives the stable order (a merge sort). With is_stable=false XLA leaves the order of
- * equivalent elements unspecified; XLA:CPU runs libstdc++'s std::sort (introsort: median-of-three quicksort
- * down to 16-element runs, heapsort past 2 log2 n levels, then insertion sort), and tpusim runs the same
- * algorithm step for step, so ties come out in XLA:CPU's order. The generic path evaluates the comparator per
+ * XLA:CPU sorts with libstdc++'s std::stable_sort (is_stable=true) or std::sort (introsort: median-of-three
+ * quicksort down to 16-element runs, heapsort past 2 log2 n levels, then insertion sort), and tpusim runs
+ * the same algorithms step for step: ties of an unstable sort, and comparators that are not strict weak
+ * orders (a FLOAT compare with NaNs), come out in XLA:CPU's order. The generic path evaluates the comparator per
  * comparison;
  * comparators that only order operand 0 by < or > (FLOAT or TOTALORDER compare, or JAX's form that first
  * maps -0 to +0 and every NaN to one NaN and then compares in TOTALORDER) turn each key into an unsigned
@@ -184,37 +184,6 @@ static int st_less(const st_gen *g, int64_t i, int64_t j)
     return r.i != 0;
 }
 
-/* Stable merge sort of perm[0..n) (bottom-up, tmp of n). */
-static void st_merge_sort(const st_gen *g, int64_t *perm, int64_t *tmp, int64_t n)
-{
-    /* insertion-sort runs of 8 first */
-    for (int64_t s = 0; s < n; s += 8) {
-        int64_t e = s + 8 < n ? s + 8 : n;
-        for (int64_t i = s + 1; i < e; i++) {
-            int64_t v = perm[i], j = i;
-            while (j > s && st_less(g, v, perm[j - 1])) {
-                perm[j] = perm[j - 1];
-                j--;
-            }
-            perm[j] = v;
-        }
-    }
-    int64_t *src = perm, *dst = tmp;
-    for (int64_t w = 8; w < n; w *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * w) {
-            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) dst[k++] = st_less(g, src[j], src[i]) ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-        }
-        int64_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != perm) memcpy(perm, src, (size_t)n * sizeof *perm);
-}
-
 /* ---- libstdc++'s std::sort, on a permutation (what XLA:CPU does for is_stable=false) ---- */
 
 typedef struct st_cmp {
@@ -347,6 +316,80 @@ static void st_std_sort(const st_cmp *c, int64_t *perm, int64_t n)
     }
 }
 
+/* libstdc++'s std::stable_sort with its (n+1)/2 temporary buffer (what XLA:CPU does for is_stable=true).
+ * Any stable sort gives the same order for a consistent comparator; this one also gives XLA:CPU's order for
+ * comparators that are not strict weak orders (a FLOAT compare with NaNs). buf: (n + 1) / 2 entries. */
+static int64_t *st_move_merge(const st_cmp *c, int64_t *f1, int64_t *l1, int64_t *f2, int64_t *l2, int64_t *out)
+{
+    while (f1 != l1 && f2 != l2) *out++ = ST_LESS(c, *f2, *f1) ? *f2++ : *f1++;
+    while (f1 != l1) *out++ = *f1++;
+    while (f2 != l2) *out++ = *f2++;
+    return out;
+}
+
+static void st_merge_sort_loop(const st_cmp *c, int64_t *first, int64_t *last, int64_t *out, int64_t step)
+{
+    int64_t two = 2 * step;
+    while (last - first >= two) {
+        out = st_move_merge(c, first, first + step, first + step, first + two, out);
+        first += two;
+    }
+    if (last - first < step) step = last - first;
+    st_move_merge(c, first, first + step, first + step, last, out);
+}
+
+static void st_merge_sort_with_buffer(const st_cmp *c, int64_t *first, int64_t *last, int64_t *buf)
+{
+    int64_t len = last - first, step = 7;
+    int64_t *f = first;
+    for (; last - f >= step; f += step) st_insertion_sort(c, f, f + step);
+    st_insertion_sort(c, f, last);
+    while (step < len) {
+        st_merge_sort_loop(c, first, last, buf, step);
+        step *= 2;
+        st_merge_sort_loop(c, buf, buf + len, first, step);
+        step *= 2;
+    }
+}
+
+static void st_std_stable_sort(const st_cmp *c, int64_t *perm, int64_t n, int64_t *buf)
+{
+    if (n < 2) return;
+    int64_t len1 = (n + 1) / 2, len2 = n - len1;
+    int64_t *mid = perm + len1, *last = perm + n;
+    st_merge_sort_with_buffer(c, perm, mid, buf);
+    st_merge_sort_with_buffer(c, mid, last, buf);
+    if (len1 <= len2) {
+        /* forward: the first half from the buffer */
+        memcpy(buf, perm, (size_t)len1 * sizeof *buf);
+        int64_t *f1 = buf, *l1 = buf + len1, *f2 = mid, *out = perm;
+        while (f1 != l1 && f2 != last) *out++ = ST_LESS(c, *f2, *f1) ? *f2++ : *f1++;
+        while (f1 != l1) *out++ = *f1++;
+        return;
+    }
+    /* backward: the second half from the buffer */
+    memcpy(buf, mid, (size_t)len2 * sizeof *buf);
+    int64_t *f1 = perm, *l1 = mid, *f2 = buf, *l2 = buf + len2, *res = last;
+    if (f2 == l2) return;
+    --l1;
+    --l2;
+    for (;;) {
+        if (ST_LESS(c, *l2, *l1)) {
+            *--res = *l1;
+            if (f1 == l1) {
+                ++l2;
+                while (l2 != f2) *--res = *--l2;
+                return;
+            }
+            --l1;
+        } else {
+            *--res = *l2;
+            if (f2 == l2) return;
+            --l2;
+        }
+    }
+}
+
 static int st_less_gen(const void *ctx, int64_t a, int64_t b) { return st_less((const st_gen *)ctx, a, b); }
 
 static int st_less_key(const void *ctx, int64_t a, int64_t b)
@@ -460,12 +503,9 @@ static void st_row_generic(st_plan *p, int64_t r, exe_scalar *vals, int64_t *per
             vals[i * p->len + j] = exe_scalar_load(p->x[i]->dtype, p->x[i]->data, base + j * p->stride);
     for (int64_t j = 0; j < p->len; j++) perm[j] = j;
     st_gen g = {p->fn, p->n, vals, p->len};
-    if (p->stable) {
-        st_merge_sort(&g, perm, tmp, p->len);
-    } else {
-        st_cmp c = {st_less_gen, &g};
-        st_std_sort(&c, perm, p->len);
-    }
+    st_cmp c = {st_less_gen, &g};
+    if (p->stable) st_std_stable_sort(&c, perm, p->len, tmp);
+    else st_std_sort(&c, perm, p->len);
 }
 
 EXE_KERNEL(exe_k_sort)
@@ -518,15 +558,14 @@ EXE_KERNEL(exe_k_sort)
     return st_result(S, &p, out);
 }
 
-/* Reference: every row through the comparator; insertion sort (stable by construction), or for
- * is_stable=false the same std::sort emulation as the fast kernel. */
+/* Reference: every row through the comparator (no key transform). */
 EXE_KERNEL(exe_k_sort_ref)
 {
     st_plan p;
     tpu_status st = st_setup(S, in, ops, &p);
     if (st) return st;
     int64_t L = p.len;
-    int64_t *perm = ut_malloc((size_t)(L ? L : 1) * sizeof *perm);
+    int64_t *perm = ut_malloc((size_t)(L ? L : 1) * 2 * sizeof *perm);
     exe_scalar *vals = ut_malloc((size_t)(L ? L : 1) * (size_t)p.n * sizeof *vals);
     if (!perm || !vals) {
         ut_free(perm);
@@ -539,22 +578,12 @@ EXE_KERNEL(exe_k_sort_ref)
         int64_t base = (r / p.stride) * L * p.stride + r % p.stride;
         for (int i = 0; i < p.n; i++)
             for (int64_t j = 0; j < L; j++) vals[i * L + j] = exe_scalar_load(p.x[i]->dtype, p.x[i]->data, base + j * p.stride);
-        if (!p.stable) {
-            /* the algorithm is the specification here: XLA:CPU's std::sort */
-            for (int64_t i = 0; i < L; i++) perm[i] = i;
-            st_cmp c = {st_less_gen, &g};
-            st_std_sort(&c, perm, L);
-            st_permute(&p, r, perm);
-            continue;
-        }
-        for (int64_t i = 0; i < L; i++) {
-            int64_t v = i, j = i;
-            while (j > 0 && st_less(&g, v, perm[j - 1])) {
-                perm[j] = perm[j - 1];
-                j--;
-            }
-            perm[j] = v;
-        }
+        /* the algorithms are the specification here (XLA:CPU's std::stable_sort / std::sort); what the
+         * reference checks is the fast kernel's key transform against the comparator itself */
+        for (int64_t i = 0; i < L; i++) perm[i] = i;
+        st_cmp c = {st_less_gen, &g};
+        if (p.stable) st_std_stable_sort(&c, perm, L, perm + L);
+        else st_std_sort(&c, perm, L);
         st_permute(&p, r, perm);
     }
     ut_free(perm);
