@@ -26,7 +26,7 @@ static const err_case cases[] = {
     {"HloModule\n", TPU_ERR_PARSE, "2:1", "module name"},
     /* instructions */
     {HDR "  ROOT r = f32[2] frobnicate(p)\n}\n", TPU_ERR_PARSE, "4:19", "unknown opcode 'frobnicate'"},
-    {HDR "  ROOT r = f32[2] custom-call-start(p)\n}\n", TPU_ERR_PARSE, "4:19", "async shorthand"},
+    {HDR "  ROOT r = f32[2] custom-call-start(p)\n}\n", TPU_ERR_PARSE, "4:19", "needs a shape ((operand shapes), result, ...)"},
     {HDR "  ROOT r f32[2] add(p, p)\n}\n", TPU_ERR_PARSE, "4:10", "expected '='"},
     {HDR "  ROOT r = f32[2] add(p)\n}\n", TPU_ERR_PARSE, "4:19", "add takes 2 operands, got 1"},
     {HDR "  ROOT r = f32[2] add(p, q)\n}\n", TPU_ERR_PARSE, "4:8", "uses 'q', which is not defined"},

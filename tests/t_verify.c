@@ -351,3 +351,32 @@ TEST(verify_corpus_modules)
     tpu_ctx_free(ctx);
     if (modules) fprintf(stderr, "  %d corpus modules, %d verify cleanly\n", modules, clean);
 }
+
+/* The async shorthand (custom-call-start) becomes async-start with a wrapped computation that verifies. */
+TEST(verify_async_shorthand)
+{
+    const char *t = "HloModule m\nENTRY e {\n  a = f32[10] parameter(0)\n"
+                    "  s = ((f32[10]), f32[20], s32[]) custom-call-start(a), async_execution_thread=\"t\", "
+                    "custom_call_target=\"bar\"\n  u = ((f32[10]), f32[20], s32[]) custom-call-update(s)\n"
+                    "  ROOT d = f32[20] custom-call-done(u)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE_OK(ctx, tpu_module_parse(ctx, t, strlen(t), "a.hlo", &m));
+    CHECK_EQ_INT(m->ncomps, 2);
+    CHECK_EQ_INT(m->entry->instrs[1]->op, HLO_ASYNC_START);
+    CHECK_EQ_INT(m->comps[0]->root->op, HLO_CUSTOM_CALL);
+    CHECK(hlo_attr_str(m->comps[0]->root, HK_CUSTOM_CALL_TARGET) != NULL);
+    ver_report *r = ver_report_new("m", NULL);
+    CHECK_EQ_INT(ver_verify_module(ctx, m, r), 0);
+    tpu_report_free(r);
+    char *s = NULL;
+    REQUIRE_OK(ctx, tpu_module_to_string(ctx, m, &s));
+    CHECK(strstr(s, "}, execution_thread=\"t\"") != NULL);
+    tpu_module *m2 = NULL;
+    CHECK_OK(ctx, tpu_module_parse(ctx, s, strlen(s), "p.hlo", &m2));
+    if (m2) CHECK(hlo_module_equal(m, m2, NULL, 0));
+    tpu_free(s);
+    tpu_module_free(m);
+    tpu_module_free(m2);
+    tpu_ctx_free(ctx);
+}

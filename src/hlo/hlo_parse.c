@@ -1496,6 +1496,108 @@ static int hp_operands(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in)
     return ok;
 }
 
+static int hp_register_comp(hp *P, hlo_comp *c, const char *name_at);
+static int hp_finish_comp(hp *P, hlo_comp *c, hp_comp_build *cb, const char *body_at);
+
+/* The async shorthand `s = ((f32[10]), f32[20], s32[]) custom-call-start(x), custom_call_target="foo"` is
+ * async-start(x), calls=%wrapped, where %wrapped takes the operand shapes (element 0 of the start's shape) as
+ * parameters and has one root: the wrapped op with element 1's shape and all the attributes but
+ * async_execution_thread, as XLA's parser builds it. The module prints in the explicit form. */
+static int hp_async_wrap(hp *P, hlo_instr *in, hlo_op wop, hp_vec *attrs, const char *at)
+{
+    const hlo_shape *s = &in->shape;
+    if (!hlo_shape_is_tuple(s) || s->ntuple < 2 || !hlo_shape_is_tuple(&s->tuple[0]) || s->tuple[0].ntuple != in->nops)
+        return hp_error_at(P, at, "%s-start needs a shape ((operand shapes), result, ...) with one operand shape per "
+                                  "operand", hlo_op_name(wop));
+    hlo_comp *c = hp_alloc(P, sizeof *c);
+    if (!c) return 0;
+    hp_linecol(P, at, &c->line, &c->col);
+    char base[512];
+    snprintf(base, sizeof base, "%.400s.async_wrapped", in->name ? in->name : "async");
+    if (!(c->name = hp_fresh_name(P, &P->comps, base))) return 0;
+    hp_comp_build cb = {0};
+    int ok = 1;
+    hlo_instr *root = hp_alloc(P, sizeof *root);
+    if (!root) return 0;
+    root->op = (uint16_t)wop;
+    root->shape = s->tuple[1];
+    root->parent = c;
+    root->line = in->line;
+    root->col = in->col;
+    root->nops = in->nops;
+    if (in->nops) {
+        root->ops = hp_alloc(P, (size_t)in->nops * sizeof(hlo_instr *));
+        root->op_names = hp_alloc(P, (size_t)in->nops * sizeof(char *));
+        root->op_typed = hp_alloc(P, (size_t)in->nops);
+        if (!root->ops || !root->op_names || !root->op_typed) return 0;
+    }
+    for (int i = 0; ok && i < in->nops; i++) {
+        hlo_instr *p = hp_alloc(P, sizeof *p);
+        char nm[32];
+        snprintf(nm, sizeof nm, "async_param.%d", i);
+        ok = p && (p->name = hp_strndup(P, nm, strlen(nm))) != NULL;
+        if (!ok) break;
+        p->op = HLO_PARAMETER;
+        p->param_no = i;
+        p->shape = s->tuple[0].tuple[i];
+        p->parent = c;
+        p->line = in->line;
+        p->col = in->col;
+        root->op_names[i] = p->name;
+        ok = hp_add_instr(P, &cb, p, at);
+    }
+    /* the attributes move to the wrapped op, except the thread, which stays on the start */
+    hp_vec keep = {0}, moved = {0};
+    for (int i = 0; ok && i < attrs->n; i++) {
+        hlo_attr *a = attrs->v[i];
+        if (!hp_vec_push(a->key == HK_ASYNC_EXECUTION_THREAD ? &keep : &moved, a)) ok = hp_nomem(P);
+    }
+    if (ok) ok = hp_attrs_finish(P, &moved, &root->nattrs, &root->attrs);
+    if (ok) {
+        root->name = "async_op";
+        root->is_root = 1;
+        ok = hp_add_instr(P, &cb, root, at) && hp_finish_comp(P, c, &cb, at) && hp_register_comp(P, c, at);
+    }
+    /* the start: its thread plus calls=%wrapped */
+    hlo_attr *calls = ok ? hp_alloc(P, sizeof *calls) : NULL;
+    if (calls) {
+        calls->key = HK_CALLS;
+        calls->kind = HA_COMPS;
+        calls->name = hlo_attr_key_name(HK_CALLS);
+        hp_linecol(P, at, &calls->line, &calls->col);
+        calls->v.comps.n = 1;
+        calls->v.comps.names = hp_alloc(P, sizeof(char *));
+        calls->v.comps.v = hp_alloc(P, sizeof(hlo_comp *));
+        ok = calls->v.comps.names && calls->v.comps.v;
+        if (ok) calls->v.comps.names[0] = c->name;
+        if (ok && !hp_vec_push(&keep, calls)) ok = hp_nomem(P);
+    } else {
+        ok = 0;
+    }
+    for (int i = 0; ok && i < keep.n; i++) {
+        /* the wrapped computation runs on the start's thread */
+        hlo_attr *a = keep.v[i];
+        if (a->key != HK_ASYNC_EXECUTION_THREAD || !strcmp(a->v.s, "main")) continue;
+        c->attrs = hp_alloc(P, sizeof(hlo_attr));
+        if (!(ok = c->attrs != NULL)) break;
+        c->nattrs = 1;
+        c->attrs[0] = *a;
+        c->attrs[0].key = HK_EXECUTION_THREAD;
+        c->attrs[0].name = hlo_attr_key_name(HK_EXECUTION_THREAD);
+    }
+    if (ok) {
+        attrs->n = 0;
+        for (int i = 0; ok && i < keep.n; i++)
+            if (!hp_vec_push(attrs, keep.v[i])) ok = hp_nomem(P);
+    }
+    hp_vec_free(&keep);
+    hp_vec_free(&moved);
+    hp_vec_free(&cb.instrs);
+    hp_vec_free(&cb.opshapes);
+    hp_map_free(&cb.names);
+    return ok;
+}
+
 /* The part after "name =": [shape] opcode '(' operands ')' [, attributes]. Nested operand instructions have
  * no attributes. */
 static int hp_instr_rhs(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in, int nested)
@@ -1521,14 +1623,18 @@ static int hp_instr_rhs(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in, in
     size_t on;
     if (!hp_word_span(P, &os, &on)) return hp_error(P, "expected an opcode");
     hlo_op op = hlo_op_from_name(os, on);
+    hlo_op wrapped = HLO_OP_COUNT;   /* async shorthand: custom-call-start wraps a custom-call */
     if (op == HLO_OP_COUNT) {
-        /* async sugar such as custom-call-start is not supported: say so */
-        if ((on > 6 && !memcmp(os + on - 6, "-start", 6)) || (on > 7 && !memcmp(os + on - 7, "-update", 7)) ||
-            (on > 5 && !memcmp(os + on - 5, "-done", 5)))
-            return hp_error_at(P, op_at, "unknown opcode '%.*s' (the async shorthand <op>-start/-update/-done is only "
-                                         "known for XLA's own async opcodes; write async-start with calls=)",
-                               (int)on, os);
-        return hp_error_at(P, op_at, "unknown opcode '%.*s'", (int)on, os);
+        static const struct { const char *suffix; hlo_op op; } sugar[] = {
+            {"-start", HLO_ASYNC_START}, {"-update", HLO_ASYNC_UPDATE}, {"-done", HLO_ASYNC_DONE}};
+        for (int k = 0; k < 3 && op == HLO_OP_COUNT; k++) {
+            size_t sl = strlen(sugar[k].suffix);
+            if (on > sl && !memcmp(os + on - sl, sugar[k].suffix, sl) &&
+                (wrapped = hlo_op_from_name(os, on - sl)) != HLO_OP_COUNT)
+                op = sugar[k].op;
+        }
+        if (op == HLO_OP_COUNT) return hp_error_at(P, op_at, "unknown opcode '%.*s'", (int)on, os);
+        if (nested) return hp_error_at(P, op_at, "an async op cannot be a nested operand");
     }
     in->op = (uint16_t)op;
     if (!has_shape && !hlo_op_shape_optional(op))
@@ -1556,7 +1662,9 @@ static int hp_instr_rhs(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in, in
     const char *saved = P->cur_instr;
     P->cur_instr = in->name;
     hp_vec attrs = {0};
-    int ok = hp_attrs(P, &attrs, 0) && hp_attrs_finish(P, &attrs, &in->nattrs, &in->attrs);
+    int ok = hp_attrs(P, &attrs, 0);
+    if (ok && wrapped != HLO_OP_COUNT && op == HLO_ASYNC_START) ok = hp_async_wrap(P, in, wrapped, &attrs, op_at);
+    if (ok) ok = hp_attrs_finish(P, &attrs, &in->nattrs, &in->attrs);
     hp_vec_free(&attrs);
     P->cur_instr = saved;
     return ok;

@@ -349,14 +349,15 @@ static void hpr_comp(ut_buf *b, const hlo_comp *c)
         ut_buf_puts(b, ") -> ");
         hlo_shape_print(b, &c->root->shape, 0);
     }
-    hpr_attrs(b, c->nattrs, c->attrs);
     ut_buf_puts(b, " {\n");
     for (int i = 0; i < c->ninstrs; i++) {
         ut_buf_puts(b, "  ");
         hlo_print_instr(b, c->instrs[i]);
         ut_buf_putc(b, '\n');
     }
-    ut_buf_puts(b, "}\n");
+    ut_buf_putc(b, '}');
+    hpr_attrs(b, c->nattrs, c->attrs);   /* XLA: "}, execution_thread=..." */
+    ut_buf_putc(b, '\n');
 }
 
 /* FileNames / FunctionNames / FileLocations / StackFrames, one entry a line, labels counting from 1. */
