@@ -62,6 +62,9 @@ static const err_case cases[] = {
      "d {\n  a = f32[] parameter(0)\n  ROOT r = f32[] call(a), to_apply=%c\n}\n"
      "ENTRY e {\n  a = f32[] parameter(0)\n  ROOT r = f32[] call(a), to_apply=%c\n}\n",
      TPU_ERR_PARSE, "2:1", "recursion"},
+    /* found by fuzz_hlo: an inline body in the module header crashed */
+    {"HloModule c, to_apply={ a = f32[] parameter(0) }\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", TPU_ERR_PARSE, "1:23",
+     "only allowed in an instruction"},
     /* literals */
     {"HloModule m\nENTRY e {\n  ROOT c = f32[3] constant({1, 2})\n}\n", TPU_ERR_PARSE, "3:28", "2 elements in dimension 0"},
     {"HloModule m\nENTRY e {\n  ROOT c = s8[] constant(300)\n}\n", TPU_ERR_PARSE, "3:26", "out of range for s8"},

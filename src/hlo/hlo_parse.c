@@ -1841,6 +1841,7 @@ static int hp_register_comp(hp *P, hlo_comp *c, const char *name_at)
 static int hp_inline_comp(hp *P, const char *attr, const char **name_out)
 {
     const char *at = (hp_ws(P), P->p);
+    if (!P->comps_out) return hp_error(P, "an inline computation body is only allowed in an instruction's attributes");
     hlo_comp *c = hp_alloc(P, sizeof *c);
     if (!c || !hp_depth_enter(P, "inline computations")) return 0;
     hp_linecol(P, at, &c->line, &c->col);
