@@ -3,6 +3,7 @@
  * (call, fusion, while, conditional), tuples and the ops that need no kernel. Also tpu_run and
  * tpu_random_inputs, the public entry points. */
 #include "exec.h"
+#include "exe_fuse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,9 @@ struct exe_comp_info {
     int         *free_start;  /* values to drop after instruction i: free_list[free_start[i] .. free_start[i+1]) */
     int         *free_list;
     exe_value  **consts;      /* constants materialised once */
+    int         *fgroup_of;   /* fused elementwise group of each instruction, or -1 */
+    exe_fgroup  *fgroups;
+    int          nfgroups;
 };
 
 static exe_kernel exe_kernels[HLO_OP_COUNT];
@@ -84,6 +88,8 @@ static void exe_comp_info_free(exe_comp_info *ci)
     if (!ci) return;
     for (int i = 0; ci->consts && i < ci->n; i++) exe_value_unref(ci->consts[i]);
     ut_free(ci->consts);
+    ut_free(ci->fgroup_of);
+    exe_fuse_free(ci->fgroups, ci->nfgroups);
     ut_free(ci->live);
     ut_free(ci->free_start);
     ut_free(ci->free_list);
@@ -129,16 +135,28 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
         for (int k = 0; k < in->nops; k++) ci->live[in->ops[k]->id] = 1;
         for (int k = 0; k < in->nctrl; k++) ci->live[in->ctrl[k]->id] = 1;
     }
-    /* last use of each value among live instructions; values nobody uses die right after they are made */
+    /* fused elementwise groups: members run when their group's root does */
+    ci->fgroup_of = ut_malloc((size_t)n * sizeof *ci->fgroup_of);
+    if (!ci->fgroup_of) goto nomem;
+    if (exe_fuse_plan(S->ctx, c, ci->live, ci->fgroup_of, &ci->fgroups, &ci->nfgroups)) {
+        ut_free(last);
+        ut_free(count);
+        exe_comp_info_free(ci);
+        return TPU_ERR_NOMEM;
+    }
+    /* last use of each value among live instructions (a member's uses happen at its group root); values
+     * nobody uses die right after they are made; members of groups have no values of their own */
     for (int i = 0; i < n; i++) last[i] = i;
     for (int i = 0; i < n; i++) {
         const hlo_instr *in = c->instrs[i];
         if (!ci->live[i]) continue;
+        int at = ci->fgroup_of[i] >= 0 ? ci->fgroups[ci->fgroup_of[i]].root->id : i;
         for (int k = 0; k < in->nops; k++)
-            if (last[in->ops[k]->id] < i) last[in->ops[k]->id] = i;
+            if (last[in->ops[k]->id] < at) last[in->ops[k]->id] = at;
     }
+#define EXE_HAS_VALUE(i) (ci->live[i] && (ci->fgroup_of[i] < 0 || ci->fgroups[ci->fgroup_of[i]].root == c->instrs[i]))
     for (int i = 0; i < n; i++)
-        if (ci->live[i] && i != c->root->id) count[last[i]]++;
+        if (EXE_HAS_VALUE(i) && i != c->root->id) count[last[i]]++;
     int total = 0;
     for (int i = 0; i < n; i++) {
         ci->free_start[i] = total;
@@ -149,7 +167,8 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
     if (!ci->free_list) goto nomem;
     memset(count, 0, (size_t)n * sizeof *count);
     for (int i = 0; i < n; i++)
-        if (ci->live[i] && i != c->root->id) ci->free_list[ci->free_start[last[i]] + count[last[i]]++] = i;
+        if (EXE_HAS_VALUE(i) && i != c->root->id) ci->free_list[ci->free_start[last[i]] + count[last[i]]++] = i;
+#undef EXE_HAS_VALUE
     ut_free(last);
     ut_free(count);
     S->comp_info[c->id] = ci;
@@ -440,7 +459,20 @@ tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int
         if (!ci->live[i]) continue;
         const hlo_instr *in = c->instrs[i];
         hlo_op op = (hlo_op)in->op;
-        if (op == HLO_PARAMETER) {
+        int fg = ci->fgroup_of[i];
+        if (fg >= 0) {
+            const exe_fgroup *G = &ci->fgroups[fg];
+            if (G->root != in) continue;   /* computed inside its group's loop */
+            exe_value *fin[64];
+            exe_value **fins = G->ninputs <= 64 ? fin : ut_malloc((size_t)G->ninputs * sizeof *fins);
+            if (!fins) {
+                st = ut_nomem(S->ctx);
+                break;
+            }
+            for (int q = 0; q < G->ninputs; q++) fins[q] = vals[G->inputs[q]->id];
+            st = exe_fuse_run(S, G, fins, &vals[i]);
+            if (fins != fin) ut_free(fins);
+        } else if (op == HLO_PARAMETER) {
             vals[i] = exe_value_ref(args[in->param_no]);
         } else if (op == HLO_CONSTANT) {
             if (!ci->consts[i]) st = exe_literal_value(S, in, in->literal, &ci->consts[i]);

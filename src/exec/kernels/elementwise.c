@@ -6,6 +6,7 @@
  * arithmetic), so the fast paths never change results. */
 #include "exec/exec.h"
 #include "exec/exe_ops.h"
+#include "ew_block.h"
 #include "util/fp.h"
 
 #include <math.h>
@@ -23,23 +24,16 @@ static int ew_threads(const exe_state *S) { return S->threads > 0 ? S->threads :
 
 /* ---- unary ---- */
 
-/* f32 -> f32 for the ops whose fast form is exactly the reference (double math, one rounding). */
+#define EW_CHUNK 4096
+
+/* f32 -> f32 for the ops whose fast form is exactly the reference (double math, one rounding); the block
+ * loops live in ew_block.h, shared with the fused loops. */
 static int ew_unary_f32(const exe_state *S, hlo_op op, const float *x, float *y, int64_t n)
 {
-    switch (op) {
-    case HLO_NEGATE: EW_FOR(S, n) y[i] = -x[i]; return 1;
-    case HLO_ABS: EW_FOR(S, n) y[i] = fabsf(x[i]); return 1;
-    case HLO_EXP: EW_FOR(S, n) y[i] = (float)exp((double)x[i]); return 1;
-    case HLO_LOG: EW_FOR(S, n) y[i] = (float)log((double)x[i]); return 1;
-    case HLO_LOG1P: EW_FOR(S, n) y[i] = (float)log1p((double)x[i]); return 1;
-    case HLO_TANH: EW_FOR(S, n) y[i] = (float)tanh((double)x[i]); return 1;
-    case HLO_SQRT: EW_FOR(S, n) y[i] = (float)sqrt((double)x[i]); return 1;
-    case HLO_RSQRT: EW_FOR(S, n) y[i] = (float)(1.0 / sqrt((double)x[i])); return 1;
-    case HLO_LOGISTIC: EW_FOR(S, n) y[i] = (float)(1.0 / (1.0 + exp(-(double)x[i]))); return 1;
-    case HLO_FLOOR: EW_FOR(S, n) y[i] = floorf(x[i]); return 1;
-    case HLO_CEIL: EW_FOR(S, n) y[i] = ceilf(x[i]); return 1;
-    default: return 0;
-    }
+    if (!ewb_unary_f32(op, x, y, 0)) return 0;
+    int64_t nc = (n + EW_CHUNK - 1) / EW_CHUNK;
+    EW_FOR(S, nc) ewb_unary_f32(op, x + i * EW_CHUNK, y + i * EW_CHUNK, n - i * EW_CHUNK < EW_CHUNK ? n - i * EW_CHUNK : EW_CHUNK);
+    return 1;
 }
 
 EXE_KERNEL(exe_k_unary)
@@ -62,34 +56,18 @@ EXE_KERNEL(exe_k_unary)
 
 /* ---- binary ---- */
 
-/* Through double like the reference path: under the run's denormals-are-zero mode the widening flushes
- * subnormal inputs, as XLA:CPU's max/min instructions do. */
-static double ew_daz(float x) { return fabsf(x) < 1.1754943508222875e-38f ? copysign(0.0, (double)x) : (double)x; }
-
-static float ew_maxf(float xf, float yf)
-{
-    double x = ew_daz(xf), y = ew_daz(yf);
-    return (float)(isnan(x) || isnan(y) ? NAN : (x > y || (x == y && !signbit(x))) ? x : y);
-}
-
-static float ew_minf(float xf, float yf)
-{
-    double x = ew_daz(xf), y = ew_daz(yf);
-    return (float)(isnan(x) || isnan(y) ? NAN : (x < y || (x == y && signbit(x))) ? x : y);
-}
+#define ew_maxf ewb_maxf
+#define ew_minf ewb_minf
 
 static int ew_binary_f32(const exe_state *S, hlo_op op, const float *x, const float *y, float *z, int64_t n)
 {
-    switch (op) {
-    case HLO_ADD: EW_FOR(S, n) z[i] = x[i] + y[i]; return 1;
-    case HLO_SUBTRACT: EW_FOR(S, n) z[i] = x[i] - y[i]; return 1;
-    case HLO_MULTIPLY: EW_FOR(S, n) z[i] = x[i] * y[i]; return 1;
-    case HLO_DIVIDE: EW_FOR(S, n) z[i] = x[i] / y[i]; return 1;
-    case HLO_MAXIMUM: EW_FOR(S, n) z[i] = ew_maxf(x[i], y[i]); return 1;
-    case HLO_MINIMUM: EW_FOR(S, n) z[i] = ew_minf(x[i], y[i]); return 1;
-    case HLO_POWER: EW_FOR(S, n) z[i] = (float)pow((double)x[i], (double)y[i]); return 1;
-    default: return 0;
+    if (!ewb_binary_f32(op, x, y, z, 0)) return 0;
+    int64_t nc = (n + EW_CHUNK - 1) / EW_CHUNK;
+    EW_FOR(S, nc) {
+        int64_t o = i * EW_CHUNK, len = n - o < EW_CHUNK ? n - o : EW_CHUNK;
+        ewb_binary_f32(op, x + o, y + o, z + o, len);
     }
+    return 1;
 }
 
 static int ew_binary_bf16(const exe_state *S, hlo_op op, const uint16_t *x, const uint16_t *y, uint16_t *z, int64_t n)

@@ -1,0 +1,459 @@
+/* exe_fuse.c — fused elementwise loops: a chain of elementwise ops of one shape (with broadcasts and scalars
+ * feeding it) runs as one pass over its output, block by block, with every intermediate held in a small
+ * per-thread scratch block instead of a full array. Values are computed with the same block operations as
+ * the unfused kernels (kernels/ew_block.h) or, for the rest, with the reference per-element semantics, so a
+ * fused chain gives bit-for-bit the unfused results. TPUSIM_NO_FUSION=1 turns fusion off (for A/B checks).
+ *
+ * Members hold f32, bf16 (as f32 values), pred or s32; other types stay unfused. */
+#include "exec.h"
+#include "exe_fuse.h"
+#include "exe_ops.h"
+#include "kernels/ew_block.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FU_BLOCK 1024
+
+enum { FU_F = 0, FU_P = 1, FU_I = 2 };   /* scratch classes: float, uint8 (pred), int32 */
+
+static int fu_class(tpu_dtype t)
+{
+    switch (t) {
+    case TPU_F32: case TPU_BF16: return FU_F;
+    case TPU_PRED: return FU_P;
+    case TPU_S32: return FU_I;
+    default: return -1;
+    }
+}
+
+static int fu_enabled = -1;
+
+int exe_fusion_enabled(void)
+{
+    if (fu_enabled < 0) {
+        const char *e = getenv("TPUSIM_NO_FUSION");
+        fu_enabled = !(e && *e && strcmp(e, "0"));
+    }
+    return fu_enabled;
+}
+
+void exe_fusion_set(int on) { fu_enabled = on != 0; }
+
+static int fu_same_dims(const hlo_shape *a, const hlo_shape *b)
+{
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+/* An elementwise op that may be a member: array result of a supported type, operands of supported types. */
+static int fu_elementwise(const hlo_instr *in)
+{
+    hlo_class c = hlo_op_class((hlo_op)in->op);
+    if (!(c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP)) return 0;
+    if (in->op == HLO_REDUCE_PRECISION || in->op == HLO_STOCHASTIC_CONVERT || in->op == HLO_COMPLEX || in->op == HLO_REAL ||
+        in->op == HLO_IMAG)
+        return 0;
+    if (!hlo_shape_is_array(&in->shape) || fu_class((tpu_dtype)in->shape.dtype) < 0 || in->shape.dyn_mask) return 0;
+    for (int k = 0; k < in->nops; k++)
+        if (!hlo_shape_is_array(&in->ops[k]->shape) || fu_class((tpu_dtype)in->ops[k]->shape.dtype) < 0) return 0;
+    return 1;
+}
+
+void exe_fuse_free(exe_fgroup *g, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ut_free(g[i].members);
+        ut_free(g[i].inputs);
+    }
+    ut_free(g);
+}
+
+tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
+{
+    int n = c->ninstrs;
+    *out = NULL;
+    *nout = 0;
+    for (int i = 0; i < n; i++) group_of[i] = -1;
+    if (!exe_fusion_enabled()) return TPU_OK;
+    /* users */
+    int *nusers = ut_calloc((size_t)n, sizeof *nusers), *user_group = ut_malloc((size_t)n * sizeof(int));
+    int *root_of = ut_malloc((size_t)n * sizeof(int));   /* per provisional group: its root */
+    int *size = ut_calloc((size_t)n, sizeof(int));
+    if (!nusers || !user_group || !root_of || !size) {
+        ut_free(nusers);
+        ut_free(user_group);
+        ut_free(root_of);
+        ut_free(size);
+        return ut_nomem(ctx);
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < c->instrs[i]->nops; k++) nusers[c->instrs[i]->ops[k]->id]++;
+    int ng = 0;
+    /* consumers first: a member joins the group all its users are in */
+    for (int i = n - 1; i >= 0; i--) {
+        const hlo_instr *in = c->instrs[i];
+        if (!live[i]) continue;
+        int is_ew = fu_elementwise(in);
+        int is_bc = in->op == HLO_BROADCAST && hlo_shape_is_array(&in->shape) && fu_class((tpu_dtype)in->shape.dtype) >= 0;
+        if (!is_ew && !is_bc) continue;
+        int g = -1, ok = in != c->root && nusers[i] > 0;
+        if (ok) {
+            for (int j = i + 1; j < n && ok; j++) {
+                const hlo_instr *uj = c->instrs[j];
+                for (int k = 0; k < uj->nops; k++) {
+                    if (uj->ops[k] != in) continue;
+                    int gj = group_of[j];
+                    if (gj < 0 || (g >= 0 && gj != g)) ok = 0;
+                    g = gj;
+                    break;
+                }
+            }
+            if (g < 0) ok = 0;
+            /* members share the root's dims (broadcasts produce them from their smaller operand) */
+            if (ok && !fu_same_dims(&in->shape, &c->instrs[root_of[g]]->shape)) ok = 0;
+        }
+        if (ok) {
+            group_of[i] = g;
+            size[g]++;
+        } else if (is_ew) {
+            g = ng++;
+            root_of[g] = i;
+            group_of[i] = g;
+            size[g] = 1;
+        }
+    }
+    /* keep groups with at least two compute members; dissolve the rest */
+    int *final = ut_malloc((size_t)(ng ? ng : 1) * sizeof(int));
+    int nf = 0;
+    if (!final) {
+        ut_free(nusers);
+        ut_free(user_group);
+        ut_free(root_of);
+        ut_free(size);
+        return ut_nomem(ctx);
+    }
+    for (int g = 0; g < ng; g++) {
+        int compute = 0;
+        for (int i = 0; i < n; i++)
+            if (group_of[i] == g && c->instrs[i]->op != HLO_BROADCAST) compute++;
+        final[g] = compute >= 2 ? nf++ : -1;
+    }
+    exe_fgroup *groups = nf ? ut_calloc((size_t)nf, sizeof *groups) : NULL;
+    tpu_status st = TPU_OK;
+    if (nf && !groups) st = ut_nomem(ctx);
+    for (int i = 0; i < n; i++)
+        if (group_of[i] >= 0) group_of[i] = final[group_of[i]];
+    for (int g = 0; !st && g < nf; g++) {
+        exe_fgroup *G = &groups[g];
+        int cnt = 0;
+        for (int i = 0; i < n; i++) cnt += group_of[i] == g;
+        G->members = ut_calloc((size_t)cnt, sizeof *G->members);
+        G->inputs = ut_calloc((size_t)cnt * 3 + 1, sizeof *G->inputs);
+        if (!G->members || !G->inputs) {
+            st = ut_nomem(ctx);
+            break;
+        }
+        /* members in topological order; operands resolved to member slots or input slots */
+        int *slot = ut_malloc((size_t)n * sizeof(int));
+        if (!slot) {
+            st = ut_nomem(ctx);
+            break;
+        }
+        for (int i = 0; i < n; i++) slot[i] = -1;
+        for (int i = 0; i < n; i++) {
+            if (group_of[i] != g) continue;
+            const hlo_instr *in = c->instrs[i];
+            exe_fmember *m = &G->members[G->nmembers];
+            m->in = in;
+            for (int k = 0; k < in->nops && k < 3; k++) {
+                const hlo_instr *o = in->ops[k];
+                if (slot[o->id] >= 0) {
+                    m->op[k] = slot[o->id];
+                } else {
+                    int found = -1;
+                    for (int q = 0; q < G->ninputs; q++)
+                        if (G->inputs[q] == o) found = q;
+                    if (found < 0) {
+                        found = G->ninputs;
+                        G->inputs[G->ninputs++] = o;
+                    }
+                    m->op[k] = -1 - found;
+                }
+            }
+            slot[i] = G->nmembers++;
+            G->root = in;   /* the last member in topological order is the root */
+        }
+        ut_free(slot);
+    }
+    ut_free(final);
+    ut_free(nusers);
+    ut_free(user_group);
+    ut_free(root_of);
+    ut_free(size);
+    if (st) {
+        exe_fuse_free(groups, nf);
+        return st;
+    }
+    *out = groups;
+    *nout = nf;
+    return TPU_OK;
+}
+
+/* ---- running a group ---- */
+
+typedef struct fu_buf {
+    int   cls;
+    void *p;          /* points into scratch, or straight into an f32 input tensor */
+} fu_buf;
+
+/* Reads elements [o, o+len) of an external input (identity or scalar mapping) into a block. */
+static void fu_load(const tpu_tensor *t, int64_t o, int len, int cls, void *scratch, fu_buf *b, int64_t n_out)
+{
+    int scalar = t->count == 1 && n_out != 1;
+    b->cls = cls;
+    if (cls == FU_F && t->dtype == TPU_F32 && !scalar) {
+        b->p = (float *)t->data + o;
+        return;
+    }
+    b->p = scratch;
+    for (int i = 0; i < len; i++) {
+        int64_t k = scalar ? 0 : o + i;
+        switch (cls) {
+        case FU_F:
+            ((float *)scratch)[i] = t->dtype == TPU_BF16 ? fp_bf16_to_f32_inline(((const uint16_t *)t->data)[k]) : ((const float *)t->data)[k];
+            break;
+        case FU_P: ((uint8_t *)scratch)[i] = ((const uint8_t *)t->data)[k]; break;
+        default: ((int32_t *)scratch)[i] = ((const int32_t *)t->data)[k]; break;
+        }
+    }
+}
+
+/* Broadcast member: gathers its operand's elements for output elements [o, o+len). */
+static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, int len, int cls, void *dst)
+{
+    const hlo_shape *s = &in->shape;
+    int64_t ostride[TPU_MAX_RANK], sstride[TPU_MAX_RANK] = {0}, srcs[TPU_MAX_RANK];
+    int64_t acc = 1;
+    for (int d = s->rank - 1; d >= 0; d--) {
+        ostride[d] = acc;
+        acc *= s->dims[d];
+    }
+    exe_strides(src, srcs);
+    const int64_t *bd;
+    int nbd = hlo_attr_ints(in, HK_DIMENSIONS, &bd);
+    for (int i = 0; i < nbd && i < src->rank; i++) sstride[bd[i]] = srcs[i];
+    /* odometer over the output index, tracking the source offset */
+    int64_t idx[TPU_MAX_RANK], rem = o, off = 0;
+    for (int d = 0; d < s->rank; d++) {
+        idx[d] = rem / ostride[d];
+        rem %= ostride[d];
+        off += idx[d] * sstride[d];
+    }
+    for (int i = 0; i < len; i++) {
+        switch (cls) {
+        case FU_F:
+            ((float *)dst)[i] = src->dtype == TPU_BF16 ? fp_bf16_to_f32_inline(((const uint16_t *)src->data)[off]) : ((const float *)src->data)[off];
+            break;
+        case FU_P: ((uint8_t *)dst)[i] = ((const uint8_t *)src->data)[off]; break;
+        default: ((int32_t *)dst)[i] = ((const int32_t *)src->data)[off]; break;
+        }
+        for (int d = s->rank - 1; d >= 0; d--) {
+            off += sstride[d];
+            if (++idx[d] < s->dims[d]) break;
+            off -= sstride[d] * s->dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static exe_scalar fu_get(const fu_buf *b, tpu_dtype t, int i)
+{
+    exe_scalar v = {0, 0, 0};
+    if (b->cls == FU_F) v = exe_scalar_load(TPU_F32, b->p, i);   /* DAZ like the unfused reference */
+    else if (b->cls == FU_P) v.i = ((const uint8_t *)b->p)[i];
+    else v.i = ((const int32_t *)b->p)[i];
+    (void)t;
+    return v;
+}
+
+static void fu_put(fu_buf *b, int i, exe_scalar v)
+{
+    if (b->cls == FU_F) ((float *)b->p)[i] = (float)v.f;
+    else if (b->cls == FU_P) ((uint8_t *)b->p)[i] = (uint8_t)(v.i != 0);
+    else ((int32_t *)b->p)[i] = (int32_t)v.i;
+}
+
+/* Computes member m for one block. */
+static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
+{
+    const hlo_instr *I = m->in;
+    hlo_op op = (hlo_op)I->op;
+    tpu_dtype t = (tpu_dtype)I->shape.dtype;
+    tpu_dtype t0 = I->nops ? (tpu_dtype)I->ops[0]->shape.dtype : t;
+    hlo_class c = hlo_op_class(op);
+    if (op == HLO_COMPARE) {
+        const char *dir = hlo_attr_str(I, HK_DIRECTION), *type = hlo_attr_str(I, HK_TYPE);
+        int total = type && !strcmp(type, "TOTALORDER");
+        if (in[0]->cls == FU_F && !total && t0 == TPU_F32) {
+            ewb_compare_f32(ewb_direction(dir), in[0]->p, in[1]->p, out->p, len);
+            return;
+        }
+        for (int i = 0; i < len; i++) {
+            int r;
+            if (total && in[0]->cls == FU_F) {
+                int64_t x = exe_total_order_key(TPU_F32, in[0]->p, i), y = exe_total_order_key(TPU_F32, in[1]->p, i);
+                int d = ewb_direction(dir);
+                r = d == 0 ? x == y : d == 1 ? x != y : d == 2 ? x < y : d == 3 ? x <= y : d == 4 ? x > y : x >= y;
+            } else {
+                r = exe_scalar_compare(t0, fu_get(in[0], t0, i), fu_get(in[1], t0, i), dir, type);
+            }
+            ((uint8_t *)out->p)[i] = (uint8_t)r;
+        }
+        return;
+    }
+    if (op == HLO_SELECT) {
+        const uint8_t *p = in[0]->p;
+        const int sc = 0;   /* scalar operands arrive replicated over the block */
+        if (out->cls == FU_F) {
+            const float *x = in[1]->p, *y = in[2]->p;
+            float *z = out->p;
+            for (int i = 0; i < len; i++) z[i] = p[sc ? 0 : i] ? x[i] : y[i];
+        } else {
+            for (int i = 0; i < len; i++) fu_put(out, i, p[sc ? 0 : i] ? fu_get(in[1], t, i) : fu_get(in[2], t, i));
+        }
+        return;
+    }
+    if (op == HLO_CLAMP && out->cls == FU_F && t == TPU_F32) {
+        const float *lo = in[0]->p, *x = in[1]->p, *hi = in[2]->p;
+        float *z = out->p;
+        for (int i = 0; i < len; i++) z[i] = ewb_minf(ewb_maxf(x[i], lo[i]), hi[i]);
+        return;
+    }
+    if (op == HLO_CONVERT) {
+        if (t0 == TPU_F32 && t == TPU_BF16) {
+            const float *x = in[0]->p;
+            float *z = out->p;
+            if (S->numerics == TPU_NUMERICS_TPU)
+                for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz(x[i]));
+            else
+                for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_inline(x[i]));
+            return;
+        }
+        if ((t0 == TPU_BF16 && t == TPU_F32) || t0 == t) {
+            if (out->cls == FU_F) memcpy(out->p, in[0]->p, (size_t)len * sizeof(float));
+            else for (int i = 0; i < len; i++) fu_put(out, i, fu_get(in[0], t0, i));
+            return;
+        }
+        if (t0 == TPU_S32 && t == TPU_F32) {
+            const int32_t *x = in[0]->p;
+            float *z = out->p;
+            for (int i = 0; i < len; i++) z[i] = (float)x[i];
+            return;
+        }
+        for (int i = 0; i < len; i++) {
+            exe_scalar r = exe_scalar_convert(S, t0, t, fu_get(in[0], t0, i));
+            if (out->cls == FU_F) ((float *)out->p)[i] = (float)r.f;
+            else fu_put(out, i, r);
+        }
+        return;
+    }
+    if (c == HLO_CLASS_EW1 && out->cls == FU_F && t == TPU_F32 && t0 == TPU_F32 && ewb_unary_f32(op, in[0]->p, out->p, len)) return;
+    if (c == HLO_CLASS_EW2 && out->cls == FU_F && t0 == TPU_F32 && t == TPU_F32 && ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len))
+        return;
+    if (c == HLO_CLASS_EW2 && out->cls == FU_F && t0 == TPU_BF16 && t == TPU_BF16 && ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, 0) &&
+        op != HLO_POWER) {
+        ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len);
+        ewb_round_bf16(out->p, len);
+        return;
+    }
+    /* reference semantics, element by element */
+    for (int i = 0; i < len; i++) {
+        exe_scalar r;
+        if (c == HLO_CLASS_EW1) {
+            r = exe_scalar_unop(S, op, t0, fu_get(in[0], t0, i));
+        } else if (op == HLO_CLAMP) {
+            exe_scalar mx = exe_scalar_binop(S, HLO_MAXIMUM, t, fu_get(in[1], t, i), fu_get(in[0], t, i));
+            r = exe_scalar_binop(S, HLO_MINIMUM, t, mx, fu_get(in[2], t, i));
+        } else {
+            r = exe_scalar_binop(S, op, t0, fu_get(in[0], t0, i), fu_get(in[1], t0, i));
+        }
+        if (out->cls == FU_F) ((float *)out->p)[i] = (float)r.f;
+        else fu_put(out, i, r);
+    }
+}
+
+tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, exe_value **out)
+{
+    const hlo_instr *R = G->root;
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, R, &t);
+    if (st) return st;
+    int64_t n = t->count;
+    int nm = G->nmembers, ni = G->ninputs;
+    for (int q = 0; q < ni; q++)
+        if (!inputs[q] || !inputs[q]->t) {
+            tpu_tensor_free(t);
+            return exe_fail(S, R, TPU_ERR_INTERNAL, "fused input %d is not an array", q);
+        }
+    /* a scalar pred operand of select is read at index 0 */
+    int64_t nblocks = (n + FU_BLOCK - 1) / FU_BLOCK;
+    int threads = S->threads > 0 ? S->threads : 0;
+    int failed = 0;
+    #pragma omp parallel if (nblocks > 4) num_threads(threads ? threads : omp_get_max_threads())
+    {
+        /* per thread: one scratch block per member and per input */
+        size_t per = FU_BLOCK * sizeof(float);
+        char *scratch = ut_malloc(per * (size_t)(nm + ni) + 64);
+        fu_buf *mb = ut_malloc(sizeof(fu_buf) * (size_t)(nm + ni));
+        if (!scratch || !mb) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t blk = 0; blk < nblocks; blk++) {
+            if (!scratch || !mb) continue;
+            int64_t o = blk * FU_BLOCK;
+            int len = (int)(n - o < FU_BLOCK ? n - o : FU_BLOCK);
+            fu_buf *ib = mb + nm;
+            for (int q = 0; q < ni; q++) {
+                const tpu_tensor *it = inputs[q]->t;
+                int cls = fu_class(it->dtype);
+                fu_load(it, o, len, cls, scratch + per * (size_t)(nm + q), &ib[q], n);
+            }
+            for (int k = 0; k < nm; k++) {
+                const exe_fmember *m = &G->members[k];
+                mb[k].cls = fu_class((tpu_dtype)m->in->shape.dtype);
+                mb[k].p = scratch + per * (size_t)k;
+                if (m->in->op == HLO_BROADCAST) {
+                    int src = -1 - m->op[0];
+                    fu_broadcast(m->in, inputs[src]->t, o, len, mb[k].cls, mb[k].p);
+                    continue;
+                }
+                fu_buf *ops[3] = {NULL, NULL, NULL};
+                for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
+                fu_member(S, m, &mb[k], ops, len);
+            }
+            /* the root's block to the result */
+            const fu_buf *r = &mb[nm - 1];
+            switch (t->dtype) {
+            case TPU_F32: memcpy((float *)t->data + o, r->p, (size_t)len * sizeof(float)); break;
+            case TPU_BF16:
+                for (int i = 0; i < len; i++) ((uint16_t *)t->data)[o + i] = fp_f32_to_bf16_inline(((const float *)r->p)[i]);
+                break;
+            case TPU_PRED: memcpy((uint8_t *)t->data + o, r->p, (size_t)len); break;
+            default: memcpy((int32_t *)t->data + o, r->p, (size_t)len * sizeof(int32_t)); break;
+            }
+        }
+        ut_free(scratch);
+        ut_free(mb);
+    }
+    if (failed) {
+        tpu_tensor_free(t);
+        return ut_nomem(S->ctx);
+    }
+    return exe_out_array(S, t, out);
+}

@@ -1,0 +1,91 @@
+/* ew_block.h — elementwise operations on contiguous blocks of f32 values, shared by the elementwise kernels
+ * (elementwise.c) and the fused elementwise loops (exe_fuse.c), so that a value computed inside a fusion is
+ * bit-for-bit the value the unfused kernel computes. Transcendentals go through double and round once, as
+ * the reference semantics in exe_ops.c do. bf16 values are held as f32 and rounded after each op. */
+#ifndef TPU_EW_BLOCK_H
+#define TPU_EW_BLOCK_H
+
+#include "exec/exec.h"
+#include "util/fp.h"
+
+#include <math.h>
+#include <stdint.h>
+
+/* Subnormal operands read as zero in max/min (like XLA:CPU under DAZ); the widening makes it explicit. */
+static inline double ewb_daz(float x) { return fabsf(x) < 1.1754943508222875e-38f ? copysign(0.0, (double)x) : (double)x; }
+
+static inline float ewb_maxf(float xf, float yf)
+{
+    double x = ewb_daz(xf), y = ewb_daz(yf);
+    return (float)(isnan(x) || isnan(y) ? NAN : (x > y || (x == y && !signbit(x))) ? x : y);
+}
+
+static inline float ewb_minf(float xf, float yf)
+{
+    double x = ewb_daz(xf), y = ewb_daz(yf);
+    return (float)(isnan(x) || isnan(y) ? NAN : (x < y || (x == y && signbit(x))) ? x : y);
+}
+
+/* y[i] = op(x[i]) for the unary ops with an f32 fast form; returns 0 if op has none. */
+static inline int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
+{
+    switch (op) {
+    case HLO_NEGATE: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; return 1;
+    case HLO_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); return 1;
+    case HLO_EXP: for (int64_t i = 0; i < n; i++) y[i] = (float)exp((double)x[i]); return 1;
+    case HLO_LOG: for (int64_t i = 0; i < n; i++) y[i] = (float)log((double)x[i]); return 1;
+    case HLO_LOG1P: for (int64_t i = 0; i < n; i++) y[i] = (float)log1p((double)x[i]); return 1;
+    case HLO_TANH: for (int64_t i = 0; i < n; i++) y[i] = (float)tanh((double)x[i]); return 1;
+    case HLO_SQRT: for (int64_t i = 0; i < n; i++) y[i] = (float)sqrt((double)x[i]); return 1;
+    case HLO_RSQRT: for (int64_t i = 0; i < n; i++) y[i] = (float)(1.0 / sqrt((double)x[i])); return 1;
+    case HLO_LOGISTIC: for (int64_t i = 0; i < n; i++) y[i] = (float)(1.0 / (1.0 + exp(-(double)x[i]))); return 1;
+    case HLO_FLOOR: for (int64_t i = 0; i < n; i++) y[i] = floorf(x[i]); return 1;
+    case HLO_CEIL: for (int64_t i = 0; i < n; i++) y[i] = ceilf(x[i]); return 1;
+    default: return 0;
+    }
+}
+
+static inline int ewb_binary_f32(hlo_op op, const float *x, const float *y, float *z, int64_t n)
+{
+    switch (op) {
+    case HLO_ADD: for (int64_t i = 0; i < n; i++) z[i] = x[i] + y[i]; return 1;
+    case HLO_SUBTRACT: for (int64_t i = 0; i < n; i++) z[i] = x[i] - y[i]; return 1;
+    case HLO_MULTIPLY: for (int64_t i = 0; i < n; i++) z[i] = x[i] * y[i]; return 1;
+    case HLO_DIVIDE: for (int64_t i = 0; i < n; i++) z[i] = x[i] / y[i]; return 1;
+    case HLO_MAXIMUM: for (int64_t i = 0; i < n; i++) z[i] = ewb_maxf(x[i], y[i]); return 1;
+    case HLO_MINIMUM: for (int64_t i = 0; i < n; i++) z[i] = ewb_minf(x[i], y[i]); return 1;
+    case HLO_POWER: for (int64_t i = 0; i < n; i++) z[i] = (float)pow((double)x[i], (double)y[i]); return 1;
+    default: return 0;
+    }
+}
+
+/* Round each value to bf16 (computed in f32, subnormal results flushed, design §4) and back to f32. */
+static inline void ewb_round_bf16(float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz(y[i]));
+}
+
+/* compare with direction d (0 EQ, 1 NE, 2 LT, 3 LE, 4 GT, 5 GE) on f32 (not TOTALORDER) */
+static inline void ewb_compare_f32(int d, const float *x, const float *y, uint8_t *z, int64_t n)
+{
+    switch (d) {
+    case 0: for (int64_t i = 0; i < n; i++) z[i] = x[i] == y[i]; break;
+    case 1: for (int64_t i = 0; i < n; i++) z[i] = x[i] != y[i]; break;
+    case 2: for (int64_t i = 0; i < n; i++) z[i] = x[i] < y[i]; break;
+    case 3: for (int64_t i = 0; i < n; i++) z[i] = x[i] <= y[i]; break;
+    case 4: for (int64_t i = 0; i < n; i++) z[i] = x[i] > y[i]; break;
+    default: for (int64_t i = 0; i < n; i++) z[i] = x[i] >= y[i]; break;
+    }
+}
+
+static inline int ewb_direction(const char *dir)
+{
+    if (!dir) return -1;
+    if (dir[0] == 'E') return 0;
+    if (dir[0] == 'N') return 1;
+    if (dir[0] == 'L') return dir[1] == 'T' ? 2 : 3;
+    if (dir[0] == 'G') return dir[1] == 'T' ? 4 : 5;
+    return -1;
+}
+
+#endif

@@ -1,0 +1,78 @@
+/* t_fusion.c — fused elementwise loops compute bit-for-bit what the unfused kernels compute: every
+ * conformance program runs both ways in both numerics modes and the outputs are compared byte by byte. */
+#include "test.h"
+#include "exec/exe_fuse.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+
+static int run_both(tpu_ctx *ctx, const char *dir, tpu_numerics mode, int *compared)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/program.hlo", dir);
+    tpu_module *m = NULL;
+    if (tpu_module_load(ctx, path, &m) != TPU_OK) return 1;   /* the conformance test reports load errors */
+    tpu_tensor **ins = NULL, **a = NULL, **b = NULL;
+    int nin = 0, na = 0, nb = 0, bad = 0;
+    if (tpu_random_inputs(ctx, m, 11, &ins, &nin) != TPU_OK) {
+        tpu_module_free(m);
+        return 1;
+    }
+    tpu_run_opts o = tpu_run_opts_default();
+    o.numerics = mode;
+    exe_fusion_set(1);
+    tpu_status s1 = tpu_run(ctx, m, &o, ins, nin, &a, &na);
+    exe_fusion_set(0);
+    tpu_status s2 = tpu_run(ctx, m, &o, ins, nin, &b, &nb);
+    exe_fusion_set(1);
+    if (s1 != s2) {
+        test_fail(__FILE__, __LINE__, "%s: fused run %s, unfused %s", dir, tpu_status_name(s1), tpu_status_name(s2));
+        bad = 1;
+    } else if (s1 == TPU_OK) {
+        CHECK_EQ_INT(na, nb);
+        for (int i = 0; i < na && i < nb; i++) {
+            (*compared)++;
+            if (tpu_tensor_nbytes(a[i]) != tpu_tensor_nbytes(b[i]) ||
+                memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(b[i]), tpu_tensor_nbytes(a[i]))) {
+                /* NaNs may differ in payload only if both are NaN: compare values */
+                int64_t k, n = tpu_tensor_count(a[i]);
+                for (k = 0; k < n; k++) {
+                    double x = tpu_tensor_get_f64(a[i], k), y = tpu_tensor_get_f64(b[i], k);
+                    if (!(x == y || (x != x && y != y))) break;
+                }
+                if (k < n) {
+                    test_fail(__FILE__, __LINE__, "%s (%s): output %d element %lld: fused %.9g, unfused %.9g", dir,
+                              mode == TPU_NUMERICS_TPU ? "tpu" : "exact", i, (long long)k, tpu_tensor_get_f64(a[i], k),
+                              tpu_tensor_get_f64(b[i], k));
+                    bad = 1;
+                }
+            }
+        }
+    }
+    tpu_tensors_free(a, na);
+    tpu_tensors_free(b, nb);
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    return bad;
+}
+
+TEST(fusion_matches_unfused_on_conformance_programs)
+{
+    DIR *d = opendir("tests/conformance/cases");
+    REQUIRE(d != NULL);
+    tpu_ctx *ctx = tpu_ctx_new();
+    struct dirent *e;
+    int cases = 0, compared = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char dir[600];
+        snprintf(dir, sizeof dir, "tests/conformance/cases/%s", e->d_name);
+        run_both(ctx, dir, TPU_NUMERICS_TPU, &compared);
+        run_both(ctx, dir, TPU_NUMERICS_EXACT, &compared);
+        cases++;
+    }
+    closedir(d);
+    tpu_ctx_free(ctx);
+    CHECK(cases > 30);
+    CHECK(compared > 100);
+}
