@@ -437,7 +437,7 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
         if (p->kind != SC_REPLACE && k == 'o')
             return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "combining %s elements with a computation is not supported",
                             tpu_dtype_name(p->ops[i]->dtype));
-        if (p->kind == SC_GENERIC && exe_scalar_fn_param_dtype(p->fn, i) != p->ops[i]->dtype)
+        if (p->kind != SC_REPLACE && exe_scalar_fn_param_dtype(p->fn, i) != p->ops[i]->dtype)
             return exe_fail(S, in, TPU_ERR_SHAPE, "to_apply parameter %d is %s but operand %d is %s", i,
                             tpu_dtype_name(exe_scalar_fn_param_dtype(p->fn, i)), i, tpu_dtype_name(p->ops[i]->dtype));
     }
