@@ -238,8 +238,8 @@ static int tim_is_collective(hlo_op op)
 }
 
 /* Ring / torus collective time: B bytes over n devices. Links: a ring in each torus dimension, both
- * directions, so a device drives up to 2 x dims of its links at once. */
-static double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved)
+ * directions, so a device drives up to 2 x dims of its links at once. (Also used by the runtime.) */
+double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved)
 {
     if (n <= 1 || bytes <= 0) {
         *moved = 0;
@@ -358,7 +358,9 @@ typedef struct tim_state {
     const chp_slice   *slice;
     const tim_opts    *opts;
     tim_op            *ops;
+    int               *inst;         /* per op: which walk of a plan it came from (sibling fusion stays inside one) */
     int                n, cap;
+    int                ninst, inst_next; /* current walk, and the last walk id handed out */
     int                unknown_trips;
 } tim_state;
 
@@ -384,6 +386,8 @@ static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
     if (readers && all_slicing && sliced < val->padded) return sliced;
     return val->padded;
 }
+
+static void tim_finish_op(const chp_chip *chip, tim_op *t);
 
 static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
 {
@@ -496,6 +500,12 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         t->ici_bytes = moved;
     }
     t->overhead_s = chip->op_overhead_s;
+    tim_finish_op(chip, t);
+}
+
+/* The op's time: the largest of its unit times plus the launch cost; its bound; its MXU utilization. */
+static void tim_finish_op(const chp_chip *chip, tim_op *t)
+{
     double best = t->mxu_s;
     t->bound = TIM_BOUND_COMPUTE;
     if (t->vpu_s > best) { best = t->vpu_s; t->bound = TIM_BOUND_VECTOR; }
@@ -514,8 +524,12 @@ static tim_op *tim_push(tim_state *T)
         tim_op *n = ut_realloc(T->ops, (size_t)cap * sizeof *n);
         if (!n) return NULL;
         T->ops = n;
+        int *in = ut_realloc(T->inst, (size_t)cap * sizeof *in);
+        if (!in) return NULL;
+        T->inst = in;
         T->cap = cap;
     }
+    T->inst[T->n] = T->ninst;
     tim_op *t = &T->ops[T->n++];
     memset(t, 0, sizeof *t);
     return t;
@@ -524,7 +538,9 @@ static tim_op *tim_push(tim_state *T)
 static tpu_status tim_walk(tim_state *T, const cmp_plan *plan, int depth, double count)
 {
     if (depth > 64) return ut_err(T->ctx, TPU_ERR_UNSUPPORTED, "control flow nested more than 64 deep");
+    int inst = ++T->inst_next;
     for (int k = 0; k < plan->nops; k++) {
+        T->ninst = inst;   /* ops after a nested plan belong to this walk again */
         const cmp_op *op = &plan->ops[k];
         if (op->kind == CMP_NOOP) continue;
         tim_op *t = tim_push(T);
@@ -573,6 +589,223 @@ static tpu_status tim_walk(tim_state *T, const cmp_plan *plan, int depth, double
     return TPU_OK;
 }
 
+/* ---- fusion as the TPU compiler would finish it ----
+ * The compile pipeline fuses conservatively: a producer joins its consumers' op only when they all are one
+ * op, and each reduction is its own op. XLA goes further in two ways that decide most of the HBM traffic of
+ * unoptimized programs (batch-norm chains, converts to f32):
+ *   - duplication (xla/service/instruction_fusion.cc): a producer made only of cheap instructions (not
+ *     IsExpensive: no exp/log/divide/rsqrt/reduce/dot...) is fused into each of its consumers when that does
+ *     not raise memory traffic: it is "effectively at most unary" (one input as large as its output) or its
+ *     inputs hold no more elements than its output; here additionally only when every consumer can take it;
+ *   - sibling multi-output fusion (multi_output_fusion.cc): reductions that read the same operand and do not
+ *     depend on each other run as one kernel, so the operand is read once.
+ * tim_fuse applies both to the costs: a duplicated op has no HBM traffic or launch of its own, its
+ * consumers read its inputs instead of its result and do its vector work; a sibling reduction does not
+ * read again what another reduction of the same plan read. The compiled program (and the memory report)
+ * are unchanged. Programs dumped after optimization (fusion instructions) are left as XLA fused them. */
+
+static int tim_cheap(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_ADD: case HLO_AND: case HLO_BITCAST: case HLO_BITCAST_CONVERT: case HLO_BROADCAST: case HLO_CEIL:
+    case HLO_CLAMP: case HLO_CLZ: case HLO_COMPARE: case HLO_COMPLEX: case HLO_CONCATENATE: case HLO_CONSTANT:
+    case HLO_CONVERT: case HLO_COPY: case HLO_DYNAMIC_SLICE: case HLO_FLOOR: case HLO_GET_TUPLE_ELEMENT:
+    case HLO_IMAG: case HLO_IOTA: case HLO_IS_FINITE: case HLO_MAXIMUM: case HLO_MINIMUM: case HLO_MULTIPLY:
+    case HLO_NEGATE: case HLO_NOT: case HLO_OR: case HLO_XOR: case HLO_PAD: case HLO_POPCNT: case HLO_REAL:
+    case HLO_REDUCE_PRECISION: case HLO_RESHAPE: case HLO_REVERSE: case HLO_ROUND_NEAREST_AFZ:
+    case HLO_ROUND_NEAREST_EVEN: case HLO_SELECT: case HLO_SHIFT_LEFT: case HLO_SHIFT_RIGHT_ARITHMETIC:
+    case HLO_SHIFT_RIGHT_LOGICAL: case HLO_SLICE: case HLO_SUBTRACT: case HLO_TRANSPOSE: case HLO_TUPLE:
+    case HLO_PARAMETER:
+        return 1;
+    case HLO_ABS: case HLO_COS: case HLO_SIGN: case HLO_SIN: case HLO_TAN:   /* cheap for reals */
+        return tpu_dtype_kind((tpu_dtype)in->shape.dtype) != 'c';
+    default:
+        return 0;
+    }
+}
+
+/* Instructions a dot/convolution op takes as operand producers (the compile pipeline's rule). */
+static int tim_mxu_operand(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_CONVERT: case HLO_BITCAST: case HLO_BROADCAST: case HLO_RESHAPE: case HLO_COPY: case HLO_CONSTANT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Rank without dimensions of size 1 (XLA's ShapeUtil::TrueRank). */
+static int tim_true_rank(const hlo_shape *s)
+{
+    int r = 0;
+    for (int i = 0; i < s->rank; i++) r += s->dims[i] != 1;
+    return r;
+}
+
+#define TIM_SRC_MAX 32   /* effective inputs an op may gather through duplicated producers */
+
+typedef struct tim_srcs {
+    int n;
+    int v[TIM_SRC_MAX];
+    uint8_t via[TIM_SRC_MAX];   /* 1: reached through a duplicated producer */
+} tim_srcs;
+
+static int tim_srcs_add(tim_srcs *s, int v, int via)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i] == v) return 1;
+    if (s->n == TIM_SRC_MAX) return 0;
+    s->v[s->n] = v;
+    s->via[s->n++] = (uint8_t)via;
+    return 1;
+}
+
+static tpu_status tim_fuse(tim_state *T)
+{
+    const cmp_program *p = T->p;
+    const chp_chip *chip = &T->slice->chip;
+    int nv = p->nvalues, n = T->n;
+    if (!n || !nv) return TPU_OK;
+    int *def = ut_malloc((size_t)nv * sizeof *def), *readers = ut_calloc((size_t)nv, sizeof *readers);
+    int *charged = ut_malloc((size_t)nv * sizeof *charged);
+    uint8_t *absorb = ut_malloc((size_t)nv), *dup = ut_calloc((size_t)n, 1);
+    tim_srcs *src = ut_malloc((size_t)n * sizeof *src);
+    if (!def || !readers || !charged || !absorb || !dup || !src) {
+        ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
+        return ut_nomem(T->ctx);
+    }
+    for (int v = 0; v < nv; v++) {
+        def[v] = -1;
+        charged[v] = -1;
+        absorb[v] = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        const cmp_op *op = T->ops[i].op;
+        if (op->kind == CMP_CONTROL) continue;
+        for (int k = 0; k < op->nout; k++) def[op->out[k]] = i;
+    }
+    /* who reads each value, and could every reader take its producer in? */
+    for (int i = 0; i < n; i++) {
+        const cmp_op *op = T->ops[i].op;
+        for (int k = 0; k < op->nin; k++) {
+            int v = op->in[k], d = def[v];
+            readers[v]++;
+            int ok = d >= 0 && (op->kind == CMP_LOOP || op->kind == CMP_INPUT || op->kind == CMP_OUTPUT) &&
+                     T->inst[d] == T->inst[i];
+            if (ok && op->kind == CMP_OUTPUT) {
+                /* a dot/convolution takes only converts and the like as operands; its elementwise epilogue
+                 * takes any cheap producer */
+                int feeds_mxu = 0;
+                for (int m = 0; m < op->ninstrs && !feeds_mxu; m++) {
+                    const hlo_instr *in = op->instrs[m];
+                    if (in->op != HLO_DOT && in->op != HLO_CONVOLUTION) continue;
+                    for (int q = 0; q < in->nops; q++) feeds_mxu |= in->ops[q] == p->values[v].def;
+                }
+                for (int m = 0; feeds_mxu && m < T->ops[d].op->ninstrs && ok; m++) ok = tim_mxu_operand(T->ops[d].op->instrs[m]);
+            }
+            for (int m = 0; m < op->ninstrs && ok; m++) ok = op->instrs[m]->op != HLO_FUSION;
+            if (!ok) absorb[v] = 0;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        tim_op *t = &T->ops[i];
+        const cmp_op *op = t->op;
+        tim_srcs *s = &src[i];
+        s->n = 0;
+        if (op->kind == CMP_CONTROL) continue;
+        int full = 0;
+        for (int k = 0; k < op->nin && !full; k++) {
+            int v = op->in[k], d = def[v];
+            if (d >= 0 && dup[d]) {
+                for (int j = 0; j < src[d].n && !full; j++) full = !tim_srcs_add(s, src[d].v[j], 1);
+            } else {
+                full = !tim_srcs_add(s, v, 0);
+            }
+        }
+        if (full) {   /* too many: read the op's own inputs */
+            s->n = 0;
+            for (int k = 0; k < op->nin && k < TIM_SRC_MAX; k++) tim_srcs_add(s, op->in[k], 0);
+        }
+        /* duplicate this op into its consumers? */
+        if (op->kind != CMP_LOOP || op->nout != 1 || full) continue;
+        int v = op->out[0];
+        const cmp_value *val = &p->values[v];
+        if (val->kind != CMP_V_TEMP || val->alias >= 0 || readers[v] < 1 || !absorb[v]) continue;
+        int cheap = 1;
+        for (int m = 0; m < op->ninstrs && cheap; m++) cheap = tim_cheap(op->instrs[m]);
+        if (!cheap) continue;
+        int out_rank = tim_true_rank(&val->shape), large = 0;
+        double in_elems = 0, out_elems = (double)hlo_shape_count(&val->shape);
+        for (int j = 0; j < s->n; j++) {
+            const hlo_shape *is = &p->values[s->v[j]].shape;
+            in_elems += (double)hlo_shape_count(is);
+            large += tim_true_rank(is) >= out_rank;
+        }
+        if (large <= 1 || in_elems <= out_elems) dup[i] = 1;
+    }
+    /* traffic and work with the duplicated producers folded into their consumers: a consumer recomputes
+     * its duplicated producers (and theirs), so it does their vector work (defs come before readers) */
+    for (int i = 0; i < n; i++) {
+        tim_op *t = &T->ops[i];
+        const cmp_op *op = t->op;
+        if (op->kind == CMP_CONTROL) continue;
+        for (int k = 0; k < op->nin; k++) {
+            int d = def[op->in[k]], seen = 0;
+            for (int q = 0; q < k && !seen; q++) seen = op->in[q] == op->in[k];
+            if (d >= 0 && dup[d] && !seen) t->vpu_s += T->ops[d].vpu_s;
+        }
+        if (dup[i]) {
+            t->fused_into = readers[op->out[0]];
+            t->hbm_bytes = 0;
+            t->hbm_s = t->mxu_s = t->overhead_s = 0;
+            continue;   /* keeps vpu_s (with its producers') for its consumers; zeroed below */
+        }
+        int fused = 0;
+        for (int j = 0; j < src[i].n; j++) fused |= src[i].via[j];
+        int sibling = op->kind == CMP_INPUT;
+        for (int m = 0; m < op->ninstrs && sibling; m++) sibling = op->instrs[m]->op != HLO_FUSION;
+        if (!fused && !sibling) continue;
+        int64_t bytes = 0;
+        for (int j = 0; j < src[i].n; j++) {
+            int v = src[i].v[j];
+            if (sibling) {
+                int c = charged[v];
+                int indep = c >= 0 && T->inst[c] == T->inst[i];
+                /* a sibling: same walk of the same plan, and it does not read what the other one wrote */
+                for (int k = 0; k < T->ops[c < 0 ? 0 : c].op->nout && indep; k++)
+                    for (int q = 0; q < src[i].n && indep; q++) indep = src[i].v[q] != T->ops[c].op->out[k];
+                if (indep) continue;
+                charged[v] = i;
+            }
+            bytes += src[i].via[j] ? p->values[v].padded : tim_read_bytes(T, op, v);
+        }
+        for (int k = 0; k < op->nout; k++) {
+            const cmp_value *val = &p->values[op->out[k]];
+            if (op->root->op == HLO_DYNAMIC_UPDATE_SLICE && op->root->nops > 1)
+                bytes += cmp_padded_bytes(p->chip, &op->root->ops[1]->shape);
+            else
+                bytes += val->padded;
+        }
+        double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+        t->hbm_bytes = bytes;
+        t->hbm_s = bw > 0 ? (double)bytes / bw : 0;
+    }
+    for (int i = 0; i < n; i++) {
+        tim_op *t = &T->ops[i];
+        if (t->op->kind == CMP_CONTROL) continue;
+        if (dup[i]) {
+            t->vpu_s = 0;
+            tim_finish_op(chip, t);
+            t->bound = TIM_BOUND_VECTOR;
+        } else {
+            tim_finish_op(chip, t);
+        }
+    }
+    ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
+    return TPU_OK;
+}
+
 /* Samples per step: the leading dimension of the largest argument that is not donated state. */
 static int64_t tim_guess_batch(const cmp_program *p)
 {
@@ -600,8 +833,10 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
     if (!r) return ut_nomem(ctx);
     r->prog = p;
     r->slice = *slice;
-    tim_state T = {ctx, p, &r->slice, &o, NULL, 0, 0, 0};
+    tim_state T = {ctx, p, &r->slice, &o, NULL, NULL, 0, 0, 0, 0, 0};
     tpu_status st = tim_walk(&T, p->entry, 0, 1.0);
+    if (!st) st = tim_fuse(&T);
+    ut_free(T.inst);
     if (st) {
         ut_free(T.ops);
         ut_free(r);

@@ -38,6 +38,8 @@ typedef struct tim_op {
     double           mxu_util;     /* useful MXU flops / (time x device peak) */
     double           pad_waste;    /* fraction of MXU work spent on padding (0..1) */
     tim_bound        bound;
+    int              fused_into;   /* > 0: a cheap producer the TPU compiler would duplicate into this many
+                                    * consumer ops (it costs nothing of its own; its vector work is in theirs) */
     int              trip_known;   /* control ops: trip count known (or observed) */
     double           trips;        /* while: iterations per execution */
 } tim_op;
@@ -77,6 +79,12 @@ typedef struct tim_result {
 
 tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out);
 void       tim_result_free(tim_result *r);
+
+/* Modelled ICI time of one collective (op: all-reduce, all-gather, reduce-scatter, all-to-all,
+ * collective-permute, collective-broadcast and their -start forms) moving `bytes` (padded: operands, or the
+ * all-gather's result) among `n` devices of the slice; *moved gets the bytes one device sends. The timing
+ * model uses it per op; the replicated runtime (src/runtime/) per collective it executes. */
+double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved);
 
 /* The MXU model for one GEMM (batch x [M,K]·[K,N]) at `passes` bf16 passes on one device of `chip`:
  * seconds, and the fraction of MXU work lost to padding the shapes to the array (rows to 8, the held and
