@@ -275,11 +275,26 @@ static void conv_load_kernel(const conv_plan *p, const tpu_tensor *w, int64_t ci
         }
 }
 
+/* Do dims 0..2 of sizes d and strides s lay out like one row-major block (size-1 dims ignored)? */
+static int conv_flat_dims(const int64_t *d, const int64_t *s)
+{
+    int64_t want = s[2];
+    for (int j = 2; j >= 0; j--) {
+        if (d[j] > 1 && s[j] != want) return 0;
+        want *= d[j];
+    }
+    return 1;
+}
+
 /* Stores an [Ovol] accumulator plane of (n, co) into the result. */
 static void conv_store_plane(exe_state *S, const conv_plan *p, tpu_tensor *t, int64_t n, int64_t co, const void *acc,
                              int dbl, int int_result)
 {
     size_t es = dbl ? 8 : 4;
+    if (conv_flat_dims(p->O, p->ys)) {
+        exe_mx_store(S, t->dtype, t->data, n * p->yn + co * p->yc, p->ys[2], acc, dbl, p->Ovol, int_result);
+        return;
+    }
     for (int64_t o0 = 0; o0 < p->O[0]; o0++)
         for (int64_t o1 = 0; o1 < p->O[1]; o1++)
             exe_mx_store(S, t->dtype, t->data, n * p->yn + co * p->yc + o0 * p->ys[0] + o1 * p->ys[1], p->ys[2],
@@ -288,8 +303,71 @@ static void conv_store_plane(exe_state *S, const conv_plan *p, tpu_tensor *t, in
 
 /* ---- direct path (f32): depthwise and batch-grouped convolutions ---- */
 
-/* acc[o] += sum_k P[o*st + k*rd] * w[k] over a padded plane P of PD1 x PD2 rows. */
-static void conv_plane(const conv_plan *p, float *acc, const float *P, int64_t PD1, int64_t PD2, const float *w)
+/* Small windows: acc[o] += sum over taps t of w[t] * P[row(o) + rel[t] + o2] on phase-split rows of RS
+ * floats (rel: tap offsets), 16 outputs of a row at a time held in registers across all taps. The last
+ * block of a row computes past its end (into the next row's accumulator or the slack) and stores only the
+ * row's part. Same order of additions as conv_plane. */
+#define CONV_VB 16
+EXE_MX_CLONES
+static void conv_plane_taps(const conv_plan *p, float *acc, const float *P, int64_t PD1, int64_t RS, const float *w,
+                            const int64_t *rel)
+{
+    int64_t O1 = p->O[1], O2 = p->O[2], nt = p->Kvol;
+    for (int64_t o0 = 0; o0 < p->O[0]; o0++)
+        for (int64_t o1 = 0; o1 < O1; o1++) {
+            float *arow = acc + (o0 * O1 + o1) * O2;
+            const float *base = P + (o0 * p->st[0] * PD1 + o1 * p->st[1]) * RS;
+            for (int64_t o2 = 0; o2 < O2; o2 += CONV_VB) {
+                float s[CONV_VB];
+                for (int j = 0; j < CONV_VB; j++) s[j] = arow[o2 + j];
+                for (int64_t t = 0; t < nt; t++) {
+                    const float *pp = base + rel[t] + o2;
+                    float wv = w[t];
+                    for (int j = 0; j < CONV_VB; j++) s[j] += wv * pp[j];
+                }
+                int64_t L = UT_MIN((int64_t)CONV_VB, O2 - o2);
+                for (int64_t j = 0; j < L; j++) arow[o2 + j] = s[j];
+            }
+        }
+}
+
+/* Long windows over few outputs (weight gradients): each output is one long dot product, read from rows
+ * split by phase mod rd2 so the window's dilated positions are consecutive; 16 partial sums per output,
+ * added in a fixed order at the end. */
+EXE_MX_CLONES
+static void conv_plane_dot(const conv_plan *p, float *acc, const float *P, int64_t PD1, int64_t RS, const float *w)
+{
+    int64_t O1 = p->O[1], O2 = p->O[2], K1 = p->K[1], K2 = p->K[2];
+    int64_t nph = p->rd[2], PW = RS / nph;
+    for (int64_t o0 = 0; o0 < p->O[0]; o0++)
+        for (int64_t o1 = 0; o1 < O1; o1++)
+            for (int64_t o2 = 0; o2 < O2; o2++) {
+                int64_t x0 = o2 * p->st[2];
+                int64_t off = (x0 % nph) * PW + x0 / nph;
+                float v[CONV_VB] = {0}, sum = 0;
+                for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+                    for (int64_t k1 = 0; k1 < K1; k1++) {
+                        const float *pp = P + ((o0 * p->st[0] + k0 * p->rd[0]) * PD1 + o1 * p->st[1] + k1 * p->rd[1]) * RS + off;
+                        const float *wr = w + (k0 * K1 + k1) * K2;
+                        int64_t k2 = 0;
+                        for (; k2 + CONV_VB <= K2; k2 += CONV_VB)
+                            for (int j = 0; j < CONV_VB; j++) v[j] += wr[k2 + j] * pp[k2 + j];
+                        /* the rest as a masked block (reads past the row stay inside the buffers' slack) */
+                        int64_t rem = K2 - k2;
+                        if (rem > 0)
+                            for (int j = 0; j < CONV_VB; j++) {
+                                float prod = wr[k2 + j] * pp[k2 + j];
+                                v[j] += j < rem ? prod : 0.0f;
+                            }
+                    }
+                for (int j = 0; j < CONV_VB; j++) sum += v[j];
+                acc[(o0 * O1 + o1) * O2 + o2] += sum;
+            }
+}
+
+/* Anything else (large windows over wide outputs): acc[o] += sum_k P[o*st + k*rd] * w[k], tap by tap. */
+EXE_MX_CLONES
+static void conv_plane(const conv_plan *p, float *acc, const float *P, int64_t PD1, int64_t RS, const float *w)
 {
     int64_t O1 = p->O[1], O2 = p->O[2], K1 = p->K[1], K2 = p->K[2];
     int64_t st2 = p->st[2], rd2 = p->rd[2];
@@ -298,30 +376,16 @@ static void conv_plane(const conv_plan *p, float *acc, const float *P, int64_t P
             float *arow = acc + (o0 * O1 + o1) * O2;
             for (int64_t k0 = 0; k0 < p->K[0]; k0++)
                 for (int64_t k1 = 0; k1 < K1; k1++) {
-                    const float *prow = P + ((o0 * p->st[0] + k0 * p->rd[0]) * PD1 + o1 * p->st[1] + k1 * p->rd[1]) * PD2;
+                    const float *prow = P + ((o0 * p->st[0] + k0 * p->rd[0]) * PD1 + o1 * p->st[1] + k1 * p->rd[1]) * RS;
                     const float *wr = w + (k0 * K1 + k1) * K2;
-                    if (O2 >= K2) {
-                        for (int64_t k2 = 0; k2 < K2; k2++) {
-                            float wv = wr[k2];
-                            const float *pp = prow + k2 * rd2;
-                            if (st2 == 1) {
-                                #pragma omp simd
-                                for (int64_t o2 = 0; o2 < O2; o2++) arow[o2] += wv * pp[o2];
-                            } else {
-                                for (int64_t o2 = 0; o2 < O2; o2++) arow[o2] += wv * pp[o2 * st2];
-                            }
-                        }
-                    } else {
-                        for (int64_t o2 = 0; o2 < O2; o2++) {
-                            const float *pp = prow + o2 * st2;
-                            float s = 0;
-                            if (rd2 == 1) {
-                                #pragma omp simd reduction(+ : s)
-                                for (int64_t k2 = 0; k2 < K2; k2++) s += wr[k2] * pp[k2];
-                            } else {
-                                for (int64_t k2 = 0; k2 < K2; k2++) s += wr[k2] * pp[k2 * rd2];
-                            }
-                            arow[o2] += s;
+                    for (int64_t k2 = 0; k2 < K2; k2++) {
+                        float wv = wr[k2];
+                        const float *pp = prow + k2 * rd2;
+                        if (st2 == 1) {
+                            #pragma omp simd
+                            for (int64_t o2 = 0; o2 < O2; o2++) arow[o2] += wv * pp[o2];
+                        } else {
+                            for (int64_t o2 = 0; o2 < O2; o2++) arow[o2] += wv * pp[o2 * st2];
                         }
                     }
                 }
@@ -334,22 +398,65 @@ static int64_t conv_padded_extent(const conv_plan *p, int j)
     return p->O[j] ? (p->O[j] - 1) * p->st[j] + (p->K[j] - 1) * p->rd[j] + 1 : 0;
 }
 
-/* Builds the padded, dilated plane of one (batch, feature) input plane. */
+/* Builds the padded, dilated plane of one (batch, feature) input plane: PD0 x PD1 rows of RS floats. With
+ * nph > 1 each row is stored split by phase (position mod nph, PW = RS / nph entries each), so that taps
+ * read outputs strided by nph from consecutive addresses. */
 static void conv_build_plane(const conv_plan *p, const tpu_tensor *x, int64_t nb, int64_t c, float *P, int64_t PD0,
-                             int64_t PD1, int64_t PD2, exe_mx_part part)
+                             int64_t PD1, int64_t PD2, int64_t nph, int64_t RS, float *tmp, exe_mx_part part)
 {
     size_t esz = tpu_dtype_size(x->dtype);
+    int64_t PW = RS / nph;
     const char *base = (const char *)x->data + (size_t)(nb * p->xn + c * p->xc) * esz;
+    if (tmp) {
+        /* no holes: convert the input plane once (one run when it is contiguous), then lay out its rows */
+        int64_t S1 = p->S[1], S2 = p->S[2];
+        if (conv_flat_dims(p->S, p->xs)) {
+            exe_mx_load(tmp, 0, base, x->dtype, p->xs[2], p->S[0] * S1 * S2, part);
+        } else {
+            for (int64_t i0 = 0; i0 < p->S[0]; i0++)
+                for (int64_t i1 = 0; i1 < S1; i1++)
+                    exe_mx_load(tmp + (i0 * S1 + i1) * S2, 0, base + (size_t)(i0 * p->xs[0] + i1 * p->xs[1]) * esz, x->dtype,
+                                p->xs[2], S2, part);
+        }
+        for (int64_t a = 0; a < PD0; a++)
+            for (int64_t b = 0; b < PD1; b++) {
+                float *d = P + (a * PD1 + b) * RS;
+                int64_t q0 = a - p->plo[0], q1 = b - p->plo[1];
+                if (q0 < 0 || q1 < 0 || q0 >= p->S[0] || q1 >= S1) {
+                    for (int64_t i = 0; i < RS; i++) d[i] = 0;
+                    continue;
+                }
+                const float *r = tmp + (q0 * S1 + q1) * S2;
+                for (int64_t ph = 0; ph < nph; ph++) {
+                    /* entry i of phase ph is padded position i*nph + ph, input index that - plo */
+                    float *dp = d + ph * PW;
+                    int64_t q = ph - p->plo[2];
+                    int64_t ilo = q >= 0 ? 0 : (-q + nph - 1) / nph;
+                    int64_t ihi = q > S2 - 1 ? 0 : (S2 - 1 - q) / nph + 1;
+                    int64_t cnt = ph < PD2 ? (PD2 - ph + nph - 1) / nph : 0;
+                    if (ihi > cnt) ihi = cnt;
+                    if (ilo > ihi) ilo = ihi;
+                    for (int64_t i = 0; i < ilo; i++) dp[i] = 0;
+                    for (int64_t i = ilo; i < ihi; i++) dp[i] = r[q + i * nph];
+                    for (int64_t i = ihi; i < PW; i++) dp[i] = 0;
+                }
+            }
+        return;
+    }
     for (int64_t a = 0; a < PD0; a++)
         for (int64_t b = 0; b < PD1; b++) {
-            float *d = P + (a * PD1 + b) * PD2;
+            float *d = P + (a * PD1 + b) * RS;
             int64_t q0 = a - p->plo[0], q1 = b - p->plo[1];
             if (q0 < 0 || q1 < 0 || q0 % p->ld[0] || q1 % p->ld[1] || q0 / p->ld[0] >= p->S[0] || q1 / p->ld[1] >= p->S[1]) {
-                memset(d, 0, (size_t)PD2 * sizeof *d);
+                memset(d, 0, (size_t)RS * sizeof *d);
                 continue;
             }
             const char *src = base + (size_t)((q0 / p->ld[0]) * p->xs[0] + (q1 / p->ld[1]) * p->xs[1]) * esz;
-            conv_fill(d, 0, src, x->dtype, esz, p->xs[2], p->S[2], -p->plo[2], 1, p->ld[2], PD2, part);
+            for (int64_t ph = 0; ph < nph; ph++) {
+                int64_t cnt = ph < PD2 ? (PD2 - ph + nph - 1) / nph : 0;
+                conv_fill(d + ph * PW, 0, src, x->dtype, esz, p->xs[2], p->S[2], ph - p->plo[2], nph, p->ld[2], cnt, part);
+                if (PW > cnt) memset(d + ph * PW + cnt, 0, (size_t)(PW - cnt) * sizeof *d);
+            }
         }
 }
 
@@ -357,12 +464,27 @@ static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num
                               const tpu_tensor *w, tpu_tensor *t, int nt)
 {
     int64_t PD0 = conv_padded_extent(p, 0), PD1 = conv_padded_extent(p, 1), PD2 = conv_padded_extent(p, 2);
-    int64_t pvol = PD0 * PD1 * PD2;
+    /* small windows: taps on rows split by phase mod stride; windows longer than the output rows: dot
+     * products on rows split by phase mod rhs dilation; else tap by tap on plain rows */
+    int taps = p->Kvol <= 64 && p->O[2] >= p->K[2], dot = !taps && p->O[2] < p->K[2];
+    int64_t nph = taps ? p->st[2] : dot ? p->rd[2] : 1, PW = (PD2 + nph - 1) / nph, RS = nph * PW;
+    int64_t pvol = PD0 * PD1 * RS + CONV_VB;   /* slack: a last block of taps may read past the plane */
     int xparts = nm->split[0] && nm->passes == 3 ? 2 : 1, wparts = nm->split[1] && nm->passes == 3 ? 2 : 1;
-    size_t per = (size_t)(xparts * pvol + wparts * p->Kvol + p->Ovol);
+    /* without lhs dilation, input planes are converted whole into tmp first */
+    int use_tmp = p->ld[0] == 1 && p->ld[1] == 1 && p->ld[2] == 1;
+    int64_t svol = use_tmp ? p->S[0] * p->S[1] * p->S[2] : 0;
+    int64_t wvol = p->Kvol + CONV_VB;   /* slack for the masked blocks */
+    size_t per = (size_t)(xparts * pvol + wparts * wvol + p->Ovol + CONV_VB + svol);
     float *mem = ut_malloc(per * (size_t)nt * sizeof *mem + 64);
     if (!mem) return ut_nomem(S->ctx);
     int64_t ntask = p->Nout * p->Cout;
+    int64_t rel[64];
+    for (int64_t k0 = 0, tap = 0; taps && k0 < p->K[0]; k0++)
+        for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+            for (int64_t k2 = 0; k2 < p->K[2]; k2++) {
+                int64_t xk = k2 * p->rd[2];
+                rel[tap++] = (k0 * p->rd[0] * PD1 + k1 * p->rd[1]) * RS + (xk % nph) * PW + xk / nph;
+            }
     #pragma omp parallel num_threads(nt)
     {
         float *P[2], *W[2], *acc;
@@ -370,23 +492,29 @@ static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num
         P[0] = m;
         P[1] = P[0] + (xparts > 1 ? pvol : 0);
         W[0] = P[0] + xparts * pvol;
-        W[1] = W[0] + (wparts > 1 ? p->Kvol : 0);
-        acc = W[0] + wparts * p->Kvol;
-        #pragma omp for schedule(dynamic, 1)
+        W[1] = W[0] + (wparts > 1 ? wvol : 0);
+        acc = W[0] + wparts * wvol;
+        for (int i = 0; i < wparts; i++) memset(W[i] + p->Kvol, 0, CONV_VB * sizeof(float));
+        float *tmp = use_tmp ? acc + p->Ovol + CONV_VB : NULL;
+        for (int i = 0; i < xparts; i++) memset(P[i] + pvol - CONV_VB, 0, CONV_VB * sizeof(float));
+        memset(acc + p->Ovol, 0, CONV_VB * sizeof(float));
+        #pragma omp for schedule(dynamic, 4)
         for (int64_t task = 0; task < ntask; task++) {
             int64_t n = task / p->Cout, co = task % p->Cout;
             int64_t g = co / p->Cog, nb = (co / p->Cobg) * p->Nout + n;
             memset(acc, 0, (size_t)p->Ovol * sizeof *acc);
             for (int64_t ci = 0; ci < p->Cig; ci++) {
                 exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
-                conv_build_plane(p, x, nb, g * p->Cig + ci, P[0], PD0, PD1, PD2, hx);
-                if (xparts > 1) conv_build_plane(p, x, nb, g * p->Cig + ci, P[1], PD0, PD1, PD2, EXE_MX_LO);
+                conv_build_plane(p, x, nb, g * p->Cig + ci, P[0], PD0, PD1, PD2, nph, RS, tmp, hx);
+                if (xparts > 1) conv_build_plane(p, x, nb, g * p->Cig + ci, P[1], PD0, PD1, PD2, nph, RS, tmp, EXE_MX_LO);
                 conv_load_kernel(p, w, ci, co, W[0], 0, hw);
                 if (wparts > 1) conv_load_kernel(p, w, ci, co, W[1], 0, EXE_MX_LO);
                 for (int term = 0; term < 3; term++) {
                     exe_mx_part px, pw;
                     if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
-                    conv_plane(p, acc, P[px == EXE_MX_LO], PD1, PD2, W[pw == EXE_MX_LO]);
+                    if (taps) conv_plane_taps(p, acc, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO], rel);
+                    else if (dot) conv_plane_dot(p, acc, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
+                    else conv_plane(p, acc, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
                 }
             }
             conv_store_plane(S, p, t, n, co, acc, 0, 0);
@@ -413,6 +541,8 @@ typedef struct conv_gctx {
     int64_t           mmax;       /* largest block */
     size_t            es;
     int               xparts, wparts;
+    void             *wfull[2];   /* the whole kernel packed once as [Cout][Cig*Kvol] (hi, lo), or NULL */
+    int               flat;       /* 1x1 window mapping each image's outputs onto its inputs one to one */
 } conv_gctx;
 
 typedef struct conv_ws {
@@ -421,16 +551,16 @@ typedef struct conv_ws {
 
 static size_t conv_ws_elems(const conv_gctx *c, int with_c)
 {
-    int64_t kc = c->cic * c->p->Kvol;
-    return (size_t)(c->xparts * kc * c->cc + c->wparts * c->mmax * kc + (with_c ? c->mmax * c->cc : 0));
+    int64_t kc = c->cic * c->p->Kvol, wk = c->wfull[0] ? 0 : c->mmax * kc;
+    return (size_t)(c->xparts * kc * c->cc + c->wparts * wk + (with_c ? c->mmax * c->cc : 0));
 }
 
 static void conv_ws_carve(const conv_gctx *c, char *mem, conv_ws *w, int with_c)
 {
-    int64_t kc = c->cic * c->p->Kvol;
+    int64_t kc = c->cic * c->p->Kvol, wk = c->wfull[0] ? 0 : c->mmax * kc;
     memset(w, 0, sizeof *w);
     for (int i = 0; i < c->xparts; i++, mem += (size_t)(kc * c->cc) * c->es) w->col[i] = mem;
-    for (int i = 0; i < c->wparts; i++, mem += (size_t)(c->mmax * kc) * c->es) w->wk[i] = mem;
+    for (int i = 0; i < c->wparts; i++, mem += (size_t)wk * c->es) w->wk[i] = mem;
     if (with_c) w->c = mem;
 }
 
@@ -444,6 +574,20 @@ static void conv_gather(const conv_gctx *c, const conv_blk *b, int64_t c0, int64
     int dbl = c->nm->dbl;
     int64_t ncol = c1 - c0, kc = (ci1 - ci0) * p->Kvol;
     int64_t O1 = p->O[1], O2 = p->O[2];
+    if (c->flat) {
+        /* 1x1 identity window: row ci is the input plane's run of outputs [c0, c1) image by image */
+        for (int64_t ci = ci0; ci < ci1; ci++) {
+            char *drow = (char *)col + (size_t)((ci - ci0) * ncol) * es;
+            for (int64_t cidx = c0; cidx < c1;) {
+                int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol, L = UT_MIN(p->Ovol - ol, c1 - cidx);
+                int64_t nb = b->bg * p->Nout + n;
+                const char *src = (const char *)x->data + (size_t)(nb * p->xn + (b->g * p->Cig + ci) * p->xc + ol * p->xs[2]) * esz;
+                exe_mx_load(drow + (size_t)(cidx - c0) * es, dbl, src, x->dtype, p->xs[2], L, part);
+                cidx += L;
+            }
+        }
+        return;
+    }
     if (!c->orient_k) {
         /* Col[r][col], r = (ci, k0, k1, k2): runs along output dim 2 */
         for (int64_t ci = ci0; ci < ci1; ci++)
@@ -504,21 +648,31 @@ static void conv_pack_w(const conv_gctx *c, const conv_blk *b, int64_t ci0, int6
 
 /* C[M][ncol] (+)= kernel chunk x patch chunk for features [ci0, ci1) of block b; beta1: accumulate. */
 static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
-                            const conv_ws *w, void *C, int beta1)
+                            const conv_ws *w, void *C, int64_t ldc, int beta1)
 {
     const exe_mx_num *nm = c->nm;
     int64_t kc = (ci1 - ci0) * c->p->Kvol, ncol = c1 - c0, M = b->co1 - b->co0;
     exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
     conv_gather(c, b, c0, c1, ci0, ci1, w->col[0], hx);
     if (c->xparts > 1) conv_gather(c, b, c0, c1, ci0, ci1, w->col[1], EXE_MX_LO);
-    conv_pack_w(c, b, ci0, ci1, w->wk[0], hw);
-    if (c->wparts > 1) conv_pack_w(c, b, ci0, ci1, w->wk[1], EXE_MX_LO);
+    const void *wk[2];
+    int64_t lda = kc;
+    if (c->wfull[0]) {
+        lda = c->p->Cig * c->p->Kvol;
+        for (int i = 0; i < c->wparts; i++)
+            wk[i] = (const char *)c->wfull[i] + (size_t)(b->co0 * lda + ci0 * c->p->Kvol) * c->es;
+    } else {
+        conv_pack_w(c, b, ci0, ci1, w->wk[0], hw);
+        if (c->wparts > 1) conv_pack_w(c, b, ci0, ci1, w->wk[1], EXE_MX_LO);
+        wk[0] = w->wk[0];
+        wk[1] = w->wk[1];
+    }
     for (int term = 0; term < 3; term++) {
         exe_mx_part px, pw;
         if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
-        const void *col = w->col[px == EXE_MX_LO], *W = w->wk[pw == EXE_MX_LO];
-        if (c->orient_k) exe_mx_gemm(nm->dbl, 0, 1, M, ncol, kc, W, kc, col, kc, beta1, C, ncol);
-        else exe_mx_gemm(nm->dbl, 0, 0, M, ncol, kc, W, kc, col, ncol, beta1, C, ncol);
+        const void *col = w->col[px == EXE_MX_LO], *W = wk[pw == EXE_MX_LO];
+        if (c->orient_k) exe_mx_gemm(nm->dbl, 0, 1, M, ncol, kc, W, lda, col, kc, beta1, C, ldc);
+        else exe_mx_gemm(nm->dbl, 0, 0, M, ncol, kc, W, lda, col, ncol, beta1, C, ldc);
         beta1 = 1;
     }
 }
@@ -529,12 +683,14 @@ static void conv_store_cols(const conv_gctx *c, const conv_blk *b, int64_t c0, i
 {
     const conv_plan *p = c->p;
     int64_t ncol = c1 - c0, O1 = p->O[1], O2 = p->O[2];
+    /* spatial dims innermost and in order: a run can cover the rest of an image */
+    int flat = conv_flat_dims(p->O, p->ys);
     for (int64_t i = r0; i < r1; i++) {
         int64_t co = b->co0 + i;
         for (int64_t cidx = c0; cidx < c1;) {
             int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
             int64_t o2 = ol % O2, o1 = (ol / O2) % O1, o0 = ol / (O2 * O1);
-            int64_t L = UT_MIN(O2 - o2, c1 - cidx);
+            int64_t L = UT_MIN(flat ? p->Ovol - ol : O2 - o2, c1 - cidx);
             exe_mx_store(c->S, c->t->dtype, c->t->data, n * p->yn + co * p->yc + o0 * p->ys[0] + o1 * p->ys[1] + o2 * p->ys[2],
                          p->ys[2], (const char *)C + (size_t)(i * ncol + cidx - c0) * c->es, c->nm->dbl, L,
                          c->nm->int_exact);
@@ -545,6 +701,7 @@ static void conv_store_cols(const conv_gctx *c, const conv_blk *b, int64_t c0, i
 
 #define CONV_COL_BUDGET ((int64_t)1 << 19)   /* elements of one column chunk (2 MiB in f32) */
 #define CONV_KPARTS 8                        /* reduction parts when there are few output chunks */
+#define CONV_MIN_CHUNKS 32                   /* output chunks wanted, for parallelism */
 
 static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
                             const tpu_tensor *w, tpu_tensor *t, int nt)
@@ -561,6 +718,10 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     c.xparts = nm->split[0] && nm->passes == 3 ? 2 : 1;
     c.wparts = nm->split[1] && nm->passes == 3 ? 2 : 1;
     c.orient_k = p->O[2] < p->K[2];
+    c.flat = 1;
+    for (int j = 0; j < CV_D; j++)
+        c.flat &= p->K[j] == 1 && p->st[j] == 1 && p->ld[j] == 1 && p->plo[j] == 0 && p->O[j] == p->S[j];
+    c.flat &= conv_flat_dims(p->S, p->xs);
     /* blocks of output features sharing one feature group and one batch group */
     int64_t nblk = 0;
     for (int64_t co = 0; co < p->Cout;) {
@@ -577,62 +738,118 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
         blk[nblk++] = (conv_blk){co, e, co / p->Cog, co / p->Cobg};
         co = e;
     }
-    /* chunk sizes depend only on the problem, so the summation order does not depend on the thread count */
+    /* Column chunks never straddle an image unless they hold whole images: pieces of one image when an
+     * image is wider than the budget allows, else groups of imgs images. The reduction chunking (cic) and
+     * the split into parts depend only on the problem, so results do not depend on the thread count. */
     int64_t cols = p->Nout * p->Ovol, kfull = p->Cig * p->Kvol;
     int64_t cc = cols <= 256 ? cols : UT_MIN(cols, UT_MAX((int64_t)256, CONV_COL_BUDGET / UT_MAX(kfull, (int64_t)1)));
     int64_t cic = UT_MAX((int64_t)1, UT_MIN(p->Cig, CONV_COL_BUDGET / (p->Kvol * cc)));
     if (p->Cig == 0) cic = 0;
-    int64_t nchunk = (cols + cc - 1) / cc, nk = cic ? (p->Cig + cic - 1) / cic : 0;
-    int ksplit = nblk * nchunk < CONV_KPARTS && nk > 1;
+    int64_t nk = cic ? (p->Cig + cic - 1) / cic : 0;
+    int64_t pieces = 1, imgs = 1;
+    if (p->Ovol >= cc) pieces = (p->Ovol + cc - 1) / cc;
+    else imgs = UT_MAX((int64_t)1, UT_MIN(p->Nout, cc / p->Ovol));
+#define CONV_NCHUNK() (pieces > 1 ? p->Nout * pieces : (p->Nout + imgs - 1) / imgs)
+    int ksplit = nblk * CONV_NCHUNK() < CONV_KPARTS && nk > 1;
     int nkp = ksplit ? (int)UT_MIN((int64_t)CONV_KPARTS, nk) : 1;
-    /* otherwise more column chunks when threads would idle (the reduction order per output stays the same) */
-    if (!ksplit && nblk * nchunk < 2 * nt && cols > 64 * 2 * nt) {
-        int64_t want = (2 * nt + nblk - 1) / nblk;
-        cc = UT_MAX((int64_t)64, (cols + want - 1) / want);
-        nchunk = (cols + cc - 1) / cc;
+    /* otherwise enough chunks for many threads; a fixed count, since BLAS may sum differently for other
+     * chunk shapes and results must not depend on the thread count */
+    while (!ksplit && nblk * CONV_NCHUNK() < CONV_MIN_CHUNKS) {
+        if (imgs > 1) imgs = (imgs + 1) / 2;
+        else if (p->Ovol / pieces >= 128) pieces *= 2;
+        else break;
     }
-    c.cc = cc;
+    int64_t nchunk = CONV_NCHUNK();
+#undef CONV_NCHUNK
+    c.cc = pieces > 1 ? (p->Ovol + pieces - 1) / pieces : imgs * p->Ovol;
     c.cic = cic;
+    /* gemm straight into the result when it is the accumulator's type and a chunk's columns are contiguous
+     * in it (spatial dims innermost and in order; several images only when images are adjacent) */
+    int direct = !ksplit && !nm->int_exact && t->dtype == (nm->dbl ? TPU_F64 : TPU_F32) &&
+                 (p->Ovol == 1 || (p->ys[2] == 1 && conv_flat_dims(p->O, p->ys))) && (imgs == 1 || p->yn == p->Ovol);
     int64_t ntask = nblk * nchunk;
     tpu_status st = TPU_OK;
+    /* a kernel of modest size is packed once rather than per chunk */
+    void *wmem = NULL;
+    if ((double)p->Cout * (double)kfull * c.wparts <= 8e6 && kfull > 0) {
+        wmem = ut_malloc((size_t)(p->Cout * kfull * c.wparts) * c.es);
+        if (!wmem) {
+            ut_free(blk);
+            return ut_nomem(S->ctx);
+        }
+        exe_mx_part hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
+        for (int i = 0; i < c.wparts; i++) {
+            c.wfull[i] = (char *)wmem + (size_t)(i * p->Cout * kfull) * c.es;
+            #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && p->Cout * kfull > 65536)
+            for (int64_t co = 0; co < p->Cout; co++) {
+                conv_blk one = {co, co + 1, 0, 0};
+                conv_pack_w(&c, &one, 0, p->Cig, (char *)c.wfull[i] + (size_t)(co * kfull) * c.es, i ? EXE_MX_LO : hw);
+            }
+        }
+    }
     if (!ksplit) {
-        size_t per = conv_ws_elems(&c, 1) * c.es;
+        size_t per = conv_ws_elems(&c, !direct) * c.es;
         int nth = (int)UT_MIN((int64_t)nt, ntask);
         char *mem = ut_malloc(per * (size_t)nth + 64);
         if (!mem) {
+            ut_free(wmem);
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
         #pragma omp parallel num_threads(nth)
         {
             conv_ws ws;
-            conv_ws_carve(&c, mem + per * (size_t)omp_get_thread_num(), &ws, 1);
+            conv_ws_carve(&c, mem + per * (size_t)omp_get_thread_num(), &ws, !direct);
             #pragma omp for schedule(dynamic, 1)
             for (int64_t task = 0; task < ntask; task++) {
                 const conv_blk *b = &blk[task / nchunk];
-                int64_t c0 = (task % nchunk) * cc, c1 = UT_MIN(cols, c0 + cc);
-                int64_t M = b->co1 - b->co0;
-                if (nk == 0) memset(ws.c, 0, (size_t)(M * (c1 - c0)) * c.es);
+                int64_t ch = task % nchunk, c0, c1;
+                if (pieces > 1) {
+                    int64_t n = ch / pieces, j = ch % pieces;
+                    c0 = n * p->Ovol + p->Ovol * j / pieces;
+                    c1 = n * p->Ovol + p->Ovol * (j + 1) / pieces;
+                } else {
+                    c0 = ch * imgs * p->Ovol;
+                    c1 = UT_MIN(p->Nout, (ch + 1) * imgs) * p->Ovol;
+                }
+                int64_t M = b->co1 - b->co0, ldc = c1 - c0;
+                void *C = ws.c;
+                if (direct) {
+                    int64_t n0 = c0 / p->Ovol, ol0 = c0 % p->Ovol;
+                    C = (char *)t->data + (size_t)(n0 * p->yn + b->co0 * p->yc + ol0) * c.es;
+                    ldc = p->yc;
+                }
+                if (nk == 0)
+                    for (int64_t i = 0; i < M; i++) memset((char *)C + (size_t)(i * ldc) * c.es, 0, (size_t)(c1 - c0) * c.es);
                 for (int64_t k = 0; k < nk; k++)
-                    conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, ws.c, k > 0);
-                conv_store_cols(&c, b, c0, c1, ws.c, 0, M);
+                    conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, C, ldc, k > 0);
+                if (!direct) conv_store_cols(&c, b, c0, c1, ws.c, 0, M);
             }
         }
         ut_free(mem);
     } else {
         /* few output chunks: split each one's reduction into nkp parts with their own partial sums */
-        size_t per = conv_ws_elems(&c, 0) * c.es, part = (size_t)(c.mmax * cc) * c.es;
+        size_t per = conv_ws_elems(&c, 0) * c.es, part = (size_t)(c.mmax * c.cc) * c.es;
         int nth = (int)UT_MIN((int64_t)nt, (int64_t)nkp);
         char *mem = ut_malloc(per * (size_t)nth + part * (size_t)nkp + 64);
         if (!mem) {
+            ut_free(wmem);
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
         char *parts = mem + per * (size_t)nth;
         for (int64_t task = 0; task < ntask; task++) {
             const conv_blk *b = &blk[task / nchunk];
-            int64_t c0 = (task % nchunk) * cc, c1 = UT_MIN(cols, c0 + cc), ncol = c1 - c0;
-            int64_t M = b->co1 - b->co0;
+            int64_t ch = task % nchunk, c0, c1;
+            if (pieces > 1) {
+                int64_t n = ch / pieces, j = ch % pieces;
+                c0 = n * p->Ovol + p->Ovol * j / pieces;
+                c1 = n * p->Ovol + p->Ovol * (j + 1) / pieces;
+            } else {
+                c0 = ch * imgs * p->Ovol;
+                c1 = UT_MIN(p->Nout, (ch + 1) * imgs) * p->Ovol;
+            }
+            int64_t ncol = c1 - c0, M = b->co1 - b->co0;
             #pragma omp parallel num_threads(nth)
             {
                 conv_ws ws;
@@ -642,7 +859,7 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
                     int64_t k0 = nk * kp / nkp, k1 = nk * (kp + 1) / nkp;
                     void *C = parts + part * (size_t)kp;
                     for (int64_t k = k0; k < k1; k++)
-                        conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, C, k > k0);
+                        conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, C, ncol, k > k0);
                 }
             }
             /* partial sums added in part order */
@@ -660,6 +877,7 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
         }
         ut_free(mem);
     }
+    ut_free(wmem);
     ut_free(blk);
     return st;
 }

@@ -459,9 +459,10 @@ EXE_KERNEL(exe_k_dot)
     c.out_direct = !nm.int_exact && t->dtype == (nm.dbl ? TPU_F64 : TPU_F32);
     dot_mat_init(&c.A, l, &p.lm, &p.lk, lbo, lmo, lko, &nm, 0);
     dot_mat_init(&c.B, r, &p.rk, &p.rn, rbo, rko, rno, &nm, 1);
-    /* many independent batches: one per thread at a time; otherwise split each product across threads */
+    /* many independent batches: one per thread at a time; otherwise split each product across threads (the
+     * choice does not depend on the thread count, so neither do the results) */
     double flops = 2.0 * (double)p.M * (double)p.N * (double)p.K;
-    int by_batch = nt > 1 && p.B > 1 && (p.B >= 2 * nt || flops < 4e6) && flops * (double)p.B > 2e5;
+    int by_batch = p.B > 1 && (p.B >= 8 || flops < 4e6);
     int nws = by_batch ? (int)UT_MIN((int64_t)nt, p.B) : 1;
     size_t wsz = dot_ws_size(&c);
     char *mem = ut_malloc(wsz * (size_t)nws + 64);
@@ -485,13 +486,14 @@ EXE_KERNEL(exe_k_dot)
     } else {
         dot_ws w;
         dot_ws_carve(&c, mem, &w);
-        /* split the larger of M and N into blocks of at least 64 */
+        /* split the larger of M and N into blocks of at least 128; the split does not depend on the thread
+         * count, since BLAS may sum differently for other block shapes */
         int split_n = p.N >= p.M;
         int64_t ext = split_n ? p.N : p.M;
-        int nb = flops < 2e6 ? 1 : (int)UT_MIN((int64_t)nt, UT_MAX((int64_t)1, ext / 64));
+        int nb = flops < 2e6 ? 1 : (int)UT_MIN((int64_t)16, UT_MAX((int64_t)1, ext / 128));
         for (int64_t b = 0; b < p.B; b++) {
             dot_pack_batch(&c, b, &w, nt);
-            #pragma omp parallel for num_threads(nb) schedule(static) if (nb > 1)
+            #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nb > 1 && nt > 1)
             for (int k = 0; k < nb; k++) {
                 int64_t e0 = ext * k / nb, e1 = ext * (k + 1) / nb;
                 if (split_n) {

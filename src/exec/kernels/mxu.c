@@ -61,14 +61,16 @@ int exe_mx_term_part(const exe_mx_num *nm, int term, int op, exe_mx_part *part)
 /* Loops written twice so the unit-stride case vectorises. */
 #define MX_LOOP(expr_at)                                              \
     do {                                                              \
-        if (stride == 1)                                              \
+        if (stride == 1) {                                            \
+            _Pragma("omp simd")                                       \
             for (int64_t j = 0; j < n; j++) d[j] = expr_at(j);        \
-        else                                                          \
+        } else                                                        \
             for (int64_t j = 0; j < n; j++) d[j] = expr_at(j * stride); \
     } while (0)
 
 static inline double mx_daz64(double x) { return fabs(x) < DBL_MIN ? copysign(0.0, x) : x; }
 
+EXE_MX_CLONES
 void exe_mx_load(void *dst, int dbl, const void *src, tpu_dtype t, int64_t stride, int64_t n, exe_mx_part part)
 {
     if (!dbl) {
@@ -112,6 +114,7 @@ void exe_mx_load(void *dst, int dbl, const void *src, tpu_dtype t, int64_t strid
     for (int64_t j = 0; j < n; j++) d[j] = exe_mx_value(t, src, j * stride, part);
 }
 
+EXE_MX_CLONES
 void exe_mx_load_tab(void *dst, int dbl, const void *src, tpu_dtype t, const int64_t *off, int64_t n, exe_mx_part part)
 {
     if (!dbl && t == TPU_F32) {
@@ -168,6 +171,7 @@ static void mx_store1(const exe_state *S, tpu_dtype t, void *out, int64_t i, dou
     }
 }
 
+EXE_MX_CLONES
 void exe_mx_store(const exe_state *S, tpu_dtype t, void *out, int64_t i0, int64_t stride, const void *src, int dbl,
                   int64_t n, int int_result)
 {
@@ -175,9 +179,10 @@ void exe_mx_store(const exe_state *S, tpu_dtype t, void *out, int64_t i0, int64_
         const float *s = src;
         if (t == TPU_F32) {
             float *o = (float *)out + i0;
-            if (stride == 1)
+            if (stride == 1) {
+                #pragma omp simd
                 for (int64_t j = 0; j < n; j++) o[j] = exe_mx_daz(s[j]);
-            else
+            } else
                 for (int64_t j = 0; j < n; j++) o[j * stride] = exe_mx_daz(s[j]);
             return;
         }

@@ -65,18 +65,47 @@ void exe_mx_gemm(int dbl, int ta, int tb, int64_t M, int64_t N, int64_t K, const
 /* Threads to use (S->threads, or all of OpenMP's). */
 int exe_mx_threads(const exe_state *S);
 
-/* Inline flush / bf16 parts of an f32 value (same results as fp_round_bf16_ftz). */
-static inline float exe_mx_daz(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
+/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. -std=c11 keeps
+ * floating-point contraction off, so every clone rounds each multiply and add the same way. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define EXE_MX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define EXE_MX_CLONES
+#endif
+
+/* Inline flush / bf16 parts of an f32 value, branch-free so packing loops vectorise (same results as
+ * fp_round_bf16_ftz: round to nearest even, NaN -> quiet NaN with the sign, bf16 subnormals -> signed zero). */
+static inline uint32_t exe_mx_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline float exe_mx_float(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+static inline float exe_mx_daz(float x)
+{
+    uint32_t u = exe_mx_bits(x);
+    return exe_mx_float((u & 0x7F800000u) ? u : (u & 0x80000000u));
+}
 static inline float exe_mx_hi(float x)
 {
-    uint16_t h = fp_f32_to_bf16_inline(x);
-    if ((h & 0x7F80) == 0) h &= 0x8000;
-    return fp_bf16_to_f32_inline(h);
+    uint32_t u = exe_mx_bits(x);
+    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    r = (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u & 0x80000000u) | 0x7FC00000u) : r;
+    r = (r & 0x7F800000u) ? r : (r & 0x80000000u);
+    return exe_mx_float(r);
 }
+/* x - hi(x) rounded the same way; 0 when hi(x) is inf or NaN */
 static inline float exe_mx_lo(float x)
 {
     float h = exe_mx_hi(x);
-    return isfinite(h) ? exe_mx_hi(exe_mx_daz(x) - h) : 0.0f;
+    float l = exe_mx_hi(exe_mx_daz(x) - h);
+    return (exe_mx_bits(h) & 0x7F800000u) == 0x7F800000u ? 0.0f : l;
 }
 
 #endif
