@@ -178,7 +178,11 @@ void        tpu_names_free(char **names, int count);
 
 typedef struct tpu_module tpu_module;
 
-/* Parses one HLO module. `filename` is used in messages ("file:line:col: ..."). */
+/* Parses one HLO module. `filename` is used in messages ("file:line:col: ..."). The text may be HLO text or an
+ * HloModuleProto in protobuf text format (`hlo_module { name: ... computations { ... } }`, told apart by its
+ * first token). Result shapes the text leaves out (XLA allows that for elementwise, shape-changing and
+ * control-flow ops) are inferred, so the module is complete; one that cannot be inferred is TPU_ERR_SHAPE.
+ * Unknown attributes are kept, ignored and reported by tpu_warnings(). */
 tpu_status  tpu_module_parse(tpu_ctx *ctx, const char *text, size_t len, const char *filename, tpu_module **out);
 tpu_status  tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out);
 /* Parses a file holding several modules separated by lines "// -----" (XLA's -split-input-file test
@@ -377,6 +381,66 @@ const char *tpu_profile_advice(tpu_profile *p);
 /* Chrome trace-event JSON (opens in Perfetto and chrome://tracing), and the HTML report with charts. */
 tpu_status  tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path);
 tpu_status  tpu_profile_write_html(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Replicas: a system of devices running one program together, with collectives (docs/runtime.md)
+ *
+ * A tpu_system is N devices (replicas x partitions), each a thread that keeps running between calls. A run
+ * gives every device its own inputs, runs the module on all of them at once (replica-id, partition-id and
+ * every collective — all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
+ * collective-broadcast and their async forms — behave as on a TPU slice) and returns every device's outputs:
+ *
+ *     tpu_system *sys = NULL;
+ *     tpu_system_new(ctx, "v4-8", &sys);                    // 4 devices; or "8" for eight devices
+ *     tpu_tensor **in[4] = {mine0, mine1, mine2, mine3};    // per device, k inputs each (NULL: in[0])
+ *     tpu_tensor **out[4]; int nout;
+ *     if (tpu_system_run(ctx, sys, m, NULL, in, k, out, &nout) != TPU_OK)
+ *         fprintf(stderr, "%s\n", tpu_errmsg(ctx));          // "device 2 (replica 2, partition 0): ..."
+ *     tpu_system_outputs_free(out, 4, nout);
+ *     tpu_system_free(sys);
+ *
+ * How the devices split into replicas and partitions: the module's replica_count / num_partitions when it
+ * names them (their product must be the device count); else tpu_system_set_split; else all partitions when
+ * the program reads partition-id or has collectives with a channel_id (SPMD programs, as jax.jit writes
+ * them), otherwise all replicas. Device d is replica d / P, partition d % P.
+ * A device whose program fails stops the others at their next collective; the error names the device.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_system tpu_system;
+
+/* `devices`: "N" (N devices, links modelled on v4 chips), a slice ("v3-8": its devices), a generation or chip
+ * file (one chip's devices), or "N:CHIP" (N devices with the links of CHIP, for the collectives' time). */
+tpu_status  tpu_system_new(tpu_ctx *ctx, const char *devices, tpu_system **out);
+void        tpu_system_free(tpu_system *sys);
+int         tpu_system_num_devices(const tpu_system *sys);
+/* The chip or slice whose links model the collectives' time ("v4-8"). */
+const char *tpu_system_chip(const tpu_system *sys);
+/* Replicas x partitions for modules that name neither count (0, 0: automatic, as above). */
+tpu_status  tpu_system_set_split(tpu_ctx *ctx, tpu_system *sys, int replicas, int partitions);
+
+/* Runs m on every device. inputs[d] holds device d's `ninputs` tensors (as tpu_run takes them; a NULL
+ * inputs[d] means inputs[0], and the same array may be given to every device); inputs may be NULL when
+ * ninputs is 0. outputs must have room for one entry per device: outputs[d] receives device d's results
+ * (*noutputs each; free with tpu_system_outputs_free). opts: as tpu_run (NULL: defaults); with more than one
+ * device each device runs its kernels on one thread. */
+tpu_status  tpu_system_run(tpu_ctx *ctx, tpu_system *sys, const tpu_module *m, const tpu_run_opts *opts,
+                           tpu_tensor **const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs);
+void        tpu_system_outputs_free(tpu_tensor ***outputs, int ndevices, int noutputs);
+
+/* What the last run did. Collectives are counted on the device with the most modelled ICI time. */
+typedef struct tpu_system_stats {
+    int     devices, replicas, partitions;
+    int64_t collectives;            /* collective executions on that device */
+    int64_t all_reduce, all_gather, reduce_scatter, all_to_all, collective_permute, collective_broadcast;
+    int64_t ici_bytes;              /* bytes it sends over ICI in the model */
+    double  ici_s;                  /* modelled ICI time of its collectives (the timing model's cost) */
+    double  run_s;                  /* wall-clock seconds of the run on this host */
+} tpu_system_stats;
+void        tpu_system_last_stats(const tpu_system *sys, tpu_system_stats *out);
+
+/* The module's replica_count and num_partitions (1 when it does not name them). */
+int64_t     tpu_module_replica_count(const tpu_module *m);
+int64_t     tpu_module_num_partitions(const tpu_module *m);
 
 #ifdef __cplusplus
 }
