@@ -372,6 +372,10 @@ double      tpu_profile_step_time(const tpu_profile *p);
 /* "compute", "vector", "memory", "collective", "overhead", "host" or "idle": what dominates the step. */
 const char *tpu_profile_bound(const tpu_profile *p);
 double      tpu_profile_mxu_utilization(const tpu_profile *p);
+/* Samples per step (the --batch given, or the leading dimension of the largest non-state input), and
+ * whether the program fits in the device's HBM. */
+int64_t     tpu_profile_batch(const tpu_profile *p);
+int         tpu_profile_fits(const tpu_profile *p);
 /* Text summary with the `top` most expensive ops (0: 15). */
 const char *tpu_profile_summary(tpu_profile *p, int top);
 /* JSON: step_time_s, flops, mxu_utilization, hbm_bytes, bound, ops[{name, time_s, bound, ...}], ... */

@@ -99,6 +99,8 @@ tpu_status tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_prof
 double tpu_profile_step_time(const tpu_profile *p) { return p->tim->step_s; }
 const char *tpu_profile_bound(const tpu_profile *p) { return tim_bound_name(p->tim->bound); }
 double tpu_profile_mxu_utilization(const tpu_profile *p) { return p->tim->mxu_util; }
+int64_t tpu_profile_batch(const tpu_profile *p) { return p->tim->batch; }
+int tpu_profile_fits(const tpu_profile *p) { return p->mem.fits; }
 
 static void prf_fmt_time(char *b, size_t n, double s)
 {
