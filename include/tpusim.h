@@ -376,6 +376,8 @@ double      tpu_profile_mxu_utilization(const tpu_profile *p);
  * whether the program fits in the device's HBM. */
 int64_t     tpu_profile_batch(const tpu_profile *p);
 int         tpu_profile_fits(const tpu_profile *p);
+/* Devices (program instances) of the slice the profile is for. */
+int         tpu_profile_devices(const tpu_profile *p);
 /* Text summary with the `top` most expensive ops (0: 15). */
 const char *tpu_profile_summary(tpu_profile *p, int top);
 /* JSON: step_time_s, flops, mxu_utilization, hbm_bytes, bound, ops[{name, time_s, bound, ...}], ... */

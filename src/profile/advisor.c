@@ -1,58 +1,400 @@
-/* advisor.c — concrete pointers from the profile, each with its evidence and the predicted gain. */
+/* advisor.c — concrete pointers from the profile, each with its evidence and a predicted gain. Gains come
+ * from running the timing model again on the changed program or options (steps per execution, the
+ * mixed_bfloat16 policy, no input wait, larger matmul rows), never from a rule of thumb. The pointers are
+ * ordered by predicted gain, largest first. */
 #include "profile.h"
+#include "compile/policy.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)
+typedef struct adv_item {
+    double gain_s;   /* predicted step time saved (0: not quantified) */
+    char  *text;
+} adv_item;
+
+typedef struct adv_list {
+    adv_item *v;
+    int       n, cap;
+    int       failed;
+} adv_list;
+
+static void adv_add(adv_list *l, double gain, ut_buf *b)
+{
+    if (b->failed) {
+        l->failed = 1;
+        ut_buf_free(b);
+        return;
+    }
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        adv_item *nv = ut_realloc(l->v, (size_t)cap * sizeof *nv);
+        if (!nv) {
+            l->failed = 1;
+            ut_buf_free(b);
+            return;
+        }
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n].gain_s = gain;
+    l->v[l->n++].text = ut_buf_take(b);
+}
+
+static int adv_by_gain(const void *a, const void *b)
+{
+    const adv_item *x = a, *y = b;
+    if (x->gain_s != y->gain_s) return x->gain_s < y->gain_s ? 1 : -1;
+    return 0;
+}
+
+static void adv_time(char *b, size_t n, double s)
+{
+    if (s >= 1) snprintf(b, n, "%.3g s", s);
+    else if (s >= 1e-3) snprintf(b, n, "%.3g ms", s * 1e3);
+    else snprintf(b, n, "%.3g us", s * 1e6);
+}
+
+/* "predicted step 12.3 ms instead of 45.6 ms (3.71x)" */
+static void adv_gain_line(ut_buf *b, double now, double then)
+{
+    char a[32], c[32];
+    adv_time(a, sizeof a, then);
+    adv_time(c, sizeof c, now);
+    ut_buf_printf(b, "   Predicted: step %s instead of %s (%.2fx faster).\n", a, c, then > 0 ? now / then : 0);
+}
+
+/* The model again with other step options. */
+static double adv_rerun_opts(tpu_ctx *ctx, const prf_profile *p, const tim_opts *o)
+{
+    tim_result *r = NULL;
+    if (tim_model(ctx, p->prog, &p->slice, o, &r) != TPU_OK) return -1;
+    double s = r->step_s;
+    tim_result_free(r);
+    return s;
+}
+
+/* The model on the program rewritten for a precision policy. */
+static double adv_rerun_policy(tpu_ctx *ctx, const prf_profile *p, const char *policy, double *mxu_s)
+{
+    hlo_module *m2 = NULL;
+    cmp_program *prog = NULL;
+    tim_result *r = NULL;
+    double s = -1;
+    if (cmp_apply_policy(ctx, p->m, policy, &m2) == TPU_OK && cmp_compile(ctx, m2, &p->slice.chip, NULL, &prog) == TPU_OK &&
+        tim_model(ctx, prog, &p->slice, &p->topts, &r) == TPU_OK) {
+        s = r->step_s;
+        *mxu_s = r->by_bound[TIM_BOUND_COMPUTE];
+    }
+    tim_result_free(r);
+    cmp_program_free(prog);
+    hlo_module_free(m2);
+    return s;
+}
+
+static int adv_is_f32_mxu(const tim_op *t)
+{
+    if (t->mxu_flops <= 0) return 0;
+    for (int m = 0; m < t->op->ninstrs; m++) {
+        const hlo_instr *in = t->op->instrs[m];
+        if (in->op != HLO_DOT && in->op != HLO_CONVOLUTION) continue;
+        for (int k = 0; k < in->nops && k < 2; k++)
+            if (in->ops[k]->shape.dtype == TPU_F32) return 1;
+    }
+    return 0;
+}
+
+static int adv_is_dynamic(hlo_op op)
+{
+    return op == HLO_GATHER || op == HLO_SCATTER || op == HLO_DYNAMIC_SLICE || op == HLO_DYNAMIC_UPDATE_SLICE ||
+           op == HLO_SELECT_AND_SCATTER || op == HLO_SORT;
+}
+
+static int adv_is_collective(hlo_op op)
+{
+    return hlo_op_class(op) == HLO_CLASS_COLL;
+}
+
+tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
 {
     const tim_result *r = p->tim;
-    int n = 0;
-    /* input-bound */
-    if (r->idle_s > 0.05 * r->step_s) {
-        ut_buf_printf(b, "%d. The input pipeline is the bottleneck: the device idles %.0f%% of each step waiting for data.\n"
-                         "   Evidence: the host delivers a batch every %.4g ms, the device needs %.4g ms.\n"
-                         "   Fix: prefetch, parallel reads, a cached dataset format; a step time of %.4g ms is possible.\n",
-                      ++n, 100 * r->idle_s / r->step_s, r->input_s * 1e3, (r->device_s + r->host_s) * 1e3,
-                      (r->device_s + r->host_s) * 1e3);
+    const chp_chip *chip = &p->slice.chip;
+    double step = r->step_s;
+    adv_list L = {0};
+    char t1[32], t2[32];
+    if (step <= 0) {
+        ut_buf_puts(out, "The step takes no time: nothing to advise.\n");
+        return out->failed ? ut_nomem(ctx) : TPU_OK;
     }
-    /* host launch overhead */
-    if (r->host_s > 0.1 * r->step_s && p->opts.steps_per_exec < 32) {
-        double better = r->device_s + r->host_s * p->opts.steps_per_exec / 32.0;
-        ut_buf_printf(b, "%d. Program launches cost %.0f%% of the step. Raise steps_per_execution to 32 (--steps-per-exec 32):\n"
-                         "   predicted step %.4g ms instead of %.4g ms.\n",
-                      ++n, 100 * r->host_s / r->step_s, better * 1e3, r->step_s * 1e3);
+
+    /* 1. the input pipeline */
+    if (r->idle_s > 0.02 * step) {
+        ut_buf b;
+        ut_buf_init(&b);
+        tim_opts o = p->topts;
+        o.input_rate = 0;
+        double then = adv_rerun_opts(ctx, p, &o);
+        adv_time(t1, sizeof t1, r->input_s);
+        adv_time(t2, sizeof t2, step - r->idle_s);
+        ut_buf_printf(&b, "The input pipeline is the bottleneck: the device idles %.0f%% of each step waiting for data.\n"
+                          "   Evidence: the host delivers a batch of %lld every %s; the device needs %s per step, so it\n"
+                          "   consumes %.4g samples/s and the host gives %.4g.\n"
+                          "   Fix: parallel reads and decoding (interleave, num_parallel_calls), prefetch, a cached or\n"
+                          "   pre-processed dataset, more host CPU; or do augmentation on the device.\n",
+                      100 * r->idle_s / step, (long long)r->batch, t1, t2,
+                      (step - r->idle_s) > 0 ? (double)r->batch / (step - r->idle_s) : 0, p->opts.input_rate);
+        if (then > 0) adv_gain_line(&b, step, then);
+        adv_add(&L, then > 0 ? step - then : r->idle_s, &b);
     }
-    /* MXU padding waste on the biggest matmuls */
-    for (int i = 0; i < r->nops && i < 50; i++) {
-        const tim_op *t = &r->ops[p->order[i]];
-        if (t->mxu_flops <= 0 || t->pad_waste < 0.3 || t->time_s * t->count < 0.05 * r->step_s) continue;
-        char lbl[256];
-        prf_op_label(t, lbl, sizeof lbl);
-        ut_buf_printf(b, "%d. %s wastes %.0f%% of its MXU passes on padding (%.0f%% of the step).\n"
-                         "   Fix: make batch and feature dimensions multiples of %d (the MXU is %dx%d).\n",
-                      ++n, lbl, 100 * t->pad_waste, 100 * t->time_s * t->count / r->step_s, p->slice.chip.mxu_cols,
-                      p->slice.chip.mxu_rows, p->slice.chip.mxu_cols);
-        break;
+
+    /* 2. host round trips: steps per execution */
+    if (p->opts.steps_per_exec < 32 && r->host_s > 0.01 * step) {
+        tim_opts o = p->topts;
+        o.steps_per_exec = 32;
+        double then = adv_rerun_opts(ctx, p, &o);
+        if (then > 0 && then < step * 0.99) {
+            ut_buf b;
+            ut_buf_init(&b);
+            adv_time(t1, sizeof t1, r->host_s);
+            ut_buf_printf(&b, "Program launches cost %.0f%% of the step (%s of host round trip per step at %d step%s per\n"
+                              "   execution). Raise steps_per_execution to 32 (Keras compile(steps_per_execution=32), or a\n"
+                              "   jax.lax.fori_loop over steps; --steps-per-exec 32 here).\n",
+                          100 * r->host_s / step, t1, p->opts.steps_per_exec, p->opts.steps_per_exec == 1 ? "" : "s");
+            adv_gain_line(&b, step, then);
+            adv_add(&L, step - then, &b);
+        }
     }
-    /* f32 matmuls at high precision */
-    double multi = 0;
-    for (int i = 0; i < r->nops; i++)
-        if (r->ops[i].mxu_passes > 1 && r->ops[i].bound == TIM_BOUND_COMPUTE) multi += r->ops[i].time_s * r->ops[i].count;
-    if (multi > 0.1 * r->step_s)
-        ut_buf_printf(b, "%d. %.0f%% of the step runs f32 matmuls at HIGH/HIGHEST precision (3-6 bf16 passes each).\n"
-                         "   Fix: default precision or the mixed_bfloat16 policy would cut that time by up to %.0f%%.\n",
-                      ++n, 100 * multi / r->step_s, 100 * multi / r->step_s * 2 / 3);
-    if (r->bound == TIM_BOUND_MEMORY)
-        ut_buf_printf(b, "%d. The step is HBM-bandwidth bound (%.0f%% of the time). bfloat16 activations (--policy "
-                         "mixed_bfloat16) halve most of the traffic.\n", ++n, 100 * r->by_bound[TIM_BOUND_MEMORY] / r->step_s);
-    if (r->by_bound[TIM_BOUND_COLLECTIVE] > 0.2 * r->step_s)
-        ut_buf_printf(b, "%d. Collectives take %.0f%% of the step: larger per-device batches amortise the gradient all-reduce.\n",
-                      ++n, 100 * r->by_bound[TIM_BOUND_COLLECTIVE] / r->step_s);
-    if (r->by_bound[TIM_BOUND_OVERHEAD] > 0.2 * r->step_s)
-        ut_buf_printf(b, "%d. Small ops dominate: %.0f%% of the step is per-op launch cost. Larger batches or fewer, bigger "
-                         "ops help.\n", ++n, 100 * r->by_bound[TIM_BOUND_OVERHEAD] / r->step_s);
-    if (!p->mem.fits)
-        ut_buf_printf(b, "%d. The program does not fit in HBM (see tpusim memory for the largest allocations).\n", ++n);
-    if (!n) ut_buf_puts(b, "No obvious problems: the step is dominated by useful work.\n");
-    return b->failed ? ut_nomem(ctx) : TPU_OK;
+
+    /* 3. f32 matmuls: the mixed_bfloat16 policy, modelled on the rewritten program */
+    double f32_mxu = 0, f32_any = 0;
+    for (int i = 0; i < r->nops; i++) {
+        const tim_op *t = &r->ops[i];
+        if (t->op->kind == CMP_CONTROL || !adv_is_f32_mxu(t)) continue;
+        f32_any += t->time_s * t->count;
+        if (t->bound == TIM_BOUND_COMPUTE) f32_mxu += t->time_s * t->count;
+    }
+    int mixed = p->opts.policy && !strcmp(p->opts.policy, "mixed_bfloat16");
+    if (!mixed && f32_any > 0.05 * step) {
+        double mxu_then = 0;
+        double then = adv_rerun_policy(ctx, p, "mixed_bfloat16", &mxu_then);
+        if (then > 0 && then < step * 0.98) {
+            ut_buf b;
+            ut_buf_init(&b);
+            ut_buf_printf(&b, "Enable mixed bfloat16 (Keras mixed_precision.set_global_policy('mixed_bfloat16'); --policy\n"
+                              "   mixed_bfloat16 here): %.0f%% of the step is matmuls and convolutions on float32 operands",
+                          100 * f32_any / step);
+            if (f32_mxu > 0) ut_buf_printf(&b, " (%.0f%% MXU-bound, some at HIGH/HIGHEST precision: 3-6 bf16 passes)", 100 * f32_mxu / step);
+            ut_buf_puts(&b, ",\n   and float32 activations double the HBM traffic. Modelled on the rewritten program:\n");
+            adv_gain_line(&b, step, then);
+            adv_add(&L, step - then, &b);
+        }
+    }
+
+    /* 4. MXU padding: dimensions that are not multiples of the array (and of 8 for streamed rows) */
+    {
+        double waste_s = 0;
+        int listed = 0;
+        ut_buf b;
+        ut_buf_init(&b);
+        for (int i = 0; i < r->nops && listed < 5; i++) {
+            const tim_op *t = &r->ops[p->order[i]];
+            double tt = t->time_s * t->count;
+            if (t->mxu_flops <= 0 || t->pad_waste < 0.25 || tt < 0.01 * step || t->bound != TIM_BOUND_COMPUTE) continue;
+            int64_t B, M, N, K;
+            if (!tim_gemm_of(t, &B, &M, &N, &K)) continue;
+            if (!listed)
+                ut_buf_printf(&b, "Padding wastes MXU passes: the %dx%d MXU works on whole %d-wide tiles of the held and contracted\n"
+                                  "   dimensions and 8-row groups of the streamed one. The worst ops:\n",
+                              chip->mxu_rows, chip->mxu_cols, chip->mxu_cols);
+            char lbl[200];
+            prf_op_label(t, lbl, sizeof lbl);
+            int64_t held = M < N ? M : N, stream = M < N ? N : M;
+            ut_buf_printf(&b, "   - %s: %lld x [%lld,%lld]x[%lld,%lld], %.0f%% of its MXU work is padding (%.1f%% of the step);",
+                          lbl, (long long)B, (long long)M, (long long)K, (long long)K, (long long)N, 100 * t->pad_waste, 100 * tt / step);
+            if (held % chip->mxu_cols) ut_buf_printf(&b, " %lld is not a multiple of %d;", (long long)held, chip->mxu_cols);
+            if (K % chip->mxu_rows) ut_buf_printf(&b, " K=%lld is not a multiple of %d;", (long long)K, chip->mxu_rows);
+            if (stream % 8) ut_buf_printf(&b, " %lld is not a multiple of 8;", (long long)stream);
+            if (b.len && b.data[b.len - 1] == ';') b.len--;
+            ut_buf_putc(&b, '\n');
+            waste_s += tt * t->pad_waste;
+            listed++;
+        }
+        if (listed) {
+            adv_time(t1, sizeof t1, waste_s);
+            ut_buf_printf(&b, "   Fix: make batch and feature sizes multiples of %d (hidden sizes, heads x head_dim, vocabulary,\n"
+                              "   filters), e.g. pad them up: the same MXU time then does useful work. Predicted: %s per step\n"
+                              "   (%.0f%%) of these ops' MXU time is padding that would become useful work.\n",
+                          chip->mxu_cols, t1, 100 * waste_s / step);
+            adv_add(&L, waste_s, &b);
+        } else {
+            ut_buf_free(&b);
+        }
+    }
+
+    /* 5. small matmuls: the MXU waits on weight loads and fill/drain */
+    {
+        int listed = 0;
+        double idle_s = 0;
+        ut_buf b;
+        ut_buf_init(&b);
+        double peak = tim_mxu_peak_flops(chip);
+        for (int i = 0; i < r->nops && listed < 3; i++) {
+            const tim_op *t = &r->ops[p->order[i]];
+            double tt = t->time_s * t->count;
+            if (t->mxu_flops <= 0 || t->mxu_s <= 0 || tt < 0.02 * step || t->bound != TIM_BOUND_COMPUTE) continue;
+            double eff = t->mxu_flops / (t->mxu_s * peak);   /* useful share of the MXU time */
+            if (eff > 0.5 || t->pad_waste > 0.5) continue;
+            int64_t B, M, N, K;
+            if (!tim_gemm_of(t, &B, &M, &N, &K)) continue;
+            int64_t stream = M > N ? M : N;
+            double now = tim_mxu_gemm_s(chip, B, M, N, K, t->mxu_passes, NULL);
+            double x4 = M >= N ? tim_mxu_gemm_s(chip, B, M * 4, N, K, t->mxu_passes, NULL)
+                               : tim_mxu_gemm_s(chip, B, M, N * 4, K, t->mxu_passes, NULL);
+            if (!listed)
+                ut_buf_puts(&b, "Small matmuls leave the MXU idle: too few rows stream through each weight tile to hide its load\n"
+                                "   and the array's fill and drain.\n");
+            char lbl[200];
+            prf_op_label(t, lbl, sizeof lbl);
+            ut_buf_printf(&b, "   - %s: %lld x [%lld,%lld]x[%lld,%lld] uses %.0f%% of the MXU; 4x the rows (%lld) would take\n"
+                              "     %.2fx the time (modelled).\n",
+                          lbl, (long long)B, (long long)M, (long long)K, (long long)K, (long long)N, 100 * eff,
+                          (long long)stream * 4, now > 0 ? x4 / now : 0);
+            idle_s += tt * (1 - eff);
+            listed++;
+        }
+        if (listed) {
+            adv_time(t1, sizeof t1, idle_s);
+            ut_buf_printf(&b, "   Fix: larger batches (per-device batch of at least a few hundred rows per matmul), fuse small\n"
+                              "   matmuls (e.g. batch the heads), or use a smaller slice. %s of these ops' time is MXU idle time.\n",
+                          t1);
+            adv_add(&L, idle_s * 0.5, &b);
+        } else {
+            ut_buf_free(&b);
+        }
+    }
+
+    /* 6. gathers, scatters and other data-dependent ops */
+    {
+        double dyn = 0;
+        const tim_op *worst = NULL;
+        for (int i = 0; i < r->nops; i++) {
+            const tim_op *t = &r->ops[i];
+            if (t->op->kind == CMP_CONTROL || !adv_is_dynamic((hlo_op)t->root->op)) continue;
+            dyn += t->time_s * t->count;
+            if (!worst || t->time_s * t->count > worst->time_s * worst->count) worst = t;
+        }
+        if (dyn > 0.15 * step && worst) {
+            ut_buf b;
+            ut_buf_init(&b);
+            char lbl[200];
+            prf_op_label(worst, lbl, sizeof lbl);
+            adv_time(t1, sizeof t1, dyn);
+            ut_buf_printf(&b, "Dynamic gathers, scatters and sorts take %s (%.0f%% of the step); the largest is %s (%s).\n"
+                              "   They run on the vector unit with data-dependent addresses and move whole padded tiles.\n"
+                              "   Fix: one-hot matmuls for small tables (the MXU does them faster), sorted or bucketed indices,\n"
+                              "   embedding lookups on SparseCores where the chip has them (v5p, v6e, v7). Up to %s is at stake.\n",
+                          t1, 100 * dyn / step, lbl, hlo_op_name((hlo_op)worst->root->op), t1);
+            adv_add(&L, dyn * 0.5, &b);
+        }
+    }
+
+    /* 7. collectives */
+    if (r->by_bound[TIM_BOUND_COLLECTIVE] > 0.15 * step) {
+        double coll = r->by_bound[TIM_BOUND_COLLECTIVE], compute = r->by_bound[TIM_BOUND_COMPUTE];
+        double bytes = 0;
+        int n = 0;
+        for (int i = 0; i < r->nops; i++) {
+            const tim_op *t = &r->ops[i];
+            if (t->op->kind == CMP_CONTROL || !adv_is_collective((hlo_op)t->root->op)) continue;
+            bytes += (double)t->ici_bytes * t->count;
+            n++;
+        }
+        ut_buf b;
+        ut_buf_init(&b);
+        adv_time(t1, sizeof t1, coll);
+        double hide = coll < compute ? coll : compute;
+        adv_time(t2, sizeof t2, hide);
+        ut_buf_printf(&b, "Collectives take %s (%.0f%% of the step): %d collective ops move %.3g GB per device over ICI on\n"
+                          "   %s (%d chips).\n"
+                          "   Fix: a larger per-device batch (the gradient all-reduce does not grow with it), gradient\n"
+                          "   accumulation, fewer and larger collectives (XLA combines small ones), overlap with compute\n"
+                          "   (async collectives): up to %s could hide behind the MXU work.\n",
+                      t1, 100 * coll / step, n, bytes / 1e9, p->slice.name, p->slice.chips, t2);
+        adv_add(&L, hide, &b);
+    }
+
+    /* 8. HBM bound: how much of the traffic is layout padding */
+    if (r->by_bound[TIM_BOUND_MEMORY] > 0.3 * step) {
+        double padded = 0, unpadded = 0;
+        for (int i = 0; i < r->nops; i++) {
+            const tim_op *t = &r->ops[i];
+            if (t->op->kind == CMP_CONTROL || t->bound != TIM_BOUND_MEMORY) continue;
+            const cmp_op *op = t->op;
+            for (int k = 0; k < op->nin; k++) {
+                padded += (double)p->prog->values[op->in[k]].padded * t->count;
+                unpadded += (double)p->prog->values[op->in[k]].unpadded * t->count;
+            }
+            for (int k = 0; k < op->nout; k++) {
+                padded += (double)p->prog->values[op->out[k]].padded * t->count;
+                unpadded += (double)p->prog->values[op->out[k]].unpadded * t->count;
+            }
+        }
+        double mem = r->by_bound[TIM_BOUND_MEMORY];
+        double frac = padded > 0 ? 1 - unpadded / padded : 0;
+        ut_buf b;
+        ut_buf_init(&b);
+        adv_time(t1, sizeof t1, mem);
+        ut_buf_printf(&b, "The step is HBM-bandwidth bound: memory-bound ops take %s (%.0f%% of the step).\n", t1, 100 * mem / step);
+        if (frac > 0.1) {
+            adv_time(t2, sizeof t2, mem * frac);
+            ut_buf_printf(&b, "   %.0f%% of their traffic is layout padding (arrays are tiled (8,128) in HBM: the last dimension\n"
+                              "   pads to 128, the second last to 8). Fix: feature dims multiples of 128 and the dimension\n"
+                              "   before them multiples of 8, or put the large dimension last. Up to %s per step.\n",
+                          100 * frac, t2);
+        } else {
+            ut_buf_puts(&b, "   Fix: bfloat16 activations, fewer materialized intermediates (remat choices), larger fusions.\n");
+        }
+        adv_add(&L, frac > 0.1 ? mem * frac : 0, &b);
+    }
+
+    /* 9. launch-bound programs: many tiny ops */
+    if (r->by_bound[TIM_BOUND_OVERHEAD] > 0.2 * step) {
+        ut_buf b;
+        ut_buf_init(&b);
+        ut_buf_printf(&b, "Small ops dominate: %.0f%% of the step is per-op launch cost (%.2g us per op). Larger batches\n"
+                          "   or fewer, bigger ops (vectorize loops with vmap, avoid per-element while loops) help.\n",
+                      100 * r->by_bound[TIM_BOUND_OVERHEAD] / step, chip->op_overhead_s * 1e6);
+        adv_add(&L, r->by_bound[TIM_BOUND_OVERHEAD] * 0.5, &b);
+    }
+
+    /* 10. it does not fit */
+    if (!p->mem.fits) {
+        ut_buf b;
+        ut_buf_init(&b);
+        char u[32], c[32];
+        cmp_fmt_bytes(u, sizeof u, p->mem.used);
+        cmp_fmt_bytes(c, sizeof c, p->mem.capacity);
+        ut_buf_printf(&b, "The program does not fit: it needs %s of HBM per device and %s is available (tpusim memory\n"
+                          "   lists the largest allocations). The times above assume it ran; shard it over more devices,\n"
+                          "   rematerialize activations, or use a chip with more HBM.\n", u, c);
+        adv_add(&L, 1e30, &b);   /* first: nothing else matters until it fits */
+    }
+
+    if (L.failed) {
+        for (int i = 0; i < L.n; i++) ut_free(L.v[i].text);
+        ut_free(L.v);
+        return ut_nomem(ctx);
+    }
+    qsort(L.v, (size_t)L.n, sizeof *L.v, adv_by_gain);
+    for (int i = 0; i < L.n; i++) {
+        ut_buf_printf(out, "%d. %s", i + 1, L.v[i].text);
+        ut_free(L.v[i].text);
+    }
+    ut_free(L.v);
+    if (!L.n) ut_buf_puts(out, "No obvious problems: the step is dominated by useful work.\n");
+    if (r->unknown_trips)
+        ut_buf_printf(out, "Note: %d while loop%s had a trip count tpusim could not infer and %s counted once; the real step\n"
+                           "   may be longer.\n", r->unknown_trips, r->unknown_trips == 1 ? "" : "s", r->unknown_trips == 1 ? "was" : "were");
+    return out->failed ? ut_nomem(ctx) : TPU_OK;
 }

@@ -101,6 +101,7 @@ const char *tpu_profile_bound(const tpu_profile *p) { return tim_bound_name(p->t
 double tpu_profile_mxu_utilization(const tpu_profile *p) { return p->tim->mxu_util; }
 int64_t tpu_profile_batch(const tpu_profile *p) { return p->tim->batch; }
 int tpu_profile_fits(const tpu_profile *p) { return p->mem.fits; }
+int tpu_profile_devices(const tpu_profile *p) { return p->slice.devices; }
 
 static void prf_fmt_time(char *b, size_t n, double s)
 {

@@ -179,6 +179,41 @@ static void tim_conv_dims(const hlo_instr *in, int64_t *B, int64_t *M, int64_t *
     if (*N < 1) *N = 1;
 }
 
+/* The GEMM view of an op's largest dot or convolution (nested fusions included): 1 and the dims, or 0. */
+int tim_gemm_of(const tim_op *t, int64_t *B, int64_t *M, int64_t *N, int64_t *K)
+{
+    double best = 0;
+    int found = 0;
+    const hlo_instr *const *ins = (const hlo_instr *const *)t->op->instrs;
+    int nins = t->op->ninstrs;
+    for (int pass = 0; pass < 2 && !found; pass++) {
+        for (int m = 0; m < nins; m++) {
+            const hlo_instr *in = ins[m];
+            if (in->op == HLO_FUSION && in->ncalled && pass == 1) {
+                const hlo_comp *fc = in->called[0];
+                for (int q = 0; q < fc->ninstrs; q++) {
+                    const hlo_instr *f = fc->instrs[q];
+                    if (f->op != HLO_DOT && f->op != HLO_CONVOLUTION) continue;
+                    int64_t b, mm, n, k;
+                    double valid = 1;
+                    if (f->op == HLO_DOT) tim_dot_dims(f, &b, &mm, &n, &k);
+                    else tim_conv_dims(f, &b, &mm, &n, &k, &valid);
+                    double w = (double)b * (double)mm * (double)n * (double)k;
+                    if (w > best) { best = w; *B = b; *M = mm; *N = n; *K = k; found = 1; }
+                }
+            }
+            if (in->op != HLO_DOT && in->op != HLO_CONVOLUTION) continue;
+            int64_t b, mm, n, k;
+            double valid = 1;
+            if (in->op == HLO_DOT) tim_dot_dims(in, &b, &mm, &n, &k);
+            else tim_conv_dims(in, &b, &mm, &n, &k, &valid);
+            double w = (double)b * (double)mm * (double)n * (double)k;
+            if (w > best) { best = w; *B = b; *M = mm; *N = n; *K = k; found = 1; }
+        }
+    }
+    return found;
+}
+
 /* ---- the vector unit ---- */
 
 /* Vector-unit operations per output element (transcendentals go through longer sequences). */

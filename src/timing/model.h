@@ -90,6 +90,8 @@ double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes,
  * seconds, and the fraction of MXU work lost to padding the shapes to the array (rows to 8, the held and
  * contracting dimensions to whole tiles). Shares tim_systolic_gemm with SCALE-Sim mode. */
 double tim_mxu_gemm_s(const chp_chip *chip, int64_t batch, int64_t M, int64_t N, int64_t K, double passes, double *pad_waste);
+/* The GEMM view (batch x [M,K]·[K,N]) of an op's largest dot or convolution: 1 and the dims, or 0 if none. */
+int    tim_gemm_of(const tim_op *t, int64_t *B, int64_t *M, int64_t *N, int64_t *K);
 /* 2 x rows x cols x MXUs x clock of one device: the peak MXU utilization is measured against. */
 double tim_mxu_peak_flops(const chp_chip *chip);
 
