@@ -1,0 +1,405 @@
+/* rt_system.c — the system of devices: one thread per device, kept between runs; a run hands every device
+ * its inputs, runs the module with the executor (exe_run) on all of them at once with the collectives of
+ * rt_coll.c, and gathers outputs, the first failure and the statistics. The public tpu_system_* API. */
+#include "runtime/runtime.h"
+
+#include <ctype.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tpu_system {
+    rt_system        s;
+    tpu_system_stats last;
+};
+
+void rt_fail_locked(rt_system *sys, int dev, tpu_status st, const char *fmt, ...)
+{
+    if (sys->fail_dev < 0) {
+        char msg[2048];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        sys->fail_dev = dev;
+        sys->fail_st = st ? st : TPU_ERR_INTERNAL;
+        ut_free(sys->fail_msg);
+        sys->fail_msg = ut_strdup(msg);
+    }
+    sys->abort = 1;
+    pthread_cond_broadcast(&sys->cv);
+}
+
+/* ---- one device's run ---- */
+
+static void rt_dev_run(rt_dev *d)
+{
+    rt_system *sys = d->sys;
+    exe_run_cfg cfg = {d->replica, d->partition, &sys->coll, NULL};
+    tpu_run_opts o = sys->opts;
+    if (sys->n > 1) o.threads = 1;   /* N devices share the host's cores: one thread each, no nested teams */
+    o.replica_id = (int)d->replica;
+    tpu_status st = exe_run(d->ctx, sys->m, &o, &cfg, d->inputs, d->ninputs, &d->outputs, &d->noutputs);
+    pthread_mutex_lock(&sys->mu);
+    d->st = st;
+    d->finished = 1;
+    sys->nlive--;
+    if (st && !d->released) rt_fail_locked(sys, d->id, st, "%s", tpu_errmsg(d->ctx));
+    pthread_cond_broadcast(&sys->cv);   /* devices waiting for this one learn that it will not come */
+    pthread_mutex_unlock(&sys->mu);
+}
+
+static void *rt_thread(void *arg)
+{
+    rt_dev *d = arg;
+    rt_system *sys = d->sys;
+    omp_set_num_threads(1);   /* this thread's parallel regions (exe_run's FTZ setup) stay on it */
+    pthread_mutex_lock(&sys->mu);
+    for (;;) {
+        while (!sys->quit && d->seen_job == sys->job) pthread_cond_wait(&sys->job_cv, &sys->mu);
+        if (sys->quit) break;
+        d->seen_job = sys->job;
+        pthread_mutex_unlock(&sys->mu);
+        rt_dev_run(d);
+        pthread_mutex_lock(&sys->mu);
+        sys->ndone++;
+        pthread_cond_signal(&sys->done_cv);
+    }
+    pthread_mutex_unlock(&sys->mu);
+    return NULL;
+}
+
+/* ---- the system ---- */
+
+/* n devices with links of v4 chips: the documented v4 slice of n chips (one device per chip), else a ring. */
+static tpu_status rt_default_slice(tpu_ctx *ctx, int n, chp_slice *out)
+{
+    const chp_chip *v4 = chp_generation_find("v4");
+    if (!v4) return ut_err(ctx, TPU_ERR_INTERNAL, "no v4 chip in the chip table");
+    if (n > 1 && chp_slice_make(NULL, v4, n, out) == TPU_OK && out->devices == n) return TPU_OK;
+    tpu_status st = chp_slice_make(ctx, v4, 1, out);
+    if (st || n == 1) return st;
+    out->chips = n;
+    out->cores = n * out->chip.cores_per_chip;
+    out->devices = n;
+    out->ndims = 1;
+    out->dims[0] = n;
+    out->dims[1] = out->dims[2] = 1;
+    out->wrap[0] = true;
+    snprintf(out->name, sizeof out->name, "%d x v4 (ring)", n);
+    return TPU_OK;
+}
+
+tpu_status tpu_system_new(tpu_ctx *ctx, const char *devices, tpu_system **out)
+{
+    *out = NULL;
+    if (!devices || !*devices)
+        return ut_err(ctx, TPU_ERR_INVALID, "no devices given: a count (\"8\"), a slice (\"v3-8\") or \"N:CHIP\"");
+    const char *p = devices;
+    while (isdigit((unsigned char)*p)) p++;
+    long n = -1;
+    chp_slice slice;
+    tpu_status st;
+    if (p > devices && (*p == 0 || *p == ':')) {
+        n = strtol(devices, NULL, 10);
+        if (n < 1 || n > 4096)
+            return ut_err(ctx, TPU_ERR_INVALID, "devices \"%s\": the count must be 1..4096", devices);
+        st = *p == ':' ? chp_slice_parse(ctx, p + 1, &slice) : rt_default_slice(ctx, (int)n, &slice);
+    } else {
+        st = chp_slice_parse(ctx, devices, &slice);
+        if (!st) n = slice.devices;
+        if (!st && (n < 1 || n > 4096))
+            st = ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s has %ld devices; the runtime runs 1..4096", devices, n);
+    }
+    if (st) return st;
+    tpu_system *ts = ut_calloc(1, sizeof *ts);
+    if (!ts) return ut_nomem(ctx);
+    rt_system *sys = &ts->s;
+    sys->n = (int)n;
+    sys->slice = slice;
+    sys->fail_dev = -1;
+    sys->devs = ut_calloc((size_t)n, sizeof *sys->devs);
+    if (!sys->devs) {
+        ut_free(ts);
+        return ut_nomem(ctx);
+    }
+    pthread_mutex_init(&sys->mu, NULL);
+    pthread_cond_init(&sys->cv, NULL);
+    pthread_cond_init(&sys->job_cv, NULL);
+    pthread_cond_init(&sys->done_cv, NULL);
+    st = TPU_OK;
+    for (int i = 0; i < n && !st; i++) {
+        rt_dev *d = &sys->devs[i];
+        d->sys = sys;
+        d->id = i;
+        if (!(d->ctx = tpu_ctx_new())) st = ut_nomem(ctx);
+    }
+    /* one device runs on the caller's thread; more get their own threads */
+    for (int i = 0; n > 1 && i < n && !st; i++) {
+        rt_dev *d = &sys->devs[i];
+        if (pthread_create(&d->thread, NULL, rt_thread, d)) st = ut_err(ctx, TPU_ERR_NOMEM, "cannot start the thread of device %d", i);
+        else d->started = 1;
+    }
+    if (st) {
+        tpu_system_free(ts);
+        return st;
+    }
+    *out = ts;
+    return TPU_OK;
+}
+
+void tpu_system_free(tpu_system *ts)
+{
+    if (!ts) return;
+    rt_system *sys = &ts->s;
+    pthread_mutex_lock(&sys->mu);
+    sys->quit = 1;
+    pthread_cond_broadcast(&sys->job_cv);
+    pthread_mutex_unlock(&sys->mu);
+    for (int i = 0; sys->devs && i < sys->n; i++) {
+        if (sys->devs[i].started) pthread_join(sys->devs[i].thread, NULL);
+        tpu_ctx_free(sys->devs[i].ctx);
+    }
+    pthread_mutex_destroy(&sys->mu);
+    pthread_cond_destroy(&sys->cv);
+    pthread_cond_destroy(&sys->job_cv);
+    pthread_cond_destroy(&sys->done_cv);
+    ut_free(sys->devs);
+    ut_free(sys->fail_msg);
+    ut_free(ts);
+}
+
+int tpu_system_num_devices(const tpu_system *ts) { return ts ? ts->s.n : 0; }
+const char *tpu_system_chip(const tpu_system *ts) { return ts ? ts->s.slice.name : ""; }
+
+tpu_status tpu_system_set_split(tpu_ctx *ctx, tpu_system *ts, int replicas, int partitions)
+{
+    if (!ts) return ut_err(ctx, TPU_ERR_INVALID, "no system");
+    if (replicas == 0 && partitions == 0) {
+        ts->s.split_r = ts->s.split_p = 0;
+        return TPU_OK;
+    }
+    if (replicas < 1 || partitions < 1 || (int64_t)replicas * partitions != ts->s.n)
+        return ut_err(ctx, TPU_ERR_INVALID, "%d replica%s x %d partition%s is not the system's %d device%s", replicas,
+                      replicas == 1 ? "" : "s", partitions, partitions == 1 ? "" : "s", ts->s.n, ts->s.n == 1 ? "" : "s");
+    ts->s.split_r = replicas;
+    ts->s.split_p = partitions;
+    return TPU_OK;
+}
+
+int64_t tpu_module_replica_count(const tpu_module *m) { return m ? hlo_module_replica_count(m) : 1; }
+int64_t tpu_module_num_partitions(const tpu_module *m) { return m ? hlo_module_num_partitions(m) : 1; }
+
+/* SPMD programs (partition-id, or collectives with a channel_id) run as partitions; others as replicas. */
+static int rt_looks_partitioned(const hlo_module *m)
+{
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            const hlo_instr *in = m->comps[c]->instrs[i];
+            if (in->op == HLO_PARTITION_ID) return 1;
+            if (rt_kind((hlo_op)in->op) >= 0 && hlo_attr_find(in, HK_CHANNEL_ID)) return 1;
+        }
+    return 0;
+}
+
+/* The module as the devices see it: when it does not name the system's replica_count and num_partitions,
+ * a shallow copy whose header does (the executor reads the group size of empty replica_groups from them).
+ * The copy shares everything else with m and must only be freed with rt_view_free. */
+static tpu_status rt_view(tpu_ctx *ctx, const hlo_module *m, int R, int P, const hlo_module **out)
+{
+    *out = m;
+    if (hlo_module_replica_count(m) == R && hlo_module_num_partitions(m) == P) return TPU_OK;
+    hlo_module *v = ut_malloc(sizeof *v);
+    hlo_attr *attrs = ut_calloc((size_t)m->nattrs + 2, sizeof *attrs);
+    if (!v || !attrs) {
+        ut_free(v);
+        ut_free(attrs);
+        return ut_nomem(ctx);
+    }
+    *v = *m;
+    int n = 0;
+    for (int i = 0; i < m->nattrs; i++)
+        if (m->attrs[i].key != HK_REPLICA_COUNT && m->attrs[i].key != HK_NUM_PARTITIONS) attrs[n++] = m->attrs[i];
+    attrs[n].key = HK_REPLICA_COUNT;
+    attrs[n].kind = HA_INT;
+    attrs[n].name = "replica_count";
+    attrs[n++].v.i = R;
+    attrs[n].key = HK_NUM_PARTITIONS;
+    attrs[n].kind = HA_INT;
+    attrs[n].name = "num_partitions";
+    attrs[n++].v.i = P;
+    v->attrs = attrs;
+    v->nattrs = n;
+    *out = v;
+    return TPU_OK;
+}
+
+static void rt_view_free(const hlo_module *view, const hlo_module *m)
+{
+    if (view == m || !view) return;
+    ut_free(view->attrs);
+    ut_free((hlo_module *)view);
+}
+
+void tpu_system_outputs_free(tpu_tensor ***outputs, int ndevices, int noutputs)
+{
+    for (int d = 0; outputs && d < ndevices; d++) {
+        tpu_tensors_free(outputs[d], noutputs);
+        outputs[d] = NULL;
+    }
+}
+
+void tpu_system_last_stats(const tpu_system *ts, tpu_system_stats *out)
+{
+    if (ts) *out = ts->last;
+    else memset(out, 0, sizeof *out);
+}
+
+/* Copies a device's warnings to the caller's context. */
+static void rt_copy_warnings(tpu_ctx *ctx, tpu_ctx *from)
+{
+    const char *w = tpu_warnings(from);
+    while (w && *w) {
+        const char *e = strchr(w, '\n');
+        size_t len = e ? (size_t)(e - w) : strlen(w);
+        if (len) ut_warn(ctx, "%.*s", (int)len, w);
+        w += len + (e ? 1 : 0);
+    }
+    tpu_warnings_clear(from);
+}
+
+tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, const tpu_run_opts *opts,
+                          tpu_tensor **const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs)
+{
+    if (noutputs) *noutputs = 0;
+    if (!ts || !m || !outputs || !noutputs)
+        return ut_err(ctx, TPU_ERR_INVALID, "tpu_system_run needs a system, a module, outputs and noutputs");
+    rt_system *sys = &ts->s;
+    int n = sys->n;
+    for (int d = 0; d < n; d++) outputs[d] = NULL;
+    if (ninputs < 0 || (ninputs > 0 && (!inputs || !inputs[0])))
+        return ut_err(ctx, TPU_ERR_INVALID, "%d inputs per device but no input arrays", ninputs);
+    /* replicas x partitions */
+    int64_t mr = hlo_module_replica_count(m), mp = hlo_module_num_partitions(m);
+    int R, P;
+    if (mr > 1 || mp > 1) {
+        if (mr * mp != n)
+            return ut_err(ctx, TPU_ERR_INVALID, "'%s' is compiled for %lld device%s (replica_count=%lld, num_partitions=%lld); "
+                          "the system has %d", m->name ? m->name : "module", (long long)(mr * mp), mr * mp == 1 ? "" : "s",
+                          (long long)mr, (long long)mp, n);
+        R = (int)mr;
+        P = (int)mp;
+    } else if (sys->split_r) {
+        R = sys->split_r;
+        P = sys->split_p;
+    } else if (rt_looks_partitioned(m)) {
+        R = 1;
+        P = n;
+    } else {
+        R = n;
+        P = 1;
+    }
+    tpu_system_stats *L = &ts->last;
+    memset(L, 0, sizeof *L);
+    L->devices = n;
+    L->replicas = R;
+    L->partitions = P;
+    double t0 = ut_now();
+    /* the run's state */
+    const hlo_module *view = NULL;
+    tpu_status st = rt_view(ctx, m, R, P, &view);
+    if (st) return st;
+    int64_t total = 0;
+    sys->comp_base = ut_calloc((size_t)(m->ncomps ? m->ncomps : 1), sizeof *sys->comp_base);
+    for (int c = 0; sys->comp_base && c < m->ncomps; c++) {
+        sys->comp_base[c] = total;
+        total += m->comps[c]->ninstrs;
+    }
+    if (!sys->comp_base) st = ut_nomem(ctx);
+    for (int d = 0; d < n && !st; d++) {
+        rt_dev *dv = &sys->devs[d];
+        ut_free(dv->exec_count);
+        dv->exec_count = ut_calloc((size_t)(total ? total : 1), sizeof *dv->exec_count);
+        if (!dv->exec_count) st = ut_nomem(ctx);
+        dv->replica = d / P;
+        dv->partition = d % P;
+        dv->inputs = ninputs ? (inputs[d] ? inputs[d] : inputs[0]) : NULL;
+        dv->ninputs = ninputs;
+        dv->outputs = NULL;
+        dv->noutputs = 0;
+        dv->st = TPU_OK;
+        dv->finished = dv->released = 0;
+        dv->wait_in = NULL;
+        dv->ncoll = dv->ici_bytes = 0;
+        dv->ici_s = 0;
+        memset(dv->by_kind, 0, sizeof dv->by_kind);
+        tpu_warnings_clear(dv->ctx);
+    }
+    if (!st) {
+        sys->m = view;
+        sys->opts = opts ? *opts : tpu_run_opts_default();
+        sys->R = R;
+        sys->P = P;
+        sys->coll.user = sys;
+        sys->coll.num_replicas = R;
+        sys->coll.num_partitions = P;
+        sys->coll.run = rt_collective;
+        sys->nlive = n;
+        sys->nblocked = 0;
+        sys->abort = 0;
+        sys->fail_dev = -1;
+        sys->fail_st = TPU_OK;
+        ut_free(sys->fail_msg);
+        sys->fail_msg = NULL;
+        sys->ndone = 0;
+        if (n == 1) {
+            rt_dev_run(&sys->devs[0]);
+        } else {
+            pthread_mutex_lock(&sys->mu);
+            sys->job++;
+            pthread_cond_broadcast(&sys->job_cv);
+            while (sys->ndone < n) pthread_cond_wait(&sys->done_cv, &sys->mu);
+            pthread_mutex_unlock(&sys->mu);
+        }
+        rt_copy_warnings(ctx, sys->devs[0].ctx);
+        if (sys->fail_dev >= 0) {
+            const rt_dev *f = &sys->devs[sys->fail_dev];
+            st = ut_err(ctx, sys->fail_st, "device %d (replica %lld, partition %lld): %s", f->id, (long long)f->replica,
+                        (long long)f->partition, sys->fail_msg ? sys->fail_msg : "failed");
+        }
+        for (int d = 0; d < n && !st; d++)
+            if (sys->devs[d].noutputs != sys->devs[0].noutputs)
+                st = ut_err(ctx, TPU_ERR_INTERNAL, "device %d returned %d outputs, device 0 %d", d, sys->devs[d].noutputs,
+                            sys->devs[0].noutputs);
+        /* statistics: the device with the most modelled ICI time */
+        const rt_dev *busy = &sys->devs[0];
+        for (int d = 1; d < n; d++)
+            if (sys->devs[d].ici_s > busy->ici_s) busy = &sys->devs[d];
+        L->collectives = busy->ncoll;
+        L->all_reduce = busy->by_kind[RT_K_ALL_REDUCE];
+        L->all_gather = busy->by_kind[RT_K_ALL_GATHER];
+        L->reduce_scatter = busy->by_kind[RT_K_REDUCE_SCATTER];
+        L->all_to_all = busy->by_kind[RT_K_ALL_TO_ALL];
+        L->collective_permute = busy->by_kind[RT_K_PERMUTE];
+        L->collective_broadcast = busy->by_kind[RT_K_BROADCAST];
+        L->ici_bytes = busy->ici_bytes;
+        L->ici_s = busy->ici_s;
+    }
+    for (int d = 0; d < n; d++) {
+        rt_dev *dv = &sys->devs[d];
+        if (st) tpu_tensors_free(dv->outputs, dv->noutputs);
+        else outputs[d] = dv->outputs;
+        dv->outputs = NULL;
+        dv->inputs = NULL;
+        ut_free(dv->exec_count);
+        dv->exec_count = NULL;
+    }
+    if (!st) *noutputs = sys->devs[0].noutputs;
+    rt_slots_free(sys);
+    ut_free(sys->comp_base);
+    sys->comp_base = NULL;
+    sys->m = NULL;
+    rt_view_free(view, m);
+    L->run_s = ut_now() - t0;
+    return st;
+}
