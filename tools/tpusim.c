@@ -16,6 +16,7 @@ static const struct {
     {"print", cmd_print, "parse an HLO program and print it back (canonical form)"},
     {"scalesim", cmd_scalesim, "SCALE-Sim compatible layer mode: its .cfg and topology .csv in, its reports out"},
     {"chips", cmd_chips, "the TPU generations modelled, or one chip or slice (v3-8, v5litepod-16, file.json)"},
+    {"bench", cmd_bench, "the classic NxN matmul benchmark: simulated TPU TFLOP/s beside this CPU's, measured"},
 };
 
 static void cli_usage(FILE *f)

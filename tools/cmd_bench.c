@@ -1,0 +1,297 @@
+/* cmd_bench.c — `tpusim bench matmul`: the classic NxN matmul benchmark, repeated COUNT times, as a TPU
+ * would run it (the timing model) beside what this host's CPU really does (tpu_run, measured).
+ *
+ * What is simulated: one device of the slice runs a while loop of COUNT matmuls C = A·B (the program is
+ * printed with --print-program). warm = the modelled step: one program launch plus COUNT matmuls. cold adds
+ * what a first call pays before that: copying A and B to the device over the host link (the chip table's
+ * host bandwidth) and compiling the program. For the compile we use the time tpusim itself takes to verify,
+ * compile and model this program, measured here: it does the work XLA's TPU compiler does (layouts, fusion,
+ * buffer assignment) in a simpler way, so it is a lower bound on the real compile time, stated as such.
+ *
+ * What is measured: the host runs the single matmul with tpu_run (TPU numerics: one bf16 MXU pass per
+ * product at default precision) --host-runs times; the best run gives the host's TFLOP/s and COUNT runs are
+ * extrapolated from it, never run. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tpusim bench matmul --chip SLICE [--n N] [--count COUNT] [options]\n"
+            "\n"
+            "The classic NxN matmul benchmark: C = A·B repeated COUNT times. Prints the simulated TPU TFLOP/s\n"
+            "(one device of SLICE: warm, and cold with the input transfer and compile) beside the host CPU's real\n"
+            "TFLOP/s for the same work, measured by running the matmul with TPU numerics.\n"
+            "\n"
+            "options:\n"
+            "  --chip NAME        slice or generation (v2-8, v3-8, v4-8, v5e, ...); required\n"
+            "  --n N              matrix size (default 8192)\n"
+            "  --count COUNT      matmuls per call (default 100)\n"
+            "  --dtype T          f32 (default) or bf16\n"
+            "  --host-runs R      host runs of one matmul to measure (default 3 for N <= 2048, else 1);\n"
+            "                     0 skips the host measurement\n"
+            "  --print-program    print the simulated program (HLO) and exit\n"
+            "\n"
+            "exit status: 0 done, 2 bad command line or a failure.\n");
+}
+
+/* HLO text of COUNT matmuls in a while loop (count > 0), or of one matmul (count == 0). */
+static char *bench_program(int64_t n, const char *dt, int count)
+{
+    size_t cap = 4096;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    if (count == 0) {
+        snprintf(s, cap,
+                 "HloModule bench_matmul_once\n\n"
+                 "ENTRY main {\n"
+                 "  a = %s[%lld,%lld]{1,0} parameter(0)\n"
+                 "  b = %s[%lld,%lld]{1,0} parameter(1)\n"
+                 "  ROOT c = %s[%lld,%lld]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                 "}\n",
+                 dt, (long long)n, (long long)n, dt, (long long)n, (long long)n, dt, (long long)n, (long long)n);
+        return s;
+    }
+    char t[64];
+    snprintf(t, sizeof t, "%s[%lld,%lld]{1,0}", dt, (long long)n, (long long)n);
+    snprintf(s, cap,
+             "HloModule bench_matmul\n\n"
+             "cond {\n"
+             "  p = (s32[], %s, %s, %s) parameter(0)\n"
+             "  i = s32[] get-tuple-element(p), index=0\n"
+             "  k = s32[] constant(%d)\n"
+             "  ROOT lt = pred[] compare(i, k), direction=LT\n"
+             "}\n\n"
+             "body {\n"
+             "  p = (s32[], %s, %s, %s) parameter(0)\n"
+             "  i = s32[] get-tuple-element(p), index=0\n"
+             "  a = %s get-tuple-element(p), index=1\n"
+             "  b = %s get-tuple-element(p), index=2\n"
+             "  one = s32[] constant(1)\n"
+             "  next = s32[] add(i, one)\n"
+             "  c = %s dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+             "  ROOT r = (s32[], %s, %s, %s) tuple(next, a, b, c)\n"
+             "}\n\n"
+             "ENTRY main {\n"
+             "  a = %s parameter(0)\n"
+             "  b = %s parameter(1)\n"
+             "  zero = s32[] constant(0)\n"
+             "  c0 = %s broadcast(%s), dimensions={}\n"
+             "  init = (s32[], %s, %s, %s) tuple(zero, a, b, c0)\n"
+             "  w = (s32[], %s, %s, %s) while(init), condition=cond, body=body\n"
+             "  ROOT c = %s get-tuple-element(w), index=3\n"
+             "}\n",
+             t, t, t, count, t, t, t, t, t, t, t, t, t, t, t, t, !strcmp(dt, "bf16") ? "bf16[] constant(0)" : "f32[] constant(0)",
+             t, t, t, t, t, t, t);
+    return s;
+}
+
+static void bench_fmt_time(char *b, size_t n, double s)
+{
+    if (s >= 1) snprintf(b, n, "%.3f s", s);
+    else if (s >= 1e-3) snprintf(b, n, "%.3f ms", s * 1e3);
+    else snprintf(b, n, "%.2f us", s * 1e6);
+}
+
+static int bench_matmul(int argc, char **argv)
+{
+    const char *chip = NULL, *dt = "f32";
+    int64_t n = 8192;
+    int count = 100, host_runs = -1, print = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (cli_is_help(argv[i])) {
+            bench_usage(stdout);
+            return 0;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--chip"))) {
+            chip = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--n"))) {
+            char *end;
+            n = strtoll(v, &end, 10);
+            if (*end || n < 1 || n > 1 << 20) {
+                fprintf(stderr, "tpusim bench matmul: --n must be an integer from 1 to 1048576 ('%s')\n", v);
+                return 2;
+            }
+        } else if ((v = cli_opt_value(argc, argv, &i, "--count"))) {
+            char *end;
+            long c = strtol(v, &end, 10);
+            if (*end || c < 1 || c > 1000000000L) {
+                fprintf(stderr, "tpusim bench matmul: --count must be an integer from 1 to 1e9 ('%s')\n", v);
+                return 2;
+            }
+            count = (int)c;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--dtype"))) {
+            if (strcmp(v, "f32") && strcmp(v, "bf16")) {
+                fprintf(stderr, "tpusim bench matmul: --dtype must be f32 or bf16 ('%s')\n", v);
+                return 2;
+            }
+            dt = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--host-runs"))) {
+            char *end;
+            long r = strtol(v, &end, 10);
+            if (*end || r < 0 || r > 1000) {
+                fprintf(stderr, "tpusim bench matmul: --host-runs must be an integer from 0 to 1000 ('%s')\n", v);
+                return 2;
+            }
+            host_runs = (int)r;
+        } else if (!strcmp(argv[i], "--print-program")) {
+            print = 1;
+        } else {
+            fprintf(stderr, "tpusim bench matmul: unknown argument '%s' (see tpusim bench matmul --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!chip && !print) {
+        fprintf(stderr, "tpusim bench matmul: --chip is required (e.g. --chip v2-8)\n");
+        bench_usage(stderr);
+        return 2;
+    }
+    if (host_runs < 0) host_runs = n <= 2048 ? 3 : 1;
+    char *text = bench_program(n, dt, count);
+    if (!text) return 2;
+    if (print) {
+        fputs(text, stdout);
+        free(text);
+        return 0;
+    }
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL, *once = NULL;
+    tpu_profile *p = NULL;
+    tpu_chip *c = NULL;
+    int rc = 0;
+    double flops1 = 2.0 * (double)n * (double)n * (double)n, total = flops1 * count;
+    if (!ctx) { free(text); return 2; }
+    if (tpu_chip_get(ctx, chip, &c) != TPU_OK) {
+        fprintf(stderr, "tpusim bench matmul: %s\n", tpu_errmsg(ctx));
+        rc = 2;
+        goto done;
+    }
+    /* the simulated TPU: compile (timed) and model */
+    double t0 = bench_now();
+    tpu_profile_opts o;
+    memset(&o, 0, sizeof o);
+    o.chip = chip;
+    if (tpu_module_parse(ctx, text, strlen(text), "bench_matmul.hlo", &m) != TPU_OK ||
+        tpu_profile_program(ctx, m, &o, &p) != TPU_OK) {
+        fprintf(stderr, "tpusim bench matmul: %s\n", tpu_errmsg(ctx));
+        rc = 2;
+        goto done;
+    }
+    double compile_s = bench_now() - t0;
+    double warm = tpu_profile_step_time(p);
+    int chips = tpu_chip_num_chips(c), devices = tpu_profile_devices(p);
+    int64_t esize = !strcmp(dt, "bf16") ? 2 : 4;
+    double host_bw = 0;
+    {
+        /* host link bytes/s per chip, from the chip table (docs/chips.md) via the chip's JSON description;
+         * the profile's infeed model uses the same figure */
+        char *json = NULL;
+        size_t len = 0;
+        FILE *mf = open_memstream(&json, &len);
+        if (mf && tpu_chip_print(ctx, c, mf, 1) == TPU_OK) {
+            fclose(mf);
+            mf = NULL;
+            const char *k = strstr(json, "\"host_bw\"");
+            if (k && (k = strchr(k, ':'))) host_bw = atof(k + 1);
+        }
+        if (mf) fclose(mf);
+        free(json);
+    }
+    double xfer = host_bw > 0 ? 2.0 * (double)(n * n * esize) / host_bw : 0;
+    double cold = warm + compile_s + xfer;
+    char tw[32], tc[32], tx[32], tk[32], tm[32];
+    bench_fmt_time(tw, sizeof tw, warm);
+    bench_fmt_time(tc, sizeof tc, cold);
+    bench_fmt_time(tx, sizeof tx, xfer);
+    bench_fmt_time(tk, sizeof tk, compile_s);
+    bench_fmt_time(tm, sizeof tm, warm / count);
+    printf("tpusim bench matmul: C = A·B with %s[%lld,%lld] operands, %d times (%.4g TFLOP of work)\n\n", dt, (long long)n,
+           (long long)n, count, total / 1e12);
+    printf("simulated %s, one device (the slice has %d chip%s, %d device%s; each would run its own copy):\n",
+           tpu_chip_name(c), chips, chips == 1 ? "" : "s", devices, devices == 1 ? "" : "s");
+    printf("  per matmul        %12s   %8.2f TFLOP/s\n", tm, warm > 0 ? flops1 * count / warm / 1e12 : 0);
+    printf("  warm              %12s   %8.2f TFLOP/s   one launch + %d matmuls, modelled\n", tw,
+           warm > 0 ? total / warm / 1e12 : 0, count);
+    printf("  cold              %12s   %8.2f TFLOP/s   warm + compile + input copy:\n", tc, cold > 0 ? total / cold / 1e12 : 0);
+    printf("                    compile %s (tpusim's own compile of this program, measured: a lower bound on\n"
+           "                    XLA's); A and B to the device %s over the host link\n", tk, tx);
+    printf("  MXU utilization   %11.1f%%   bound: %s\n", 100 * tpu_profile_mxu_utilization(p), tpu_profile_bound(p));
+    /* the host CPU, measured */
+    if (host_runs > 0) {
+        char *t1 = bench_program(n, dt, 0);
+        tpu_tensor **in = NULL, **out = NULL;
+        int nin = 0, nout = 0;
+        double best = 0, first = 0;
+        int ran = 0;
+        if (!t1 || tpu_module_parse(ctx, t1, strlen(t1), "bench_matmul_once.hlo", &once) != TPU_OK ||
+            tpu_random_inputs(ctx, once, 1, &in, &nin) != TPU_OK) {
+            fprintf(stderr, "tpusim bench matmul: host run: %s\n", tpu_errmsg(ctx));
+            rc = 2;
+        } else {
+            tpu_run_opts ro = tpu_run_opts_default();
+            for (int r = 0; r < host_runs; r++) {
+                double s = bench_now();
+                if (tpu_run(ctx, once, &ro, in, nin, &out, &nout) != TPU_OK) {
+                    fprintf(stderr, "tpusim bench matmul: host run: %s\n", tpu_errmsg(ctx));
+                    rc = 2;
+                    break;
+                }
+                double e = bench_now() - s;
+                for (int k = 0; k < nout; k++) tpu_tensor_free(out[k]);
+                tpu_free(out);
+                out = NULL;
+                if (!ran || e < best) best = e;
+                if (!ran) first = e;
+                ran++;
+            }
+        }
+        for (int k = 0; k < nin; k++) tpu_tensor_free(in[k]);
+        tpu_free(in);
+        free(t1);
+        if (ran) {
+            long threads = sysconf(_SC_NPROCESSORS_ONLN);
+            char tb[32], te[32], tf[32];
+            bench_fmt_time(tb, sizeof tb, best);
+            bench_fmt_time(tf, sizeof tf, first);
+            bench_fmt_time(te, sizeof te, best * count);
+            printf("\nhost CPU (%ld hardware thread%s), measured: %d run%s of one matmul, first %s, best %s\n", threads,
+                   threads == 1 ? "" : "s", ran, ran == 1 ? "" : "s", tf, tb);
+            printf("  per matmul        %12s   %8.4f TFLOP/s   (tpu_run, TPU numerics)\n", tb, flops1 / best / 1e12);
+            printf("  all %-13d %12s   %8.4f TFLOP/s   %d x the best run: extrapolated, not run\n", count, te,
+                   flops1 / best / 1e12, count);
+            if (warm > 0) printf("\nsimulated TPU device vs this CPU: %.3gx (warm), %.3gx (cold)\n", best * count / warm, best * count / cold);
+        }
+    }
+done:
+    free(text);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_module_free(once);
+    tpu_chip_free(c);
+    tpu_ctx_free(ctx);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || cli_is_help(argv[1])) {
+        fprintf(argc < 2 ? stderr : stdout, "usage: tpusim bench matmul --chip SLICE [--n N] [--count COUNT]\n"
+                                            "benchmarks: matmul (tpusim bench matmul --help)\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "matmul")) return bench_matmul(argc - 1, argv + 1);
+    fprintf(stderr, "tpusim bench: unknown benchmark '%s' (known: matmul)\n", argv[1]);
+    return 2;
+}
