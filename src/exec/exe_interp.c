@@ -5,6 +5,7 @@
 #include "exec.h"
 #include "exe_fuse.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,6 +24,38 @@ struct exe_comp_info {
 };
 
 static exe_kernel exe_kernels[HLO_OP_COUNT];
+
+/* TPUSIM_EXEC_PROFILE=1: wall time per opcode (and fused groups), printed after each run — a developer's
+ * view of where the executor spends its time. */
+static double exe_prof_s[HLO_OP_COUNT + 1];
+static int64_t exe_prof_n[HLO_OP_COUNT + 1];
+static int exe_prof_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("TPUSIM_EXEC_PROFILE");
+        on = e && *e && strcmp(e, "0");
+    }
+    return on;
+}
+
+static void exe_prof_report(void)
+{
+    double total = 0;
+    for (int i = 0; i <= HLO_OP_COUNT; i++) total += exe_prof_s[i];
+    fprintf(stderr, "executor time by opcode (TPUSIM_EXEC_PROFILE):\n");
+    for (int pass = 0; pass < 40; pass++) {
+        int best = -1;
+        for (int i = 0; i <= HLO_OP_COUNT; i++)
+            if (exe_prof_n[i] > 0 && (best < 0 || exe_prof_s[i] > exe_prof_s[best])) best = i;
+        if (best < 0) break;
+        fprintf(stderr, "  %-24s %9.3f s %5.1f%% %8lld calls\n", best == HLO_OP_COUNT ? "(fused elementwise)" : hlo_op_name((hlo_op)best),
+                exe_prof_s[best], total > 0 ? 100 * exe_prof_s[best] / total : 0, (long long)exe_prof_n[best]);
+        exe_prof_n[best] = -exe_prof_n[best] - 1;   /* mark as printed */
+    }
+    memset(exe_prof_s, 0, sizeof exe_prof_s);
+    memset(exe_prof_n, 0, sizeof exe_prof_n);
+}
 static EXE_KERNEL(exe_k_control);
 
 static void exe_init_kernels(void)
@@ -470,7 +503,12 @@ tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int
                 break;
             }
             for (int q = 0; q < G->ninputs; q++) fins[q] = vals[G->inputs[q]->id];
+            double t0 = exe_prof_on() ? ut_now() : 0;
             st = exe_fuse_run(S, G, fins, &vals[i]);
+            if (exe_prof_on()) {
+                exe_prof_s[HLO_OP_COUNT] += ut_now() - t0;
+                exe_prof_n[HLO_OP_COUNT]++;
+            }
             if (fins != fin) ut_free(fins);
         } else if (op == HLO_PARAMETER) {
             vals[i] = exe_value_ref(args[in->param_no]);
@@ -489,7 +527,13 @@ tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int
                 break;
             }
             for (int k2 = 0; k2 < in->nops; k2++) ops[k2] = vals[in->ops[k2]->id];
+            int timed = exe_prof_on() && k != exe_k_control;
+            double t0 = timed ? ut_now() : 0;
             st = k(S, in, ops, &vals[i]);
+            if (timed) {
+                exe_prof_s[op] += ut_now() - t0;
+                exe_prof_n[op]++;
+            }
             if (ops != opv) ut_free(ops);
             if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");
         }
@@ -689,6 +733,7 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     }
     exe_value_unref(res);
     exe_state_free(&S);
+    if (exe_prof_on()) exe_prof_report();
     return st;
 }
 
