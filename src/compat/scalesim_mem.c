@@ -37,6 +37,7 @@ typedef struct ss_ops {
     int32_t *p_row, *p_col;    /* top-left input row/col of output pixel p's window */
     int32_t *k_row, *k_col;    /* row/col of window element k inside the window */
     int64_t  ifmap_naddr, filter_naddr;
+    bool     dense;            /* no window hangs off the IFMAP: every ifmap[p][k] is an address */
 } ss_ops;
 
 static void ss_ops_free(ss_ops *o)
@@ -88,6 +89,7 @@ static tpu_status ss_ops_init(tpu_ctx *ctx, const ss_layer *l, ss_ops *o)
         o->k_col[k] = (int32_t)c;
         o->k_int[k] = (r * o->W + c) * C + ch;
     }
+    o->dense = (eh - 1) * l->stride_h + l->filter_h <= o->H && (ew - 1) * l->stride_w + l->filter_w <= o->W;
     return TPU_OK;
 }
 
@@ -135,24 +137,28 @@ static void ss_lanemaps(tim_dataflow df, const tim_array *arr, const tim_fold *f
     }
 }
 
-/* The valid addresses (not -1) of stream s at fold cycle t, in lane order; returns their count. */
+/* The valid addresses (not -1) of stream s at fold cycle t, in lane order; returns their count. Moving one
+ * lane right moves (x, y) by (xc - xu, yc - yu) on a skewed stream (u drops by one), (xc, yc) on a block. */
 static int64_t ss_gather(const ss_ops *o, const tim_stream *s, const ss_lanemap *m, int64_t t, int64_t *buf)
 {
     int64_t c0, c1, n = 0;
     tim_stream_lanes(s, t, &c0, &c1);
     if (c0 > c1) return 0;
-    if (s->skewed) {
-        for (int64_t c = c0; c <= c1; c++) {
-            int64_t u = t - c - s->pre;
-            int64_t a = ss_elem(o, m->ifmap, m->x0 + m->xc * c + m->xu * u, m->y0 + m->yc * c + m->yu * u);
-            if (a >= 0) buf[n++] = a;
-        }
-    } else {
-        int64_t u = s->n - 1 - t;
-        for (int64_t c = c0; c <= c1; c++) {
-            int64_t a = ss_elem(o, m->ifmap, m->x0 + m->xc * c + m->xu * u, m->y0 + m->yc * c + m->yu * u);
-            if (a >= 0) buf[n++] = a;
-        }
+    int64_t u = s->skewed ? t - c0 - s->pre : s->n - 1 - t;
+    int64_t x = m->x0 + m->xc * c0 + m->xu * u, y = m->y0 + m->yc * c0 + m->yu * u;
+    int64_t dx = m->xc - (s->skewed ? m->xu : 0), dy = m->yc - (s->skewed ? m->yu : 0), cnt = c1 - c0 + 1;
+    if (!m->ifmap) {
+        int64_t a = y * o->K + x, da = dy * o->K + dx;
+        for (int64_t i = 0; i < cnt; i++, a += da) buf[i] = a;
+        return cnt;
+    }
+    if (o->dense) {
+        for (int64_t i = 0; i < cnt; i++, x += dx, y += dy) buf[i] = o->p_base[x] + o->k_int[y];
+        return cnt;
+    }
+    for (int64_t i = 0; i < cnt; i++, x += dx, y += dy) {
+        int64_t a = ss_ifmap(o, x, y);
+        if (a >= 0) buf[n++] = a;
     }
     return n;
 }
@@ -174,8 +180,6 @@ static int64_t ss_gather(const ss_ops *o, const tim_stream *s, const ss_lanemap 
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct ss_rd_calc {
-    uint32_t *stamp;          /* per address: epoch in which it was last counted */
-    uint32_t  epoch;
     int64_t   items, sets_active, sets_prefetch, bw, latency;
     int64_t   count, ntrig;
     bool      seen;
@@ -187,12 +191,9 @@ typedef struct ss_rd_calc {
     const char *bad;          /* why SCALE-Sim would crash, or NULL */
 } ss_rd_calc;
 
-static tpu_status ss_calc_init(tpu_ctx *ctx, ss_rd_calc *b, int64_t words, int64_t naddr)
+static void ss_calc_init(ss_rd_calc *b, int64_t words)
 {
     memset(b, 0, sizeof *b);
-    b->stamp = ut_calloc((size_t)naddr, sizeof *b->stamp);
-    if (!b->stamp) return ut_nomem(ctx);
-    b->epoch = 1;
     b->items = words / 100;
     b->sets_active = 50;            /* int(0.5 * 100) */
     b->sets_prefetch = 100 - 50;
@@ -200,7 +201,6 @@ static tpu_status ss_calc_init(tpu_ctx *ctx, ss_rd_calc *b, int64_t words, int64
     b->latency = 1;                 /* read_port */
     b->ls = -2;
     b->le = -1;
-    return TPU_OK;
 }
 
 static void ss_calc_emit(ss_rd_calc *b, int64_t ls, int64_t le)
@@ -231,26 +231,9 @@ static void ss_calc_trigger(ss_rd_calc *b, int64_t cycle)
         b->num_access += b->sets_prefetch * b->items;
     }
     b->ntrig++;
-    b->epoch++;
     b->count = 0;
     b->ls = b->le + 1;
     b->le = cycle;
-}
-
-static inline void ss_calc_service(ss_rd_calc *b, const int64_t *a, int64_t n, int64_t cycle)
-{
-    if (n && !b->seen) {
-        b->seen = true;
-        b->first_req = cycle;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t *s = &b->stamp[a[i]];
-        if (*s == b->epoch) continue;
-        *s = b->epoch;
-        b->count++;
-        if (b->count % b->items == 0 && b->count / b->items == (b->ntrig ? b->sets_prefetch : b->sets_active))
-            ss_calc_trigger(b, cycle);
-    }
 }
 
 static void ss_calc_complete(ss_rd_calc *b)
@@ -417,6 +400,10 @@ static inline bool ss_user_hit(const ss_rd_user *u, int64_t a)
     int64_t lo = u->occ_off[a], hi = u->occ_off[a + 1];
     if (lo == hi) return false;
     const int32_t *s = u->occ_set;
+    if (hi - lo == 1) {
+        int64_t x = s[lo];
+        return u->ws < u->we ? x >= u->ws && x < u->we : x >= u->ws || x < u->we;
+    }
     if (u->ws < u->we) {
         if (s[hi - 1] < u->ws) return false;
         int64_t L = lo, H = hi - 1;
@@ -596,6 +583,235 @@ static void ss_wb_empty_all(ss_wbuf *w, int64_t cycle)
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * CALC-mode read streams without walking every address
+ *
+ * In CALC mode reads never stall, so a read stream only has to be replayed for its DRAM counters, and its
+ * epochs depend only on the order of addresses. Each stream is a sequence of groups; a group is one block of
+ * folds repeated `reps` times (same addresses, same order), and different groups share no address:
+ *   os ifmap, ws ifmap, is filter: 1 group, block = the row folds of column fold 0, reps = column folds
+ *   os filter: one group per column fold, block = one fold, reps = row folds
+ *   ws filter, is ifmap: 1 group, block = every fold, reps = 1 (each element is read once)
+ * Within a group, an epoch starting at position s ends at f(s) = the first e with E distinct addresses in
+ * [s, e]; f(s + P) = f(s) + P for a block of P addresses, and f is non-decreasing, so one two-pointer sweep
+ * over two copies of the block gives f on [0, P) and the epoch chain then jumps from trigger to trigger.
+ * Cost: O(addresses in the blocks) instead of O(all SRAM reads).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct ss_block {
+    uint32_t *a;              /* the block's valid addresses in stream order */
+    int64_t   n, cap;
+    int64_t  *rrow, *rcum;    /* rows holding addresses: row (from the block's start), addresses before it */
+    int64_t   nr, rcap;
+} ss_block;
+
+static bool ss_block_push_row(ss_block *b, int64_t row, const int64_t *a, int64_t n)
+{
+    if (b->n + n > b->cap) {
+        int64_t nc = b->cap ? b->cap : 1024;
+        while (nc < b->n + n) nc *= 2;
+        uint32_t *x = ut_realloc(b->a, (size_t)nc * sizeof *x);
+        if (!x) return false;
+        b->a = x;
+        b->cap = nc;
+    }
+    if (b->nr == b->rcap) {
+        int64_t nc = b->rcap ? 2 * b->rcap : 1024;
+        int64_t *r = ut_realloc(b->rrow, (size_t)nc * sizeof *r);
+        if (r) b->rrow = r;
+        int64_t *c = r ? ut_realloc(b->rcum, (size_t)nc * sizeof *c) : NULL;
+        if (c) b->rcum = c;
+        if (!r || !c) return false;
+        b->rcap = nc;
+    }
+    b->rrow[b->nr] = row;
+    b->rcum[b->nr++] = b->n;
+    for (int64_t i = 0; i < n; i++) b->a[b->n++] = (uint32_t)a[i];
+    return true;
+}
+
+/* Row (from the block's start) of the address at position pos. */
+static int64_t ss_block_row(const ss_block *b, int64_t pos)
+{
+    int64_t lo = 0, hi = b->nr - 1;
+    while (lo < hi) {
+        int64_t m = lo + (hi - lo + 1) / 2;
+        if (b->rcum[m] <= pos) lo = m; else hi = m - 1;
+    }
+    return b->rrow[lo];
+}
+
+/* Stall bookkeeping of the row walk: cycle of row = row + stalls added by earlier rows. */
+typedef struct ss_stalls {
+    int64_t *row, *cum;   /* after row[i], the total stall is cum[i] */
+    int64_t  n, cap;
+} ss_stalls;
+
+static bool ss_stalls_add(ss_stalls *s, int64_t row, int64_t cum)
+{
+    if (s->n == s->cap) {
+        int64_t nc = s->cap ? 2 * s->cap : 64;
+        int64_t *r = ut_realloc(s->row, (size_t)nc * sizeof *r);
+        if (r) s->row = r;
+        int64_t *c = r ? ut_realloc(s->cum, (size_t)nc * sizeof *c) : NULL;
+        if (c) s->cum = c;
+        if (!r || !c) return false;
+        s->cap = nc;
+    }
+    s->row[s->n] = row;
+    s->cum[s->n++] = cum;
+    return true;
+}
+
+static int64_t ss_cycle_of_row(const ss_stalls *s, int64_t row)
+{
+    int64_t lo = 0, hi = s->n;   /* first event with event row >= row */
+    while (lo < hi) {
+        int64_t m = lo + (hi - lo) / 2;
+        if (s->row[m] < row) lo = m + 1; else hi = m;
+    }
+    return row + (lo ? s->cum[lo - 1] : 0);
+}
+
+typedef struct ss_calc_job {
+    const ss_ops          *o;
+    const tim_array       *arr;
+    tim_dataflow           df;
+    const tim_systolic_result *sys;
+    bool                   ifmap;
+    const ss_stalls       *stalls;
+    int64_t                naddr;
+    int64_t                sram_first_row, sram_last_row;   /* out: rows of the first and last address */
+} ss_calc_job;
+
+/* Distinct addresses among n positions from `start` of the periodic block (stamps: generation `gen`). */
+static int64_t ss_window_distinct(const ss_block *b, uint32_t *stamp, uint32_t gen, int64_t start, int64_t n)
+{
+    int64_t d = 0, P = b->n, i = start % P;
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t a = b->a[i];
+        if (stamp[a] != gen) { stamp[a] = gen; d++; }
+        if (++i == P) i = 0;
+    }
+    return d;
+}
+
+static tpu_status ss_calc_stream(tpu_ctx *ctx, ss_rd_calc *rb, ss_calc_job *job)
+{
+    const tim_systolic_result *sys = job->sys;
+    int64_t L = sys->fold_cycles, ngroups = 1, reps, bfolds;
+    bool os_filter = job->df == TIM_DF_OS && !job->ifmap;
+    bool once = (job->df == TIM_DF_WS && !job->ifmap) || (job->df == TIM_DF_IS && job->ifmap);
+    if (os_filter) { ngroups = sys->col_folds; bfolds = 1; reps = sys->row_folds; }
+    else if (once) { bfolds = sys->folds; reps = 1; }
+    else { bfolds = sys->row_folds; reps = sys->col_folds; }
+    int64_t rows_per_block = bfolds * L;
+
+    ss_block blk;
+    memset(&blk, 0, sizeof blk);
+    int64_t lanes = job->arr->rows > job->arr->cols ? job->arr->rows : job->arr->cols;
+    int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf);
+    uint32_t *stamp = ut_calloc((size_t)job->naddr, sizeof *stamp);
+    uint32_t *cnt = ut_calloc((size_t)job->naddr, sizeof *cnt);
+    uint32_t *f = NULL;
+    uint32_t gen = 0;
+    tpu_status st = TPU_OK;
+    if (!buf || !stamp || !cnt) { st = ut_nomem(ctx); goto done; }
+    job->sram_first_row = job->sram_last_row = -1;
+
+    for (int64_t g = 0; g < ngroups; g++) {
+        /* build the block */
+        blk.n = blk.nr = 0;
+        for (int64_t fi = 0; fi < bfolds; fi++) {
+            int64_t fr, fc;
+            if (os_filter) { fr = 0; fc = g; }
+            else if (once) { fc = fi / sys->row_folds; fr = fi % sys->row_folds; }
+            else { fr = fi; fc = 0; }
+            tim_fold fold;
+            ss_lanemap im, fm;
+            tim_systolic_fold(job->arr, job->df, sys, fr, fc, &fold);
+            ss_lanemaps(job->df, job->arr, &fold, &im, &fm);
+            const tim_stream *s = job->ifmap ? &fold.ifmap : &fold.filter;
+            const ss_lanemap *m = job->ifmap ? &im : &fm;
+            int64_t t0, t1;
+            tim_stream_rows(s, &t0, &t1);
+            for (int64_t t = t0; t < t1; t++) {
+                int64_t n = ss_gather(job->o, s, m, t, buf);
+                if (n && !ss_block_push_row(&blk, fi * L + t, buf, n)) { st = ut_nomem(ctx); goto done; }
+            }
+        }
+        int64_t P = blk.n;
+        if (!P) continue;
+        int64_t gbase = os_filter ? g * sys->row_folds * L : 0;
+#define SS_ROW_AT(pos) (gbase + ((pos) / P) * rows_per_block + ss_block_row(&blk, (pos) % P))
+#define SS_CYCLE_AT(pos) ss_cycle_of_row(job->stalls, SS_ROW_AT(pos))
+        if (!rb->seen) {
+            rb->seen = true;
+            rb->first_req = SS_CYCLE_AT(0);
+            job->sram_first_row = SS_ROW_AT(0);
+        }
+        job->sram_last_row = SS_ROW_AT(reps * P - 1);
+        int64_t D = ss_window_distinct(&blk, stamp, ++gen, 0, P), Lg = reps * P, pos = 0;
+        int64_t E = (rb->ntrig ? rb->sets_prefetch : rb->sets_active) * rb->items;
+        if (rb->count > 0) {
+            /* an epoch continues from the previous group (whose addresses are all different) */
+            int64_t need = E - rb->count;
+            if (D < need) {
+                rb->count += D;
+                continue;
+            }
+            int64_t e = 0, d = 0;
+            ++gen;
+            for (;; e++) {
+                uint32_t a = blk.a[e];
+                if (stamp[a] != gen) { stamp[a] = gen; if (++d == need) break; }
+            }
+            ss_calc_trigger(rb, SS_CYCLE_AT(e));
+            pos = e + 1;
+            E = rb->sets_prefetch * rb->items;
+        }
+        if (D < E) {
+            rb->count = Lg - pos >= P ? D : ss_window_distinct(&blk, stamp, ++gen, pos, Lg - pos);
+            continue;
+        }
+        /* f(s) for s in [0, P): two pointers over the block repeated */
+        ut_free(f);
+        f = ut_malloc((size_t)P * sizeof *f);
+        if (!f) { st = ut_nomem(ctx); goto done; }
+        {
+            int64_t e = -1, ei = -1, d = 0;   /* ei = e mod P */
+            for (int64_t s0 = 0; s0 < P; s0++) {
+                while (d < E) {
+                    e++;
+                    if (++ei == P) ei = 0;
+                    if (cnt[blk.a[ei]]++ == 0) d++;
+                }
+                f[s0] = (uint32_t)(e - s0);
+                if (--cnt[blk.a[s0]] == 0) d--;
+            }
+            for (int64_t k = P; k <= e; k++) cnt[blk.a[k % P]]--;   /* leave cnt all zero */
+        }
+        while (pos < Lg) {
+            int64_t e = pos + f[pos % P];
+            if (e >= Lg) break;
+            ss_calc_trigger(rb, SS_CYCLE_AT(e));
+            pos = e + 1;
+        }
+        rb->count = pos < Lg ? ss_window_distinct(&blk, stamp, ++gen, pos, Lg - pos) : 0;
+#undef SS_ROW_AT
+#undef SS_CYCLE_AT
+    }
+done:
+    ut_free(buf);
+    ut_free(stamp);
+    ut_free(cnt);
+    ut_free(f);
+    ut_free(blk.a);
+    ut_free(blk.rrow);
+    ut_free(blk.rcum);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * The layer
  * ------------------------------------------------------------------------------------------------------- */
 
@@ -611,6 +827,69 @@ static inline void ss_span(ss_sram_span *s, int64_t cyc)
         s->start = cyc;
     }
     s->stop = cyc;
+}
+
+/* Addresses a skewed stream carries in fold rows [0, t): lane c is busy for rows [pre + c, pre + c + n). */
+static int64_t ss_stream_prefix(const tim_stream *s, int64_t t)
+{
+    int64_t x = t - s->pre, n = s->n, used = s->used, sum = 0;
+    int64_t full = x - n + 1;   /* lanes c <= x - n are done */
+    if (full > used) full = used;
+    if (full > 0) sum += full * n;
+    int64_t lo = x - n + 1 > 0 ? x - n + 1 : 0, hi = x < used ? x : used;   /* lanes in flight: [lo, hi) */
+    if (hi > lo) sum += (hi - lo) * x - (lo + hi - 1) * (hi - lo) / 2;
+    return sum;
+}
+
+/* CALC mode: the OFMAP side of one fold (rows row0 .. row0+L-1), jumping from event to event. Between
+ * events (a drain starts, or a write finds the buffer full while draining) rows only store words, so their
+ * writes are added in bulk; the row holding an event is served word by word. */
+static bool ss_wb_fold(ss_wbuf *wb, const tim_stream *os, int64_t L, int64_t row0, int64_t *stalls,
+                       ss_stalls *stl, ss_sram_span *so)
+{
+    int64_t busy_lo = os->pre, busy_hi = os->pre + os->n + os->used - 2;   /* rows with writes */
+    int64_t t = 0;
+    while (t < L) {
+        int64_t cyc = row0 + t + *stalls, end = L, budget;
+        if (cyc < wb->drain_end) {
+            int64_t td = t + (wb->drain_end - cyc);
+            if (td < end) end = td;
+            budget = wb->free_space - 1;          /* a write that leaves 0 words free stalls */
+        } else {
+            budget = wb->free_space - wb->active; /* a write that leaves less than `active` drains */
+        }
+        int64_t st0 = ss_stream_prefix(os, t), w = ss_stream_prefix(os, end) - st0;
+        int64_t stop = end;
+        if (w > budget) {
+            int64_t lo = t, hi = end - 1;         /* first row whose writes exceed the budget */
+            while (lo < hi) {
+                int64_t m = lo + (hi - lo) / 2;
+                if (ss_stream_prefix(os, m + 1) - st0 > budget) hi = m; else lo = m + 1;
+            }
+            stop = lo;
+            w = ss_stream_prefix(os, stop) - st0;
+        }
+        if (w > 0) {
+            ss_wb_bulk(wb, w);
+            int64_t a = t > busy_lo ? t : busy_lo, b = stop - 1 < busy_hi ? stop - 1 : busy_hi;
+            if (a <= b) {
+                ss_span(so, row0 + a + *stalls);
+                ss_span(so, row0 + b + *stalls);
+            }
+        }
+        t = stop;
+        if (stop == end) continue;
+        /* the event row */
+        int64_t n = ss_stream_prefix(os, t + 1) - ss_stream_prefix(os, t);
+        int64_t c = row0 + t + *stalls, oo = ss_wb_service(wb, n, c);
+        ss_span(so, oo);
+        if (oo > c) {
+            *stalls += oo - c;
+            if (!ss_stalls_add(stl, row0 + t, *stalls)) return false;
+        }
+        t++;
+    }
+    return true;
 }
 
 tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer *layer, ss_layer_result *out)
@@ -655,12 +934,14 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
     memset(&ci, 0, sizeof ci); memset(&cf, 0, sizeof cf);
     memset(&ui, 0, sizeof ui); memset(&uf, 0, sizeof uf);
     ss_wb_init(&wb, owords, ofmap_bw);
+    ss_stalls stl;
+    memset(&stl, 0, sizeof stl);
     int64_t lanes = arr.rows > arr.cols ? arr.rows : arr.cols;
     int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf);
     if (!buf) { st = ut_nomem(ctx); goto done; }
     if (!cfg->user_bw) {
-        if ((st = ss_calc_init(ctx, &ci, iwords, o.ifmap_naddr)) || (st = ss_calc_init(ctx, &cf, fwords, o.filter_naddr)))
-            goto done;
+        ss_calc_init(&ci, iwords);
+        ss_calc_init(&cf, fwords);
     } else {
         ss_pf pi, pfl;
         ss_pf_layout(cfg->df, &arr, &sys, &o, true, &pi);
@@ -670,7 +951,8 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
             goto done;
     }
 
-    /* The walk over demand rows (double_buffered_scratchpad.service_memory_requests). */
+    /* The walk over demand rows (double_buffered_scratchpad.service_memory_requests). In CALC mode reads
+     * never stall, so the walk serves only the OFMAP and the reads are replayed afterwards (ss_calc_stream). */
     int64_t row = 0, stalls = 0, total = 0, last_of = 0;
     ss_sram_span si = {0}, sf = {0}, so = {0};
     for (int64_t fc = 0; fc < sys.col_folds; fc++)
@@ -678,16 +960,19 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
             tim_fold f;
             ss_lanemap im, fm;
             tim_systolic_fold(&arr, cfg->df, &sys, fr, fc, &f);
+            if (!cfg->user_bw) {
+                if (!ss_wb_fold(&wb, &f.ofmap, f.cycles, row, &stalls, &stl, &so)) { st = ut_nomem(ctx); goto done; }
+                row += f.cycles;
+                continue;
+            }
             ss_lanemaps(cfg->df, &arr, &f, &im, &fm);
             for (int64_t t = 0; t < f.cycles; t++, row++) {
-                int64_t cycle = row + stalls, oi, of;
+                int64_t cycle = row + stalls;
                 int64_t n = ss_gather(&o, &f.ifmap, &im, t, buf);
-                if (cfg->user_bw) oi = ss_user_service(&ui, buf, n, cycle);
-                else { ss_calc_service(&ci, buf, n, cycle); oi = 1; }
+                int64_t oi = ss_user_service(&ui, buf, n, cycle);
                 if (n) ss_span(&si, cycle + oi);
                 n = ss_gather(&o, &f.filter, &fm, t, buf);
-                if (cfg->user_bw) of = ss_user_service(&uf, buf, n, cycle);
-                else { ss_calc_service(&cf, buf, n, cycle); of = 1; }
+                int64_t of = ss_user_service(&uf, buf, n, cycle);
                 if (n) ss_span(&sf, cycle + of);
                 int64_t c0, c1;
                 tim_stream_lanes(&f.ofmap, t, &c0, &c1);
@@ -698,11 +983,27 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
                 if (of - 1 > s) s = of - 1;
                 if (oo - cycle > s) s = oo - cycle;
                 stalls += s;
-                if (oo > total) total = oo;
                 last_of = oo;
             }
         }
+    /* A row's OFMAP cycle is at most the next row's cycle, so the last row's is the largest. In CALC mode
+     * only the OFMAP stalls, so that is the last row plus every stall. */
+    if (!cfg->user_bw) last_of = row - 1 + stalls;
+    total = last_of;
     if (!cfg->user_bw) {
+        ss_calc_job job = {&o, &arr, cfg->df, &sys, true, &stl, o.ifmap_naddr, -1, -1};
+        if ((st = ss_calc_stream(ctx, &ci, &job)) != TPU_OK) goto done;
+        if (job.sram_first_row >= 0) {
+            si.start = ss_cycle_of_row(&stl, job.sram_first_row) + 1;   /* hit latency */
+            si.stop = ss_cycle_of_row(&stl, job.sram_last_row) + 1;
+        }
+        job.ifmap = false;
+        job.naddr = o.filter_naddr;
+        if ((st = ss_calc_stream(ctx, &cf, &job)) != TPU_OK) goto done;
+        if (job.sram_first_row >= 0) {
+            sf.start = ss_cycle_of_row(&stl, job.sram_first_row) + 1;
+            sf.stop = ss_cycle_of_row(&stl, job.sram_last_row) + 1;
+        }
         ss_calc_complete(&ci);
         ss_calc_complete(&cf);
     }
@@ -753,8 +1054,8 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
                 "its model", layer->name, layer->line, bad);
 done:
     ut_free(buf);
-    ut_free(ci.stamp);
-    ut_free(cf.stamp);
+    ut_free(stl.row);
+    ut_free(stl.cum);
     ss_user_free(&ui);
     ss_user_free(&uf);
     ut_free(wb.ppos);

@@ -283,3 +283,15 @@ void tim_stream_lanes(const tim_stream *s, int64_t t, int64_t *c0, int64_t *c1)
         *c1 = 0;
     }
 }
+
+void tim_stream_rows(const tim_stream *s, int64_t *t0, int64_t *t1)
+{
+    if (s->skewed) {
+        *t0 = s->pre;
+        *t1 = s->pre + s->n + s->used - 1;
+    } else {
+        *t0 = s->n - s->used_rows;
+        *t1 = s->n;
+    }
+    if (s->used < 1 || s->n < 1) *t1 = *t0;
+}

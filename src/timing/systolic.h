@@ -114,4 +114,7 @@ void tim_systolic_fold(const tim_array *arr, tim_dataflow df, const tim_systolic
  * [0, used-1] when cycle t carries a tile row, else empty. */
 void tim_stream_lanes(const tim_stream *s, int64_t t, int64_t *c0, int64_t *c1);
 
+/* Cycles of a fold in which `s` carries anything: [*t0, *t1). */
+void tim_stream_rows(const tim_stream *s, int64_t *t0, int64_t *t1);
+
 #endif
