@@ -6,6 +6,10 @@ pkgs=(gcc make pkg-config libopenblas-dev libcjson-dev zlib1g-dev)
 if [ "${TPUSIM_WITH_CLANG:-1}" = 1 ]; then
   pkgs+=(clang libclang-rt-14-dev libomp-dev)
 fi
+# headless Chromium renders the profile's HTML report in tests/t_profile.c (skipped when absent)
+if [ "${TPUSIM_WITH_CHROMIUM:-1}" = 1 ]; then
+  pkgs+=(chromium)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,486 @@
+/* t_timing.c — the timing model's invariants (docs/timing.md): time grows with work, padding shows, double-
+ * buffered weight loads overlap (long streams: folds x rows; short streams: weight-load bound), the MXU
+ * work is spread over every MXU of a device, precision passes, convolution taps, the fusion finish (cheap
+ * producers duplicated, sibling reductions), loops times their trip counts, collectives grow with the
+ * group, the step loop (steps per execution, input-bound detection), and the advisor's re-run gains. */
+#include "test.h"
+#include "compile/compile.h"
+#include "profile/profile.h"
+#include "timing/model.h"
+
+#include <stdlib.h>
+
+static tpu_module *parse(tpu_ctx *ctx, const char *text)
+{
+    tpu_module *m = NULL;
+    if (tpu_module_parse(ctx, text, strlen(text), "test.hlo", &m) != TPU_OK) {
+        test_fail(__FILE__, __LINE__, "parse: %s", tpu_errmsg(ctx));
+        return NULL;
+    }
+    return m;
+}
+
+/* Profiles `text` on `chip` with options; NULL (and a failure) on error. */
+static tpu_profile *prof_opts(tpu_ctx *ctx, const char *text, tpu_profile_opts o, tpu_module **mo)
+{
+    tpu_module *m = parse(ctx, text);
+    if (!m) return NULL;
+    tpu_profile *p = NULL;
+    if (tpu_profile_program(ctx, m, &o, &p) != TPU_OK) {
+        test_fail(__FILE__, __LINE__, "profile: %s", tpu_errmsg(ctx));
+        tpu_module_free(m);
+        return NULL;
+    }
+    *mo = m;
+    return p;
+}
+
+/* Step time of `text` on `chip`, or -1. */
+static double step_of(tpu_ctx *ctx, const char *text, const char *chip)
+{
+    tpu_profile_opts o = {0};
+    o.chip = chip;
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, text, o, &m);
+    if (!p) return -1;
+    double s = tpu_profile_step_time(p);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    return s;
+}
+
+/* "HloModule mm ENTRY { dot of [m,k] x [k,n] }" in `dt` with an optional precision. */
+static char *dot_hlo(const char *dt, long m, long k, long n, const char *prec)
+{
+    char *s = malloc(1024);
+    snprintf(s, 1024,
+             "HloModule mm\nENTRY main {\n  a = %s[%ld,%ld]{1,0} parameter(0)\n  b = %s[%ld,%ld]{1,0} parameter(1)\n"
+             "  ROOT c = %s[%ld,%ld]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}%s%s\n}\n",
+             dt, m, k, dt, k, n, dt, m, n, prec ? ", operand_precision=" : "", prec ? prec : "");
+    return s;
+}
+
+static const tim_op *first_mxu_op(const tpu_profile *p)
+{
+    const prf_profile *pp = (const prf_profile *)p;
+    for (int i = 0; i < pp->tim->nops; i++)
+        if (pp->tim->ops[i].mxu_flops > 0) return &pp->tim->ops[i];
+    return NULL;
+}
+
+TEST(timing_grows_with_work)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *chips[] = {"v2-8", "v3-8", "v4-8", "v5e-8", "v5p-8", "v6e-8", "v7"};
+    for (size_t c = 0; c < sizeof chips / sizeof *chips; c++) {
+        double prev = 0, prev_dev = 0;
+        for (long m = 1024; m <= 16384; m *= 2) {
+            char *h = dot_hlo("bf16", m, 4096, 4096, NULL);
+            tpu_profile_opts o = {0};
+            o.chip = chips[c];
+            tpu_module *mod = NULL;
+            tpu_profile *p = prof_opts(ctx, h, o, &mod);
+            free(h);
+            if (!p) continue;
+            double s = tpu_profile_step_time(p), dev = ((const prf_profile *)p)->tim->device_s;
+            CHECK_MSG(s > prev, "%s: [%ld,4096]x[4096,4096] takes %g s, not more than the half size (%g s)", chips[c], m, s, prev);
+            /* compute bound at these sizes: doubling the work nearly doubles the device time */
+            if (prev_dev > 0 && m >= 4096) CHECK_MSG(dev / prev_dev > 1.85 && dev / prev_dev < 2.05, "%s: ratio %g", chips[c], dev / prev_dev);
+            prev = s;
+            prev_dev = dev;
+            tpu_profile_free(p);
+            tpu_module_free(mod);
+        }
+    }
+    tpu_ctx_free(ctx);
+}
+
+TEST(timing_big_matmul_reaches_peak)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *chips[] = {"v2", "v3", "v4", "v5e", "v5p", "v6e", "v7"};
+    for (size_t c = 0; c < sizeof chips / sizeof *chips; c++) {
+        char *h = dot_hlo("bf16", 8192, 8192, 8192, NULL);
+        tpu_profile_opts o = {0};
+        o.chip = chips[c];
+        tpu_module *m = NULL;
+        tpu_profile *p = prof_opts(ctx, h, o, &m);
+        free(h);
+        if (!p) continue;
+        double u = tpu_profile_mxu_utilization(p);
+        CHECK_MSG(u > 0.95 && u <= 1.0, "%s: MXU utilization %g of an 8192^3 matmul", chips[c], u);
+        CHECK_EQ_STR(tpu_profile_bound(p), "compute");
+        const tim_op *t = first_mxu_op(p);
+        CHECK(t && t->mxu_util <= 1.0 && t->pad_waste == 0);
+        tpu_profile_free(p);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* A 129-wide matmul pays for two 128-wide tiles in the held and contracted dimensions. */
+TEST(timing_padding_costs_show)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char *h128 = dot_hlo("bf16", 65536, 128, 128, NULL), *h129 = dot_hlo("bf16", 65536, 129, 129, NULL);
+    tpu_profile_opts o = {0};
+    o.chip = "v2";
+    tpu_module *m1 = NULL, *m2 = NULL;
+    tpu_profile *p1 = prof_opts(ctx, h128, o, &m1), *p2 = prof_opts(ctx, h129, o, &m2);
+    REQUIRE(p1 && p2);
+    const tim_op *a = first_mxu_op(p1), *b = first_mxu_op(p2);
+    REQUIRE(a && b);
+    CHECK_NEAR(a->pad_waste, 0, 1e-12);
+    /* 129 x 129 useful of 256 x 256 issued */
+    CHECK_NEAR(b->pad_waste, 1 - (129.0 * 129) / (256.0 * 256), 1e-9);
+    CHECK_MSG(b->mxu_s / a->mxu_s > 3.9 && b->mxu_s / a->mxu_s < 4.1, "129 vs 128: MXU time ratio %g, want ~4", b->mxu_s / a->mxu_s);
+    /* rows stream in groups of 8: 65537 rows cost a group more than 65536 */
+    double w8 = 0, w9 = 0;
+    chp_slice s;
+    REQUIRE_OK(ctx, cmp_resolve_chip(ctx, "v2", &s));
+    double t8 = tim_mxu_gemm_s(&s.chip, 1, 65536, 128, 128, 1, &w8), t9 = tim_mxu_gemm_s(&s.chip, 1, 65537, 128, 128, 1, &w9);
+    CHECK(t9 > t8);
+    CHECK(w9 > 0 && w8 == 0);
+    /* the advisor names the op and the dimension */
+    const char *adv = tpu_profile_advice(p2);
+    REQUIRE(adv);
+    CHECK_MSG(strstr(adv, "Padding wastes MXU passes") && strstr(adv, "129 is not a multiple of 128"), "advice: %s", adv);
+    tpu_profile_free(p1);
+    tpu_profile_free(p2);
+    tpu_module_free(m1);
+    tpu_module_free(m2);
+    free(h128);
+    free(h129);
+    tpu_ctx_free(ctx);
+}
+
+/* Weight-stationary with double-buffered weights: a fold costs max(rows streamed, weight load) cycles. */
+TEST(timing_double_buffered_weight_loads)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    chp_slice s;
+    REQUIRE_OK(ctx, cmp_resolve_chip(ctx, "v2", &s));   /* one MXU per device: no splitting */
+    const chp_chip *c = &s.chip;
+    double clk = chp_mxu_clock_hz(c), R = c->mxu_rows, C = c->mxu_cols;
+    /* long streams: folds x rows, plus one fill (R) and drain (R + C - 2) */
+    double t = tim_mxu_gemm_s(c, 1, 8192, 512, 512, 1, NULL);
+    double folds = (512 / R) * (512 / C);
+    CHECK_NEAR(t * clk, folds * 8192 + R + (R + C - 2), 1e-6);
+    /* the weight loads hide behind the stream: the same as if weights were free */
+    CHECK_NEAR(t * clk - (R + R + C - 2), folds * 8192, 1e-6);
+    /* short streams: weight-load bound, 8 and 64 rows cost the same R cycles per fold */
+    double t8 = tim_mxu_gemm_s(c, 1, 8, 512, 512, 1, NULL), t64 = tim_mxu_gemm_s(c, 1, 64, 512, 512, 1, NULL);
+    double t128 = tim_mxu_gemm_s(c, 1, 128, 512, 512, 1, NULL), t256 = tim_mxu_gemm_s(c, 1, 256, 512, 512, 1, NULL);
+    CHECK_NEAR(t8, t64, 1e-15);
+    CHECK_NEAR(t8, t128, 1e-15);
+    CHECK_NEAR(t8 * clk, folds * R + R + R + C - 2, 1e-6);
+    CHECK(t256 > t128);
+    CHECK_NEAR(t256 * clk - (2 * R + C - 2), 2 * (t128 * clk - (2 * R + C - 2)), 1e-6);
+    /* passes multiply the time */
+    CHECK_NEAR(tim_mxu_gemm_s(c, 1, 8192, 512, 512, 6, NULL), 6 * t, 1e-12);
+    tpu_ctx_free(ctx);
+}
+
+/* The work is spread over every MXU of the device, splitting the stream when there are few weight tiles. */
+TEST(timing_mxus_share_the_work)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    chp_slice v2, v4;
+    REQUIRE_OK(ctx, cmp_resolve_chip(ctx, "v2", &v2));
+    REQUIRE_OK(ctx, cmp_resolve_chip(ctx, "v4", &v4));   /* a megacore device: 2 cores x 4 MXUs */
+    /* one 128x128 weight tile, a million rows: 8 MXUs take 1/8 of the rows each */
+    double one = tim_mxu_gemm_s(&v2.chip, 1, 1 << 20, 128, 128, 1, NULL) * chp_mxu_clock_hz(&v2.chip);
+    double eight = tim_mxu_gemm_s(&v4.chip, 1, 1 << 20, 128, 128, 1, NULL) * chp_mxu_clock_hz(&v4.chip);
+    CHECK_MSG(one / eight > 7.9 && one / eight < 8.1, "cycles on 1 MXU %g vs 8 MXUs %g", one, eight);
+    /* utilization of a long, full-tile GEMM on 8 MXUs stays near 1 */
+    double flops = 2.0 * (1 << 20) * 128 * 128;
+    double u = flops / (tim_mxu_gemm_s(&v4.chip, 1, 1 << 20, 128, 128, 1, NULL) * tim_mxu_peak_flops(&v4.chip));
+    CHECK_MSG(u > 0.99 && u <= 1.0, "utilization %g", u);
+    tpu_ctx_free(ctx);
+}
+
+TEST(timing_precision_passes)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char *d = dot_hlo("f32", 8192, 8192, 8192, NULL), *hi = dot_hlo("f32", 8192, 8192, 8192, "{highest, highest}");
+    char *h3 = dot_hlo("f32", 8192, 8192, 8192, "{high, high}");
+    double sd = step_of(ctx, d, "v3"), sh = step_of(ctx, hi, "v3"), s3 = step_of(ctx, h3, "v3");
+    CHECK_MSG(sh / sd > 5.5 && sh / sd < 6.1, "HIGHEST vs DEFAULT: %g", sh / sd);
+    CHECK_MSG(s3 / sd > 2.7 && s3 / sd < 3.1, "HIGH vs DEFAULT: %g", s3 / sd);
+    free(d);
+    free(hi);
+    free(h3);
+    tpu_ctx_free(ctx);
+}
+
+/* A transposed convolution (lhs dilation) multiplies only real inputs: about 1/4 of the window taps. */
+TEST(timing_conv_counts_real_taps)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *plain =
+        "HloModule c\nENTRY main {\n  x = bf16[8,64,64,128]{3,2,1,0} parameter(0)\n  w = bf16[3,3,128,128]{3,2,1,0} parameter(1)\n"
+        "  ROOT y = bf16[8,64,64,128]{3,2,1,0} convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n}\n";
+    const char *dilated =
+        "HloModule c\nENTRY main {\n  x = bf16[8,32,32,128]{3,2,1,0} parameter(0)\n  w = bf16[3,3,128,128]{3,2,1,0} parameter(1)\n"
+        "  ROOT y = bf16[8,64,64,128]{3,2,1,0} convolution(x, w), window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f\n}\n";
+    tpu_profile_opts o = {0};
+    o.chip = "v3";
+    tpu_module *m1 = NULL, *m2 = NULL;
+    tpu_profile *p1 = prof_opts(ctx, plain, o, &m1), *p2 = prof_opts(ctx, dilated, o, &m2);
+    REQUIRE(p1 && p2);
+    const tim_op *a = first_mxu_op(p1), *b = first_mxu_op(p2);
+    REQUIRE(a && b);
+    /* the plain conv: every tap but the zero padding at the border (62/64 of rows and columns see 3 taps) */
+    double full = 2.0 * 8 * 64 * 64 * 128 * 128 * 9;
+    CHECK_MSG(a->flops < full && a->flops > 0.95 * full, "plain conv FLOPs %g of %g", a->flops, full);
+    CHECK_MSG(b->flops > 0.2 * full && b->flops < 0.3 * full, "dilated conv FLOPs %g of %g", b->flops, full);
+    CHECK(b->mxu_s < 0.4 * a->mxu_s);
+    tpu_profile_free(p1);
+    tpu_profile_free(p2);
+    tpu_module_free(m1);
+    tpu_module_free(m2);
+    tpu_ctx_free(ctx);
+}
+
+/* Cheap producers (a widening convert) are fused into each consumer; sibling reductions read once. */
+TEST(timing_fusion_finish)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *hlo =
+        "HloModule bn\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = bf16[256,1024,128]{2,1,0} parameter(0)\n"
+        "  xf = f32[256,1024,128]{2,1,0} convert(x)\n"
+        "  z = f32[] constant(0)\n"
+        "  s1 = f32[128]{0} reduce(xf, z), dimensions={0,1}, to_apply=add\n"
+        "  sq = f32[256,1024,128]{2,1,0} multiply(xf, xf)\n"
+        "  s2 = f32[128]{0} reduce(sq, z), dimensions={0,1}, to_apply=add\n"
+        "  ROOT t = (f32[128]{0}, f32[128]{0}) tuple(s1, s2)\n"
+        "}\n";
+    tpu_profile_opts o = {0};
+    o.chip = "v4";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, hlo, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    int64_t x_bytes = 256LL * 1024 * 128 * 2;
+    int dup = 0;
+    for (int i = 0; i < pp->tim->nops; i++)
+        if (pp->tim->ops[i].fused_into > 0) {
+            dup++;
+            CHECK_EQ_INT(pp->tim->ops[i].hbm_bytes, 0);
+            CHECK_NEAR(pp->tim->ops[i].time_s, 0, 0);
+        }
+    CHECK_MSG(dup >= 1, "the f32 convert should be duplicated into its consumers");
+    /* x (bf16) read once by the two sibling reductions, plus two tiny outputs */
+    CHECK_MSG(pp->tim->hbm_bytes >= x_bytes && pp->tim->hbm_bytes < x_bytes + 65536, "HBM bytes %lld, x is %lld",
+              (long long)pp->tim->hbm_bytes, (long long)x_bytes);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+static const char *loop_hlo =
+    "HloModule loop\n"
+    "cond { p = (s32[], bf16[4096,4096]{1,0}) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+    " n = s32[] constant(10)\n ROOT lt = pred[] compare(i, n), direction=LT }\n"
+    "body { p = (s32[], bf16[4096,4096]{1,0}) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+    " a = bf16[4096,4096]{1,0} get-tuple-element(p), index=1\n one = s32[] constant(1)\n j = s32[] add(i, one)\n"
+    " c = bf16[4096,4096]{1,0} dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    " ROOT r = (s32[], bf16[4096,4096]{1,0}) tuple(j, c) }\n"
+    "ENTRY main { a = bf16[4096,4096]{1,0} parameter(0)\n z = s32[] constant(0)\n"
+    " t = (s32[], bf16[4096,4096]{1,0}) tuple(z, a)\n"
+    " w = (s32[], bf16[4096,4096]{1,0}) while(t), condition=cond, body=body\n"
+    " ROOT o = bf16[4096,4096]{1,0} get-tuple-element(w), index=1 }\n";
+
+TEST(timing_while_trip_counts)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char *one = dot_hlo("bf16", 4096, 4096, 4096, NULL);
+    double s1 = step_of(ctx, one, "v3"), s10 = step_of(ctx, loop_hlo, "v3");
+    CHECK_MSG(s10 / s1 > 9.5 && s10 / s1 < 10.5, "10 trips: %g x one matmul", s10 / s1);
+    tpu_profile_opts o = {0};
+    o.chip = "v3";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, loop_hlo, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    int found = 0;
+    for (int i = 0; i < pp->tim->nops; i++) {
+        const tim_op *t = &pp->tim->ops[i];
+        if (t->root->op == HLO_WHILE) {
+            found = 1;
+            CHECK(t->trip_known);
+            CHECK_NEAR(t->trips, 10, 0);
+        }
+        if (t->root->op == HLO_DOT) CHECK_NEAR(t->count, 10, 0);
+    }
+    CHECK(found);
+    CHECK_EQ_INT(pp->tim->unknown_trips, 0);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    free(one);
+    tpu_ctx_free(ctx);
+}
+
+static char *allreduce_hlo(int group)
+{
+    char *s = malloc(2048), groups[512] = "";
+    size_t n = 0;
+    for (int g = 0; g < 32 / group; g++) {
+        n += (size_t)snprintf(groups + n, sizeof groups - n, "%s{", g ? "," : "");
+        for (int k = 0; k < group; k++) n += (size_t)snprintf(groups + n, sizeof groups - n, "%s%d", k ? "," : "", g * group + k);
+        n += (size_t)snprintf(groups + n, sizeof groups - n, "}");
+    }
+    snprintf(s, 2048,
+             "HloModule ar\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+             "ENTRY main { x = f32[4096,1024]{1,0} parameter(0)\n"
+             " ROOT y = f32[4096,1024]{1,0} all-reduce(x), replica_groups={%s}, to_apply=add }\n",
+             groups);
+    return s;
+}
+
+TEST(timing_collectives_grow_with_group)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    double prev = 0;
+    for (int g = 2; g <= 32; g *= 2) {
+        char *h = allreduce_hlo(g);
+        tpu_profile_opts o = {0};
+        o.chip = "v3-32";
+        tpu_module *m = NULL;
+        tpu_profile *p = prof_opts(ctx, h, o, &m);
+        free(h);
+        if (!p) continue;
+        if (g == 32) CHECK_EQ_STR(tpu_profile_bound(p), "collective");
+        const prf_profile *pp = (const prf_profile *)p;
+        double ici = 0;
+        for (int i = 0; i < pp->tim->nops; i++) ici += pp->tim->ops[i].ici_s;
+        CHECK_MSG(ici > prev, "group %d: %g s, not more than the smaller group's %g s", g, ici, prev);
+        /* ring all-reduce: 2 (n-1)/n of the bytes cross each link */
+        double bytes = 4096.0 * 1024 * 4;
+        CHECK_NEAR((double)pp->tim->ici_bytes, 2.0 * (g - 1) / g * bytes, 2);
+        prev = ici;
+        tpu_profile_free(p);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* A tiny program is launch-bound; steps per execution pay the round trip once per K steps. */
+TEST(timing_steps_per_exec_amortises_launches)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char *h = dot_hlo("bf16", 128, 128, 128, NULL);
+    tpu_profile_opts o = {0};
+    o.chip = "v4-8";
+    tpu_module *m1 = NULL, *m2 = NULL;
+    tpu_profile *p1 = prof_opts(ctx, h, o, &m1);
+    o.steps_per_exec = 32;
+    tpu_profile *p32 = prof_opts(ctx, h, o, &m2);
+    REQUIRE(p1 && p32);
+    const prf_profile *a = (const prf_profile *)p1, *b = (const prf_profile *)p32;
+    double launch = a->topts.launch_s > 0 ? a->topts.launch_s : 30e-6;
+    CHECK_NEAR(a->tim->host_s, launch, 1e-12);
+    CHECK_NEAR(b->tim->host_s, launch / 32, 1e-12);
+    CHECK_NEAR(tpu_profile_step_time(p1) - tpu_profile_step_time(p32), launch * 31 / 32, 1e-12);
+    CHECK_EQ_STR(tpu_profile_bound(p1), "host");
+    /* the advisor predicts the K=32 step by re-running the model */
+    const char *adv = tpu_profile_advice(p1);
+    REQUIRE(adv);
+    CHECK_MSG(strstr(adv, "steps_per_execution") && strstr(adv, "Predicted"), "advice: %s", adv);
+    char want[64];
+    snprintf(want, sizeof want, "%.3g us instead", tpu_profile_step_time(p32) * 1e6);
+    CHECK_MSG(strstr(adv, want), "advice should predict %s: %s", want, adv);
+    tpu_profile_free(p1);
+    tpu_profile_free(p32);
+    tpu_module_free(m1);
+    tpu_module_free(m2);
+    free(h);
+    tpu_ctx_free(ctx);
+}
+
+/* When the host delivers fewer samples per second than the device consumes, the device idles. */
+TEST(timing_input_bound_detection)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char *h = dot_hlo("bf16", 4096, 4096, 4096, NULL);
+    tpu_profile_opts o = {0};
+    o.chip = "v3-8";
+    o.batch = 4096;
+    tpu_module *m0 = NULL, *m1 = NULL, *m2 = NULL;
+    tpu_profile *p0 = prof_opts(ctx, h, o, &m0);
+    REQUIRE(p0);
+    double dev = tpu_profile_step_time(p0);   /* no input limit */
+    double consume = 4096 / dev;              /* samples/s the device takes */
+    o.input_rate = consume * 4;               /* fast host: not input-bound */
+    tpu_profile *fast = prof_opts(ctx, h, o, &m1);
+    o.input_rate = consume / 4;               /* slow host: the device waits 3/4 of the step */
+    tpu_profile *slow = prof_opts(ctx, h, o, &m2);
+    REQUIRE(fast && slow);
+    CHECK_NEAR(tpu_profile_step_time(fast), dev, 1e-12);
+    CHECK(strcmp(tpu_profile_bound(fast), "idle"));
+    CHECK_NEAR(tpu_profile_step_time(slow), 4 * dev, 1e-9 * dev);
+    CHECK_EQ_STR(tpu_profile_bound(slow), "idle");
+    const prf_profile *ps = (const prf_profile *)slow;
+    CHECK_NEAR(ps->tim->idle_s / ps->tim->step_s, 0.75, 1e-9);
+    CHECK(strstr(tpu_profile_summary(slow, 5), "INPUT-BOUND") != NULL);
+    const char *j = tpu_profile_json(slow);
+    CHECK(j && strstr(j, "\"input_bound\":\ttrue"));
+    const char *adv = tpu_profile_advice(slow);
+    CHECK(adv && strstr(adv, "input pipeline is the bottleneck") && strstr(adv, "(4.00x faster)"));
+    tpu_profile_free(p0);
+    tpu_profile_free(fast);
+    tpu_profile_free(slow);
+    tpu_module_free(m0);
+    tpu_module_free(m1);
+    tpu_module_free(m2);
+    free(h);
+    tpu_ctx_free(ctx);
+}
+
+/* The mixed_bfloat16 advice comes from profiling the rewritten program. */
+TEST(timing_advice_mixed_bfloat16)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char *h = dot_hlo("f32", 8192, 8192, 8192, "{highest, highest}");
+    tpu_profile_opts o = {0};
+    o.chip = "v5e";
+    tpu_module *m = NULL, *m2 = NULL;
+    tpu_profile *p = prof_opts(ctx, h, o, &m);
+    REQUIRE(p);
+    o.policy = "mixed_bfloat16";
+    tpu_profile *q = prof_opts(ctx, h, o, &m2);
+    REQUIRE(q);
+    CHECK(tpu_profile_step_time(q) < tpu_profile_step_time(p) / 3);
+    const char *adv = tpu_profile_advice(p);
+    REQUIRE(adv);
+    char want[64];
+    snprintf(want, sizeof want, "step %.3g ms instead", tpu_profile_step_time(q) * 1e3);
+    CHECK_MSG(strstr(adv, "mixed bfloat16") && strstr(adv, want), "want '%s' in: %s", want, adv);
+    tpu_profile_free(p);
+    tpu_profile_free(q);
+    tpu_module_free(m);
+    tpu_module_free(m2);
+    free(h);
+    tpu_ctx_free(ctx);
+}
+
+/* Bad options are errors that name the problem. */
+TEST(timing_bad_chip)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char *h = dot_hlo("bf16", 8, 8, 8, NULL);
+    tpu_module *m = parse(ctx, h);
+    REQUIRE(m);
+    tpu_profile_opts o = {0};
+    o.chip = "v9-8";
+    tpu_profile *p = NULL;
+    CHECK(tpu_profile_program(ctx, m, &o, &p) != TPU_OK);
+    CHECK(p == NULL);
+    CHECK(strstr(tpu_errmsg(ctx), "v9") != NULL);
+    tpu_module_free(m);
+    free(h);
+    tpu_ctx_free(ctx);
+}
