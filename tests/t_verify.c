@@ -380,3 +380,48 @@ TEST(verify_async_shorthand)
     tpu_module_free(m2);
     tpu_ctx_free(ctx);
 }
+
+/* HloModuleProto text: called_computation_ids map to condition/body (XLA's order is body, condition), the
+ * module verifies, and it round-trips through HLO text. */
+TEST(verify_proto_while)
+{
+    const char *t =
+        "hlo_module {\n name: \"w\"\n entry_computation_id: 3\n"
+        " computations { name: \"body\" id: 1 root_id: 2\n"
+        "  instructions { name: \"s\" opcode: \"parameter\" id: 1 shape { element_type: F32 dimensions: 2 } }\n"
+        "  instructions { name: \"n\" opcode: \"negate\" id: 2 operand_ids: 1 shape { element_type: F32 dimensions: 2 } } }\n"
+        " computations { name: \"cond\" id: 2 root_id: 2\n"
+        "  instructions { name: \"s\" opcode: \"parameter\" id: 1 shape { element_type: F32 dimensions: 2 } }\n"
+        "  instructions { name: \"c\" opcode: \"constant\" id: 2 shape { element_type: PRED }\n"
+        "   literal { shape { element_type: PRED } preds: false } } }\n"
+        " computations { name: \"main\" id: 3 root_id: 2\n"
+        "  instructions { name: \"p\" opcode: \"parameter\" id: 1 shape { element_type: F32 dimensions: 2 layout { minor_to_major: 0 } } }\n"
+        "  instructions { name: \"w\" opcode: \"while\" id: 2 operand_ids: 1 called_computation_ids: 1 called_computation_ids: 2\n"
+        "   shape { element_type: F32 dimensions: 2 } metadata { op_name: \"loop\" source_file: \"x.py\" source_line: 9 } } }\n"
+        "}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE_OK(ctx, tpu_module_parse(ctx, t, strlen(t), "w.pbtxt", &m));
+    const hlo_instr *w = m->entry->root;
+    CHECK_EQ_INT(w->op, HLO_WHILE);
+    const hlo_attr *c = hlo_attr_find(w, HK_CONDITION), *b = hlo_attr_find(w, HK_BODY);
+    REQUIRE(c && b);
+    CHECK_EQ_STR(c->v.comps.v[0]->name, "cond");
+    CHECK_EQ_STR(b->v.comps.v[0]->name, "body");
+    CHECK_EQ_STR(hlo_meta(w, "op_name"), "loop");
+    CHECK_EQ_INT(w->line, 13);
+    ver_report *r = ver_report_new("w", NULL);
+    CHECK_EQ_INT(ver_verify_module(ctx, m, r), 0);
+    tpu_report_free(r);
+    char *s = NULL;
+    REQUIRE_OK(ctx, tpu_module_to_string(ctx, m, &s));
+    CHECK(strstr(s, "condition=%cond, body=%body") != NULL);
+    tpu_module *m2 = NULL;
+    CHECK_OK(ctx, tpu_module_parse(ctx, s, strlen(s), "w.hlo", &m2));
+    char why[200] = "";
+    if (m2) CHECK_MSG(hlo_module_equal(m, m2, why, sizeof why), "%s", why);
+    tpu_free(s);
+    tpu_module_free(m);
+    tpu_module_free(m2);
+    tpu_ctx_free(ctx);
+}
