@@ -8,6 +8,7 @@
 typedef int (*cli_cmd_fn)(int argc, char **argv);   /* argv[0] is the subcommand name */
 
 int cmd_run(int argc, char **argv);
+int cmd_run_replicated(int argc, char **argv);   /* tpusim run on several devices (cmd_run_rep.c) */
 int cmd_check(int argc, char **argv);
 int cmd_print(int argc, char **argv);
 int cmd_memory(int argc, char **argv);

@@ -31,6 +31,21 @@ static void run_usage(FILE *f)
             "  --threads N            CPU threads (default: all cores)\n"
             "  --quiet                print nothing but errors\n"
             "\n"
+            "several devices (docs/runtime.md):\n"
+            "  --replicas N           run N replicas, each a device with its own replica-id, with collectives\n"
+            "                         between them (a module naming replica_count / num_partitions runs on that\n"
+            "                         many devices without this option; one naming neither runs N devices as\n"
+            "                         partitions if it reads partition-id or has channel_id collectives)\n"
+            "  --partitions P         devices = replicas x partitions\n"
+            "  --chip SLICE           chip whose ICI links model the collectives' time (default v4)\n"
+            "  inputs                 .npy files, --inputs FILE.npz members argK and --random-inputs give every\n"
+            "                         device the same inputs; members argK_devD give device D its own (argK\n"
+            "                         fills in for devices without one); --per-device-seeds gives device D the\n"
+            "                         random inputs of seed SEED+D\n"
+            "  outputs                --out DIR writes DIR/dev{D}/out{K}.npy; the summary shows device 0 and\n"
+            "                         says whether every device got the same, then the collectives run and\n"
+            "                         their modelled ICI time\n"
+            "\n"
             "exit status: 0 ran, 1 the program failed to run (unsupported op, bad inputs), 2 bad command line or\n"
             "unreadable program.\n");
 }
@@ -96,6 +111,10 @@ int cmd_run(int argc, char **argv)
     int nfiles = 0, random = 0, quiet = 0;
     unsigned long long seed = 1;
     tpu_run_opts opts = tpu_run_opts_default();
+    for (int i = 1; i < argc && !cli_is_help(argv[i]); i++)   /* several devices: cmd_run_rep.c */
+        if (!strncmp(argv[i], "--replicas", 10) || !strncmp(argv[i], "--partitions", 12) ||
+            !strncmp(argv[i], "--chip", 6) || !strcmp(argv[i], "--per-device-seeds"))
+            return cmd_run_replicated(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_is_help(argv[i])) {
@@ -151,6 +170,11 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     cli_print_warnings(ctx);
+    if (tpu_module_replica_count(m) * tpu_module_num_partitions(m) > 1) {   /* compiled for several devices */
+        tpu_module_free(m);
+        tpu_ctx_free(ctx);
+        return cmd_run_replicated(argc, argv);
+    }
     double t_parse = run_now() - t0;
     tpu_status st = TPU_OK;
     if (random) {
