@@ -693,3 +693,50 @@ TEST(runtime_single_device)
     for (int i = 0; i < 3; i++) CHECK(bits_equal_f32(((float *)c.out[0][0]->data)[i], (float)v_mixed(0, i)));
     rc_close(&c);
 }
+
+/* A jax shard_map program as XLA:CPU compiled it for 4 devices (tests/golden/make_runtime_golden.py): every
+ * output on every device equals XLA:CPU's, bit for bit. */
+TEST(runtime_golden_shard_map)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_tensor **arr = NULL;
+    char **names = NULL;
+    int narr = 0;
+    REQUIRE_OK(ctx, tpu_module_load(ctx, "tests/golden/runtime/shard_map.hlo", &m));
+    REQUIRE_OK(ctx, tpu_npz_load(ctx, "tests/golden/runtime/shard_map.npz", &arr, &names, &narr));
+    tpu_system *sys = NULL;
+    REQUIRE_OK(ctx, tpu_system_new(ctx, "4", &sys));
+    tpu_tensor *in[4][2] = {{NULL}};
+    tpu_tensor **ins[4], **out[4];
+    for (int i = 0; i < narr; i++) {
+        int k, d, len = 0;
+        if (sscanf(names[i], "arg%d_dev%d%n", &k, &d, &len) == 2 && !names[i][len] && k < 2 && d < 4) in[d][k] = arr[i];
+    }
+    for (int d = 0; d < 4; d++) ins[d] = in[d];
+    int nout = 0;
+    tpu_status st = tpu_system_run(ctx, sys, m, NULL, ins, 2, out, &nout);
+    CHECK_OK(ctx, st);
+    if (!st) {
+        CHECK_EQ_INT(nout, 7);
+        int compared = 0;
+        for (int i = 0; i < narr; i++) {
+            int o, d, len = 0;
+            if (sscanf(names[i], "want%d_dev%d%n", &o, &d, &len) != 2 || names[i][len] || o >= nout || d >= 4) continue;
+            const tpu_tensor *w = arr[i], *g = out[d][o];
+            int same = w->dtype == g->dtype && w->nbytes == g->nbytes && !memcmp(w->data, g->data, w->nbytes);
+            CHECK_MSG(same, "output %d of device %d differs from XLA:CPU", o, d);
+            compared++;
+        }
+        CHECK_EQ_INT(compared, 28);
+        tpu_system_stats s;
+        tpu_system_last_stats(sys, &s);
+        CHECK(s.partitions == 4 && s.collectives == 11);   /* 5 + 3 iterations x (permute, all-reduce) */
+        tpu_system_outputs_free(out, 4, nout);
+    }
+    tpu_system_free(sys);
+    tpu_tensors_free(arr, narr);
+    tpu_names_free(names, narr);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
