@@ -428,7 +428,8 @@ tpu_status  tpu_system_set_split(tpu_ctx *ctx, tpu_system *sys, int replicas, in
  * inputs[d] means inputs[0], and the same array may be given to every device); inputs may be NULL when
  * ninputs is 0. outputs must have room for one entry per device: outputs[d] receives device d's results
  * (*noutputs each; free with tpu_system_outputs_free). opts: as tpu_run (NULL: defaults); with more than one
- * device each device runs its kernels on one thread. */
+ * device each device runs its kernels on one thread. One run at a time per system; the threads stay for the
+ * next run, so a training loop can feed outputs[d] back as inputs[d]. */
 tpu_status  tpu_system_run(tpu_ctx *ctx, tpu_system *sys, const tpu_module *m, const tpu_run_opts *opts,
                            tpu_tensor **const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs);
 void        tpu_system_outputs_free(tpu_tensor ***outputs, int ndevices, int noutputs);
