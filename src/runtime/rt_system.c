@@ -71,11 +71,12 @@ static void *rt_thread(void *arg)
 
 /* ---- the system ---- */
 
-/* The executor fills its kernel table on its first run without a lock; run a trivial program once on this
- * thread before any device thread starts, so the device threads only ever read the table. */
+/* The executor fills its kernel table (and reads TPUSIM_EXEC_PROFILE) on its first run without a lock; run a
+ * trivial program with one kernel once on this thread before any device thread starts, so the device
+ * threads only ever read what it set. */
 static void rt_warm_up(void)
 {
-    static const char text[] = "HloModule warm\nENTRY e {\n ROOT c = s32[] constant(0)\n}\n";
+    static const char text[] = "HloModule warm\nENTRY e {\n c = s32[] constant(0)\n ROOT n = s32[] negate(c)\n}\n";
     tpu_ctx *ctx = tpu_ctx_new();
     tpu_module *m = NULL;
     tpu_tensor **outs = NULL;
