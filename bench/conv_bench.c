@@ -1,6 +1,6 @@
 /* conv_bench.c — times the dot and convolution kernels.
  *
- *   conv_bench [FILE.hlo] [--exact] [--threads N] [--ref-check] [--dot] [--only SUBSTR] [--keep-pages]
+ *   conv_bench [FILE.hlo] [--exact] [--threads N] [--ref-check] [--dot] [--only SUBSTR|KIND] [--keep-pages]
  *
  * With a module (default ../shared/corpus/hlo/mobilenet_v2.hlo) it runs every convolution in it once on random
  * operands (TPU numerics unless --exact) and prints each one's time and GFLOP/s, then totals per kind. --dot
@@ -101,7 +101,7 @@ static int bench_convs(tpu_ctx *ctx, const char *path, tpu_numerics num, int thr
             ut_buf_free(&b);
             char *meta = strstr(line, ", metadata=");
             if (meta) *meta = 0;
-            if (only && !strstr(line, only)) continue;
+            if (only && !strstr(line, only) && strcmp(bench_kind(in), only)) continue;
             tpu_tensor *x = ten_alloc_uninit((tpu_dtype)in->ops[0]->shape.dtype, in->ops[0]->shape.rank, in->ops[0]->shape.dims);
             tpu_tensor *w = ten_alloc_uninit((tpu_dtype)in->ops[1]->shape.dtype, in->ops[1]->shape.rank, in->ops[1]->shape.dims);
             if (!x || !w) {

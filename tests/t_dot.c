@@ -386,3 +386,36 @@ TEST(dot_through_tpu_run)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* f32 subnormal operands read as zero (FTZ/DAZ, as on the TPU and XLA:CPU), in both modes, in place or
+ * packed. */
+TEST(dot_subnormals_are_zero)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *text = "HloModule t\nENTRY e {\n a = f32[2,3] parameter(0)\n b = f32[3,2] parameter(1)\n"
+                       " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    tpu_module *m = mxt_parse(ctx, text);
+    REQUIRE(m);
+    int64_t da[2] = {2, 3}, db[2] = {3, 2};
+    tpu_tensor *a = ten_alloc(TPU_F32, 2, da), *b = ten_alloc(TPU_F32, 2, db);
+    for (int i = 0; i < 6; i++) {
+        ((float *)a->data)[i] = 1e-40f;   /* subnormal */
+        ((float *)b->data)[i] = 1e30f;
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        tpu_run_opts o = tpu_run_opts_default();
+        o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+        tpu_tensor *in[2] = {a, b}, **out = NULL;
+        int nout = 0;
+        CHECK_OK(ctx, tpu_run(ctx, m, &o, in, 2, &out, &nout));
+        for (int i = 0; nout == 1 && i < 4; i++) CHECK_NEAR(((float *)out[0]->data)[i], 0.0, 0);
+        tpu_tensors_free(out, nout);
+        tpu_tensor *r = mxt_run(ctx, m, exe_k_dot_ref, o.numerics, 0, a, b);
+        for (int i = 0; r && i < 4; i++) CHECK_NEAR(((float *)r->data)[i], 0.0, 0);
+        tpu_tensor_free(r);
+    }
+    tpu_tensor_free(a);
+    tpu_tensor_free(b);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

@@ -301,6 +301,30 @@ static void conv_store_plane(exe_state *S, const conv_plan *p, tpu_tensor *t, in
                          (const char *)acc + (size_t)((o0 * p->O[1] + o1) * p->O[2]) * es, dbl, p->O[2], int_result);
 }
 
+/* Blocks of output features sharing one feature group and one batch group: [co0, co1), g, bg. */
+typedef struct conv_blk {
+    int64_t co0, co1, g, bg;
+} conv_blk;
+
+static conv_blk *conv_blocks(const conv_plan *p, int64_t *nblk, int64_t *mmax)
+{
+    int64_t n = 0;
+    *mmax = 0;
+    for (int64_t co = 0; co < p->Cout; n++)
+        co = UT_MIN((co / p->Cog + 1) * p->Cog, (co / p->Cobg + 1) * p->Cobg);
+    conv_blk *blk = ut_malloc((size_t)(n + 1) * sizeof *blk);
+    if (!blk) return NULL;
+    n = 0;
+    for (int64_t co = 0; co < p->Cout;) {
+        int64_t e = UT_MIN((co / p->Cog + 1) * p->Cog, (co / p->Cobg + 1) * p->Cobg);
+        blk[n++] = (conv_blk){co, e, co / p->Cog, co / p->Cobg};
+        *mmax = UT_MAX(*mmax, e - co);
+        co = e;
+    }
+    *nblk = n;
+    return blk;
+}
+
 /* ---- direct path (f32): depthwise and batch-grouped convolutions ---- */
 
 /* Small windows: acc[o] += sum over taps t of w[t] * P[row(o) + rel[t] + o2] on phase-split rows of RS
@@ -400,62 +424,54 @@ static int64_t conv_padded_extent(const conv_plan *p, int j)
 
 /* Builds the padded, dilated plane of one (batch, feature) input plane: PD0 x PD1 rows of RS floats. With
  * nph > 1 each row is stored split by phase (position mod nph, PW = RS / nph entries each), so that taps
- * read outputs strided by nph from consecutive addresses. */
+ * read outputs strided by nph from consecutive addresses. The input plane is first converted whole into
+ * tmp (one run when it is contiguous); rows are then laid out from it. */
 static void conv_build_plane(const conv_plan *p, const tpu_tensor *x, int64_t nb, int64_t c, float *P, int64_t PD0,
                              int64_t PD1, int64_t PD2, int64_t nph, int64_t RS, float *tmp, exe_mx_part part)
 {
     size_t esz = tpu_dtype_size(x->dtype);
-    int64_t PW = RS / nph;
+    int64_t PW = RS / nph, S1 = p->S[1], S2 = p->S[2], ld2 = p->ld[2];
     const char *base = (const char *)x->data + (size_t)(nb * p->xn + c * p->xc) * esz;
-    if (tmp) {
-        /* no holes: convert the input plane once (one run when it is contiguous), then lay out its rows */
-        int64_t S1 = p->S[1], S2 = p->S[2];
-        if (conv_flat_dims(p->S, p->xs)) {
-            exe_mx_load(tmp, 0, base, x->dtype, p->xs[2], p->S[0] * S1 * S2, part);
-        } else {
-            for (int64_t i0 = 0; i0 < p->S[0]; i0++)
-                for (int64_t i1 = 0; i1 < S1; i1++)
-                    exe_mx_load(tmp + (i0 * S1 + i1) * S2, 0, base + (size_t)(i0 * p->xs[0] + i1 * p->xs[1]) * esz, x->dtype,
-                                p->xs[2], S2, part);
-        }
-        for (int64_t a = 0; a < PD0; a++)
-            for (int64_t b = 0; b < PD1; b++) {
-                float *d = P + (a * PD1 + b) * RS;
-                int64_t q0 = a - p->plo[0], q1 = b - p->plo[1];
-                if (q0 < 0 || q1 < 0 || q0 >= p->S[0] || q1 >= S1) {
-                    for (int64_t i = 0; i < RS; i++) d[i] = 0;
-                    continue;
-                }
-                const float *r = tmp + (q0 * S1 + q1) * S2;
-                for (int64_t ph = 0; ph < nph; ph++) {
-                    /* entry i of phase ph is padded position i*nph + ph, input index that - plo */
-                    float *dp = d + ph * PW;
-                    int64_t q = ph - p->plo[2];
-                    int64_t ilo = q >= 0 ? 0 : (-q + nph - 1) / nph;
-                    int64_t ihi = q > S2 - 1 ? 0 : (S2 - 1 - q) / nph + 1;
-                    int64_t cnt = ph < PD2 ? (PD2 - ph + nph - 1) / nph : 0;
-                    if (ihi > cnt) ihi = cnt;
-                    if (ilo > ihi) ilo = ihi;
-                    for (int64_t i = 0; i < ilo; i++) dp[i] = 0;
-                    for (int64_t i = ilo; i < ihi; i++) dp[i] = r[q + i * nph];
-                    for (int64_t i = ihi; i < PW; i++) dp[i] = 0;
-                }
-            }
-        return;
+    if (conv_flat_dims(p->S, p->xs)) {
+        exe_mx_load(tmp, 0, base, x->dtype, p->xs[2], p->S[0] * S1 * S2, part);
+    } else {
+        for (int64_t i0 = 0; i0 < p->S[0]; i0++)
+            for (int64_t i1 = 0; i1 < S1; i1++)
+                exe_mx_load(tmp + (i0 * S1 + i1) * S2, 0, base + (size_t)(i0 * p->xs[0] + i1 * p->xs[1]) * esz, x->dtype,
+                            p->xs[2], S2, part);
     }
     for (int64_t a = 0; a < PD0; a++)
         for (int64_t b = 0; b < PD1; b++) {
             float *d = P + (a * PD1 + b) * RS;
             int64_t q0 = a - p->plo[0], q1 = b - p->plo[1];
-            if (q0 < 0 || q1 < 0 || q0 % p->ld[0] || q1 % p->ld[1] || q0 / p->ld[0] >= p->S[0] || q1 / p->ld[1] >= p->S[1]) {
-                memset(d, 0, (size_t)RS * sizeof *d);
+            if (q0 < 0 || q1 < 0 || q0 % p->ld[0] || q1 % p->ld[1] || q0 / p->ld[0] >= p->S[0] || q1 / p->ld[1] >= S1) {
+                for (int64_t i = 0; i < RS; i++) d[i] = 0;
                 continue;
             }
-            const char *src = base + (size_t)((q0 / p->ld[0]) * p->xs[0] + (q1 / p->ld[1]) * p->xs[1]) * esz;
+            const float *r = tmp + ((q0 / p->ld[0]) * S1 + q1 / p->ld[1]) * S2;
+            if (ld2 > 1) {
+                /* holes: input element m sits at padded position plo + m*ld */
+                for (int64_t i = 0; i < RS; i++) d[i] = 0;
+                for (int64_t m = 0; m < S2; m++) {
+                    int64_t xp = p->plo[2] + m * ld2;
+                    if (xp < 0) continue;
+                    if (xp >= PD2) break;
+                    d[(xp % nph) * PW + xp / nph] = r[m];
+                }
+                continue;
+            }
             for (int64_t ph = 0; ph < nph; ph++) {
+                /* entry i of phase ph is padded position i*nph + ph, input index that - plo */
+                float *dp = d + ph * PW;
+                int64_t q = ph - p->plo[2];
+                int64_t ilo = q >= 0 ? 0 : (-q + nph - 1) / nph;
+                int64_t ihi = q > S2 - 1 ? 0 : (S2 - 1 - q) / nph + 1;
                 int64_t cnt = ph < PD2 ? (PD2 - ph + nph - 1) / nph : 0;
-                conv_fill(d + ph * PW, 0, src, x->dtype, esz, p->xs[2], p->S[2], ph - p->plo[2], nph, p->ld[2], cnt, part);
-                if (PW > cnt) memset(d + ph * PW + cnt, 0, (size_t)(PW - cnt) * sizeof *d);
+                if (ihi > cnt) ihi = cnt;
+                if (ilo > ihi) ilo = ihi;
+                for (int64_t i = 0; i < ilo; i++) dp[i] = 0;
+                for (int64_t i = ilo; i < ihi; i++) dp[i] = r[q + i * nph];
+                for (int64_t i = ihi; i < PW; i++) dp[i] = 0;
             }
         }
 }
@@ -463,21 +479,24 @@ static void conv_build_plane(const conv_plan *p, const tpu_tensor *x, int64_t nb
 static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
                               const tpu_tensor *w, tpu_tensor *t, int nt)
 {
+    int64_t nblk, mmax;
+    conv_blk *blk = conv_blocks(p, &nblk, &mmax);
+    if (!blk) return ut_nomem(S->ctx);
     int64_t PD0 = conv_padded_extent(p, 0), PD1 = conv_padded_extent(p, 1), PD2 = conv_padded_extent(p, 2);
     /* small windows: taps on rows split by phase mod stride; windows longer than the output rows: dot
      * products on rows split by phase mod rhs dilation; else tap by tap on plain rows */
     int taps = p->Kvol <= 64 && p->O[2] >= p->K[2], dot = !taps && p->O[2] < p->K[2];
     int64_t nph = taps ? p->st[2] : dot ? p->rd[2] : 1, PW = (PD2 + nph - 1) / nph, RS = nph * PW;
     int64_t pvol = PD0 * PD1 * RS + CONV_VB;   /* slack: a last block of taps may read past the plane */
+    int64_t wvol = p->Kvol + CONV_VB;          /* slack for the masked blocks */
+    int64_t svol = p->S[0] * p->S[1] * p->S[2];
     int xparts = nm->split[0] && nm->passes == 3 ? 2 : 1, wparts = nm->split[1] && nm->passes == 3 ? 2 : 1;
-    /* without lhs dilation, input planes are converted whole into tmp first */
-    int use_tmp = p->ld[0] == 1 && p->ld[1] == 1 && p->ld[2] == 1;
-    int64_t svol = use_tmp ? p->S[0] * p->S[1] * p->S[2] : 0;
-    int64_t wvol = p->Kvol + CONV_VB;   /* slack for the masked blocks */
-    size_t per = (size_t)(xparts * pvol + wparts * wvol + p->Ovol + CONV_VB + svol);
+    size_t per = (size_t)(xparts * pvol + wparts * wvol + mmax * p->Ovol + CONV_VB + svol);
     float *mem = ut_malloc(per * (size_t)nt * sizeof *mem + 64);
-    if (!mem) return ut_nomem(S->ctx);
-    int64_t ntask = p->Nout * p->Cout;
+    if (!mem) {
+        ut_free(blk);
+        return ut_nomem(S->ctx);
+    }
     int64_t rel[64];
     for (int64_t k0 = 0, tap = 0; taps && k0 < p->K[0]; k0++)
         for (int64_t k1 = 0; k1 < p->K[1]; k1++)
@@ -485,50 +504,54 @@ static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num
                 int64_t xk = k2 * p->rd[2];
                 rel[tap++] = (k0 * p->rd[0] * PD1 + k1 * p->rd[1]) * RS + (xk % nph) * PW + xk / nph;
             }
+    /* one task: the output planes of one image and one block, each input plane of the group built once */
+    int64_t ntask = p->Nout * nblk;
     #pragma omp parallel num_threads(nt)
     {
-        float *P[2], *W[2], *acc;
+        float *P[2], *W[2], *acc, *tmp;
         float *m = mem + per * (size_t)omp_get_thread_num();
         P[0] = m;
         P[1] = P[0] + (xparts > 1 ? pvol : 0);
         W[0] = P[0] + xparts * pvol;
         W[1] = W[0] + (wparts > 1 ? wvol : 0);
         acc = W[0] + wparts * wvol;
-        for (int i = 0; i < wparts; i++) memset(W[i] + p->Kvol, 0, CONV_VB * sizeof(float));
-        float *tmp = use_tmp ? acc + p->Ovol + CONV_VB : NULL;
+        tmp = acc + mmax * p->Ovol + CONV_VB;
         for (int i = 0; i < xparts; i++) memset(P[i] + pvol - CONV_VB, 0, CONV_VB * sizeof(float));
-        memset(acc + p->Ovol, 0, CONV_VB * sizeof(float));
+        for (int i = 0; i < wparts; i++) memset(W[i] + p->Kvol, 0, CONV_VB * sizeof(float));
+        exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
         #pragma omp for schedule(dynamic, 4)
         for (int64_t task = 0; task < ntask; task++) {
-            int64_t n = task / p->Cout, co = task % p->Cout;
-            int64_t g = co / p->Cog, nb = (co / p->Cobg) * p->Nout + n;
-            memset(acc, 0, (size_t)p->Ovol * sizeof *acc);
+            int64_t n = task / nblk;
+            const conv_blk *b = &blk[task % nblk];
+            int64_t M = b->co1 - b->co0, nb = b->bg * p->Nout + n;
+            memset(acc, 0, (size_t)(M * p->Ovol + CONV_VB) * sizeof *acc);
             for (int64_t ci = 0; ci < p->Cig; ci++) {
-                exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
-                conv_build_plane(p, x, nb, g * p->Cig + ci, P[0], PD0, PD1, PD2, nph, RS, tmp, hx);
-                if (xparts > 1) conv_build_plane(p, x, nb, g * p->Cig + ci, P[1], PD0, PD1, PD2, nph, RS, tmp, EXE_MX_LO);
-                conv_load_kernel(p, w, ci, co, W[0], 0, hw);
-                if (wparts > 1) conv_load_kernel(p, w, ci, co, W[1], 0, EXE_MX_LO);
-                for (int term = 0; term < 3; term++) {
-                    exe_mx_part px, pw;
-                    if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
-                    if (taps) conv_plane_taps(p, acc, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO], rel);
-                    else if (dot) conv_plane_dot(p, acc, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
-                    else conv_plane(p, acc, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
+                conv_build_plane(p, x, nb, b->g * p->Cig + ci, P[0], PD0, PD1, PD2, nph, RS, tmp, hx);
+                if (xparts > 1) conv_build_plane(p, x, nb, b->g * p->Cig + ci, P[1], PD0, PD1, PD2, nph, RS, tmp, EXE_MX_LO);
+                for (int64_t co = b->co0; co < b->co1; co++) {
+                    float *a = acc + (co - b->co0) * p->Ovol;
+                    conv_load_kernel(p, w, ci, co, W[0], 0, hw);
+                    if (wparts > 1) conv_load_kernel(p, w, ci, co, W[1], 0, EXE_MX_LO);
+                    for (int term = 0; term < 3; term++) {
+                        exe_mx_part px, pw;
+                        if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
+                        if (taps) conv_plane_taps(p, a, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO], rel);
+                        else if (dot) conv_plane_dot(p, a, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
+                        else conv_plane(p, a, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
+                    }
                 }
             }
-            conv_store_plane(S, p, t, n, co, acc, 0, 0);
+            for (int64_t co = b->co0; co < b->co1; co++)
+                conv_store_plane(S, p, t, n, co, acc + (co - b->co0) * p->Ovol, 0, 0);
         }
     }
     ut_free(mem);
+    ut_free(blk);
     return TPU_OK;
 }
 
 /* ---- implicit GEMM path ---- */
 
-typedef struct conv_blk {
-    int64_t co0, co1, g, bg;
-} conv_blk;
 
 typedef struct conv_gctx {
     exe_state        *S;
@@ -722,22 +745,9 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     for (int j = 0; j < CV_D; j++)
         c.flat &= p->K[j] == 1 && p->st[j] == 1 && p->ld[j] == 1 && p->plo[j] == 0 && p->O[j] == p->S[j];
     c.flat &= conv_flat_dims(p->S, p->xs);
-    /* blocks of output features sharing one feature group and one batch group */
-    int64_t nblk = 0;
-    for (int64_t co = 0; co < p->Cout;) {
-        int64_t e = UT_MIN((co / p->Cog + 1) * p->Cog, (co / p->Cobg + 1) * p->Cobg);
-        c.mmax = UT_MAX(c.mmax, e - co);
-        nblk++;
-        co = e;
-    }
-    conv_blk *blk = ut_malloc((size_t)(nblk + 1) * sizeof *blk);
+    int64_t nblk;
+    conv_blk *blk = conv_blocks(p, &nblk, &c.mmax);
     if (!blk) return ut_nomem(S->ctx);
-    nblk = 0;
-    for (int64_t co = 0; co < p->Cout;) {
-        int64_t e = UT_MIN((co / p->Cog + 1) * p->Cog, (co / p->Cobg + 1) * p->Cobg);
-        blk[nblk++] = (conv_blk){co, e, co / p->Cog, co / p->Cobg};
-        co = e;
-    }
     /* Column chunks never straddle an image unless they hold whole images: pieces of one image when an
      * image is wider than the budget allows, else groups of imgs images. The reduction chunking (cic) and
      * the split into parts depend only on the problem, so results do not depend on the thread count. */
@@ -765,7 +775,7 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     c.cic = cic;
     /* gemm straight into the result when it is the accumulator's type and a chunk's columns are contiguous
      * in it (spatial dims innermost and in order; several images only when images are adjacent) */
-    int direct = !ksplit && !nm->int_exact && t->dtype == (nm->dbl ? TPU_F64 : TPU_F32) &&
+    int direct = !ksplit && !nm->int_exact && t->dtype == (nm->dbl ? TPU_F64 : TPU_F32) && p->yc < INT32_MAX &&
                  (p->Ovol == 1 || (p->ys[2] == 1 && conv_flat_dims(p->O, p->ys))) && (imgs == 1 || p->yn == p->Ovol);
     int64_t ntask = nblk * nchunk;
     tpu_status st = TPU_OK;
