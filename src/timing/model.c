@@ -465,6 +465,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
             cmp_op sub = {0};
             sub.instrs = (const hlo_instr **)fc->instrs;
             sub.ninstrs = fc->ninstrs;
+            sub.root = fc->root;
             tim_op st = {0};
             tim_cost_op(T, &sub, &st);
             t->mxu_s += st.mxu_s;
