@@ -740,3 +740,36 @@ TEST(runtime_golden_shard_map)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* fewer elements than devices (empty chunks), a scalar, and an empty array */
+TEST(runtime_all_reduce_small_shapes)
+{
+    rt_case c;
+    const char *text = "HloModule sm, replica_count=5\n" ADD_F32
+                       "ENTRY e {\n p = f32[3] parameter(0)\n q = f32[] parameter(1)\n z = f32[0,2] parameter(2)\n"
+                       " a = f32[3] all-reduce(p), replica_groups={}, to_apply=add\n"
+                       " b = f32[] all-reduce(q), replica_groups=[1,5]<=[5], to_apply=add\n"
+                       " e = f32[0,2] all-reduce(z), replica_groups={}, to_apply=add\n"
+                       " g = f32[0,2] all-gather(z), replica_groups={}, dimensions={0}\n"
+                       " ROOT t = (f32[3], f32[], f32[0,2], f32[0,2]) tuple(a, b, e, g)\n}\n";
+    if (!rc_open(&c, "5", text)) { rc_close(&c); return; }
+    int64_t d3[1] = {3}, d02[2] = {0, 2};
+    const float *x[5], *y[5];
+    for (int d = 0; d < 5; d++) {
+        x[d] = rc_input(&c, d, 0, TPU_F32, 1, d3, v_mixed)->data;
+        y[d] = rc_input(&c, d, 1, TPU_F32, 0, NULL, v_mixed)->data;
+        rc_input(&c, d, 2, TPU_F32, 2, d02, v_mixed);
+    }
+    REQUIRE_OK(c.ctx, rc_run(&c));
+    REQUIRE(c.nout == 4);
+    float ra[3], rb[1];
+    ref_ring_f32(x, 5, 3, ra);
+    ref_ring_f32(y, 5, 1, rb);
+    for (int d = 0; d < 5; d++) {
+        for (int i = 0; i < 3; i++) CHECK(bits_equal_f32(((float *)c.out[d][0]->data)[i], ra[i]));
+        CHECK(bits_equal_f32(((float *)c.out[d][1]->data)[0], rb[0]));
+        CHECK_EQ_INT(tpu_tensor_count(c.out[d][2]), 0);
+        CHECK_EQ_INT(tpu_tensor_count(c.out[d][3]), 0);
+    }
+    rc_close(&c);
+}
