@@ -439,6 +439,32 @@ static int hp_skip_balanced(hp *P)
 
 static int hp_depth_enter(hp *P, const char *what);
 
+/* Skips one bracketed group starting at P->p ({..}, [..] or (..), nested, strings inside skipped). */
+static int hp_skip_group(hp *P)
+{
+    char stack[256];
+    int depth = 0;
+    const char *start = P->p;
+    while (P->p < P->end) {
+        char c = *P->p;
+        if (c == '"') {
+            const char *s;
+            if (!hp_string(P, &s)) return 0;
+            continue;
+        }
+        if (c == '{' || c == '(' || c == '[') {
+            if (depth == (int)sizeof stack) return hp_error(P, "value nested too deeply");
+            stack[depth++] = c == '{' ? '}' : c == '(' ? ')' : ']';
+        } else if (c == '}' || c == ')' || c == ']') {
+            if (!depth || stack[depth - 1] != c) return hp_error(P, "unbalanced '%c'", c);
+            depth--;
+        }
+        P->p++;
+        if (!depth) return 1;
+    }
+    return hp_error_at(P, start, "unbalanced brackets in value");
+}
+
 /* ---- shapes ---- */
 static int hp_shape(hp *P, hlo_shape *s);
 
@@ -1136,7 +1162,7 @@ static int hp_kv(hp *P, hlo_attr *a)
             const char *s = P->p;
             /* a token or a balanced group, ending at space, ',' or '}' */
             if (*P->p == '{' || *P->p == '[' || *P->p == '(') {
-                ok = hp_skip_balanced(P);
+                ok = hp_skip_group(P);   /* exactly one group: what follows is the next key */
             } else {
                 while (P->p < P->end && !isspace((unsigned char)*P->p) && *P->p != ',' && *P->p != '}') P->p++;
             }
