@@ -757,7 +757,8 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     if (p->Cig == 0) cic = 0;
     int64_t nk = cic ? (p->Cig + cic - 1) / cic : 0;
     int64_t pieces = 1, imgs = 1;
-    if (p->Ovol >= cc) pieces = (p->Ovol + cc - 1) / cc;
+    /* (large images one at a time even when several would fit: their chunks can be written in place) */
+    if (p->Ovol >= cc || p->Ovol >= 1024) pieces = (p->Ovol + cc - 1) / cc;
     else imgs = UT_MAX((int64_t)1, UT_MIN(p->Nout, cc / p->Ovol));
 #define CONV_NCHUNK() (pieces > 1 ? p->Nout * pieces : (p->Nout + imgs - 1) / imgs)
     int ksplit = nblk * CONV_NCHUNK() < CONV_KPARTS && nk > 1;
