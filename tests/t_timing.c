@@ -484,3 +484,49 @@ TEST(timing_bad_chip)
     free(h);
     tpu_ctx_free(ctx);
 }
+
+/* Programs dumped after optimization: fusion instructions are costed as XLA fused them (their bodies' dots,
+ * one op's traffic), without tpusim's own fusion finish. */
+TEST(timing_optimized_fusions)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *hlo =
+        "HloModule opt\n"
+        "fused_dot {\n"
+        "  p0 = bf16[2048,1024]{1,0} parameter(0)\n"
+        "  p1 = bf16[1024,1024]{1,0} parameter(1)\n"
+        "  d = f32[2048,1024]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  ROOT c = bf16[2048,1024]{1,0} convert(d)\n"
+        "}\n"
+        "fused_relu {\n"
+        "  q = bf16[2048,1024]{1,0} parameter(0)\n"
+        "  z = bf16[] constant(0)\n"
+        "  zb = bf16[2048,1024]{1,0} broadcast(z), dimensions={}\n"
+        "  ROOT r = bf16[2048,1024]{1,0} maximum(q, zb)\n"
+        "}\n"
+        "ENTRY main {\n"
+        "  x = bf16[2048,1024]{1,0} parameter(0)\n"
+        "  w = bf16[1024,1024]{1,0} parameter(1)\n"
+        "  f = bf16[2048,1024]{1,0} fusion(x, w), kind=kOutput, calls=fused_dot\n"
+        "  ROOT g = bf16[2048,1024]{1,0} fusion(f), kind=kLoop, calls=fused_relu\n"
+        "}\n";
+    tpu_profile_opts o = {0};
+    o.chip = "v4";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, hlo, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    CHECK_NEAR(pp->tim->flops, 2.0 * 2048 * 1024 * 1024 + 2048.0 * 1024, 2048.0 * 1024);
+    int fusions = 0;
+    for (int i = 0; i < pp->tim->nops; i++) {
+        const tim_op *t = &pp->tim->ops[i];
+        if (t->root->op != HLO_FUSION) continue;
+        fusions++;
+        CHECK_EQ_INT(t->fused_into, 0);   /* XLA's fusion decisions stand */
+        CHECK(t->hbm_bytes > 0 && t->time_s > 0);
+    }
+    CHECK_EQ_INT(fusions, 2);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
