@@ -312,6 +312,7 @@ typedef struct ss_rd_user {
     int64_t *occ_off;        /* naddr + 1 */
     int32_t *occ_set;        /* set ids, per address ascending */
     int64_t  fetch_lines, nl_act, nl_pf;
+    bool     all_hit;        /* the active window holds every set: no request can miss */
     bool     started;
     int64_t  last_pf, num_access, tmin, tmax;
     const char *bad;
@@ -356,8 +357,30 @@ static void ss_user_free(ss_rd_user *u)
     ut_free(u->occ_set);
 }
 
+/* Valid entries of a prefetch matrix: each operand element appears once (padding lanes are -1), so this
+ * is K*N for the filter and the number of in-bounds (p, k) pairs for the IFMAP. The in-bounds test splits
+ * into a row part and a column part: count = C * #{(output row, filter row) in bounds} * #{(output col,
+ * filter col) in bounds}. */
+static int64_t ss_pf_valid(const ss_ops *o, const ss_layer *l, bool ifmap)
+{
+    if (!ifmap) return o->K * o->N;
+    if (o->dense) return o->P * o->K;
+    int64_t eh = ss_cdiv(l->ifmap_h - l->filter_h + l->stride_h, l->stride_h);
+    int64_t ew = ss_cdiv(l->ifmap_w - l->filter_w + l->stride_w, l->stride_w);
+    int64_t rows = 0, cols = 0;
+    for (int64_t e = 0; e < eh; e++) {
+        int64_t room = l->ifmap_h - e * l->stride_h;   /* SCALE-Sim's ceil() can start a window past the edge */
+        rows += room <= 0 ? 0 : room < l->filter_h ? room : l->filter_h;
+    }
+    for (int64_t e = 0; e < ew; e++) {
+        int64_t room = l->ifmap_w - e * l->stride_w;
+        cols += room <= 0 ? 0 : room < l->filter_w ? room : l->filter_w;
+    }
+    return rows * cols * l->channels;
+}
+
 static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, const ss_pf *pf, int64_t naddr,
-                               int64_t words, int64_t bw)
+                               int64_t words, int64_t bw, int64_t valid)
 {
     memset(u, 0, sizeof *u);
     u->words = words;
@@ -366,13 +389,26 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
     u->bw = bw;
     u->eps = ss_cdiv(words, 100);
     int64_t ne;
-    if (__builtin_mul_overflow(pf->nblocks * pf->blen, pf->width, &ne) || ne > ((int64_t)1 << 34))
+    if (__builtin_mul_overflow(pf->nblocks * pf->blen, pf->width, &ne) || ne > ((int64_t)1 << 34) ||
+        valid >= ((int64_t)1 << 31))
         return ut_err(ctx, TPU_ERR_UNSUPPORTED, "operand too large for the USER-mode emulation");
     u->fetch_lines = ss_cdiv(ne, bw);
+    u->nsets = valid / u->eps + 1;   /* the last (possibly empty) set is kept */
+    int64_t max_act = ss_cdiv(u->active, u->eps), max_pf = ss_cdiv(u->prefetch, u->eps);
+    u->nact = u->nsets > max_act ? max_act : u->nsets;
+    u->npf = u->nsets - u->nact > max_pf ? max_pf : u->nsets - u->nact;
+    u->ws = 0;
+    u->we = u->nact;   /* SCALE-Sim: no modulo for the first window */
+    u->nl_act = ss_cdiv(u->active, bw);
+    if (!(u->nl_act < u->fetch_lines)) u->nl_act = u->fetch_lines;
+    u->nl_pf = ss_cdiv(u->prefetch, bw);
+    u->all_hit = u->nact == u->nsets;
+    if (u->all_hit) return TPU_OK;   /* no need to know where each address lives */
     u->occ_off = ut_calloc((size_t)naddr + 1, sizeof *u->occ_off);
     if (!u->occ_off) return ut_nomem(ctx);
     int64_t v = ss_pf_walk(o, pf, u, 0, NULL);
-    if (v >= ((int64_t)1 << 31)) return ut_err(ctx, TPU_ERR_UNSUPPORTED, "operand too large for the USER-mode emulation");
+    if (v != valid) return ut_err(ctx, TPU_ERR_INTERNAL, "prefetch matrix has %lld addresses, expected %lld",
+                                  (long long)v, (long long)valid);
     for (int64_t a = 0; a < naddr; a++) u->occ_off[a + 1] += u->occ_off[a];
     u->occ_set = ut_malloc((size_t)(v ? v : 1) * sizeof *u->occ_set);
     int64_t *fill = ut_malloc((size_t)naddr * sizeof *fill);
@@ -383,15 +419,6 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
     memcpy(fill, u->occ_off, (size_t)naddr * sizeof *fill);
     ss_pf_walk(o, pf, u, 1, fill);
     ut_free(fill);
-    u->nsets = v / u->eps + 1;   /* the last (possibly empty) set is kept */
-    int64_t max_act = ss_cdiv(u->active, u->eps), max_pf = ss_cdiv(u->prefetch, u->eps);
-    u->nact = u->nsets > max_act ? max_act : u->nsets;
-    u->npf = u->nsets - u->nact > max_pf ? max_pf : u->nsets - u->nact;
-    u->ws = 0;
-    u->we = u->nact;   /* SCALE-Sim: no modulo for the first window */
-    u->nl_act = ss_cdiv(u->active, bw);
-    if (!(u->nl_act < u->fetch_lines)) u->nl_act = u->fetch_lines;
-    u->nl_pf = ss_cdiv(u->prefetch, bw);
     return TPU_OK;
 }
 
@@ -416,17 +443,21 @@ static inline bool ss_user_hit(const ss_rd_user *u, int64_t a)
     return s[hi - 1] >= u->ws || s[lo] < u->we;   /* wrapped window [ws, nsets) + [0, we) */
 }
 
+/* prefetch_active_buffer(), on the first row: lines at cycles ending just before it */
+static void ss_user_start(ss_rd_user *u, int64_t cycle)
+{
+    if (u->started) return;
+    u->started = true;
+    u->num_access += u->nl_act * u->bw;
+    u->tmin = cycle - u->nl_act;
+    u->tmax = cycle - 1;
+    u->last_pf = cycle - 1;
+}
+
 /* Serves one demand row; returns the offset SCALE-Sim adds to the cycle (1 + stalls). */
 static int64_t ss_user_service(ss_rd_user *u, const int64_t *a, int64_t n, int64_t cycle)
 {
-    if (!u->started) {
-        /* prefetch_active_buffer(): lines at cycles ending just before the first request */
-        u->started = true;
-        u->num_access += u->nl_act * u->bw;
-        u->tmin = cycle - u->nl_act;
-        u->tmax = cycle - 1;
-        u->last_pf = cycle - 1;
-    }
+    ss_user_start(u, cycle);
     int64_t off = 1;   /* hit latency */
     for (int64_t i = 0; i < n; i++) {
         int64_t guard = 0;
@@ -892,6 +923,33 @@ static bool ss_wb_fold(ss_wbuf *wb, const tim_stream *os, int64_t L, int64_t row
     return true;
 }
 
+/* First and last demand rows (global) in which an operand requests anything, or -1. */
+static void ss_stream_span_rows(const ss_ops *o, const tim_array *arr, tim_dataflow df, const tim_systolic_result *sys,
+                                bool ifmap, int64_t *buf, int64_t *first, int64_t *last)
+{
+    *first = *last = -1;
+    int64_t L = sys->fold_cycles;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < sys->folds; i++) {
+            int64_t fi = pass == 0 ? i : sys->folds - 1 - i;   /* fold index in walk order */
+            tim_fold f;
+            ss_lanemap im, fm;
+            tim_systolic_fold(arr, df, sys, fi % sys->row_folds, fi / sys->row_folds, &f);
+            ss_lanemaps(df, arr, &f, &im, &fm);
+            const tim_stream *s = ifmap ? &f.ifmap : &f.filter;
+            int64_t t0, t1, hit = -1;
+            tim_stream_rows(s, &t0, &t1);
+            for (int64_t k = 0; k < t1 - t0 && hit < 0; k++) {
+                int64_t t = pass == 0 ? t0 + k : t1 - 1 - k;
+                if (ss_gather(o, s, ifmap ? &im : &fm, t, buf)) hit = t;
+            }
+            if (hit >= 0) {
+                *(pass == 0 ? first : last) = fi * L + hit;
+                break;
+            }
+        }
+}
+
 tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer *layer, ss_layer_result *out)
 {
     memset(out, 0, sizeof *out);
@@ -946,10 +1004,16 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
         ss_pf pi, pfl;
         ss_pf_layout(cfg->df, &arr, &sys, &o, true, &pi);
         ss_pf_layout(cfg->df, &arr, &sys, &o, false, &pfl);
-        if ((st = ss_user_init(ctx, &ui, &o, &pi, o.ifmap_naddr, iwords, ifmap_bw)) ||
-            (st = ss_user_init(ctx, &uf, &o, &pfl, o.filter_naddr, fwords, filter_bw)))
+        if ((st = ss_user_init(ctx, &ui, &o, &pi, o.ifmap_naddr, iwords, ifmap_bw, ss_pf_valid(&o, layer, true))) ||
+            (st = ss_user_init(ctx, &uf, &o, &pfl, o.filter_naddr, fwords, filter_bw, ss_pf_valid(&o, layer, false))))
             goto done;
+        ss_user_start(&ui, 0);   /* row 0 is served at cycle 0 */
+        ss_user_start(&uf, 0);
     }
+    /* Without possible read stalls (CALC mode, or USER mode with both operands wholly in the active
+     * buffer) only the OFMAP decides the timing, and it is walked fold by fold. */
+    bool fast = !cfg->user_bw || (ui.all_hit && uf.all_hit);
+    bool keep_stalls = !cfg->user_bw || ui.all_hit || uf.all_hit;
 
     /* The walk over demand rows (double_buffered_scratchpad.service_memory_requests). In CALC mode reads
      * never stall, so the walk serves only the OFMAP and the reads are replayed afterwards (ss_calc_stream). */
@@ -960,20 +1024,24 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
             tim_fold f;
             ss_lanemap im, fm;
             tim_systolic_fold(&arr, cfg->df, &sys, fr, fc, &f);
-            if (!cfg->user_bw) {
+            if (fast) {
                 if (!ss_wb_fold(&wb, &f.ofmap, f.cycles, row, &stalls, &stl, &so)) { st = ut_nomem(ctx); goto done; }
                 row += f.cycles;
                 continue;
             }
             ss_lanemaps(cfg->df, &arr, &f, &im, &fm);
             for (int64_t t = 0; t < f.cycles; t++, row++) {
-                int64_t cycle = row + stalls;
-                int64_t n = ss_gather(&o, &f.ifmap, &im, t, buf);
-                int64_t oi = ss_user_service(&ui, buf, n, cycle);
-                if (n) ss_span(&si, cycle + oi);
-                n = ss_gather(&o, &f.filter, &fm, t, buf);
-                int64_t of = ss_user_service(&uf, buf, n, cycle);
-                if (n) ss_span(&sf, cycle + of);
+                int64_t cycle = row + stalls, oi = 1, of = 1, n;
+                if (!ui.all_hit) {
+                    n = ss_gather(&o, &f.ifmap, &im, t, buf);
+                    oi = ss_user_service(&ui, buf, n, cycle);
+                    if (n) ss_span(&si, cycle + oi);
+                }
+                if (!uf.all_hit) {
+                    n = ss_gather(&o, &f.filter, &fm, t, buf);
+                    of = ss_user_service(&uf, buf, n, cycle);
+                    if (n) ss_span(&sf, cycle + of);
+                }
                 int64_t c0, c1;
                 tim_stream_lanes(&f.ofmap, t, &c0, &c1);
                 int64_t oo = ss_wb_service(&wb, c0 <= c1 ? c1 - c0 + 1 : 0, cycle);
@@ -982,14 +1050,28 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
                 int64_t s = oi - 1;
                 if (of - 1 > s) s = of - 1;
                 if (oo - cycle > s) s = oo - cycle;
-                stalls += s;
+                if (s) {
+                    stalls += s;
+                    if (keep_stalls && !ss_stalls_add(&stl, row, stalls)) { st = ut_nomem(ctx); goto done; }
+                }
                 last_of = oo;
             }
         }
-    /* A row's OFMAP cycle is at most the next row's cycle, so the last row's is the largest. In CALC mode
-     * only the OFMAP stalls, so that is the last row plus every stall. */
-    if (!cfg->user_bw) last_of = row - 1 + stalls;
+    /* A row's OFMAP cycle is at most the next row's cycle, so the last row's is the largest. Without read
+     * stalls that is the last row plus every stall. */
+    if (fast) last_of = row - 1 + stalls;
     total = last_of;
+    /* SRAM spans of operands that never went through the walk: requests are served after the hit latency */
+    for (int k = 0; cfg->user_bw && k < 2; k++) {
+        if (!(k == 0 ? ui.all_hit : uf.all_hit)) continue;
+        int64_t r0, r1;
+        ss_stream_span_rows(&o, &arr, cfg->df, &sys, k == 0, buf, &r0, &r1);
+        ss_sram_span *sp = k == 0 ? &si : &sf;
+        if (r0 >= 0) {
+            ss_span(sp, ss_cycle_of_row(&stl, r0) + 1);
+            ss_span(sp, ss_cycle_of_row(&stl, r1) + 1);
+        }
+    }
     if (!cfg->user_bw) {
         ss_calc_job job = {&o, &arr, cfg->df, &sys, true, &stl, o.ifmap_naddr, -1, -1};
         if ((st = ss_calc_stream(ctx, &ci, &job)) != TPU_OK) goto done;
