@@ -425,3 +425,21 @@ TEST(verify_proto_while)
     tpu_module_free(m2);
     tpu_ctx_free(ctx);
 }
+
+/* A nested operand's invented name gives way to the same name defined later in the text, and the operand
+ * stays bound to the nested instruction. */
+TEST(verify_nested_operand_names)
+{
+    const char *t = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  r = f32[2] add(negate(p), p)\n"
+                    "  negate.anon = f32[2] exponential(p)\n  ROOT t = tuple(r, negate.anon)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE_OK(ctx, tpu_module_parse(ctx, t, strlen(t), "n.hlo", &m));
+    const hlo_instr *t0 = m->entry->root;
+    REQUIRE(t0->nops == 2);
+    CHECK_EQ_INT(t0->ops[0]->ops[0]->op, HLO_NEGATE);
+    CHECK_EQ_STR(t0->ops[0]->ops[0]->name, "negate.anon.1");
+    CHECK_EQ_INT(t0->ops[1]->op, HLO_EXP);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

@@ -1442,7 +1442,7 @@ static int hp_opcode_call_follows(hp *P, const char *s, size_t n)
 /* operands: ( operand, ... )   operand ::= [shape] name | [shape] opcode '(' operands ')' */
 static int hp_operands(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in)
 {
-    hp_vec names = {0}, shapes = {0};
+    hp_vec names = {0}, shapes = {0}, subs = {0};   /* subs: the nested instruction itself, or NULL */
     int ok = 1;
     while (ok && hp_peek(P) != ')') {
         if (P->p >= P->end) { ok = hp_error(P, "expected an operand or ')' (the operand list is not closed)"); break; }
@@ -1474,10 +1474,11 @@ static int hp_operands(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in)
             if (!pct && hp_opcode_call_follows(P, s, n)) nested = 1;
         }
         const char *name;
+        hlo_instr *sub = NULL;
         if (nested) {
             /* parse it again from the start as an instruction of its own */
             P->p = at;
-            hlo_instr *sub = hp_alloc(P, sizeof *sub);
+            sub = hp_alloc(P, sizeof *sub);
             if (!sub || !hp_depth_enter(P, "nested operand instructions")) { ok = 0; break; }
             sub->parent = c;
             sub->anon = 1;
@@ -1494,7 +1495,10 @@ static int hp_operands(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in)
             name = hp_strndup(P, s, n);
         }
         if (!ok || !name) { ok = 0; break; }
-        if (!hp_vec_push(&names, (void *)name) || !hp_vec_push(&shapes, sh)) { ok = hp_nomem(P); break; }
+        if (!hp_vec_push(&names, (void *)name) || !hp_vec_push(&shapes, sh) || !hp_vec_push(&subs, sub)) {
+            ok = hp_nomem(P);
+            break;
+        }
         if (!hp_accept(P, ',')) break;
     }
     if (ok) ok = hp_expect(P, ')', "to close the operand list");
@@ -1507,6 +1511,8 @@ static int hp_operands(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in)
         for (int i = 0; ok && i < names.n; i++) {
             in->op_names[i] = names.v[i];
             in->op_typed[i] = shapes.v[i] != NULL;
+            /* bound now: a nested instruction's invented name may change if the text defines it later */
+            in->ops[i] = subs.v[i];
             if (shapes.v[i]) {
                 hp_opshape *os = hp_alloc(P, sizeof *os);
                 if (!os) { ok = 0; break; }
@@ -1519,6 +1525,7 @@ static int hp_operands(hp *P, hlo_comp *c, hp_comp_build *cb, hlo_instr *in)
     }
     hp_vec_free(&names);
     hp_vec_free(&shapes);
+    hp_vec_free(&subs);
     return ok;
 }
 
@@ -1723,7 +1730,7 @@ static int hp_finish_comp(hp *P, hlo_comp *c, hp_comp_build *cb, const char *bod
     for (int i = 0; i < n; i++) {
         hlo_instr *in = ins[i];
         for (int k = 0; k < in->nops; k++) {
-            hlo_instr *o = hp_map_get(&cb->names, in->op_names[k]);
+            hlo_instr *o = in->ops[k] ? in->ops[k] : hp_map_get(&cb->names, in->op_names[k]);
             if (!o)
                 return hp_error_lc(P, in->line, in->col, "instruction '%s' uses '%s', which is not defined in computation '%s'",
                                    in->name, in->op_names[k], c->name);
