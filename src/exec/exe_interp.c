@@ -5,6 +5,7 @@
 #include "exec.h"
 #include "exe_fuse.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +30,21 @@ static exe_kernel exe_kernels[HLO_OP_COUNT];
  * view of where the executor spends its time. */
 static double exe_prof_s[HLO_OP_COUNT + 1];
 static int64_t exe_prof_n[HLO_OP_COUNT + 1];
-static int exe_prof_on(void)
+static int exe_prof_flag = -1;
+static void exe_prof_init(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("TPUSIM_EXEC_PROFILE");
-        on = e && *e && strcmp(e, "0");
-    }
-    return on;
+    const char *e = getenv("TPUSIM_EXEC_PROFILE");
+    exe_prof_flag = e && *e && strcmp(e, "0");
 }
+static pthread_once_t exe_prof_once = PTHREAD_ONCE_INIT;
+
+/* Off for multi-device runs: the counters are plain globals, shared by the device threads. */
+static int exe_prof_on_for(const exe_state *S)
+{
+    pthread_once(&exe_prof_once, exe_prof_init);
+    return exe_prof_flag && !S->coll;
+}
+#define exe_prof_on() exe_prof_on_for(S)
 
 static void exe_prof_report(void)
 {
@@ -58,10 +65,14 @@ static void exe_prof_report(void)
 }
 static EXE_KERNEL(exe_k_control);
 
-static void exe_init_kernels(void)
+static void exe_init_kernels_once(void);
+static pthread_once_t exe_kernels_once = PTHREAD_ONCE_INIT;
+
+/* The dispatch table is built once, thread-safely (device threads of the replicated runtime start together). */
+static void exe_init_kernels(void) { pthread_once(&exe_kernels_once, exe_init_kernels_once); }
+
+static void exe_init_kernels_once(void)
 {
-    static int done;
-    if (done) return;
     for (int op = 0; op < HLO_OP_COUNT; op++) {
         hlo_class c = hlo_op_class((hlo_op)op);
         if (c == HLO_CLASS_EW1) exe_kernels[op] = exe_k_unary;
@@ -111,7 +122,6 @@ static void exe_init_kernels(void)
         HLO_ASYNC_START, HLO_ASYNC_DONE, HLO_ASYNC_UPDATE, HLO_COPY_START, HLO_COPY_DONE, HLO_GET_DIMENSION_SIZE,
     };
     for (size_t i = 0; i < sizeof control / sizeof control[0]; i++) exe_kernels[control[i]] = exe_k_control;
-    done = 1;
 }
 
 /* ---- per-computation plan ---- */
@@ -273,7 +283,8 @@ static tpu_status exe_scalar_int(exe_state *S, const hlo_instr *in, int64_t v, e
 static int64_t exe_group_size(exe_state *S, const hlo_instr *in)
 {
     const hlo_attr *a = hlo_attr_find(in, HK_REPLICA_GROUPS);
-    int64_t all = hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m);
+    int64_t all = S->coll ? (int64_t)S->coll->num_replicas * S->coll->num_partitions
+                          : hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m);
     if (!a || a->kind != HA_RGROUPS) return all;
     const hlo_rgroups *g = a->v.rgroups;
     if (g->iota) return g->gdims[1];
@@ -380,9 +391,10 @@ static EXE_KERNEL(exe_k_control)
     }
     case HLO_ALL_REDUCE: case HLO_ALL_GATHER: case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL:
     case HLO_COLLECTIVE_BROADCAST: case HLO_ALL_REDUCE_START: case HLO_ALL_GATHER_START: {
-        /* a group of one device: every collective is the identity; larger groups go to the runtime */
+        /* with the runtime present every collective goes to it (a group of one replica can still span several
+         * partitions); alone, a group of one device makes every collective the identity */
+        if (S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
         int64_t g = exe_group_size(S, in);
-        if (g != 1 && S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
         if (g != 1)
             return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
                             "collective over a group of %lld devices needs the replicated runtime (tpusim run "
@@ -732,8 +744,8 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
         }
     }
     exe_value_unref(res);
+    if (exe_prof_on_for(&S)) exe_prof_report();
     exe_state_free(&S);
-    if (exe_prof_on()) exe_prof_report();
     return st;
 }
 
