@@ -1,0 +1,365 @@
+/* t_libtpu_reference.c — tpusim's memory model against the real TPU compiler.
+ *
+ * tests/reference/libtpu_memory.py compiles a set of JAX programs with XLA:TPU (PyPI's libtpu) ahead of
+ * time for TPU topologies on a CPU-only machine and records what the real compiler decided:
+ * memory_analysis() (argument/output/temp bytes), its largest buffers with their tiled layouts, its
+ * optimized programs (tests/reference/hlo/NAME.opt.hlo) and each generation's usable HBM from a deliberate
+ * out-of-memory compile. This file checks tpusim against those numbers; it needs neither Python nor libtpu.
+ *
+ * Tolerances, from what was measured (tests/reference/libtpu_memory.md):
+ *   - a tiled buffer of the real buffer assignment: exact (padding with a given layout is arithmetic);
+ *   - usable HBM per generation: within the rounding of the compiler's "of 15.48G hbm" (0.005 GiB);
+ *   - the optimized programs (the real layouts, fusion and schedule are given, tpusim only re-runs liveness and
+ *     the heap): arguments exact to 1%, the HBM total within 20%. The real compiler rematerializes, shares
+ *     buffers in place inside fusions and places some temporaries in VMEM; tpusim does none of that, and was
+ *     measured between -14% and +8% (v2/v3, where no VMEM is used for temporaries);
+ *   - the unoptimized programs (what users give tpusim): tpusim chooses layouts and fusion itself, and the
+ *     measured error is large for some programs. Each has a bound just above today's error (a ratchet: a
+ *     change to src/compile/ that makes a program worse fails; one that makes it better should lower the bound
+ *     here). */
+#include "test.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
+#define REF_DIR  "tests/reference/"
+#define REF_JSON REF_DIR "libtpu_memory.json"
+
+static char *ref_read(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf) buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static cJSON *ref_load(void)
+{
+    char *t = ref_read(REF_JSON);
+    if (!t) {
+        test_fail(__FILE__, __LINE__, "cannot read %s (run from the repository root)", REF_JSON);
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(t);
+    free(t);
+    if (!j) test_fail(__FILE__, __LINE__, "%s: not JSON", REF_JSON);
+    return j;
+}
+
+static double ref_num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static const char *ref_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* tpusim's memory report (as parsed JSON) for a module, or NULL with the reason in `why`. */
+static cJSON *ref_plan(tpu_ctx *ctx, tpu_module *m, const char *chip, char *why, size_t nwhy)
+{
+    tpu_memory_opts o = {.chip = chip};
+    tpu_memory *mem = NULL;
+    if (tpu_memory_plan(ctx, m, &o, &mem) != TPU_OK) {
+        snprintf(why, nwhy, "%s", tpu_errmsg(ctx));
+        return NULL;
+    }
+    const char *js = tpu_memory_json(mem);
+    cJSON *j = js ? cJSON_Parse(js) : NULL;
+    tpu_memory_free(mem);
+    if (!j) snprintf(why, nwhy, "no memory JSON");
+    return j;
+}
+
+static cJSON *ref_plan_file(tpu_ctx *ctx, const char *path, const char *chip, char *why, size_t nwhy)
+{
+    tpu_module *m = NULL;
+    if (tpu_module_load(ctx, path, &m) != TPU_OK) {
+        snprintf(why, nwhy, "%s", tpu_errmsg(ctx));
+        return NULL;
+    }
+    cJSON *j = ref_plan(ctx, m, chip, why, nwhy);
+    tpu_module_free(m);
+    return j;
+}
+
+static double ref_err(double got, double want) { return want > 0 ? (got - want) / want : 0; }
+
+/* The real compiler's file is committed with the json: a missing one is an error, not a skip. */
+TEST(libtpu_ref_json_is_complete)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    const cJSON *progs = cJSON_GetObjectItemCaseSensitive(j, "programs");
+    REQUIRE(cJSON_IsArray(progs));
+    int n = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, progs) {
+        if (cJSON_GetObjectItemCaseSensitive(p, "error")) continue;
+        n++;
+        const cJSON *real = cJSON_GetObjectItemCaseSensitive(p, "real");
+        CHECK(ref_num(real, "hbm_bytes") > 0);
+        CHECK(ref_num(real, "argument_bytes") >= 0);
+        const char *h = ref_str(p, "hlo"), *oh = ref_str(p, "opt_hlo");
+        REQUIRE(h && oh);
+        FILE *f = fopen(h, "r");
+        CHECK_MSG(f != NULL, "%s missing", h);
+        if (f) fclose(f);
+        f = fopen(oh, "r");
+        CHECK_MSG(f != NULL, "%s missing", oh);
+        if (f) fclose(f);
+    }
+    CHECK_MSG(n >= 10, "only %d programs compiled by the real compiler", n);
+    cJSON_Delete(j);
+}
+
+/* tpusim's size for one array written with the given layout (as an entry parameter), or -1. */
+static double ref_array_bytes(tpu_ctx *ctx, const char *shape, const char *chip)
+{
+    char text[512];
+    snprintf(text, sizeof text, "HloModule b\n\nENTRY e {\n  ROOT p = %s parameter(0)\n}\n", shape);
+    tpu_module *m = NULL;
+    if (tpu_module_parse(ctx, text, strlen(text), "buffer", &m) != TPU_OK) return -1;
+    char why[256];
+    cJSON *r = ref_plan(ctx, m, chip, why, sizeof why);
+    tpu_module_free(m);
+    if (!r) return -1;
+    double got = ref_num(r, "argument_bytes");
+    cJSON_Delete(r);
+    return got;
+}
+
+/* Known mismatches today (tpusim ignores the T(...) tiles written in a layout and has one tile per type
+ * class): the real compiler uses T(4,128)/T(2,128)/T(1,128) tiles when the second-minor dimension is small,
+ * pads 8-bit rows to 8 (v3) rather than 32, tiles rank-1 arrays by 128..1024 elements and allocates at least
+ * 1 KiB (v2-v4) or 512 B (v5e and later) per array. A ratchet: lower these as src/chip and src/compile learn
+ * the rules; the goal is 0. */
+#define REF_KNOWN_LARGEST_MISMATCHES 20
+#define REF_KNOWN_SHAPE_MISMATCHES   230
+#define REF_KNOWN_DEFAULT_MISMATCHES 270
+
+/* Every large buffer of the real buffer assignment and every probed array, written with the compiler's own
+ * tiled layout, should have the size tpusim computes for it; and an array written with the default layout
+ * (as in an unoptimized program) should get the size of the layout the compiler would choose. */
+TEST(libtpu_ref_buffer_sizes)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    tpu_ctx *ctx = tpu_ctx_new();
+    int n_largest = 0, bad_largest = 0, n_shape = 0, bad_shape = 0, bad_default = 0;
+    char first[3][256] = {"", "", ""};
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
+        const char *chip = ref_str(p, "chip");
+        const cJSON *v;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(p, "real_largest")) {
+            const char *shape = ref_str(v, "shape");
+            if (!shape || !chip || strstr(shape, "S(")) continue;   /* S(n): not HBM */
+            double want = ref_num(v, "bytes"), got = ref_array_bytes(ctx, shape, chip);
+            CHECK_MSG(got >= 0, "%s: %s", shape, tpu_errmsg(ctx));
+            n_largest++;
+            if (got != want && !bad_largest++)
+                snprintf(first[0], sizeof first[0], "%s on %s: tpusim %.0f, real %.0f", shape, chip, got, want);
+        }
+    }
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "shapes")) {
+        const char *shape = ref_str(p, "shape"), *chip = ref_str(p, "chip");
+        if (!shape || !chip) continue;
+        double want = ref_num(p, "bytes"), got = ref_array_bytes(ctx, shape, chip);
+        CHECK_MSG(got >= 0, "%s: %s", shape, tpu_errmsg(ctx));
+        n_shape++;
+        if (got != want && !bad_shape++)
+            snprintf(first[1], sizeof first[1], "%s on %s: tpusim %.0f, real %.0f", shape, chip, got, want);
+        /* the same array with the layout dropped */
+        char plain[256];
+        snprintf(plain, sizeof plain, "%s", shape);
+        char *brace = strchr(plain, '{');
+        if (brace) *brace = 0;
+        got = ref_array_bytes(ctx, plain, chip);
+        if (got != want && !bad_default++)
+            snprintf(first[2], sizeof first[2], "%s on %s: tpusim %.0f, real %.0f (%s)", plain, chip, got, want, shape);
+    }
+    printf("    buffers: %d/%d largest, %d/%d arrays differ with the real layout, %d/%d with the default layout\n",
+           bad_largest, n_largest, bad_shape, n_shape, bad_default, n_shape);
+    for (int i = 0; i < 3; i++)
+        if (first[i][0]) printf("      e.g. %s\n", first[i]);
+    CHECK(n_largest >= 30 && n_shape >= 100);
+    CHECK_MSG(bad_largest <= REF_KNOWN_LARGEST_MISMATCHES, "%d largest buffers differ (known: %d)", bad_largest,
+              REF_KNOWN_LARGEST_MISMATCHES);
+    CHECK_MSG(bad_shape <= REF_KNOWN_SHAPE_MISMATCHES, "%d arrays differ (known: %d)", bad_shape,
+              REF_KNOWN_SHAPE_MISMATCHES);
+    CHECK_MSG(bad_default <= REF_KNOWN_DEFAULT_MISMATCHES, "%d default-layout arrays differ (known: %d)", bad_default,
+              REF_KNOWN_DEFAULT_MISMATCHES);
+    tpu_ctx_free(ctx);
+    cJSON_Delete(j);
+}
+
+/* The HBM a program may use, per generation, as the real compiler states it in its out-of-memory error
+ * ("Used 111.87G of 15.48G hbm"), and tpusim's verdict on the same oversize program. */
+TEST(libtpu_ref_usable_hbm_and_oom)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    tpu_ctx *ctx = tpu_ctx_new();
+    const cJSON *oom = cJSON_GetObjectItemCaseSensitive(j, "oom");
+    REQUIRE(cJSON_IsObject(oom));
+    int n = 0;
+    const cJSON *g;
+    cJSON_ArrayForEach(g, oom) {
+        const char *chip = ref_str(g, "chip");
+        double usable = ref_num(g, "usable_hbm_approx"), used = ref_num(g, "used_bytes_approx");
+        if (!chip || usable <= 0) continue;
+        /* jax's v4 topology compiles for one TensorCore (16 GiB, "of 15.25G"); tpusim's v4 devices are
+         * megacore chips (32 GiB, "of 30.75G" in public reports), so v4 is not compared here */
+        if (!strcmp(g->string, "v4")) continue;
+        char why[512];
+        cJSON *r = ref_plan_file(ctx, REF_DIR "hlo/oom_sort.hlo", chip, why, sizeof why);
+        if (!r) {
+            test_fail(__FILE__, __LINE__, "oom_sort.hlo on %s: %s", chip, why);
+            continue;
+        }
+        n++;
+        double cap = ref_num(r, "hbm_capacity_bytes");
+        /* the message rounds to 0.01G */
+        CHECK_MSG(fabs(cap - usable) <= 0.0051 * 1073741824.0, "%s: usable HBM tpusim %.4fG, real compiler %.2fG",
+                  chip, cap / 1073741824.0, usable / 1073741824.0);
+        const cJSON *fits = cJSON_GetObjectItemCaseSensitive(r, "fits");
+        CHECK_MSG(cJSON_IsFalse(fits), "%s: tpusim says the oversize program fits", chip);
+        /* the real compiler's "Used" is its whole heap; tpusim's peak should be of the same size */
+        double peak = ref_num(r, "peak_bytes");
+        CHECK_MSG(fabs(ref_err(peak, used)) <= 0.40, "%s: oversize program tpusim %.2fG, real compiler %.2fG", chip,
+                  peak / 1073741824.0, used / 1073741824.0);
+        cJSON_Delete(r);
+    }
+    CHECK(n >= 5);
+    tpu_ctx_free(ctx);
+    cJSON_Delete(j);
+}
+
+/* Per program: the bound on |tpusim - real| / real for the program before optimization (what users give
+ * tpusim: tpusim chooses layouts and fusion itself), and for the compiler's optimized program (the real layouts,
+ * fusion and schedule given: tpusim only re-runs liveness and the heap) with its arguments' bound. Today's
+ * error rounded up by about 10 points: a change that makes a program worse fails; when one makes it better,
+ * lower its bound here. The goal is 0.20 before optimization and 0.10 after. opt < 0: the HLO front end does
+ * not read the optimized program yet (TPU-only forms: a copy or broadcast that changes the element type,
+ * select with mixed operand types, slice-start/slice-done); the test says when it starts to. */
+typedef struct ref_bound {
+    const char *name;
+    double      pre, opt, opt_args;
+} ref_bound;
+
+static const ref_bound ref_bounds[] = {
+    /* name                     pre    opt    opt args     measured (pre / opt), see libtpu_memory.md */
+    {"mlp_fwd",                 1.20,  0.15,  0.01},   /* +110% (entry layouts: f32[256,10] is {0,1}) / 0% */
+    {"mlp_train",               0.55,  0.15,  0.01},   /* +45% / -7% */
+    {"mlp_train_bf16",          0.20,  0.15,  0.01},   /* +4.5% / -7% */
+    {"mlp_train_bf16.v5e",      0.35, -1,     0},      /* +25% (HBM temp is 0: temporaries in VMEM) */
+    {"mlp_train_bf16.v6e",      0.35, -1,     0},      /* +25% */
+    {"cnn_nhwc_train",          3.10, -1,     0},      /* +295% (conv layouts, bf16 activations) */
+    {"cnn_nchw_train",          3.60, -1,     0},      /* +349% */
+    {"conv_small_features",     1.95, -1,     0},      /* +181% */
+    {"transformer_train",       2.40,  0.15,  0.01},   /* +228% / -8% */
+    {"transformer_train_bf16",  1.60, -1,     0},      /* +146% (v4) */
+    {"onehot_output",          14.30,  0.15,  0.01},   /* +1412% (call + FuncResultSharding copies; {1,0}) / 0% */
+    {"onehot_rowmajor",         1.10,  0.15,  0.01},   /* +99% / 0% */
+    {"onehot_loss",            26.20,  0.15,  0.01},   /* +2605% (logits f32[2097152,10] kept {1,0}) / 0% */
+    {"while_fori",              0.20,  0.15,  0.01},   /* -12% / -1% */
+    {"scan_rnn",                0.95,  0.60,  0.01},   /* +83% / +49% (dynamic-update-slice fusion not in place) */
+    {"rank1_degenerate",        5.20,  0.50,  0.85},   /* +501% / -38%, arguments +74% (rank-1 and small tiles) */
+    {"embedding",               0.20,  0.15,  0.01},   /* +6% / 0% */
+    {"odd_shapes_bf16",         0.45,  0.15,  0.01},   /* +33% / 0% */
+    {"odd_shapes_bf16.v5e",     0.45,  2.10,  0.01},   /* +33% / +196% (VMEM S(1) buffers counted as HBM) */
+    {"int8_pred",               1.35,  0.20,  0.10},   /* +123% / +10%, arguments +5% (pred rows pad to 8) */
+    {"int8_pred.v6e",           1.35,  1.75,  0.10},   /* +124% / +164% */
+    {NULL, 0, 0, 0},
+};
+
+static const ref_bound *ref_bound_of(const char *name)
+{
+    for (int i = 0; ref_bounds[i].name; i++)
+        if (!strcmp(ref_bounds[i].name, name)) return &ref_bounds[i];
+    return NULL;
+}
+
+TEST(libtpu_ref_unoptimized_programs)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    tpu_ctx *ctx = tpu_ctx_new();
+    int checked = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
+        const char *name = ref_str(p, "program"), *chip = ref_str(p, "chip");
+        const cJSON *real = cJSON_GetObjectItemCaseSensitive(p, "real");
+        if (!name || !chip || !real) continue;
+        const ref_bound *b = ref_bound_of(name);
+        if (!b) {
+            test_fail(__FILE__, __LINE__, "%s: no bound in ref_bounds", name);
+            continue;
+        }
+        char why[512];
+        cJSON *r = ref_plan_file(ctx, ref_str(p, "hlo"), chip, why, sizeof why);
+        if (!r) {
+            test_fail(__FILE__, __LINE__, "%s.hlo: %s", name, why);
+            continue;
+        }
+        double peak = ref_num(r, "peak_bytes"), rhbm = ref_num(real, "hbm_bytes");
+        double e = ref_err(peak, rhbm);
+        CHECK_MSG(fabs(e) <= b->pre, "%s on %s (unoptimized): tpusim %.0f, real %.0f (%+.1f%%, bound %.0f%%)", name,
+                  chip, peak, rhbm, 100 * e, 100 * b->pre);
+        checked++;
+        cJSON_Delete(r);
+    }
+    CHECK(checked >= 10);
+    tpu_ctx_free(ctx);
+    cJSON_Delete(j);
+}
+
+TEST(libtpu_ref_optimized_programs)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    tpu_ctx *ctx = tpu_ctx_new();
+    int checked = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
+        const char *name = ref_str(p, "program"), *chip = ref_str(p, "chip");
+        const cJSON *real = cJSON_GetObjectItemCaseSensitive(p, "real");
+        const ref_bound *b = name ? ref_bound_of(name) : NULL;
+        if (!chip || !real || !b) continue;   /* a missing bound is reported by the test above */
+        char why[512];
+        cJSON *r = ref_plan_file(ctx, ref_str(p, "opt_hlo"), chip, why, sizeof why);
+        if (!r) {
+            CHECK_MSG(b->opt < 0, "%s.opt.hlo: %s", name, why);
+            continue;
+        }
+        if (b->opt < 0) {
+            printf("    note: %s.opt.hlo now reads: give it a bound in ref_bounds\n", name);
+            cJSON_Delete(r);
+            continue;
+        }
+        double args = ref_num(r, "argument_bytes"), peak = ref_num(r, "peak_bytes");
+        double rargs = ref_num(real, "argument_bytes"), rhbm = ref_num(real, "hbm_bytes");
+        CHECK_MSG(fabs(ref_err(args, rargs)) <= b->opt_args, "%s on %s (optimized): arguments tpusim %.0f, real %.0f",
+                  name, chip, args, rargs);
+        CHECK_MSG(fabs(ref_err(peak, rhbm)) <= b->opt, "%s on %s (optimized): tpusim %.0f, real %.0f (%+.1f%%, bound %.0f%%)",
+                  name, chip, peak, rhbm, 100 * ref_err(peak, rhbm), 100 * b->opt);
+        checked++;
+        cJSON_Delete(r);
+    }
+    CHECK(checked >= 8);
+    tpu_ctx_free(ctx);
+    cJSON_Delete(j);
+}
