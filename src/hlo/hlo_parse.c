@@ -2180,7 +2180,10 @@ static int hp_module(hp *P)
                 m->entry = m->comps[i];
             }
         }
-        if (ok && !m->entry) m->entry = m->comps[comps.n - 1];   /* XLA: the last computation */
+        if (ok && !m->entry) {
+            m->entry = m->comps[comps.n - 1];   /* XLA: the last computation; printed with ENTRY from now on */
+            m->entry->is_entry = 1;
+        }
     }
     hp_vec_free(&comps);
     for (int i = 0; ok && i < m->ncomps; i++) ok = hp_resolve_calls(P, m->comps[i]);

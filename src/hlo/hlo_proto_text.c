@@ -1867,8 +1867,16 @@ int hlo_is_proto_text(const char *text, size_t len)
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
     /* HLO text starts with HloModule, ENTRY or "name {" / "name (" — never "word:" or "hlo_module {" */
     if (p < e && *p == ':') return 1;
-    if (p < e && *p == '{' && ((n == 10 && !memcmp(s, "hlo_module", 10)) || (n == 3 && !memcmp(s, "hlo", 3))))
-        return 1;
+    if (p < e && *p == '{' && ((n == 10 && !memcmp(s, "hlo_module", 10)) || (n == 3 && !memcmp(s, "hlo", 3)))) {
+        /* a message's first field ("name:", "computations {"), not an HLO computation called hlo_module */
+        p++;
+        while (p < e && isspace((unsigned char)*p)) p++;
+        const char *f = p;
+        while (p < e && (isalnum((unsigned char)*p) || *p == '_')) p++;
+        if (p == f) return p < e && *p == '}';
+        while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+        return p < e && (*p == ':' || *p == '{');
+    }
     return 0;
 }
 
