@@ -436,6 +436,179 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     return TPU_OK;
 }
 
+/* ---- scheduling ----
+ * The order ops run in decides how many buffers are alive at once. Like XLA's default memory scheduler,
+ * tpusim tries more than one order and keeps the one with the lower peak: the order of the text (post
+ * order), and a greedy list schedule that, among the ops whose operands are ready, runs the one that frees
+ * the most bytes net of what it allocates. */
+
+static int64_t cmp_instr_bytes(cmp_state *C, const hlo_instr *in)
+{
+    int64_t b = 0;
+    int n = C->leaf_count[cmp_gid(C, in)];
+    for (int k = 0; k < n; k++) {
+        int kk = k;
+        const hlo_shape *s = cmp_leaf_shape(&in->shape, &kk);
+        if (!s || !hlo_shape_is_array(s)) continue;
+        hlo_shape t = *s;
+        const hlo_layout *al = C->lay ? C->lay[cmp_gid(C, in)] : NULL;
+        if (al && k == 0 && al->rank == t.rank) t.layout = al;
+        b += cmp_padded_bytes(C->chip, &t);
+    }
+    return b;
+}
+
+/* Peak of live bytes when groups run in `order` (positions), with out[g] bytes made by g and freed after
+ * its last reader. */
+static int64_t cmp_order_peak(int ng, const int *order, const int64_t *out, const int *nreaders, int **readers_of,
+                              int *remaining, const uint8_t *persist)
+{
+    int64_t live = 0, peak = 0;
+    for (int g = 0; g < ng; g++) remaining[g] = nreaders[g];
+    for (int k = 0; k < ng; k++) {
+        int g = order[k];
+        live += out[g];
+        if (live > peak) peak = live;
+        (void)readers_of;
+        /* free producers whose last reader this is: handled by the caller-provided reverse lists */
+        for (int q = 0; readers_of[g][q] >= 0; q++) {
+            int h = readers_of[g][q];
+            if (--remaining[h] == 0 && !persist[h]) live -= out[h];
+        }
+        if (nreaders[g] == 0 && !persist[g]) live -= out[g];
+    }
+    return peak;
+}
+
+static tpu_status cmp_schedule(cmp_state *C, const hlo_comp *c, const int *group, const int *root_of, const uint8_t *gkind,
+                               int ng, int *pos_of_group)
+{
+    int n = c->ninstrs;
+    tpu_status st = TPU_OK;
+    int64_t *out = ut_calloc((size_t)ng + 1, sizeof *out);
+    int *nreaders = ut_calloc((size_t)ng + 1, sizeof *nreaders);   /* distinct consumer groups of g's value */
+    int *indeg = ut_calloc((size_t)ng + 1, sizeof *indeg);
+    int **preds = ut_calloc((size_t)ng + 1, sizeof *preds);          /* producer groups of g, -1 terminated */
+    int **succs = ut_calloc((size_t)ng + 1, sizeof *succs);          /* consumer groups of g, -1 terminated */
+    int *npred = ut_calloc((size_t)ng + 1, sizeof *npred), *nsucc = ut_calloc((size_t)ng + 1, sizeof *nsucc);
+    int *text = ut_malloc((size_t)(ng ? ng : 1) * sizeof *text), *list = ut_malloc((size_t)(ng ? ng : 1) * sizeof *list);
+    int *remaining = ut_malloc((size_t)(ng ? ng : 1) * sizeof *remaining);
+    uint8_t *persist = ut_calloc((size_t)ng + 1, 1), *done = ut_calloc((size_t)ng + 1, 1);
+    int *ready = ut_malloc((size_t)(ng ? ng : 1) * sizeof *ready);
+    if (!out || !nreaders || !indeg || !preds || !succs || !npred || !nsucc || !text || !list || !remaining || !persist ||
+        !done || !ready) {
+        st = ut_nomem(C->ctx);
+        goto out;
+    }
+    /* group edges: a member's operand outside the group comes from that operand's group */
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        for (int i = 0; i < n; i++) {
+            const hlo_instr *in = c->instrs[i];
+            int g = group[i];
+            for (int k = 0; k < in->nops; k++) {
+                int h = group[in->ops[k]->id];
+                if (h == g) continue;
+                /* distinct pairs only */
+                int dup = 0;
+                if (pass == 1) {
+                    for (int q = 0; q < npred[g] && !dup; q++) dup = preds[g][q] == h;
+                    if (!dup) {
+                        preds[g][npred[g]++] = h;
+                        succs[h][nsucc[h]++] = g;
+                    }
+                } else {
+                    npred[g]++;
+                    nsucc[h]++;
+                }
+            }
+        }
+        if (pass == 0) {
+            for (int g = 0; g < ng && !st; g++) {
+                preds[g] = ut_malloc((size_t)(npred[g] + 1) * sizeof(int));
+                succs[g] = ut_malloc((size_t)(nsucc[g] + 1) * sizeof(int));
+                if (!preds[g] || !succs[g]) st = ut_nomem(C->ctx);
+                npred[g] = nsucc[g] = 0;
+            }
+        }
+    }
+    if (st) goto out;
+    for (int g = 0; g < ng; g++) {
+        preds[g][npred[g]] = -1;
+        succs[g][nsucc[g]] = -1;
+        indeg[g] = npred[g];
+        nreaders[g] = nsucc[g];
+        const hlo_instr *r = c->instrs[root_of[g]];
+        /* arguments, constants and aliasing no-ops take no schedule-dependent memory */
+        if (gkind[g] == CMP_NOOP) out[g] = 0;
+        else out[g] = cmp_instr_bytes(C, r);
+        persist[g] = r == c->root;
+    }
+    /* the text order */
+    {
+        int pos = 0;
+        for (int i = 0; i < n; i++)
+            if (root_of[group[i]] == i) text[pos++] = group[i];
+    }
+    /* the greedy list schedule */
+    {
+        int nready = 0, k = 0;
+        for (int g = 0; g < ng; g++) remaining[g] = nreaders[g];
+        for (int g = 0; g < ng; g++)
+            if (indeg[g] == 0) ready[nready++] = g;
+        while (nready > 0) {
+            int best = 0;
+            int64_t best_score = INT64_MIN;
+            for (int q = 0; q < nready; q++) {
+                int g = ready[q];
+                int64_t score = -out[g];
+                for (int e = 0; preds[g][e] >= 0; e++) {
+                    int h = preds[g][e];
+                    if (remaining[h] == 1 && !persist[h]) score += out[h];
+                }
+                /* ties: the text order (the root's position) */
+                if (score > best_score || (score == best_score && root_of[g] < root_of[ready[best]])) {
+                    best_score = score;
+                    best = q;
+                }
+            }
+            int g = ready[best];
+            ready[best] = ready[--nready];
+            list[k++] = g;
+            done[g] = 1;
+            for (int e = 0; preds[g][e] >= 0; e++) remaining[preds[g][e]]--;
+            for (int e = 0; succs[g][e] >= 0; e++)
+                if (--indeg[succs[g][e]] == 0) ready[nready++] = succs[g][e];
+        }
+        if (k != ng) {
+            st = ut_err(C->ctx, TPU_ERR_INTERNAL, "scheduling '%s' left %d ops unscheduled", c->name, ng - k);
+            goto out;
+        }
+    }
+    int64_t pt = cmp_order_peak(ng, text, out, nreaders, preds, remaining, persist);
+    int64_t pl = cmp_order_peak(ng, list, out, nreaders, preds, remaining, persist);
+    const int *use = pl < pt ? list : text;
+    for (int k = 0; k < ng; k++) pos_of_group[use[k]] = k;
+out:
+    for (int g = 0; preds && succs && g < ng; g++) {
+        ut_free(preds[g]);
+        ut_free(succs[g]);
+    }
+    ut_free(preds);
+    ut_free(succs);
+    ut_free(out);
+    ut_free(nreaders);
+    ut_free(indeg);
+    ut_free(npred);
+    ut_free(nsucc);
+    ut_free(text);
+    ut_free(list);
+    ut_free(remaining);
+    ut_free(persist);
+    ut_free(done);
+    ut_free(ready);
+    return st;
+}
+
 static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
 {
     cmp_program *p = C->p;
@@ -523,13 +696,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         st = ut_nomem(C->ctx);
         goto done;
     }
-    {
-        int pos = 0;
-        for (int i = 0; i < n; i++) {
-            int g = group[i];
-            if (root_of[g] == i) pos_of_group[g] = pos++;
-        }
-    }
+    st = cmp_schedule(C, c, group, root_of, gkind, ngroups, pos_of_group);
+    if (st) goto done;
     /* members per op */
     {
         int *count = ut_calloc((size_t)ngroups + 1, sizeof *count);
