@@ -508,7 +508,10 @@ def main():
     ap.add_argument("--shapes-only", action="store_true", help="only redo the single-array part of the json")
     a = ap.parse_args()
     if a.oom_child:
-        oom_child(a.oom_child)
+        try:
+            oom_child(a.oom_child)
+        finally:
+            shutil.rmtree(DUMP, ignore_errors=True)
         return
     os.makedirs(HLO_DIR, exist_ok=True)
     oom = oom_run(list(TOPOLOGIES)) if not a.only and not a.shapes_only else None
