@@ -38,6 +38,7 @@ typedef struct ss_ops {
     int32_t *k_row, *k_col;    /* row/col of window element k inside the window */
     int64_t  ifmap_naddr, filter_naddr;
     bool     dense;            /* no window hangs off the IFMAP: every ifmap[p][k] is an address */
+    bool     nodup;            /* windows do not overlap: no address appears twice in the ifmap matrix */
 } ss_ops;
 
 static void ss_ops_free(ss_ops *o)
@@ -90,6 +91,7 @@ static tpu_status ss_ops_init(tpu_ctx *ctx, const ss_layer *l, ss_ops *o)
         o->k_int[k] = (r * o->W + c) * C + ch;
     }
     o->dense = (eh - 1) * l->stride_h + l->filter_h <= o->H && (ew - 1) * l->stride_w + l->filter_w <= o->W;
+    o->nodup = (l->stride_h >= l->filter_h || eh == 1) && (l->stride_w >= l->filter_w || ew == 1);
     return TPU_OK;
 }
 
@@ -311,6 +313,7 @@ typedef struct ss_rd_user {
     int64_t  nsets, nact, npf, ws, we;
     int64_t *occ_off;        /* naddr + 1 */
     int32_t *occ_set;        /* set ids, per address ascending */
+    int32_t *set1;           /* instead of the CSR when no address occurs twice: its set, or -1 */
     int64_t  fetch_lines, nl_act, nl_pf;
     bool     all_hit;        /* the active window holds every set: no request can miss */
     bool     started;
@@ -319,7 +322,7 @@ typedef struct ss_rd_user {
 } ss_rd_user;
 
 /* Visits the prefetch matrix in SCALE-Sim's order; pass 0 counts occurrences per address, pass 1 stores
- * the set id of each. Returns the number of valid entries. */
+ * the set id of each in the CSR, pass 2 in set1. Returns the number of valid entries. */
 static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int pass, int64_t *fill)
 {
     int64_t M = pf->nblocks * pf->blen, Wd = pf->width, vi = 0;
@@ -330,7 +333,8 @@ static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int p
                     int64_t a = ss_pf_elem(o, pf, b, j, c);
                     if (a < 0) continue;
                     if (pass == 0) u->occ_off[a + 1]++;
-                    else u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+                    else if (pass == 1) u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+                    else u->set1[a] = (int32_t)(vi / u->eps);
                     vi++;
                 }
         return vi;
@@ -344,7 +348,8 @@ static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int p
             if (--j < 0) { j = pf->blen - 1; b--; }
             if (a < 0) continue;
             if (pass == 0) u->occ_off[a + 1]++;
-            else u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+            else if (pass == 1) u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+            else u->set1[a] = (int32_t)(vi / u->eps);
             vi++;
         }
     }
@@ -355,6 +360,7 @@ static void ss_user_free(ss_rd_user *u)
 {
     ut_free(u->occ_off);
     ut_free(u->occ_set);
+    ut_free(u->set1);
 }
 
 /* Valid entries of a prefetch matrix: each operand element appears once (padding lanes are -1), so this
@@ -380,7 +386,7 @@ static int64_t ss_pf_valid(const ss_ops *o, const ss_layer *l, bool ifmap)
 }
 
 static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, const ss_pf *pf, int64_t naddr,
-                               int64_t words, int64_t bw, int64_t valid)
+                               int64_t words, int64_t bw, int64_t valid, bool single_known)
 {
     memset(u, 0, sizeof *u);
     u->words = words;
@@ -404,11 +410,24 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
     u->nl_pf = ss_cdiv(u->prefetch, bw);
     u->all_hit = u->nact == u->nsets;
     if (u->all_hit) return TPU_OK;   /* no need to know where each address lives */
+    if (single_known) goto single;
     u->occ_off = ut_calloc((size_t)naddr + 1, sizeof *u->occ_off);
     if (!u->occ_off) return ut_nomem(ctx);
     int64_t v = ss_pf_walk(o, pf, u, 0, NULL);
     if (v != valid) return ut_err(ctx, TPU_ERR_INTERNAL, "prefetch matrix has %lld addresses, expected %lld",
                                   (long long)v, (long long)valid);
+    bool single = true;
+    for (int64_t a = 1; a <= naddr && single; a++) single = u->occ_off[a] <= 1;
+    if (single) {   /* filters and GEMM inputs: one set per address, one load per lookup */
+        ut_free(u->occ_off);
+        u->occ_off = NULL;
+    single:
+        u->set1 = ut_malloc((size_t)(naddr ? naddr : 1) * sizeof *u->set1);
+        if (!u->set1) return ut_nomem(ctx);
+        memset(u->set1, 0xff, (size_t)naddr * sizeof *u->set1);
+        ss_pf_walk(o, pf, u, 2, NULL);
+        return TPU_OK;
+    }
     for (int64_t a = 0; a < naddr; a++) u->occ_off[a + 1] += u->occ_off[a];
     u->occ_set = ut_malloc((size_t)(v ? v : 1) * sizeof *u->occ_set);
     int64_t *fill = ut_malloc((size_t)naddr * sizeof *fill);
@@ -424,6 +443,11 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
 
 static inline bool ss_user_hit(const ss_rd_user *u, int64_t a)
 {
+    if (u->set1) {
+        int64_t x = u->set1[a];
+        if (x < 0) return false;
+        return u->ws < u->we ? x >= u->ws && x < u->we : x >= u->ws || x < u->we;
+    }
     int64_t lo = u->occ_off[a], hi = u->occ_off[a + 1];
     if (lo == hi) return false;
     const int32_t *s = u->occ_set;
@@ -637,7 +661,7 @@ typedef struct ss_block {
 
 static bool ss_block_push_row(ss_block *b, int64_t row, const int64_t *a, int64_t n)
 {
-    if (b->n + n > b->cap) {
+    if (a && b->n + n > b->cap) {
         int64_t nc = b->cap ? b->cap : 1024;
         while (nc < b->n + n) nc *= 2;
         uint32_t *x = ut_realloc(b->a, (size_t)nc * sizeof *x);
@@ -656,7 +680,10 @@ static bool ss_block_push_row(ss_block *b, int64_t row, const int64_t *a, int64_
     }
     b->rrow[b->nr] = row;
     b->rcum[b->nr++] = b->n;
-    for (int64_t i = 0; i < n; i++) b->a[b->n++] = (uint32_t)a[i];
+    if (a)
+        for (int64_t i = 0; i < n; i++) b->a[b->n++] = (uint32_t)a[i];
+    else
+        b->n += n;   /* counting only */
     return true;
 }
 
@@ -736,17 +763,21 @@ static tpu_status ss_calc_stream(tpu_ctx *ctx, ss_rd_calc *rb, ss_calc_job *job)
     else if (once) { bfolds = sys->folds; reps = 1; }
     else { bfolds = sys->row_folds; reps = sys->col_folds; }
     int64_t rows_per_block = bfolds * L;
+    /* Filters, and IFMAPs whose windows neither overlap nor hang off the edge (GEMMs), have no repeated
+     * address and no idle lane inside a block: every window of up to P addresses is all new, and epochs
+     * are exactly E addresses long. */
+    bool plain = !job->ifmap || (job->o->dense && job->o->nodup);
 
     ss_block blk;
     memset(&blk, 0, sizeof blk);
     int64_t lanes = job->arr->rows > job->arr->cols ? job->arr->rows : job->arr->cols;
     int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf);
-    uint32_t *stamp = ut_calloc((size_t)job->naddr, sizeof *stamp);
-    uint32_t *cnt = ut_calloc((size_t)job->naddr, sizeof *cnt);
+    uint32_t *stamp = plain ? NULL : ut_calloc((size_t)job->naddr, sizeof *stamp);
+    uint32_t *cnt = plain ? NULL : ut_calloc((size_t)job->naddr, sizeof *cnt);
     uint32_t *f = NULL;
     uint32_t gen = 0;
     tpu_status st = TPU_OK;
-    if (!buf || !stamp || !cnt) { st = ut_nomem(ctx); goto done; }
+    if (!buf || (!plain && (!stamp || !cnt))) { st = ut_nomem(ctx); goto done; }
     job->sram_first_row = job->sram_last_row = -1;
 
     for (int64_t g = 0; g < ngroups; g++) {
@@ -766,8 +797,14 @@ static tpu_status ss_calc_stream(tpu_ctx *ctx, ss_rd_calc *rb, ss_calc_job *job)
             int64_t t0, t1;
             tim_stream_rows(s, &t0, &t1);
             for (int64_t t = t0; t < t1; t++) {
-                int64_t n = ss_gather(job->o, s, m, t, buf);
-                if (n && !ss_block_push_row(&blk, fi * L + t, buf, n)) { st = ut_nomem(ctx); goto done; }
+                int64_t n, c0, c1;
+                if (plain) {
+                    tim_stream_lanes(s, t, &c0, &c1);
+                    n = c1 >= c0 ? c1 - c0 + 1 : 0;
+                } else {
+                    n = ss_gather(job->o, s, m, t, buf);
+                }
+                if (n && !ss_block_push_row(&blk, fi * L + t, plain ? NULL : buf, n)) { st = ut_nomem(ctx); goto done; }
             }
         }
         int64_t P = blk.n;
@@ -781,8 +818,28 @@ static tpu_status ss_calc_stream(tpu_ctx *ctx, ss_rd_calc *rb, ss_calc_job *job)
             job->sram_first_row = SS_ROW_AT(0);
         }
         job->sram_last_row = SS_ROW_AT(reps * P - 1);
-        int64_t D = ss_window_distinct(&blk, stamp, ++gen, 0, P), Lg = reps * P, pos = 0;
+        int64_t Lg = reps * P, pos = 0;
         int64_t E = (rb->ntrig ? rb->sets_prefetch : rb->sets_active) * rb->items;
+        if (plain) {
+            if (rb->count > 0) {
+                int64_t need = E - rb->count;
+                if (P < need) {
+                    rb->count += P;
+                    continue;
+                }
+                ss_calc_trigger(rb, SS_CYCLE_AT(need - 1));
+                pos = need;
+                E = rb->sets_prefetch * rb->items;
+            }
+            if (P < E) {
+                rb->count = Lg - pos >= P ? P : Lg - pos;
+                continue;
+            }
+            for (; pos + E - 1 < Lg; pos += E) ss_calc_trigger(rb, SS_CYCLE_AT(pos + E - 1));
+            rb->count = Lg - pos;
+            continue;
+        }
+        int64_t D = ss_window_distinct(&blk, stamp, ++gen, 0, P);
         if (rb->count > 0) {
             /* an epoch continues from the previous group (whose addresses are all different) */
             int64_t need = E - rb->count;
@@ -1004,8 +1061,10 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
         ss_pf pi, pfl;
         ss_pf_layout(cfg->df, &arr, &sys, &o, true, &pi);
         ss_pf_layout(cfg->df, &arr, &sys, &o, false, &pfl);
-        if ((st = ss_user_init(ctx, &ui, &o, &pi, o.ifmap_naddr, iwords, ifmap_bw, ss_pf_valid(&o, layer, true))) ||
-            (st = ss_user_init(ctx, &uf, &o, &pfl, o.filter_naddr, fwords, filter_bw, ss_pf_valid(&o, layer, false))))
+        if ((st = ss_user_init(ctx, &ui, &o, &pi, o.ifmap_naddr, iwords, ifmap_bw, ss_pf_valid(&o, layer, true),
+                               o.nodup)) ||
+            (st = ss_user_init(ctx, &uf, &o, &pfl, o.filter_naddr, fwords, filter_bw, ss_pf_valid(&o, layer, false),
+                               true)))
             goto done;
         ss_user_start(&ui, 0);   /* row 0 is served at cycle 0 */
         ss_user_start(&uf, 0);
