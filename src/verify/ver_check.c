@@ -1,20 +1,27 @@
 /* ver_check.c — the TPU compatibility check (tpu_check) and its report: what the TPU compiler would refuse,
- * what runs but not as written, and what tpusim can analyse but not run.
+ * what compiles but not as written, and what tpusim can analyse but not run.
  *
- * Rules, each with its reason:
+ * The rules were checked against the real TPU compiler: libtpu 0.0.42.1 (jax 0.10.2) compiling ahead of time
+ * for v4, v5e, v6e and tpu7x topologies on a CPU machine (docs/libtpu-reference.md shows how), with small JAX
+ * functions and StableHLO modules, one rule each. Where a public source says otherwise it is older.
  *  - shapes must verify (ver_verify_module);
- *  - static shapes only: '<=N' and '?' dimensions, set-dimension-size and dynamic-reshape are refused;
- *  - custom-calls: only targets the TPU compiler handles itself (partitioner and memory-placement markers,
- *    Mosaic kernels) pass; Python/CPU/GPU callbacks and unknown targets are refused;
- *  - element types: c128 is refused — "Element type C128 is not supported on TPU" (jax-ml/jax#10158, where a
- *    JAX maintainer adds "TPUs don't have float64 hardware"); f64 is emulated by XLA:TPU's X64 rewriting pass
- *    (pairs of f32: slower and not IEEE double), so it is a warning, and bitcast-convert to or from a 64-bit
- *    type is refused because that pass has no rewrite for it ("While rewriting computation to not contain X64
- *    element types, XLA encountered an HLO for which this rewriting is not implemented: bitcast-convert",
- *    jax-ml/jax#21108 and #30629);
- *  - fp8 matrix units exist on TPU7x only ("TPU7x supports built-in hardware acceleration for FP8 data types",
- *    cloud.google.com/tpu/docs/ironwood-performance): elsewhere fp8 dots run through bf16 (a note);
- *  - host send/recv works but costs a host round trip per step (a note); constants elided as {...} can be
+ *  - unbounded dynamic dimensions ('?') are refused ("RET_CHECK failure ... layout.h: dimension >= 0").
+ *    Bounded ones ('<=N', set-dimension-size) compile on every generation tried: XLA:TPU pads them to the
+ *    bound. They are warnings: every op then runs at the bound;
+ *  - custom-calls: the compiler answers "Custom emitter for X not found" for targets it does not know, e.g.
+ *    xla_python_cpu_callback, PyFunc, InspectSharding, cu_threefry2x32, annotate_device_placement. Markers
+ *    it removes (Sharding, SPMDFullToShardShape, SPMDShardToFullShape, MoveToHost, MoveToDevice,
+ *    LayoutConstraint) compile; so do its own emitters (ApproxTopK, PartialReduce, TopK, X64Combine,
+ *    X64SplitLow/High, PadToStatic, SliceToDynamic, tpu_custom_call = Mosaic/Pallas kernels);
+ *  - element types: f64, s64 and c128 compile (XLA's X64 rewriting emulates them with 32-bit pairs: slower,
+ *    and f64 is not IEEE double), so f64/c128 are warnings. Two ops have no rewrite and are refused: fft of
+ *    f64/c128 ("Unexpected operand type for FFT: c128[8]") and reduce-precision of f64 ("While rewriting
+ *    computation to not contain X{64|128} element types, XLA encountered an HLO for which this rewriting is
+ *    not implemented"). 64-bit bitcast-convert, refused by older libtpu (jax-ml/jax#21108), now compiles.
+ *    All fp8 types, f4e2m1fn and f8e8m0fnu compile on v5e; fp8 matrix units exist on TPU7x only ("TPU7x
+ *    supports built-in hardware acceleration for FP8 data types", cloud.google.com/tpu/docs/
+ *    ironwood-performance), so fp8 dots elsewhere are a note;
+ *  - host send/recv compiles but costs a host round trip per step (a note); constants elided as {...} can be
  *    analysed but not run (a note).
  */
 #include "verify.h"
@@ -322,6 +329,17 @@ static int vc_has_type(const hlo_shape *s, int t)
     return s->dtype == t;
 }
 
+/* A shape for messages, without its layout. */
+static const char *vc_ss(const hlo_shape *s, char *buf, size_t n)
+{
+    ut_buf b;
+    ut_buf_init(&b);
+    hlo_shape_print(&b, s, 0);
+    snprintf(buf, n, "%s", b.data && !b.failed ? b.data : "?");
+    ut_buf_free(&b);
+    return buf;
+}
+
 static int vc_is_fp8(int t)
 {
     return t == TPU_F8E5M2 || t == TPU_F8E4M3FN || t == TPU_F8E4M3B11FNUZ || t == TPU_F8E5M2FNUZ ||
@@ -330,16 +348,18 @@ static int vc_is_fp8(int t)
 
 typedef enum { VC_CC_NOOP, VC_CC_TPU, VC_CC_HOST, VC_CC_GPU, VC_CC_UNKNOWN } vc_cc_kind;
 
-/* What a custom-call target is on a TPU. */
+/* What a custom-call target is on a TPU (each list checked with libtpu, see the top of the file). */
 static vc_cc_kind vc_custom_call_kind(const char *t)
 {
     static const char *const noop[] = {
         "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",   /* SPMD partitioner markers */
-        "MoveToHost", "MoveToDevice", "annotate_device_placement",    /* host-offload placement markers */
+        "MoveToHost", "MoveToDevice", "LayoutConstraint",             /* placement and layout markers */
         NULL};
-    static const char *const tpu[] = {"tpu_custom_call", "ApproxTopK", NULL};   /* Mosaic (Pallas) kernels, approx_max_k */
+    static const char *const tpu[] = {"tpu_custom_call", "ApproxTopK", "PartialReduce", "TopK", "X64Combine",
+                                      "X64SplitLow", "X64SplitHigh", "PadToStatic", "SliceToDynamic", NULL};
     static const char *const host[] = {"xla_python_cpu_callback", "xla_python_gpu_callback", "xla_ffi_python_cpu_callback",
-                                       "xla_ffi_python_gpu_callback", "PyFunc", "EagerPyFunc", "py_func", NULL};
+                                       "xla_ffi_python_gpu_callback", "PyFunc", "EagerPyFunc", "py_func",
+                                       "InspectSharding", NULL};
     for (int i = 0; noop[i]; i++)
         if (!strcmp(t, noop[i])) return VC_CC_NOOP;
     for (int i = 0; tpu[i]; i++)
@@ -360,13 +380,17 @@ static void vc_custom_call(ver_report *r, const hlo_module *m, const hlo_instr *
     switch (vc_custom_call_kind(t)) {
     case VC_CC_NOOP: return;
     case VC_CC_TPU:
-        ver_report_add(r, m, in, VER_NOTE, "custom-call", "run it on a real TPU, or replace the kernel with plain HLO to simulate it",
-                       "custom-call '%s' is a TPU kernel the TPU compiler accepts, but tpusim cannot run or time it", t);
+        if (!strcmp(t, "tpu_custom_call"))
+            ver_report_add(r, m, in, VER_NOTE, "custom-call",
+                           "run it on a real TPU, or use the kernel's reference (plain JAX) version to simulate it",
+                           "custom-call '%s' is a Mosaic (Pallas) TPU kernel: the TPU compiler accepts it, tpusim cannot "
+                           "run or time its body", t);
         return;
     case VC_CC_HOST:
         ver_report_add(r, m, in, VER_ERROR, "custom-call",
                        "remove the Python callback, or export for TPU so callbacks become send/recv host transfers",
-                       "custom-call '%s' calls back into the host (Python/CPU); a TPU program cannot make this call", t);
+                       "custom-call '%s' calls back into the host (Python/CPU); the TPU compiler has no emitter for it "
+                       "(\"Custom emitter for %s not found\")", t, t);
         return;
     case VC_CC_GPU:
         ver_report_add(r, m, in, VER_ERROR, "custom-call",
@@ -376,7 +400,8 @@ static void vc_custom_call(ver_report *r, const hlo_module *m, const hlo_instr *
     case VC_CC_UNKNOWN:
         ver_report_add(r, m, in, VER_ERROR, "custom-call",
                        "replace it with standard HLO ops, or check that the TPU runtime registers this target",
-                       "custom-call target '%s' is not one the TPU compiler is known to handle", t);
+                       "custom-call target '%s' is not one the TPU compiler knows (it would say \"Custom emitter for %s "
+                       "not found\")", t, t);
         return;
     }
 }
@@ -385,34 +410,39 @@ static void vc_instr(ver_report *r, const hlo_module *m, const hlo_instr *in, co
 {
     char sb[200];
     hlo_op op = (hlo_op)in->op;
-    /* static shapes */
+    /* static shapes: unbounded dimensions are refused, bounded ones padded to the bound */
     const hlo_shape *dyn = vc_first_dynamic(&in->shape);
     if (dyn) {
         int unbounded = 0;
         for (int i = 0; i < dyn->rank; i++) unbounded |= (dyn->dyn_mask >> i & 1) && dyn->dims[i] < 0;
-        ver_report_add(r, m, in, VER_ERROR, "dynamic shape",
-                       unbounded ? "give the dimension a fixed size (export with static shapes)"
-                                 : "pad the array to its bound and carry a mask (or the true length) alongside",
-                       "dynamic shape %s — the TPU compiler needs static shapes", hlo_shape_str(dyn, sb, sizeof sb));
-    } else if (op == HLO_SET_DIMENSION_SIZE || op == HLO_DYNAMIC_RESHAPE) {
-        ver_report_add(r, m, in, VER_ERROR, "dynamic shape", "pad to a fixed size and mask instead",
-                       "%s makes a dynamic shape — the TPU compiler needs static shapes", hlo_op_name(op));
+        if (unbounded)
+            ver_report_add(r, m, in, VER_ERROR, "dynamic shape", "give the dimension a fixed size or a bound (export with "
+                           "static shapes)", "dynamic shape %s — the TPU compiler needs static shapes or bounded ones "
+                           "('?' has no bound)", vc_ss(dyn, sb, sizeof sb));
+        else
+            ver_report_add(r, m, in, VER_WARNING, "dynamic shape", "pad to the bound and mask (or carry the true length) "
+                           "to make the shape static", "dynamic shape %s — XLA:TPU pads it to its bound, so it compiles "
+                           "but every op runs at the full bound", vc_ss(dyn, sb, sizeof sb));
     }
     /* element types */
-    if (vc_has_type(&in->shape, TPU_C128))
-        ver_report_add(r, m, in, VER_ERROR, "element type", "use c64 (complex64), or run this part on the CPU",
-                       "c128 (complex128) — element type C128 is not supported on TPU");
-    else if (vc_has_type(&in->shape, TPU_F64) && op != HLO_PARAMETER && op != HLO_CONSTANT)
-        ver_report_add(r, m, in, VER_WARNING, "element type", "use f32 (or disable jax_enable_x64) unless double precision is required",
-                       "f64 — TPUs have no float64 hardware: XLA emulates it with pairs of f32 (slow, not IEEE double)");
-    if (op == HLO_BITCAST_CONVERT && in->nops == 1) {
-        int b_in = tpu_dtype_bits((tpu_dtype)in->ops[0]->shape.dtype), b_out = tpu_dtype_bits((tpu_dtype)in->shape.dtype);
-        if (b_in == 64 || b_out == 64)
-            ver_report_add(r, m, in, VER_ERROR, "element type", "bitcast 32-bit values, or keep this computation off the TPU",
-                           "bitcast-convert %s -> %s: XLA:TPU rewrites 64-bit types into 32-bit pairs and has no rewrite "
-                           "for a 64-bit bitcast-convert", tpu_dtype_name((tpu_dtype)in->ops[0]->shape.dtype),
-                           tpu_dtype_name((tpu_dtype)in->shape.dtype));
+    int has_c128 = vc_has_type(&in->shape, TPU_C128), has_f64 = vc_has_type(&in->shape, TPU_F64);
+    for (int k = 0; k < in->nops && op == HLO_FFT; k++) {
+        has_c128 |= vc_has_type(&in->ops[k]->shape, TPU_C128);
+        has_f64 |= vc_has_type(&in->ops[k]->shape, TPU_F64);
     }
+    if (op == HLO_FFT && (has_c128 || has_f64))
+        ver_report_add(r, m, in, VER_ERROR, "element type", "compute the FFT in c64/f32, or on the host",
+                       "fft of %s — the TPU has FFTs for c64/f32 only (\"Unexpected operand type for FFT\")",
+                       has_c128 ? "c128" : "f64");
+    else if (op == HLO_REDUCE_PRECISION && has_f64)
+        ver_report_add(r, m, in, VER_ERROR, "element type", "convert to f32 first, or keep this computation off the TPU",
+                       "reduce-precision of f64 — XLA:TPU emulates f64 with f32 pairs and has no rewrite for this op");
+    else if ((has_c128 || has_f64) && op != HLO_PARAMETER && op != HLO_CONSTANT && op != HLO_TUPLE &&
+             op != HLO_GET_TUPLE_ELEMENT)
+        ver_report_add(r, m, in, VER_WARNING, "element type",
+                       "use f32/c64 (or leave jax_enable_x64 off) unless double precision is required",
+                       "%s — TPUs have no float64 hardware: XLA emulates it with pairs of f32 (slow, and not IEEE double)",
+                       has_c128 ? "c128" : "f64");
     if ((op == HLO_DOT || op == HLO_CONVOLUTION || op == HLO_RAGGED_DOT) && in->nops >= 2 && gen && !gen->fp8_mxu &&
         (vc_is_fp8(in->ops[0]->shape.dtype) || vc_is_fp8(in->ops[1]->shape.dtype)))
         ver_report_add(r, m, in, VER_NOTE, "element type", "expect bf16 speed; native fp8 matrix units start with TPU7x",
@@ -426,7 +456,7 @@ static void vc_instr(ver_report *r, const hlo_module *m, const hlo_instr *in, co
     if (op == HLO_CONSTANT && in->literal && in->literal->elided)
         ver_report_add(r, m, in, VER_NOTE, "elided constant", "dump with --xla_dump_large_constants to keep the values",
                        "constant %s written as {...}: its values are not in the text, so the program can be checked and "
-                       "timed but not run", hlo_shape_str(&in->shape, sb, sizeof sb));
+                       "timed but not run", vc_ss(&in->shape, sb, sizeof sb));
     for (int a = 0; a < in->nattrs; a++)
         if (in->attrs[a].key == HK_UNKNOWN)
             ver_report_add(r, m, in, VER_NOTE, "unknown attribute", NULL,

@@ -22,9 +22,10 @@ expect_out 2 "bad.hlo:4:19" "$BIN" print "$ck_tmp/bad.hlo"
 if [ -f "$C/mobilenet_v2.hlo" ]; then
     expect_out 0 "^verdict: compatible with TPU v5e: 0 errors" "$BIN" check "$C/mobilenet_v2.hlo" --chip v5e
     expect_out 2 "unknown TPU generation 'v99'" "$BIN" check "$C/mobilenet_v2.hlo" --chip=v99
-    expect_out 1 "dynamic shape f32\[1,1,<=1801\]" "$BIN" check --split-input-file "$C/xla-parser-tests/import_bounded_dynamism.hlo"
-    expect_out 1 "^verdict: NOT COMPATIBLE" "$BIN" check --split-input-file "$C/xla-parser-tests/import_bounded_dynamism.hlo"
-    expect_out 1 '"compatible":false' "$BIN" check --json "$C/xla-parser-tests/dynamic_param.hlo"
+    expect_out 0 "dynamic shape f32\[1,1,<=1801\] — XLA:TPU pads it" "$BIN" check --split-input-file "$C/xla-parser-tests/import_bounded_dynamism.hlo"
+    expect_out 1 "dynamic shape f32\[1,\?\] — the TPU compiler needs static" "$BIN" check --split-input-file "$C/xla-parser-tests/custom_call.hlo"
+    expect_out 1 "^verdict: NOT COMPATIBLE" "$BIN" check --split-input-file "$C/xla-parser-tests/custom_call.hlo"
+    expect_out 0 '"severity":"warning","category":"dynamic shape"' "$BIN" check --json "$C/xla-parser-tests/dynamic_param.hlo"
     expect_out 0 '"compatible":true' "$BIN" check --json "$C/xla-parser-tests/simple.hlo"
     expect_out 0 "ROOT %dot.4 = f32\[\] dot" "$BIN" print "$C/xla-parser-tests/simple.hlo"
     expect_out 0 "^// -----" "$BIN" print --split-input-file "$C/xla-parser-tests/call.hlo"
