@@ -2104,7 +2104,7 @@ static int hp_frames(hp *P)
         }
         if (!ok) break;
     }
-    if (ok && any) {
+    if (ok && any && (v[0].n || v[1].n || v[2].n || v[3].n)) {   /* empty sections: no index, as printed */
         hlo_frames *f = hp_alloc(P, sizeof *f);
         ok = f != NULL;
         if (ok) {
