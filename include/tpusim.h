@@ -449,6 +449,103 @@ void        tpu_system_last_stats(const tpu_system *sys, tpu_system_stats *out);
 int64_t     tpu_module_replica_count(const tpu_module *m);
 int64_t     tpu_module_num_partitions(const tpu_module *m);
 
+/* ---------------------------------------------------------------------------------------------------------
+ * Training: a STEP_DIR (docs/step_dir.md: train-step HLO, signature.json, initial state, datasets) trained
+ * data-parallel on a simulated slice, as xm.optimizer_step does it: every replica runs grad.hlo on its shard
+ * of the global batch, an all-reduce executed by the replicated runtime averages the gradients (timed by
+ * the ICI model), and apply.hlo updates the state, which stays on the device from step to step. A prefetch
+ * thread feeds batches from .npz shards or the cached .tpuds format; its measured rate goes into the
+ * timing model, so the report says when training is input-bound.
+ *
+ *     tpu_train_opts o = tpu_train_opts_default();
+ *     o.slice = "v3-8"; o.steps = 165; o.model_dir = "run"; o.log = stderr;
+ *     tpu_trainer *tr = NULL;
+ *     if (tpu_trainer_new(ctx, "examples/digits_mlp", &o, &tr) != TPU_OK ||
+ *         tpu_trainer_train(ctx, tr, 0) != TPU_OK)                      // evaluates and saves at the end
+ *         fprintf(stderr, "%s\n", tpu_errmsg(ctx));
+ *     tpu_train_result res;
+ *     tpu_trainer_finish(ctx, tr, &res);       // predicted step time, profile.html, trace.json, memory.html
+ *     tpu_trainer_free(tr);
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_trainer tpu_trainer;
+
+typedef struct tpu_train_opts {
+    const char  *slice;          /* "v3-8" (default): a slice whose devices are the replicas */
+    int          cores;          /* 0: every device of the slice; 1: one (a board trains on 1 or all) */
+    const char  *data;           /* training set; NULL: the signature's data.train (data.cached.train if cached) */
+    const char  *eval_data;      /* eval set; NULL: data.eval (data.cached.eval if cached); "none": none */
+    int          cached;         /* take the signature's data.cached hints */
+    int64_t      steps;          /* train until the step count reaches this; one_cycle's total without one */
+    int          steps_per_exec; /* K steps per host call: metrics of the K reported together (default 1) */
+    const char  *model_dir;      /* state.npz, progress.json, metrics.jsonl, profile; NULL: nothing written */
+    int          resume;         /* continue from model_dir's checkpoint */
+    int64_t      seed;           /* data order; -1: the signature's data.seed */
+    int64_t      eval_every;     /* evaluate every E steps (0: only at the end) */
+    int64_t      save_every;     /* checkpoint every C steps (0: only at the end) */
+    int64_t      log_every;      /* a progress line every L steps (0: about 20 per run) */
+    tpu_numerics numerics;       /* TPU numerics (default) or exact */
+    int          prefetch;       /* input queue depth in steps (0: 8) */
+    double       input_delay_s;  /* extra host seconds per global batch: emulates a slow input pipeline */
+    double       input_rate;     /* > 0: samples/s for the timing model instead of the measured rate */
+    FILE        *log;            /* progress and messages (NULL: quiet) */
+    int          progress_bar;   /* 1: one line redrawn in place (a terminal); 0: a plain line per interval */
+} tpu_train_opts;
+
+tpu_train_opts tpu_train_opts_default(void);
+
+/* Reads and checks the STEP_DIR (signature, programs, state, datasets; errors name the file and the key),
+ * starts the devices, and loads init_state.npz or, with opts->resume, model_dir's checkpoint. */
+tpu_status  tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_opts *opts, tpu_trainer **out);
+void        tpu_trainer_free(tpu_trainer *tr);
+/* Trains until the step count reaches `until` (0: opts->steps), evaluating and checkpointing on the way;
+ * reaching opts->steps evaluates and checkpoints once more. */
+tpu_status  tpu_trainer_train(tpu_ctx *ctx, tpu_trainer *tr, int64_t until);
+/* Runs eval.hlo over the whole eval set (a padded, masked last batch); tpu_trainer_eval_value reads it. */
+tpu_status  tpu_trainer_evaluate(tpu_ctx *ctx, tpu_trainer *tr);
+/* Writes model_dir/state.npz and progress.json atomically (temporary file, fsync, rename). */
+tpu_status  tpu_trainer_save(tpu_ctx *ctx, tpu_trainer *tr);
+int64_t     tpu_trainer_step(const tpu_trainer *tr);          /* optimizer steps done */
+int         tpu_trainer_replicas(const tpu_trainer *tr);
+int         tpu_trainer_num_state(const tpu_trainer *tr);
+/* State entry i (signature order) as it is now, and its name. */
+const tpu_tensor *tpu_trainer_state(const tpu_trainer *tr, int i, const char **name);
+/* The last logged value of training metric `name` (mean of the steps since the previous log), NAN if none. */
+double      tpu_trainer_metric(const tpu_trainer *tr, const char *name);
+/* The last evaluation's report entry `name` ("accuracy", "loss"), NAN if none. */
+double      tpu_trainer_eval_value(const tpu_trainer *tr, const char *name);
+
+typedef struct tpu_train_result {
+    int64_t     steps;               /* optimizer steps done */
+    int         replicas;
+    int64_t     global_batch;
+    double      loss;                /* last logged training loss */
+    double      wall_s;              /* host seconds spent in training steps in this process */
+    double      steps_per_s;         /* real steps per second on this host */
+    double      sim_step_s;          /* predicted time of one training step on the slice */
+    double      sim_program_s;       /* of which the device program (step.hlo) with its launch share */
+    double      sim_allreduce_s;     /* of which the gradient all-reduce over ICI (runtime, ICI model) */
+    double      mxu_utilization;
+    const char *bound;               /* what bounds the step ("overhead", "compute", "idle"=input, ...) */
+    double      input_samples_per_s; /* the host input pipeline's measured rate (all replicas) */
+    int         input_bound;         /* the devices would wait for input */
+    const char *advice;              /* the advisor's pointers (valid until tpu_trainer_free) */
+    const char *profile_html, *trace_json, *memory_html, *metrics_jsonl;   /* written files, or NULL */
+} tpu_train_result;
+
+/* Profiles step.hlo on the slice with the measured input rate and steps per execution, adds the runtime's
+ * all-reduce time, writes profile.html, trace.json and memory.html into model_dir, and prints the summary
+ * (predicted step time, MXU utilization, the advisor's top pointers, the files) to opts->log. */
+tpu_status  tpu_trainer_finish(tpu_ctx *ctx, tpu_trainer *tr, tpu_train_result *res);
+
+/* The learning-rate range test (docs/step_dir.md section 8) from init_state: opts->steps steps (default
+ * 100) with the rate growing from lr_min to lr_max geometrically, stopping when the loss diverges. Writes
+ * out_json ({"hyper", "replicas", "per_replica_batch", "points": [{step, lr, loss}]}), beside it a .jsonl
+ * (one point a line) and an .svg plot; *suggestion (if not NULL) gets the rate where the smoothed loss falls
+ * fastest (0 if none). */
+tpu_status  tpu_train_lr_find(tpu_ctx *ctx, const char *step_dir, const tpu_train_opts *opts, double lr_min,
+                              double lr_max, const char *out_json, double *suggestion);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@ static const struct {
     {"scalesim", cmd_scalesim, "SCALE-Sim compatible layer mode: its .cfg and topology .csv in, its reports out"},
     {"chips", cmd_chips, "the TPU generations modelled, or one chip or slice (v3-8, v5litepod-16, file.json)"},
     {"bench", cmd_bench, "the classic NxN matmul benchmark: simulated TPU TFLOP/s beside this CPU's, measured"},
+    {"train", cmd_train, "train a STEP_DIR data-parallel on a simulated slice (v3-8); predicted step time, profile"},
 };
 
 static void cli_usage(FILE *f)
