@@ -78,6 +78,15 @@ tpu_status tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_prof
         st = cmp_apply_policy(ctx, m, p->opts.policy, &p->owned);
         if (!st) p->m = p->owned;
     }
+    if (!st) {
+        hlo_module *inl = NULL;
+        st = cmp_inline_calls(ctx, p->m, &inl);
+        if (!st) {
+            hlo_module_free(p->owned);
+            p->owned = inl;
+            p->m = inl;
+        }
+    }
     if (!st) st = cmp_compile(ctx, p->m, &p->slice.chip, NULL, &p->prog);
     if (!st && cmp_memory_compute(p->prog, &p->mem, 10)) st = ut_nomem(ctx);
     if (!st) {
@@ -164,7 +173,7 @@ const char *tpu_profile_summary(tpu_profile *p, int top)
     ut_buf_printf(&b, "\n  %-52s %10s %6s %9s %10s %6s %-10s\n", "top ops", "time", "%", "count", "GFLOP", "MXU%", "bound");
     for (int i = 0, shown = 0; i < r->nops && shown < top; i++) {
         const tim_op *t = &r->ops[p->order[i]];
-        if (t->op->kind == CMP_CONTROL) continue;
+        if (t->op->kind == CMP_CONTROL || t->time_s * t->count <= 0) continue;   /* control, or fused into consumers */
         char lbl[256];
         prf_op_label(t, lbl, sizeof lbl);
         if (strlen(lbl) > 52) strcpy(lbl + 49, "...");
@@ -230,6 +239,7 @@ const char *tpu_profile_json(tpu_profile *p)
         cJSON_AddNumberToObject(e, "ici_s", t->ici_s);
         cJSON_AddNumberToObject(e, "mxu_utilization", t->mxu_util);
         cJSON_AddNumberToObject(e, "padding_waste", t->pad_waste);
+        if (t->fused_into > 0) cJSON_AddNumberToObject(e, "fused_into_consumers", t->fused_into);
         cJSON_AddNumberToObject(e, "instructions", t->op->ninstrs);
         cJSON_AddNumberToObject(e, "depth", t->depth);
         cJSON_AddItemToArray(arr, e);
