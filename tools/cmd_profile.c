@@ -24,6 +24,7 @@ static void profile_usage(FILE *f)
             "  --steps-per-exec K     steps per host round trip (Keras steps_per_execution; default 1)\n"
             "  --input-rate R         samples per second the host input pipeline delivers; when the device\n"
             "                         consumes faster, the report says the step is input-bound and by how much\n"
+            "  --input-time T         instead: the measured seconds the host pipeline takes per batch\n"
             "  --batch B              samples per step (default: leading dimension of the largest input)\n"
             "  --price P              price per chip-hour in dollars, for a cost per 1000 steps; with --compare\n"
             "                         also per generation or slice: --price v4=3.22,v5e=1.20,v3-8=2.00\n"
@@ -129,6 +130,7 @@ int cmd_profile(int argc, char **argv)
 {
     const char *prog = NULL, *trace = NULL, *html = NULL, *price = NULL, *compare = NULL;
     int json = 0, top = 15, advice = 1;
+    double input_time = 0;
     tpu_profile_opts o;
     memset(&o, 0, sizeof o);
     for (int i = 1; i < argc; i++) {
@@ -149,6 +151,9 @@ int cmd_profile(int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--input-rate"))) {
             o.input_rate = atof(v);
             if (o.input_rate <= 0) { fprintf(stderr, "tpusim profile: --input-rate must be > 0 samples/s\n"); return 2; }
+        } else if ((v = cli_opt_value(argc, argv, &i, "--input-time"))) {
+            input_time = atof(v);
+            if (input_time <= 0) { fprintf(stderr, "tpusim profile: --input-time must be > 0 seconds per batch\n"); return 2; }
         } else if ((v = cli_opt_value(argc, argv, &i, "--batch"))) {
             o.batch = atoll(v);
         } else if ((v = cli_opt_value(argc, argv, &i, "--price"))) {
@@ -202,6 +207,16 @@ int cmd_profile(int argc, char **argv)
     }
     cli_print_warnings(ctx);
     tpu_status st = tpu_profile_program(ctx, m, &o, &p);
+    if (!st && input_time > 0 && o.input_rate <= 0) {
+        /* a measured time per batch: the rate follows from the batch the profile settled on */
+        int64_t batch = tpu_profile_batch(p);
+        if (batch > 0) {
+            o.input_rate = (double)batch / input_time;
+            tpu_profile_free(p);
+            p = NULL;
+            st = tpu_profile_program(ctx, m, &o, &p);
+        }
+    }
     if (st) {
         fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
         rc = st == TPU_ERR_INVALID || st == TPU_ERR_IO || st == TPU_ERR_PARSE ? 2 : 1;

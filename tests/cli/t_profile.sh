@@ -35,6 +35,9 @@ has "bound            compute"; has "MXU utilization  9"
 # step loop: input-bound detection, steps per execution
 expect 0 "$BIN" profile examples/timing/matmul_bf16_4096.hlo --chip v5e --input-rate 1000 --batch 4096
 has "INPUT-BOUND"; has "input pipeline is the bottleneck"
+expect 0 "$BIN" profile examples/timing/resnet50_train_b128_dp8.hlo --chip v4-8 --input-time 1.0
+has "INPUT-BOUND"; has "per batch of 128"
+expect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --input-time 0
 expect 0 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --steps-per-exec 1
 has "steps_per_execution to 32"
 expect 0 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --steps-per-exec 32
