@@ -81,6 +81,10 @@ def _traced_dict(fn, *args):
     return jax.eval_shape(f, *args), names
 
 
+def _value(v):
+    return v if isinstance(v, jax.ShapeDtypeStruct) else jnp.asarray(v)
+
+
 def _entry(name, arr, **kw):
     return dict({"name": name, "dtype": hlo_dtype(arr.dtype), "shape": [int(d) for d in arr.shape]}, **kw)
 
@@ -103,9 +107,13 @@ class TrainStep:
         self._params_like = params
         self._stats_like = stats or {}
         self.has_stats = stats is not None
-        self.params = {k: jnp.asarray(v) for k, v in _flatten(params).items()}
-        self.stats = {k: jnp.asarray(v) for k, v in _flatten(stats or {}).items()}
-        self.opt_state = optimizer.init(self.params)
+        # jax.ShapeDtypeStruct values make a shapes-only step (nothing is allocated; no init_state.npz)
+        self.abstract = any(isinstance(v, jax.ShapeDtypeStruct)
+                            for v in list(_flatten(params).values()) + list(_flatten(stats or {}).values()))
+        self.params = {k: _value(v) for k, v in _flatten(params).items()}
+        self.stats = {k: _value(v) for k, v in _flatten(stats or {}).items()}
+        self.opt_state = (jax.eval_shape(optimizer.init, self.params) if self.abstract
+                          else optimizer.init(self.params))
         self.B = int(per_replica_batch)
         self.E = int(eval_batch or per_replica_batch)
 
@@ -256,6 +264,8 @@ class TrainStep:
 
     def init_state(self):
         """The initial state as a list of numpy arrays, in signature order."""
+        if self.abstract:
+            raise ValueError("%s: a shapes-only step (ShapeDtypeStruct parameters) has no initial state" % self.name)
         return [np.asarray(v) for v in list(self.params.values()) + list(self.stats.values())
                 + list(self.opt_state.values())]
 
@@ -327,8 +337,8 @@ def export_train_step(out_dir, loss_fn, params, batch_spec, optimizer, per_repli
     """Builds a TrainStep (see its doc and the module doc) and writes it to out_dir as a STEP_DIR.
 
     programs: which of step/grad/apply/eval to write (grad+apply are what data-parallel training needs; step
-    alone is enough for `tpusim profile` and `memory`). write_init=False leaves out init_state.npz (a
-    shapes-only STEP_DIR). Other keywords go to TrainStep: stats, eval_batch, name, metric_combine,
+    alone is enough for `tpusim profile` and `memory`). write_init=False, or params/stats given as
+    jax.ShapeDtypeStruct, leaves out init_state.npz (a shapes-only STEP_DIR). Other keywords go to TrainStep: stats, eval_batch, name, metric_combine,
     eval_report, lr_scaling ("linear" or "none"), reference_replicas, data (dataset hints).
     Returns the TrainStep."""
     ts = TrainStep(loss_fn, params, batch_spec, optimizer, per_replica_batch, eval_fn=eval_fn, hypers=hypers, **kw)
@@ -341,7 +351,7 @@ def export_train_step(out_dir, loss_fn, params, batch_spec, optimizer, per_repli
         with open(os.path.join(out_dir, kind + ".hlo"), "w") as f:
             f.write(text)
     sig = ts.signature(programs)
-    if write_init:
+    if write_init and not ts.abstract:
         np.savez(os.path.join(out_dir, "init_state.npz"),
                  **{e["name"]: a for e, a in zip(ts.state_entries, ts.init_state())})
     else:
