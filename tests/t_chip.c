@@ -436,9 +436,18 @@ TEST(chip_padded_bytes_rules)
     /* bf16: T(8,128)(2,1) before TPU7x, T(16,128)(2,1) on it */
     CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_BF16, 2, d, NULL), 40LL * 6144 * 2);
     CHECK_EQ_INT(chp_padded_bytes(v7, TPU_BF16, 2, d, NULL), 48LL * 6144 * 2);
-    /* 8-bit: 32 rows; 4-bit: 64 rows, two per byte; pred is 8-bit */
-    CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_S8, 2, d, NULL), 64LL * 6144);
-    CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_PRED, 2, d, NULL), 64LL * 6144);
+    /* 8-bit on v5e: 32 rows only for a multiple of 32, else 8 (measured with libtpu); 4-bit: 64 rows, two per
+     * byte; pred is 8-bit */
+    CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_S8, 2, d, NULL), 40LL * 6144);
+    CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_PRED, 2, d, NULL), 40LL * 6144);
+    int64_t d64[2] = {64, 6144}, d3[2] = {3, 6144};
+    CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_S8, 2, d64, NULL), 64LL * 6144);
+    CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_S8, 2, d3, NULL), 4LL * 6144);
+    CHECK_EQ_INT(chp_padded_bytes(gen("v3"), TPU_F32, 2, d3, NULL), 4LL * 6144 * 4);
+    CHECK_EQ_INT(chp_padded_bytes(gen("v3"), TPU_BF16, 2, d3, NULL), 4LL * 6144 * 2);
+    /* every array takes at least 1 KiB up to v4, 512 bytes from v5e */
+    CHECK_EQ_INT(chp_padded_bytes(gen("v3"), TPU_F32, 0, NULL, NULL), 1024);
+    CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_F32, 0, NULL, NULL), 512);
     CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_S4, 2, d, NULL), 64LL * 6144 / 2);
     CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_F32, 2, d, NULL), 40LL * 6144 * 4);
     CHECK_EQ_INT(chp_padded_bytes(v5e, TPU_F64, 2, d, NULL), 40LL * 6144 * 8);
@@ -476,7 +485,9 @@ TEST(chip_tile_strings)
     chp_tile_str(v5e, TPU_F32, 2, d2, s, sizeof s);   CHECK_EQ_STR(s, "T(8,128)");
     chp_tile_str(v5e, TPU_BF16, 2, d2, s, sizeof s);  CHECK_EQ_STR(s, "T(8,128)(2,1)");
     chp_tile_str(v7, TPU_BF16, 2, d2, s, sizeof s);   CHECK_EQ_STR(s, "T(16,128)(2,1)");
-    chp_tile_str(v5e, TPU_F8E4M3FN, 2, d2, s, sizeof s); CHECK_EQ_STR(s, "T(32,128)(4,1)");
+    chp_tile_str(v5e, TPU_F8E4M3FN, 2, d2, s, sizeof s); CHECK_EQ_STR(s, "T(8,128)(4,1)");
+    int64_t d32[2] = {32, 8};
+    chp_tile_str(v5e, TPU_F8E4M3FN, 2, d32, s, sizeof s); CHECK_EQ_STR(s, "T(32,128)(4,1)");
     n = 2048; chp_tile_str(v5e, TPU_S32, 1, &n, s, sizeof s); CHECK_EQ_STR(s, "T(1024)");
     n = 16;   chp_tile_str(v5e, TPU_S32, 1, &n, s, sizeof s); CHECK_EQ_STR(s, "T(128)");
     n = 6144; chp_tile_str(v5e, TPU_BF16, 1, &n, s, sizeof s); CHECK_EQ_STR(s, "T(1024)(128)(2,1)");

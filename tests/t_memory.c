@@ -53,23 +53,50 @@ TEST(memory_design_example_shapes)
     tpu_ctx_free(ctx);
 }
 
-/* A one-hot of 29M labels over 10 classes, as in the real report, next to logits of the same shape:
- * overflows a v3 core. */
+/* A one-hot of 29M labels over 10 classes next to logits of the same shape, in the row-major tiled layout
+ * the real report shows (a TPU-compiled program carries its T(8,128) tiles): overflows a v3 core. */
+#define OH_T "{1,0:T(8,128)}"
 static const char *onehot_hlo =
     "HloModule onehot\n"
     "ENTRY main {\n"
-    "  labels = s32[29360128]{0} parameter(0)\n"
-    "  logits = s32[29360128,10]{1,0} parameter(1)\n"
-    "  lb = s32[29360128,10]{1,0} broadcast(labels), dimensions={0}\n"
-    "  io = s32[29360128,10]{1,0} iota(), iota_dimension=1\n"
-    "  eq = pred[29360128,10]{1,0} compare(lb, io), direction=EQ\n"
+    "  labels = s32[29360128]{0:T(1024)} parameter(0)\n"
+    "  logits = s32[29360128,10]" OH_T " parameter(1)\n"
+    "  lb = s32[29360128,10]" OH_T " broadcast(labels), dimensions={0}\n"
+    "  io = s32[29360128,10]" OH_T " iota(), iota_dimension=1\n"
+    "  eq = pred[29360128,10]{1,0:T(8,128)(4,1)} compare(lb, io), direction=EQ\n"
     "  one = s32[] constant(1)\n"
     "  zero = s32[] constant(0)\n"
-    "  ones = s32[29360128,10]{1,0} broadcast(one), dimensions={}\n"
-    "  zeros = s32[29360128,10]{1,0} broadcast(zero), dimensions={}\n"
-    "  oh = s32[29360128,10]{1,0} select(eq, ones, zeros), metadata={op_type=\"OneHot\" op_name=\"model/loss/one_hot\"}\n"
-    "  ROOT t = (s32[29360128,10]{1,0}, s32[29360128,10]{1,0}) tuple(oh, logits)\n"
+    "  ones = s32[29360128,10]" OH_T " broadcast(one), dimensions={}\n"
+    "  zeros = s32[29360128,10]" OH_T " broadcast(zero), dimensions={}\n"
+    "  oh = s32[29360128,10]" OH_T " select(eq, ones, zeros), metadata={op_type=\"OneHot\" op_name=\"model/loss/one_hot\"}\n"
+    "  ROOT t = (s32[29360128,10]" OH_T ", s32[29360128,10]" OH_T ") tuple(oh, logits)\n"
     "}\n";
+
+/* The same program as an unoptimized dump writes it (default layouts): the TPU compiler is free to choose,
+ * and it picks {0,1} for the one-hot, 10 rows padded to 16 (measured with libtpu: 1.75G, not 14G). */
+TEST(memory_unconstrained_onehot_gets_the_compact_layout)
+{
+    static const char *hlo =
+        "HloModule onehot2\n"
+        "ENTRY main {\n"
+        "  labels = s32[29360128]{0} parameter(0)\n"
+        "  lb = s32[29360128,10]{1,0} broadcast(labels), dimensions={0}\n"
+        "  io = s32[29360128,10]{1,0} iota(), iota_dimension=1\n"
+        "  eq = pred[29360128,10]{1,0} compare(lb, io), direction=EQ\n"
+        "  ROOT oh = s32[29360128,10]{1,0} convert(eq)\n"
+        "}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    REQUIRE(m);
+    tpu_memory *mem = plan(ctx, m, "v3-8", NULL);
+    REQUIRE(mem);
+    CHECK(tpu_memory_fits(mem));
+    CHECK(strstr(tpu_memory_report(mem), "Shape: s32[29360128,10]{0,1:T(8,128)}") != NULL);
+    CHECK(strstr(tpu_memory_report(mem), "Size: 1.75G") != NULL);
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
 
 TEST(memory_oom_report_has_the_tpu_shape)
 {

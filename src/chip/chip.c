@@ -144,6 +144,48 @@ int64_t chp_unpadded_bytes(tpu_dtype dtype, int rank, const int64_t *dims)
     return chp_elems_to_bytes(n, tpu_dtype_bits(dtype));
 }
 
+/* The tile the compiler uses for one array. Measured with the real TPU compiler (libtpu 0.0.42.1, ahead-of-time
+ * compiles of 480 single arrays on v2..v7, tests/reference/libtpu_memory.md):
+ *   - a short second-minor dimension gets a short tile: 16/32/64-bit rows pad to 2 (32-bit: 1 on v5e and
+ *     later) up to 2 rows and to 4 up to 4 rows, else to the rule's 8 (16 for bf16 on TPU7x)
+ *     [T(2,128), T(4,128), T(4,128)(2,1)];
+ *   - 8-bit and pred: 8 rows with (4,1) packing up to v4; from v5e, 4 rows up to 4, 32 rows when the
+ *     dimension is a multiple of 32, else 8;
+ *   - rank-1 32-bit arrays use T(256) at least up to v4 (T(128) from v5e), growing to T(1024);
+ *   - every array takes at least 1 KiB up to v4, 512 bytes from v5e. */
+typedef struct chp_tile {
+    int64_t rows, cols, one_d;   /* 2-D tile, or (rank <= 1) the 1-D tile */
+    int     pack;
+} chp_tile;
+
+static chp_tile chp_tile_for(const chp_chip *c, const chp_tile_rule *r, int bits, int rank, const int64_t *dims, int second)
+{
+    chp_tile t = {r->rows, r->cols, 0, r->pack};
+    int gen = c ? c->generation : 6;
+    if (rank <= 1) {
+        int64_t n = rank == 0 || !dims ? 1 : dims[0];
+        chp_tile_rule rr = *r;
+        if (bits >= 32 && gen <= 4 && rr.min_1d < 256) rr.min_1d = 256;
+        t.one_d = chp_tile_1d(&rr, n);
+        return t;
+    }
+    int64_t s = second >= 0 ? dims[second] : 1;
+    if (bits >= 16) {
+        /* measured for 32-bit (T(2,128), T(4,128); T(1,128) from v5e) and for bf16 (T(4,128)(2,1) on 3 rows) */
+        if (s <= 1 && gen >= 5 && bits >= 32) t.rows = 1;
+        else if (s <= 2) t.rows = 2;
+        else if (s <= 4) t.rows = 4;
+    } else if (bits == 8) {
+        if (gen <= 4) t.rows = 8;
+        else if (s <= 4) t.rows = 4;
+        else if (s % 32 == 0) t.rows = 32;
+        else t.rows = 8;
+    }
+    return t;
+}
+
+static int64_t chp_min_bytes(const chp_chip *c) { return c && c->generation >= 5 ? 512 : 1024; }
+
 int64_t chp_padded_bytes(const chp_chip *c, tpu_dtype dtype, int rank, const int64_t *dims, const int *m2m)
 {
     const chp_tile_rule *r = chp_tile_rule_for(c, dtype);
@@ -151,38 +193,52 @@ int64_t chp_padded_bytes(const chp_chip *c, tpu_dtype dtype, int rank, const int
     int bits = tpu_dtype_bits(dtype);
     for (int i = 0; i < rank; i++)
         if (dims[i] <= 0) return 0;
+    int64_t bytes;
     if (rank <= 1) {
         int64_t n = rank == 0 ? 1 : dims[0];
-        return chp_elems_to_bytes(chp_round_up(n, chp_tile_1d(r, n)), bits);
+        chp_tile t = chp_tile_for(c, r, bits, rank, dims, -1);
+        bytes = chp_elems_to_bytes(chp_round_up(n, t.one_d), bits);
+    } else {
+        int minor, second;
+        chp_minor_dims(rank, m2m, &minor, &second);
+        chp_tile t = chp_tile_for(c, r, bits, rank, dims, second);
+        int64_t n = 1;
+        for (int i = 0; i < rank; i++) {
+            int64_t d = dims[i];
+            if (i == minor) d = chp_round_up(d, t.cols);
+            else if (i == second) d = chp_round_up(d, t.rows);
+            n = chp_mul(n, d);
+        }
+        bytes = chp_elems_to_bytes(n, bits);
     }
-    int minor, second;
-    chp_minor_dims(rank, m2m, &minor, &second);
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) {
-        int64_t d = dims[i];
-        if (i == minor) d = chp_round_up(d, r->cols);
-        else if (i == second) d = chp_round_up(d, r->rows);
-        n = chp_mul(n, d);
-    }
-    return chp_elems_to_bytes(n, bits);
+    int64_t minb = chp_min_bytes(c);
+    return bytes < minb ? minb : bytes;
 }
 
-void chp_tile_str(const chp_chip *c, tpu_dtype dtype, int rank, const int64_t *dims, char *buf, size_t size)
+void chp_tile_str_m2m(const chp_chip *c, tpu_dtype dtype, int rank, const int64_t *dims, const int *m2m, char *buf,
+                      size_t size)
 {
     if (!size) return;
     buf[0] = 0;
     const chp_tile_rule *r = chp_tile_rule_for(c, dtype);
     if (!r) return;
+    int bits = tpu_dtype_bits(dtype);
+    int minor = -1, second = -1;
+    if (rank >= 2) chp_minor_dims(rank, m2m, &minor, &second);
+    chp_tile t = chp_tile_for(c, r, bits, rank, dims, second);
     if (rank <= 1) {
-        int64_t n = rank == 0 || !dims ? 1 : dims[0];
-        int64_t t = chp_tile_1d(r, n);
-        if (r->pack > 1) snprintf(buf, size, "T(%lld)(128)(%d,1)", (long long)t, r->pack);
-        else snprintf(buf, size, "T(%lld)", (long long)t);
-    } else if (r->pack > 1) {
-        snprintf(buf, size, "T(%d,%d)(%d,1)", r->rows, r->cols, r->pack);
+        if (t.pack > 1) snprintf(buf, size, "T(%lld)(128)(%d,1)", (long long)t.one_d, t.pack);
+        else snprintf(buf, size, "T(%lld)", (long long)t.one_d);
+    } else if (t.pack > 1) {
+        snprintf(buf, size, "T(%lld,%lld)(%d,1)", (long long)t.rows, (long long)t.cols, t.pack);
     } else {
-        snprintf(buf, size, "T(%d,%d)", r->rows, r->cols);
+        snprintf(buf, size, "T(%lld,%lld)", (long long)t.rows, (long long)t.cols);
     }
+}
+
+void chp_tile_str(const chp_chip *c, tpu_dtype dtype, int rank, const int64_t *dims, char *buf, size_t size)
+{
+    chp_tile_str_m2m(c, dtype, rank, dims, NULL, buf, size);
 }
 
 /* ---------------------------------------------------------------------------------------------------------

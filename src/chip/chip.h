@@ -155,6 +155,9 @@ int64_t chp_unpadded_bytes(tpu_dtype dtype, int rank, const int64_t *dims);
 /* The tiling as XLA prints it inside a layout: "T(8,128)", "T(8,128)(2,1)", "T(1024)", "T(256)(128)(2,1)".
  * Writes "" for non-array types. */
 void    chp_tile_str(const chp_chip *c, tpu_dtype dtype, int rank, const int64_t *dims, char *buf, size_t size);
+/* Same for an array with its minor_to_major (the tile rows depend on the second-minor dimension's size). */
+void    chp_tile_str_m2m(const chp_chip *c, tpu_dtype dtype, int rank, const int64_t *dims, const int *m2m, char *buf,
+                         size_t size);
 
 /* ---- printing (tpusim chips) ---- */
 void chp_print_table(ut_buf *b, int json);

@@ -78,6 +78,15 @@ tpu_status tpu_memory_plan(tpu_ctx *ctx, const tpu_module *m, const tpu_memory_o
             if (st) ut_err_prefix(ctx, "internal: the %s rewrite produced an inconsistent program", o.policy);
         }
     }
+    if (!st) {
+        hlo_module *inl = NULL;
+        st = cmp_inline_calls(ctx, use, &inl);
+        if (!st) {
+            hlo_module_free(mem->owned);
+            mem->owned = inl;
+            use = inl;
+        }
+    }
     if (!st) st = cmp_compile(ctx, use, &mem->slice.chip, NULL, &mem->prog);
     if (!st && cmp_memory_compute(mem->prog, &mem->ms, o.top)) st = ut_nomem(ctx);
     if (!st) {
@@ -118,7 +127,7 @@ static cJSON *mem_json_value(const cmp_program *p, const cmp_value *v)
     if (ot) cJSON_AddStringToObject(o, "op_type", ot);
     cJSON_AddStringToObject(o, "instruction", v->def->name);
     cJSON_AddStringToObject(o, "opcode", hlo_op_name((hlo_op)v->def->op));
-    static const char *kinds[] = {"temp", "argument", "output", "constant"};
+    static const char *kinds[] = {"temp", "argument", "output", "constant", "caller"};
     cJSON_AddStringToObject(o, "kind", kinds[v->kind]);
     cJSON_AddNumberToObject(o, "live_start", v->start);
     cJSON_AddNumberToObject(o, "live_end", v->end);

@@ -30,23 +30,92 @@ int64_t cmp_unpadded_bytes(const hlo_shape *s)
     return (hlo_shape_count(s) * bits + 7) / 8;
 }
 
-/* Layout assignment keeps size-1 dimensions out of the tiled (minor) positions: the TPU compiler moves
- * degenerate dimensions major-most rather than pad a 1 to 128, so tiling applies to the most minor
- * dimensions of size > 1 (in the layout's order). */
+/* Bytes of an array with its layout. Tiles written in the layout (a program the TPU compiler produced)
+ * are used as written; otherwise the chip's tiling rules apply to the layout's two most minor dimensions. */
 int64_t cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s)
 {
     if (!hlo_shape_is_array(s)) return 0;
     int m2m[TPU_MAX_RANK];
     hlo_shape_m2m(s, m2m);
-    int64_t dims[TPU_MAX_RANK];
-    int r2m[TPU_MAX_RANK], n = 0;
-    /* collect non-degenerate dims from major to minor, then write the reduced shape's minor_to_major */
-    int order[TPU_MAX_RANK];
-    for (int i = s->rank - 1; i >= 0; i--)
-        if (s->dims[m2m[i]] != 1) order[n++] = m2m[i];
-    for (int i = 0; i < n; i++) dims[i] = s->dims[order[i]];
-    for (int i = 0; i < n; i++) r2m[i] = n - 1 - i;
-    return chp_padded_bytes(chip, (tpu_dtype)s->dtype, n, dims, r2m);
+    const hlo_layout *l = s->layout;
+    if (l && l->ntiles >= 1 && l->tiles[0].n >= 1 && l->tiles[0].n <= 2 && l->tiles[0].d[0] > 0 &&
+        (l->tiles[0].n == 1 || l->tiles[0].d[1] > 0)) {
+        const hlo_tile *t = &l->tiles[0];
+        int bits = tpu_dtype_bits((tpu_dtype)s->dtype);
+        int64_t elems = 1;
+        if (s->rank == 0) {
+            elems = t->d[t->n - 1];
+        } else if (t->n == 1 || s->rank == 1) {
+            /* a 1-D tile over the minor dimension */
+            int64_t tm = t->d[t->n - 1];
+            for (int i = 0; i < s->rank; i++) elems *= i == m2m[0] ? (s->dims[i] + tm - 1) / tm * tm : s->dims[i];
+        } else {
+            for (int i = 0; i < s->rank; i++) {
+                int64_t d = s->dims[i];
+                if (i == m2m[0]) d = (d + t->d[1] - 1) / t->d[1] * t->d[1];
+                else if (i == m2m[1]) d = (d + t->d[0] - 1) / t->d[0] * t->d[0];
+                elems *= d;
+            }
+        }
+        int64_t bytes = (elems * bits + 7) / 8;
+        int64_t minb = chip && chip->generation >= 5 ? 512 : 1024;
+        return bytes < minb ? minb : bytes;
+    }
+    return chp_padded_bytes(chip, (tpu_dtype)s->dtype, s->rank, s->dims, m2m);
+}
+
+/* The layout the TPU compiler gives an unconstrained array: size-1 dimensions major-most and, among the
+ * others, the pair of minor dimensions that pads least (ties keep the default order). Measured with the real
+ * compiler for arguments, outputs and temporaries (tests/reference/libtpu_memory.md). */
+static const hlo_layout *cmp_min_padding_layout(ut_arena *a, const chp_chip *chip, const hlo_shape *s)
+{
+    int r = s->rank;
+    if (r < 2) return NULL;
+    hlo_shape t = *s;
+    hlo_layout l = {0};
+    l.rank = r;
+    /* the default, degenerate dims moved major-most */
+    int order[TPU_MAX_RANK], n = 0;   /* minor to major */
+    for (int d = r - 1; d >= 0; d--)
+        if (s->dims[d] != 1) order[n++] = d;
+    for (int d = r - 1; d >= 0; d--)
+        if (s->dims[d] == 1) order[n++] = d;
+    for (int i = 0; i < r; i++) l.m2m[i] = (int8_t)order[i];
+    t.layout = &l;
+    int64_t best = cmp_padded_bytes(chip, &t);
+    int bmin = order[0], bsec = order[1];
+    for (int mi = 0; mi < r; mi++) {
+        if (s->dims[mi] == 1) continue;
+        for (int se = 0; se < r; se++) {
+            if (se == mi || s->dims[se] == 1) continue;
+            hlo_layout c = {0};
+            c.rank = r;
+            int k = 0;
+            c.m2m[k++] = (int8_t)mi;
+            c.m2m[k++] = (int8_t)se;
+            for (int i = 0; i < r; i++)
+                if (order[i] != mi && order[i] != se) c.m2m[k++] = (int8_t)order[i];
+            t.layout = &c;
+            int64_t b = cmp_padded_bytes(chip, &t);
+            if (b < best) {
+                best = b;
+                bmin = mi;
+                bsec = se;
+            }
+        }
+    }
+    int def = bmin == r - 1 && bsec == r - 2;
+    for (int i = 2; def && i < r; i++) def = order[i] == r - 1 - i;
+    if (def) return NULL;   /* the default layout is already the best */
+    hlo_layout *out = ut_arena_alloc(a, sizeof *out);
+    if (!out) return NULL;
+    out->rank = r;
+    int k = 0;
+    out->m2m[k++] = (int8_t)bmin;
+    out->m2m[k++] = (int8_t)bsec;
+    for (int i = 0; i < r; i++)
+        if (order[i] != bmin && order[i] != bsec) out->m2m[k++] = (int8_t)order[i];
+    return out;
 }
 
 /* ---- instruction classes for fusion ---- */
@@ -61,7 +130,7 @@ static int cmp_is_noop(const hlo_instr *in)
     case HLO_CUSTOM_CALL: {
         const char *t = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
         return t && (!strcmp(t, "Sharding") || !strcmp(t, "SPMDFullToShardShape") || !strcmp(t, "SPMDShardToFullShape") ||
-                     !strcmp(t, "LayoutConstraint"));
+                     !strcmp(t, "LayoutConstraint") || !strcmp(t, "xla.sdy.FuncResultSharding"));
     }
     default: return 0;
     }
@@ -78,6 +147,26 @@ static int cmp_is_fusible(const hlo_instr *in)
         return 1;
     case HLO_CONSTANT: return in->shape.rank == 0;
     default: return 0;
+    }
+}
+
+/* Producers cheap enough to recompute inside each consumer rather than write to HBM once (XLA duplicates
+ * them the same way): broadcasts, iotas, reshapes, converts, slices and the elementwise ops that are not
+ * "expensive" (transcendentals, divides). */
+static int cmp_is_cheap(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_BROADCAST: case HLO_IOTA: case HLO_RESHAPE: case HLO_CONVERT: case HLO_CONSTANT: case HLO_SLICE:
+    case HLO_DYNAMIC_SLICE: case HLO_COPY:
+        return 1;
+    case HLO_EXP: case HLO_EXPM1: case HLO_LOG: case HLO_LOG1P: case HLO_LOGISTIC: case HLO_TANH: case HLO_ERF:
+    case HLO_POWER: case HLO_ATAN2: case HLO_SQRT: case HLO_RSQRT: case HLO_CBRT: case HLO_DIVIDE: case HLO_REMAINDER:
+    case HLO_SIN: case HLO_COS: case HLO_TAN:
+        return 0;
+    default: {
+        hlo_class c = hlo_op_class((hlo_op)in->op);
+        return c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP;
+    }
     }
 }
 
@@ -122,6 +211,7 @@ typedef struct cmp_state {
     int             **users;
     uint8_t          *plan_done;     /* per computation: 0 no, 1 in progress, 2 done */
     const hlo_layout **lay;          /* assigned layout of each array-shaped instruction (NULL: as written) */
+    int               auto_layout;   /* unoptimized program: unconstrained tuple leaves get min-padding layouts */
 } cmp_state;
 
 static int cmp_gid(const cmp_state *C, const hlo_instr *in) { return C->comp_base[in->parent->id] + in->id; }
@@ -191,6 +281,15 @@ static int cmp_owner(const cmp_program *p, int v)
 
 static int *cmp_leaves(cmp_state *C, const hlo_instr *in) { return &C->leaf_val[C->leaf_first[cmp_gid(C, in)]]; }
 
+static int cmp_layout_is_default(const hlo_shape *s);
+
+/* A value taken from the computation's parameter (possibly through get-tuple-element and bitcast). */
+static int cmp_from_param(const hlo_instr *in)
+{
+    while (in->op == HLO_GET_TUPLE_ELEMENT || in->op == HLO_BITCAST) in = in->ops[0];
+    return in->op == HLO_PARAMETER;
+}
+
 /* Defines a fresh value for every array leaf of `in`. */
 static int cmp_define_all(cmp_state *C, const hlo_instr *in, cmp_value_kind kind)
 {
@@ -203,6 +302,10 @@ static int cmp_define_all(cmp_state *C, const hlo_instr *in, cmp_value_kind kind
         hlo_shape tmp = *s;
         const hlo_layout *al = C->lay ? C->lay[cmp_gid(C, in)] : NULL;
         if (al && k == 0 && al->rank == tmp.rank) tmp.layout = al;
+        else if (C->auto_layout && hlo_shape_is_tuple(&in->shape) && cmp_layout_is_default(&tmp)) {
+            const hlo_layout *ml = cmp_min_padding_layout(&C->p->arena, C->chip, &tmp);
+            if (ml) tmp.layout = ml;
+        }
         int v = cmp_new_value(C, in, k, &tmp, kind);
         if (v < 0) return 0;
         lv[k] = v;
@@ -283,8 +386,13 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
             if (!dl || dl->kind != HA_DIMLABELS) continue;
             const hlo_dimlabels *d = dl->v.dimlabels;
             const hlo_instr *x = in->ops[0], *k = in->ops[1];
+            /* activations: the larger of batch and feature minor, the other second-minor (ties: feature);
+             * kernels: output features minor, input features second-minor (measured with libtpu) */
+            int of = d->out_feature, ob = d->out_batch, xf = d->in_feature, xb = d->in_batch;
+            if (in->shape.dims[ob] > in->shape.dims[of]) { int tmp = of; of = ob; ob = tmp; }
+            if (x->shape.dims[xb] > x->shape.dims[xf]) { int tmp = xf; xf = xb; xb = tmp; }
             struct { const hlo_instr *t; int minor, second; } seeds[3] = {
-                {in, d->out_feature, d->out_batch}, {x, d->in_feature, d->in_batch}, {k, d->k_out, d->k_in}};
+                {in, of, ob}, {x, xf, xb}, {k, d->k_out, d->k_in}};
             for (int sI = 0; sI < 3; sI++) {
                 const hlo_instr *t = seeds[sI].t;
                 int g = cmp_gid(C, t);
@@ -294,14 +402,7 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
                     ut_free(fixed);
                     return ut_nomem(C->ctx);
                 }
-                /* a feature dimension far below a tile (the 3 colour channels of an image) would be padded many
-                 * times over: then the compiler keeps the default layout, with spatial dimensions minor */
-                hlo_shape ts = t->shape;
-                ts.layout = l;
-                int64_t with = cmp_padded_bytes(C->chip, &ts);
-                ts.layout = NULL;
-                int64_t without = cmp_padded_bytes(C->chip, &ts);
-                if (with <= without * 2) C->lay[g] = l;
+                C->lay[g] = l;
                 fixed[g] = 1;
             }
         }
@@ -344,6 +445,17 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
             }
         }
     }
+    /* everything else: the layout that pads least */
+    for (int ci = 0; ci < m->ncomps; ci++) {
+        const hlo_comp *c = m->comps[ci];
+        for (int i = 0; i < c->ninstrs; i++) {
+            const hlo_instr *in = c->instrs[i];
+            int g = cmp_gid(C, in);
+            if (fixed[g] || !hlo_shape_is_array(&in->shape) || !cmp_layout_is_default(&in->shape)) continue;
+            C->lay[g] = cmp_min_padding_layout(a, C->chip, &in->shape);
+        }
+    }
+    C->auto_layout = 1;
     ut_free(fixed);
     return TPU_OK;
 }
@@ -480,8 +592,21 @@ static int64_t cmp_order_peak(int ng, const int *order, const int64_t *out, cons
     return peak;
 }
 
+/* The ops a member's operand comes from: its own op, or, through duplicated producers, their operands' ops. */
+static int cmp_producer_groups(const hlo_instr *src, const int *group, const uint8_t *dup, int *out, int n, int cap)
+{
+    if (!dup || !dup[src->id]) {
+        for (int q = 0; q < n; q++)
+            if (out[q] == group[src->id]) return n;
+        if (n < cap) out[n++] = group[src->id];
+        return n;
+    }
+    for (int k = 0; k < src->nops; k++) n = cmp_producer_groups(src->ops[k], group, dup, out, n, cap);
+    return n;
+}
+
 static tpu_status cmp_schedule(cmp_state *C, const hlo_comp *c, const int *group, const int *root_of, const uint8_t *gkind,
-                               int ng, int *pos_of_group)
+                               int ng, int *pos_of_group, const uint8_t *dup)
 {
     int n = c->ninstrs;
     tpu_status st = TPU_OK;
@@ -505,14 +630,17 @@ static tpu_status cmp_schedule(cmp_state *C, const hlo_comp *c, const int *group
         for (int i = 0; i < n; i++) {
             const hlo_instr *in = c->instrs[i];
             int g = group[i];
-            for (int k = 0; k < in->nops; k++) {
-                int h = group[in->ops[k]->id];
-                if (h == g) continue;
+            if (g < 0) continue;   /* duplicated producers belong to no op */
+            int hs[64], nh = 0;
+            for (int k = 0; k < in->nops; k++) nh = cmp_producer_groups(in->ops[k], group, dup, hs, nh, 64);
+            for (int q = 0; q < nh; q++) {
+                int h = hs[q];
+                if (h == g || h < 0) continue;
                 /* distinct pairs only */
-                int dup = 0;
+                int seen = 0;
                 if (pass == 1) {
-                    for (int q = 0; q < npred[g] && !dup; q++) dup = preds[g][q] == h;
-                    if (!dup) {
+                    for (int e = 0; e < npred[g] && !seen; e++) seen = preds[g][e] == h;
+                    if (!seen) {
                         preds[g][npred[g]++] = h;
                         succs[h][nsucc[h]++] = g;
                     }
@@ -547,7 +675,7 @@ static tpu_status cmp_schedule(cmp_state *C, const hlo_comp *c, const int *group
     {
         int pos = 0;
         for (int i = 0; i < n; i++)
-            if (root_of[group[i]] == i) text[pos++] = group[i];
+            if (group[i] >= 0 && root_of[group[i]] == i) text[pos++] = group[i];
     }
     /* the greedy list schedule */
     {
@@ -624,12 +752,22 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     int *root_of = ut_malloc((size_t)n * sizeof *root_of);    /* per group: root instruction id */
     uint8_t *gkind = ut_malloc((size_t)n);
     int *pos_of_group = ut_malloc((size_t)n * sizeof *pos_of_group);
+    uint8_t *dup = NULL;      /* duplicated into its consumers: no op, no value */
+    int **effs = NULL, *neff = NULL;
     if (!group || !root_of || !gkind || !pos_of_group) {
         st = ut_nomem(C->ctx);
         goto done;
     }
     int ngroups = 0;
-    /* 1. fusion, consumers first */
+    /* 1. fusion, consumers first. A cheap producer whose users sit in several ops that take producers is
+     * duplicated into each (dup[i], group -1): it is recomputed there and never written to HBM. */
+    dup = ut_calloc((size_t)n, 1);
+    effs = ut_calloc((size_t)n, sizeof *effs);
+    neff = ut_calloc((size_t)n, sizeof *neff);
+    if (!dup || !effs || !neff) {
+        st = ut_nomem(C->ctx);
+        goto done;
+    }
     for (int i = n - 1; i >= 0; i--) {
         const hlo_instr *in = c->instrs[i];
         int gi = cmp_gid(C, in);
@@ -645,20 +783,32 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             g = ngroups++;
             gkind[g] = CMP_CONTROL;
         } else if (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
-            int ug = -1, same = nu > 0;
-            for (int k = 0; k < nu && same; k++) {
-                const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
-                int g2 = group[u->id];
-                if (ug < 0) ug = g2;
-                else if (ug != g2) same = 0;
+            /* the ops this value flows into (through duplicated producers) */
+            int ug[8], nug = 0, overflow = 0;
+            for (int k = 0; k < nu && !overflow; k++) {
+                int uid = C->users[gi][k] - C->comp_base[c->id];
+                int cnt = dup[uid] ? neff[uid] : 1;
+                for (int e = 0; e < cnt; e++) {
+                    int g2 = dup[uid] ? effs[uid][e] : group[uid];
+                    int seen = 0;
+                    for (int q = 0; q < nug && !seen; q++) seen = ug[q] == g2;
+                    if (seen) continue;
+                    if (nug == 8) { overflow = 1; break; }
+                    ug[nug++] = g2;
+                }
             }
+            int same = nu > 0 && nug == 1 && !overflow;
+            int all_accept = nu > 0 && nug > 0 && !overflow && in != c->root;
+            for (int q = 0; q < nug && all_accept; q++)
+                all_accept = gkind[ug[q]] == CMP_LOOP || gkind[ug[q]] == CMP_INPUT ||
+                             (gkind[ug[q]] == CMP_OUTPUT && cmp_fuses_into_mxu(in));
             if (in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
                 /* output fusion: the dot heads its single elementwise user's loop op */
-                if (same && nu == 1 && gkind[ug] == CMP_LOOP) {
+                if (same && nu == 1 && gkind[ug[0]] == CMP_LOOP && !dup[C->users[gi][0] - C->comp_base[c->id]]) {
                     const hlo_instr *u = c->instrs[C->users[gi][0] - C->comp_base[c->id]];
                     hlo_class uc = hlo_op_class((hlo_op)u->op);
                     if ((uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank) {
-                        g = ug;
+                        g = ug[0];
                         gkind[g] = CMP_OUTPUT;
                     }
                 }
@@ -666,9 +816,19 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     g = ngroups++;
                     gkind[g] = CMP_OUTPUT;
                 }
-            } else if (same && (gkind[ug] == CMP_LOOP || gkind[ug] == CMP_INPUT ||
-                                (gkind[ug] == CMP_OUTPUT && cmp_fuses_into_mxu(in)))) {
-                g = ug;
+            } else if (same && all_accept) {
+                g = ug[0];
+            } else if (all_accept && cmp_is_cheap(in)) {
+                dup[i] = 1;
+                effs[i] = ut_malloc((size_t)nug * sizeof(int));
+                if (!effs[i]) {
+                    st = ut_nomem(C->ctx);
+                    goto done;
+                }
+                memcpy(effs[i], ug, (size_t)nug * sizeof(int));
+                neff[i] = nug;
+                group[i] = -1;
+                continue;
             } else {
                 g = ngroups++;
                 gkind[g] = CMP_LOOP;
@@ -696,7 +856,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         st = ut_nomem(C->ctx);
         goto done;
     }
-    st = cmp_schedule(C, c, group, root_of, gkind, ngroups, pos_of_group);
+    st = cmp_schedule(C, c, group, root_of, gkind, ngroups, pos_of_group, dup);
     if (st) goto done;
     /* members per op */
     {
@@ -705,7 +865,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             st = ut_nomem(C->ctx);
             goto done;
         }
-        for (int i = 0; i < n; i++) count[pos_of_group[group[i]]]++;
+        for (int i = 0; i < n; i++)
+            if (group[i] >= 0) count[pos_of_group[group[i]]]++;
         for (int g = 0; g < ngroups && !st; g++) {
             cmp_op *op = &plan->ops[pos_of_group[g]];
             op->kind = (cmp_op_kind)gkind[g];
@@ -714,6 +875,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             if (!op->instrs) st = ut_nomem(C->ctx);
         }
         for (int i = 0; i < n && !st; i++) {
+            if (group[i] < 0) continue;
             cmp_op *op = &plan->ops[pos_of_group[group[i]]];
             op->instrs[op->ninstrs++] = c->instrs[i];
         }
@@ -770,16 +932,65 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             }
             break;
         default:
-            if (r->op == HLO_DYNAMIC_UPDATE_SLICE && op->ninstrs == 1) {
-                /* in place when nothing else reads the operand afterwards */
+            if (r->op == HLO_FUSION && r->ncalled == 1 && hlo_shape_is_array(&r->shape)) {
+                /* a fusion whose root is a dynamic-update-slice of one of its parameters updates that operand in
+                 * place (XLA's can-share-buffer rule) */
+                const hlo_instr *fr = r->called[0]->root;
+                while (fr->op == HLO_BITCAST && fr->nops == 1) fr = fr->ops[0];
+                if (fr->op == HLO_DYNAMIC_UPDATE_SLICE && fr->ops[0]->op == HLO_PARAMETER && fr->ops[0]->param_no < r->nops) {
+                    const hlo_instr *opnd = r->ops[fr->ops[0]->param_no];
+                    int gi = cmp_gid(C, opnd);
+                    int src = cmp_leaves(C, opnd)[0];
+                    if (C->users_n[gi] == 1 && src < 0 && !is_entry && cmp_from_param(opnd)) {
+                        /* updating the loop state (or an argument of the sub-plan) in place: the caller's buffer */
+                        if (!cmp_define_all(C, r, CMP_V_CALLER)) st = ut_nomem(C->ctx);
+                        break;
+                    }
+                    if (C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP &&
+                        p->values[cmp_owner(p, src)].padded >= cmp_padded_bytes(C->chip, &r->shape)) {
+                        cmp_alias_leaves(C, r, opnd, 0);
+                        break;
+                    }
+                }
+            }
+            if (r->op == HLO_DYNAMIC_UPDATE_SLICE) {
+                /* in place (also as the root of a fusion) when the operand comes from outside the op and
+                 * nothing else reads it afterwards */
                 int gi = cmp_gid(C, r->ops[0]);
                 int src = cmp_leaves(C, r->ops[0])[0];
-                if (C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
+                int member = 0;
+                for (int q = 0; q < op->ninstrs && !member; q++) member = op->instrs[q] == r->ops[0];
+                if (!member && C->users_n[gi] == 1 && src < 0 && !is_entry && cmp_from_param(r->ops[0])) {
+                    if (!cmp_define_all(C, r, CMP_V_CALLER)) st = ut_nomem(C->ctx);
+                    break;
+                }
+                if (!member && C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
                     cmp_alias_leaves(C, r, r->ops[0], 0);
                     break;
                 }
             }
-            if (!cmp_define_all(C, r, CMP_V_TEMP)) st = ut_nomem(C->ctx);
+            if (!cmp_define_all(C, r, CMP_V_TEMP)) {
+                st = ut_nomem(C->ctx);
+                break;
+            }
+            if (r->op == HLO_FUSION && r->ncalled == 1 && hlo_shape_is_tuple(&r->shape)) {
+                /* multi-output fusion: each output that is a dynamic-update-slice of a parameter updates that
+                 * operand's buffer in place */
+                const hlo_instr *fr = r->called[0]->root;
+                int *lv = cmp_leaves(C, r);
+                for (int e = 0; fr->op == HLO_TUPLE && e < fr->nops && e < C->leaf_count[cmp_gid(C, r)]; e++) {
+                    const hlo_instr *d = fr->ops[e];
+                    while (d->op == HLO_BITCAST && d->nops == 1) d = d->ops[0];
+                    if (d->op != HLO_DYNAMIC_UPDATE_SLICE || d->ops[0]->op != HLO_PARAMETER || d->ops[0]->param_no >= r->nops)
+                        continue;
+                    if (!hlo_shape_is_array(&r->shape.tuple[e])) continue;
+                    const hlo_instr *opnd = r->ops[d->ops[0]->param_no];
+                    int src = cmp_leaves(C, opnd)[0];
+                    if (C->users_n[cmp_gid(C, opnd)] != 1 || lv[e] < 0) continue;
+                    if (src < 0 && !is_entry && cmp_from_param(opnd)) p->values[lv[e]].kind = CMP_V_CALLER;
+                    else if (src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) p->values[lv[e]].alias = cmp_owner(p, src);
+                }
+            }
             break;
         }
         if (st) goto done;
@@ -790,8 +1001,19 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         cmp_op *op = &plan->ops[k];
         if (op->kind == CMP_NOOP) continue;
         int nin = 0, cap = 0;
-        for (int m = 0; m < op->ninstrs; m++)
-            for (int o = 0; o < op->instrs[m]->nops; o++) cap += C->leaf_count[cmp_gid(C, op->instrs[m]->ops[o])];
+        for (int m = 0; m < op->ninstrs; m++) {
+            const hlo_instr *stack[256];
+            int sp = 0;
+            for (int o = 0; o < op->instrs[m]->nops && sp < 256; o++) stack[sp++] = op->instrs[m]->ops[o];
+            while (sp > 0) {
+                const hlo_instr *src = stack[--sp];
+                if (dup[src->id]) {
+                    for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
+                    continue;
+                }
+                cap += C->leaf_count[cmp_gid(C, src)];
+            }
+        }
         op->in = ut_arena_alloc(&p->arena, (size_t)(cap ? cap : 1) * sizeof(int));
         int nl = C->leaf_count[cmp_gid(C, op->root)];
         op->out = ut_arena_alloc(&p->arena, (size_t)(nl ? nl : 1) * sizeof(int));
@@ -801,8 +1023,16 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         }
         for (int m = 0; m < op->ninstrs; m++) {
             const hlo_instr *in = op->instrs[m];
-            for (int o = 0; o < in->nops; o++) {
-                const hlo_instr *src = in->ops[o];
+            /* operands, looking through duplicated producers to what they read */
+            const hlo_instr *stack[256];
+            int sp = 0;
+            for (int o = 0; o < in->nops && sp < 256; o++) stack[sp++] = in->ops[o];
+            while (sp > 0) {
+                const hlo_instr *src = stack[--sp];
+                if (dup[src->id]) {
+                    for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
+                    continue;
+                }
                 int outside = 1;
                 for (int q = 0; q < op->ninstrs && outside; q++) outside = op->instrs[q] != src;
                 if (!outside) continue;
@@ -811,9 +1041,10 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                 for (int l = 0; l < nsl; l++) {
                     int v = cmp_owner(p, sv[l]);
                     if (v < 0) continue;
-                    int dup = 0;
-                    for (int q = 0; q < nin && !dup; q++) dup = op->in[q] == v;
-                    if (dup) continue;
+                    int dupv = 0;
+                    for (int q = 0; q < nin && !dupv; q++) dupv = op->in[q] == v;
+                    if (dupv) continue;
+                    if (nin == cap) break;
                     op->in[nin++] = v;
                     if (p->values[v].comp == c->id && k > p->values[v].end) p->values[v].end = k;
                 }
@@ -898,6 +1129,10 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     C->plan_done[c->id] = 2;
     *out = plan;
 done:
+    for (int i = 0; effs && i < n; i++) ut_free(effs[i]);
+    ut_free(effs);
+    ut_free(neff);
+    ut_free(dup);
     ut_free(group);
     ut_free(root_of);
     ut_free(gkind);

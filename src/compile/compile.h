@@ -21,7 +21,9 @@ typedef enum cmp_op_kind {
 const char *cmp_op_kind_name(cmp_op_kind k);
 
 /* A buffer-sized value: one array leaf of an instruction's result. */
-typedef enum cmp_value_kind { CMP_V_TEMP, CMP_V_ARG, CMP_V_OUTPUT, CMP_V_CONST } cmp_value_kind;
+/* CMP_V_CALLER: a sub-plan's result, written straight into the caller's buffer (a while loop's state, a
+ * branch's or callee's result), so it takes no space in the sub-plan's own heap. */
+typedef enum cmp_value_kind { CMP_V_TEMP, CMP_V_ARG, CMP_V_OUTPUT, CMP_V_CONST, CMP_V_CALLER } cmp_value_kind;
 
 typedef struct cmp_value {
     const hlo_instr *def;          /* defining instruction */

@@ -40,7 +40,7 @@ void cmp_print_tiled_shape(ut_buf *b, const chp_chip *chip, const hlo_shape *s)
     ut_buf_putc(b, '{');
     for (int i = 0; i < s->rank; i++) ut_buf_printf(b, "%s%d", i ? "," : "", m2m[i]);
     char tiles[64];
-    chp_tile_str(chip, (tpu_dtype)s->dtype, s->rank, s->dims, tiles, sizeof tiles);
+    chp_tile_str_m2m(chip, (tpu_dtype)s->dtype, s->rank, s->dims, m2m, tiles, sizeof tiles);
     if (tiles[0]) ut_buf_printf(b, ":%s", tiles);
     ut_buf_putc(b, '}');
 }
@@ -76,6 +76,7 @@ static const char *mem_kind_name(cmp_value_kind k)
     case CMP_V_ARG: return "Parameter";
     case CMP_V_OUTPUT: return "Output";
     case CMP_V_CONST: return "Constant";
+    case CMP_V_CALLER: return "HLO temp (loop state)";
     }
     return "?";
 }
@@ -108,7 +109,7 @@ tpu_status cmp_memory_compute(const cmp_program *p, cmp_memory_stats *ms, int to
     if (!idx) return TPU_ERR_NOMEM;
     for (int v = 0; v < p->nvalues; v++) {
         const cmp_value *val = &p->values[v];
-        if (val->alias >= 0 || val->kind == CMP_V_ARG) continue;
+        if (val->alias >= 0 || val->kind == CMP_V_ARG || val->kind == CMP_V_CALLER) continue;
         if (!p->plans[val->comp]) continue;
         idx[n++] = v;
     }

@@ -366,8 +366,9 @@ static EXE_KERNEL(exe_k_control)
             (!strcmp(target, "Sharding") || !strcmp(target, "SPMDFullToShardShape") ||
              !strcmp(target, "SPMDShardToFullShape") || !strcmp(target, "LayoutConstraint") ||
              !strcmp(target, "MoveToDevice") || !strcmp(target, "MoveToHost") ||
-             !strcmp(target, "annotate_device_placement") || !strcmp(target, "X64Combine"))) {
-            if (strcmp(target, "Sharding") && hlo_module_num_partitions(S->m) > 1 &&
+             !strcmp(target, "annotate_device_placement") || !strcmp(target, "X64Combine") ||
+             !strcmp(target, "xla.sdy.FuncResultSharding"))) {
+            if (strcmp(target, "Sharding") && strcmp(target, "xla.sdy.FuncResultSharding") && hlo_module_num_partitions(S->m) > 1 &&
                 strcmp(target, "LayoutConstraint") && strncmp(target, "Move", 4))
                 return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s with %lld partitions needs the SPMD partitioner", target,
                                 (long long)hlo_module_num_partitions(S->m));
