@@ -239,6 +239,13 @@ int cmd_train(int argc, char **argv)
         return 2;
     }
     cli_print_warnings(ctx);
+    if (tpu_trainer_step(tr) >= o.steps) {
+        printf("nothing to do: %s's checkpoint is at step %lld of --steps %lld\n", o.model_dir ? o.model_dir : dir,
+               (long long)tpu_trainer_step(tr), (long long)o.steps);
+        tpu_trainer_free(tr);
+        tpu_ctx_free(ctx);
+        return 0;
+    }
     st = tpu_trainer_train(ctx, tr, 0);
     if (st) {
         fprintf(stderr, "tpusim train: %s\n", tpu_errmsg(ctx));

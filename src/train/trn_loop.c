@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -454,6 +455,12 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
     } else if (!st) {
         st = trn_sig_load_state(ctx, s, s->init_state, &tr->state);
     }
+    /* host-side runs (apply, one device's step) of a small model on one thread (trn_team_begin) */
+    if (!st) {
+        size_t bytes = 0;
+        for (int i = 0; i < s->nstate; i++) bytes += tpu_tensor_nbytes(tr->state[i]);
+        tr->host_threads = bytes < (16u << 20) ? 1 : 0;
+    }
     /* device-side buffers: the system, per-device input lists, the hypers */
     if (!st) {
         char spec[96];
@@ -540,6 +547,18 @@ static void trn_set_hypers(tpu_trainer *tr, int64_t t)
 
 static double trn_scalar(const tpu_tensor *t) { return tpu_tensor_get_f64(t, 0); }
 
+/* Runs m on the caller's thread with the trainer's host team size: a small model's programs are a few
+ * microseconds of work each, and waking an OpenMP team for each (the executor also sets the FPU modes in a
+ * parallel region) costs more than the work, the more so on a shared host. */
+static int trn_team_begin(const tpu_trainer *tr)
+{
+    int old = omp_get_max_threads();
+    if (tr->host_threads > 0) omp_set_num_threads(tr->host_threads);
+    return old;
+}
+
+static void trn_team_end(int old) { omp_set_num_threads(old); }
+
 /* Replaces state entry i by t (the old tensor is freed). */
 static void trn_set_state(tpu_trainer *tr, int i, tpu_tensor *t)
 {
@@ -562,7 +581,9 @@ tpu_status trn_run_step(tpu_ctx *ctx, tpu_trainer *tr, const trn_batch *b, doubl
         memcpy(in, tr->state, (size_t)S * sizeof *in);
         memcpy(in + S, b->t, (size_t)N * sizeof *in);
         memcpy(in + S + N, tr->hyp, (size_t)H * sizeof *in);
+        int team = trn_team_begin(tr);
         st = tpu_system_run(ctx, tr->sys, tr->prog[TRN_STEP], &ro, tr->in, S + N + H, tr->out, &nout);
+        trn_team_end(team);
         if (st) return st;
         for (int m = 0; m < M; m++) metrics[m] = trn_scalar(tr->out[0][S + m]);
         for (int i = 0; i < S; i++) {
@@ -621,7 +642,9 @@ tpu_status trn_run_step(tpu_ctx *ctx, tpu_trainer *tr, const trn_batch *b, doubl
     memcpy(in + S + P, tr->hyp, (size_t)H * sizeof *in);
     tpu_tensor **ao = NULL;
     int nao = 0;
+    int team = trn_team_begin(tr);
     st = tpu_run(ctx, tr->prog[TRN_APPLY], &ro, in, S + P + H, &ao, &nao);
+    trn_team_end(team);
     tpu_tensors_free(mean, P + T);
     if (st) return st;
     for (int i = 0; i < S; i++) {
@@ -753,7 +776,9 @@ tpu_status tpu_trainer_evaluate(tpu_ctx *ctx, tpu_trainer *tr)
             }
         }
         int nout = 0;
+        int team = trn_team_begin(tr);
         if (!st) st = tpu_system_run(ctx, tr->sys, tr->prog[TRN_EVAL], &ro, tr->in, S + N, tr->out, &nout);
+        trn_team_end(team);
         if (!st) {
             for (int d = 0; d < R; d++)
                 for (int m = 0; m < M; m++) sum[m] += trn_scalar(tr->out[d][m]);

@@ -16,6 +16,7 @@ struct tpu_trainer {
     int            R;            /* replicas */
     int            devices;      /* of the slice */
     uint64_t       seed;         /* data order */
+    int            host_threads; /* OpenMP team for runs on the caller's thread (0: the default) */
     int64_t        step;         /* optimizer steps done */
     int64_t        saved_step;   /* the last checkpoint's */
     tpu_tensor   **state;        /* nstate tensors: one copy, every replica's (inputs are only read) */
