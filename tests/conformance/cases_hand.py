@@ -323,3 +323,54 @@ ENTRY main {
 }
 """
     return text, [_n(rng, (2, 6, 6, 4)), _n(rng, (3, 3, 4, 5), 0.3), _n(rng, (3, 5, 5, 4)), _n(rng, (3, 3, 3, 6))]
+
+
+@hand_case('hand_elementwise_extra', 'ops JAX on CPU expands away: logistic (f32, bf16), complex/real/imag and '
+           'complex multiply/exp/abs, bf16 round-nearest-even, exponential-minus-one, tanh', perturb=False)
+def _extra(rng):
+    text = """HloModule elementwise_extra
+
+ENTRY main {
+  x = f32[16]{0} parameter(0)
+  y = f32[16]{0} parameter(1)
+  xb = bf16[16]{0} parameter(2)
+  lg = f32[16]{0} logistic(x)
+  lgb = bf16[16]{0} logistic(xb)
+  c = c64[16]{0} complex(x, y)
+  cm = c64[16]{0} multiply(c, c)
+  re = f32[16]{0} real(cm)
+  im = f32[16]{0} imag(cm)
+  ab = f32[16]{0} abs(c)
+  ex = c64[16]{0} exponential(c)
+  exr = f32[16]{0} real(ex)
+  exi = f32[16]{0} imag(ex)
+  rne = bf16[16]{0} round-nearest-even(xb)
+  em1 = bf16[16]{0} exponential-minus-one(xb)
+  tb = bf16[16]{0} tanh(xb)
+  ROOT t = (f32[16]{0}, bf16[16]{0}, f32[16]{0}, f32[16]{0}, f32[16]{0}, f32[16]{0}, f32[16]{0}, bf16[16]{0}, bf16[16]{0}, bf16[16]{0}) tuple(lg, lgb, re, im, ab, exr, exi, rne, em1, tb)
+}
+"""
+    x = _n(rng, (16,), 3.0)
+    x[:4] = [0.0, -0.0, 20.0, -20.0]
+    xb = (_n(rng, (16,), 3.0) * 2).astype(np.float32)
+    xb[:4] = [0.5, 1.5, 2.5, -2.5]   # round-half-even ties
+    import ml_dtypes
+    return text, [x, _n(rng, (16,)), xb.astype(ml_dtypes.bfloat16)]
+
+
+@hand_case('hand_dot_algorithms', 'f32 dots with algorithm=dot_bf16_bf16_f32, dot_bf16_bf16_f32_x3, '
+           'dot_bf16_bf16_f32_x6, dot_f32_f32_f32 (the tpu reference maps them to 1, 3, and full-f32 passes)')
+def _algos(rng):
+    text = """HloModule dot_algorithms
+
+ENTRY main {
+  a = f32[8,64]{1,0} parameter(0)
+  b = f32[64,16]{1,0} parameter(1)
+  d1 = f32[8,16]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32
+  d3 = f32[8,16]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32_x3
+  d6 = f32[8,16]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, algorithm=dot_bf16_bf16_f32_x6
+  df = f32[8,16]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, algorithm=dot_f32_f32_f32
+  ROOT t = (f32[8,16]{1,0}, f32[8,16]{1,0}, f32[8,16]{1,0}, f32[8,16]{1,0}) tuple(d1, d3, d6, df)
+}
+"""
+    return text, [_n(rng, (8, 64)), _n(rng, (64, 16))]

@@ -8,8 +8,8 @@ Needs:               pip install jax ml_dtypes numpy   (made with jax/jaxlib 0.1
                      CPU only, no network).  `make test` does not need any of this: it reads the committed files.
 
 Deterministic: every case draws its inputs from numpy's default_rng seeded with crc32(case name).
-(With debug_info cases, the HLO metadata contains line numbers of the case modules, so editing them
-changes those program.hlo files cosmetically.)
+(Cases with debug_info and the optimized ones carry metadata with line numbers of cases_jax.py, so editing
+that file changes those program.hlo files cosmetically.)
 
 Per case directory cases/<name>/:
   program.hlo   HLO text exactly as exported (jax `as_text(dialect="hlo")`, XLA:CPU optimized `as_text()`,
@@ -103,7 +103,8 @@ def export(case):
     if case.kind == 'hand':
         text, inputs = case.build(rng)
         return text, [np.asarray(a) for a in inputs], None
-    with _Config(jax_enable_x64=case.x64):
+    # metadata keeps the 3 innermost frames (the model code), not this driver's frames
+    with _Config(jax_enable_x64=case.x64, jax_traceback_in_locations_limit=3):
         fn, args = case.build(rng)
         jitted = jax.jit(fn, keep_unused=True)
         if case.optimized:
