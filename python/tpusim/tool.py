@@ -8,11 +8,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def find_tpusim(path=None):
-    """The tpusim binary: `path`, else $TPUSIM, else the newest build/*/tpusim of this checkout, else None."""
+    """The tpusim binary: `path`, else $TPUSIM, else build/release/tpusim (what `make` builds), else the newest
+    build/*/tpusim of this checkout, else None."""
     if path:
         return path
     if os.environ.get("TPUSIM"):
         return os.environ["TPUSIM"]
+    release = os.path.join(REPO, "build", "release", "tpusim")
+    if os.access(release, os.X_OK):
+        return release
     found = [p for p in glob.glob(os.path.join(REPO, "build", "*", "tpusim")) if os.access(p, os.X_OK)]
     return max(found, key=os.path.getmtime) if found else None
 
