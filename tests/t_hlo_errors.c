@@ -70,6 +70,9 @@ static const err_case cases[] = {
     {"HloModule m\nENTRY e {\n  ROOT c = s8[] constant(300)\n}\n", TPU_ERR_PARSE, "3:26", "out of range for s8"},
     {"HloModule m\nENTRY e {\n  ROOT c = f32[2,2] constant({ {...}, {1, 2} })\n}\n", TPU_ERR_PARSE, "3:33", "can only stand for a whole constant"},
     {"HloModule m\nENTRY e {\n  ROOT c = f32[] constant(abc)\n}\n", TPU_ERR_PARSE, "3:27", "expected a f32 value"},
+    /* found by fuzz_hlo: a huge constant shape made the parser allocate 200 GB before reading any value */
+    {"HloModule m\nENTRY e {\n  ROOT c = f32[55555555553] constant({1})\n}\n", TPU_ERR_PARSE, "3:38",
+     "has 55555555553 values but only"},
     /* inference of left-out shapes */
     {"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  q = f32[3] parameter(1)\n  ROOT r = add(p, q)\n}\n",
      TPU_ERR_SHAPE, "5:8", "different dimensions"},

@@ -244,6 +244,12 @@ static const bad_case bad_cases[] = {
     {"", "a = f32[2] parameter(0)\nROOT r = f32[2] reshape(a)\nb = f32[3] reshape(a)", "6:1", "element counts differ"},
     {"", "a = f32[2] parameter(0)\nROOT r = f32[2] dynamic-slice(a, s32[] constant(0)), dynamic_slice_sizes={3}", "5:6",
      "does not fit"},
+    /* absurd sizes give messages, not wrapped arithmetic */
+    {"", "p = f32[4611686018427387903] parameter(0)\nc = f32[] constant(0)\nROOT q = f32[1] pad(p, c), "
+         "padding=4611686018427387903_4611686018427387903_9", "6:6", "the padded size overflows"},
+    {ADD, "p = f32[4611686018427387903] parameter(0)\nc = f32[] constant(0)\nROOT q = f32[1] reduce-window(p, c), "
+          "window={size=9223372036854775807 lhs_dilate=3}, to_apply=add", "6:6", "sizes overflow"},
+    {"", "p = f32[4] parameter(0)\nROOT b = s8[4] bitcast(p)", "5:6", "different sizes in bits"},
 };
 
 TEST(verify_catches_wrong_shapes)

@@ -67,7 +67,7 @@ static inline int hlo_shape_is_array(const hlo_shape *s)
 {
     return s->dtype != TPU_TUPLE && s->dtype != TPU_TOKEN && s->dtype != TPU_OPAQUE && s->dtype != TPU_INVALID;
 }
-int64_t hlo_shape_count(const hlo_shape *s);        /* elements of an array shape (dynamic dims at bound) */
+int64_t hlo_shape_count(const hlo_shape *s);        /* elements of an array shape (dynamic dims at bound; INT64_MAX if it overflows) */
 int     hlo_shape_is_static(const hlo_shape *s);    /* no dynamic dims anywhere, tuples included */
 /* Same dtype, dims, dynamism and tuple structure (layouts ignored). */
 int     hlo_shape_same(const hlo_shape *a, const hlo_shape *b);

@@ -77,7 +77,10 @@ hlo_attr_key hlo_attr_key_from_name(const char *s, size_t n)
 int64_t hlo_shape_count(const hlo_shape *s)
 {
     int64_t n = 1;
-    for (int i = 0; i < s->rank; i++) n *= s->dims[i] < 0 ? 0 : s->dims[i];
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dims[i] < 0 ? 0 : s->dims[i];
+        if (__builtin_mul_overflow(n, d, &n)) n = INT64_MAX;   /* absurd shapes saturate instead of wrapping */
+    }
     return n;
 }
 

@@ -822,6 +822,11 @@ static int hp_literal(hp *P, const hlo_shape *s, hlo_literal *lit)
     size_t es = tpu_dtype_size((tpu_dtype)s->dtype);
     if (es == 0) return hp_error(P, "constant of element type %s", tpu_dtype_name((tpu_dtype)s->dtype));
     if (count > ((int64_t)1 << 40) / (int64_t)es) return hp_error(P, "constant too large");
+    /* every value takes at least one character: a shape the rest of the text cannot fill is an error before
+     * anything is allocated for it */
+    if (count > P->end - P->p)
+        return hp_error(P, "constant of %s has %lld values but only %lld characters of text follow", hlo_shape_str(s, (char[96]){0}, 96),
+                        (long long)count, (long long)(P->end - P->p));
     lit->nbytes = (size_t)count * es;
     lit->data = hp_alloc(P, lit->nbytes ? lit->nbytes : 1);
     if (!lit->data) return 0;
@@ -1126,8 +1131,11 @@ static int hp_rgroups(hp *P, hlo_rgroups *g)
             if (g->nperm != g->nreshape) return hp_error(P, "replica group transpose has the wrong length");
         }
         int64_t prod = 1;
-        for (int i = 0; i < g->nreshape; i++) prod *= g->reshape[i];
-        if (g->gdims[0] < 0 || g->gdims[1] < 0 || prod != g->gdims[0] * g->gdims[1])
+        int64_t want;
+        for (int i = 0; i < g->nreshape; i++)
+            if (g->reshape[i] < 0 || __builtin_mul_overflow(prod, g->reshape[i], &prod))
+                return hp_error(P, "replica group iota dimensions are negative or too large");
+        if (g->gdims[0] < 0 || g->gdims[1] < 0 || __builtin_mul_overflow(g->gdims[0], g->gdims[1], &want) || prod != want)
             return hp_error(P, "replica groups [%lld,%lld] do not match the iota of %lld devices",
                             (long long)g->gdims[0], (long long)g->gdims[1], (long long)prod);
         return 1;

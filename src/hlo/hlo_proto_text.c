@@ -211,6 +211,7 @@ static int pt_value(pt *P, pt_node *parent, const char *name, size_t nlen, int l
         pt_node *n = pt_new(P, parent, name, nlen, line, col);
         if (!n) return 0;
         n->is_msg = 1;
+        n->val = "";   /* read as a scalar by mistake, a message is an empty string, never NULL */
         if (++P->depth > PT_MAX_DEPTH) return pt_error(P, "messages nested more than %d deep", PT_MAX_DEPTH);
         int ok = pt_body(P, n, close);
         P->depth--;
@@ -466,8 +467,20 @@ static int pt_attr_bool(pt *P, pt_attrs *as, hlo_attr_key key, int v, const pt_n
     return a != NULL;
 }
 
+/* An enum-like value the HLO text writes bare: [A-Za-z0-9_.-]+ */
+static int pt_ident_ok(const char *s)
+{
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '.' || *s == '-')) return 0;
+    return 1;
+}
+
 static int pt_attr_text(pt *P, pt_attrs *as, hlo_attr_key key, hlo_attr_kind kind, const char *s, const pt_node *at)
 {
+    if (kind == HA_IDENT && !pt_ident_ok(s))
+        return at ? pt_nerror(P, at, "%s: '%s' is not a valid value", hlo_attr_key_name(key), s)
+                  : pt_error(P, "%s: '%s' is not a valid value", hlo_attr_key_name(key), s);
     hlo_attr *a = pt_attr(P, as, key, kind, at);
     if (!a) return 0;
     a->v.s = pt_mstrdup(P, s, strlen(s));
@@ -495,6 +508,35 @@ static const char *pt_lower(pt *P, const char *s, const char *strip_prefix)
     char *d = pt_mstrdup(P, s, strlen(s));
     for (char *q = d; q && *q; q++) *q = (char)tolower((unsigned char)*q);
     return d;
+}
+
+/* Can v be written bare as a key=value value (one token the HLO text reads back the same)? */
+static int pt_token_ok(const char *v)
+{
+    if (!*v) return 0;
+    for (const char *q = v; *q; q++)
+        if (isspace((unsigned char)*q) || strchr(",{}[]()\"'=", *q)) return 0;
+    return 1;
+}
+
+/* Is v exactly one balanced {...} group (strings inside skipped), so it can be printed raw? */
+static int pt_json_ok(const char *v)
+{
+    if (*v != '{') return 0;
+    int depth = 0;
+    for (const char *q = v; *q; q++) {
+        if (*q == '"') {
+            for (q++; *q && *q != '"'; q++)
+                if (*q == '\\' && q[1]) q++;
+            if (!*q) return 0;
+            continue;
+        }
+        if (*q == '{') depth++;
+        else if (*q == '}' && --depth == 0) return q[1] == 0;
+        else if (*q == '(' || *q == ')' || *q == '[' || *q == ']') return 0;
+        else if (depth == 0) return 0;
+    }
+    return 0;
 }
 
 /* ---- shapes ---- */
@@ -579,6 +621,8 @@ static int pt_layout(pt *P, const pt_node *lm, hlo_shape *s)
         if (tn && strcmp(tn->val, "PRIMITIVE_TYPE_INVALID")) {
             uint8_t t;
             if (!pt_dtype(P, tn, &t)) return 0;
+            if (tpu_dtype_kind((tpu_dtype)t) != 'u' && tpu_dtype_kind((tpu_dtype)t) != 's')
+                return pt_nerror(P, tn, "%s must be an integer type", tn->name);
             if (k) l->pointer_type = t;
             else l->index_type = t;
         }
@@ -669,9 +713,8 @@ static int pt_literal(pt *P, const pt_node *msg, const hlo_shape *s, hlo_literal
     size_t es = tpu_dtype_size(t);
     if (count > ((int64_t)1 << 40) / (int64_t)(es ? es : 1)) return pt_nerror(P, msg, "literal too large");
     lit->nbytes = (size_t)count * es;
-    lit->data = ut_arena_alloc(&P->m->arena, lit->nbytes ? lit->nbytes : 1);
-    if (!lit->data) return pt_nomem(P);
-    /* the repeated field or bytes field that holds this type's values */
+    /* the repeated field or bytes field that holds this type's values (counted before allocating: the shape
+     * alone must not make us allocate what the text cannot hold) */
     const char *field;
     int bytes = 0;
     switch (t) {
@@ -705,6 +748,8 @@ static int pt_literal(pt *P, const pt_node *msg, const hlo_shape *s, hlo_literal
         size_t have = b ? b->vlen : 0;
         if (count && (!b || have != lit->nbytes))
             return pt_nerror(P, msg, "literal field %s has %zu bytes, the shape needs %zu", field, have, lit->nbytes);
+        lit->data = ut_arena_alloc(&P->m->arena, lit->nbytes ? lit->nbytes : 1);
+        if (!lit->data) return pt_nomem(P);
         if (have) memcpy(lit->data, b->val, have);   /* little-endian, as the proto stores them */
         return 1;
     }
@@ -712,6 +757,8 @@ static int pt_literal(pt *P, const pt_node *msg, const hlo_shape *s, hlo_literal
     int n = pt_count(msg, field);
     if (n != count * per) return pt_nerror(P, msg, "literal has %d values in %s, the shape needs %lld", n, field,
                                            (long long)(count * per));
+    lit->data = ut_arena_alloc(&P->m->arena, lit->nbytes ? lit->nbytes : 1);
+    if (!lit->data) return pt_nomem(P);
     int64_t i = 0;
     for (const pt_node *c = msg->child; c; c = c->next) {
         if (!pt_is(c, field)) continue;
@@ -852,7 +899,7 @@ static int pt_kv_attr(pt *P, pt_attrs *as, hlo_attr_key key, const pt_node *fa)
         const char *k = pt_str(c, "key"), *v = pt_str(c, "value");
         hlo_kv *kv = &a->v.kv.v[i++];
         kv->key = pt_sanitize(P, k ? k : "");
-        if (v && v[0] == '{') {
+        if (v && pt_json_ok(v)) {
             kv->val = pt_mstrdup(P, v, strlen(v));   /* a JSON dict prints raw */
         } else {
             kv->val = pt_mstrdup(P, v ? v : "", v ? strlen(v) : 0);
@@ -879,14 +926,14 @@ static int pt_metadata(pt *P, pt_attrs *as, const pt_node *md)
     }
     for (int i = 0; i < 4; i++) {
         const char *v = pt_str(md, ifields[i]);
-        if (v && strcmp(v, "0")) kv[n++] = (hlo_kv){ifields[i], v, 0};
+        if (v && strcmp(v, "0")) kv[n++] = (hlo_kv){ifields[i], v, !pt_token_ok(v)};
     }
     const char *dn = pt_str(md, "deduplicated_name");
     if (dn && *dn) kv[n++] = (hlo_kv){"deduplicated_name", dn, 1};
     const char *sn = pt_str(md, "scheduling_name");
     if (sn && *sn) kv[n++] = (hlo_kv){"scheduling_name", sn, 1};
     const char *sf = pt_str(md, "stack_frame_id");
-    if (sf && strcmp(sf, "0")) kv[n++] = (hlo_kv){"stack_frame_id", sf, 0};
+    if (sf && strcmp(sf, "0")) kv[n++] = (hlo_kv){"stack_frame_id", sf, !pt_token_ok(sf)};
     if (!n) return 1;
     hlo_attr *a = pt_attr(P, as, HK_METADATA, HA_KV, md);
     if (!a) return 0;
@@ -957,8 +1004,8 @@ static int pt_dim_labels(pt *P, pt_attrs *as, const pt_node *cd)
     for (int part = 0; part < 3; part++) {
         char lab[TPU_MAX_RANK];
         memset(lab, '?', sizeof lab);
-        if (bd[part] < 0 || bd[part] >= r || fd[part] < 0 || fd[part] >= r)
-            return pt_nerror(P, cd, "convolution_dimension_numbers: a batch/feature dimension is out of range");
+        if (bd[part] < 0 || bd[part] >= r || fd[part] < 0 || fd[part] >= r || bd[part] == fd[part])
+            return pt_nerror(P, cd, "convolution_dimension_numbers: a batch/feature dimension is out of range or repeated");
         lab[bd[part]] = part == 1 ? 'i' : 'b';
         lab[fd[part]] = part == 1 ? 'o' : 'f';
         for (int i = 0; i < ns; i++) {
@@ -1003,8 +1050,11 @@ static int pt_precision(pt *P, pt_attrs *as, const pt_node *pc)
         a->v.idents.v = ut_arena_alloc(&P->m->arena, (size_t)n * sizeof(char *));
         if (!a->v.idents.v) return pt_nomem(P);
         int i = 0;
-        for (const pt_node *c = pc->child; c; c = c->next)
-            if (pt_is(c, "operand_precision") && !(a->v.idents.v[i++] = pt_lower(P, c->val, NULL))) return 0;
+        for (const pt_node *c = pc->child; c; c = c->next) {
+            if (!pt_is(c, "operand_precision")) continue;
+            if (!pt_ident_ok(c->val)) return pt_nerror(P, c, "operand_precision: '%s' is not a precision", c->val);
+            if (!(a->v.idents.v[i++] = pt_lower(P, c->val, NULL))) return 0;
+        }
     }
     const char *alg = pt_str(pc, "algorithm");
     if (alg && strcmp(alg, "ALG_UNSET")) {
@@ -1051,10 +1101,23 @@ static int pt_collective_device_list(pt *P, pt_attrs *as, const pt_node *cd)
         return 0;
     if (nr > TPU_MAX_RANK || np > TPU_MAX_RANK) return pt_nerror(P, iota, "iota replica groups of rank above %d", TPU_MAX_RANK);
     g->nreshape = nr;
-    for (int i = 0; i < nr; i++) g->reshape[i] = rs[i];
+    int64_t prod = 1;
+    for (int i = 0; i < nr; i++) {
+        g->reshape[i] = rs[i];
+        if (rs[i] < 0 || (rs[i] && prod > INT64_MAX / rs[i])) return pt_nerror(P, iota, "bad iota_reshape_dims");
+        prod *= rs[i];
+    }
+    if (g->gdims[0] < 0 || g->gdims[1] < 0 || (g->gdims[1] && g->gdims[0] > INT64_MAX / g->gdims[1]) ||
+        prod != g->gdims[0] * g->gdims[1])
+        return pt_nerror(P, iota, "iota replica groups [%lld,%lld] do not match the iota of %lld devices",
+                         (long long)g->gdims[0], (long long)g->gdims[1], (long long)prod);
     if (np > 1) {
+        if (np != nr) return pt_nerror(P, iota, "iota_transpose_perm has %d entries for %d reshape dims", np, nr);
         g->nperm = np;
-        for (int i = 0; i < np; i++) g->perm[i] = (int)perm[i];
+        for (int i = 0; i < np; i++) {
+            if (perm[i] < 0 || perm[i] >= TPU_MAX_RANK) return pt_nerror(P, iota, "bad iota_transpose_perm");
+            g->perm[i] = (int)perm[i];
+        }
     }
     return 1;
 }
@@ -1538,11 +1601,13 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
         if (!a || !(a->v.kv.v = ut_arena_alloc(&P->m->arena, (size_t)(ns + 1) * sizeof(hlo_kv)))) return pt_nomem(P);
         a->v.kv.sep = ',';
         const char *vi = pt_str(n, "stat_index_to_visualize");
-        a->v.kv.v[a->v.kv.n++] = (hlo_kv){"visualizing_index", pt_mstrdup(P, vi ? vi : "0", vi ? strlen(vi) : 1), 0};
+        if (!vi) vi = "0";
+        a->v.kv.v[a->v.kv.n++] = (hlo_kv){"visualizing_index", pt_mstrdup(P, vi, strlen(vi)), !pt_token_ok(vi)};
         for (const pt_node *c2 = n->child; c2; c2 = c2->next) {
             if (!pt_is(c2, "statistics")) continue;
             const char *sn = pt_str(c2, "stat_name"), *sv = pt_str(c2, "stat_val");
-            a->v.kv.v[a->v.kv.n++] = (hlo_kv){pt_sanitize(P, sn ? sn : "stat"), pt_mstrdup(P, sv ? sv : "0", sv ? strlen(sv) : 1), 0};
+            if (!sv) sv = "0";
+            a->v.kv.v[a->v.kv.n++] = (hlo_kv){pt_sanitize(P, sn ? sn : "stat"), pt_mstrdup(P, sv, strlen(sv)), !pt_token_ok(sv)};
         }
     }
     if ((n = pt_get(im, "metadata")) && n->is_msg && !pt_metadata(P, &as, n)) return 0;
@@ -1550,14 +1615,15 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     if (bc && *bc) {
         /* a JSON dict prints raw, anything else as an escaped string */
         const char *txt = bc;
-        if (bc[0] != '{') {
+        if (!pt_json_ok(bc)) {
             ut_buf b;
             ut_buf_init(&b);
             ut_buf_putc(&b, '"');
             for (const char *q = bc; *q; q++) {
-                if (*q == '"' || *q == '\\') ut_buf_putc(&b, '\\');
-                if (*q == '\n') ut_buf_puts(&b, "\\n");
-                else ut_buf_putc(&b, *q);
+                unsigned char ch = (unsigned char)*q;
+                if (ch == '"' || ch == '\\') ut_buf_printf(&b, "\\%c", ch);
+                else if (ch < 0x20 || ch == 0x7f) ut_buf_printf(&b, "\\x%02x", ch);
+                else ut_buf_putc(&b, (char)ch);
             }
             ut_buf_putc(&b, '"');
             txt = b.failed ? NULL : pt_mstrdup(P, b.data, b.len);

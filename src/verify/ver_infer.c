@@ -126,6 +126,21 @@ static int vi_higher(int a, int b)
 
 static const hlo_attr *vi_attr(vi *v, hlo_attr_key k) { return hlo_attr_find(v->in, k); }
 
+/* Overflow-checked arithmetic for sizes computed from attributes (absurd values must not wrap). */
+static _Thread_local int vi_ovf;
+static int64_t vi_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) { vi_ovf = 1; return 0; }
+    return r;
+}
+static int64_t vi_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) { vi_ovf = 1; return 0; }
+    return r;
+}
+
 static ver_infer_status vi_need_attr(vi *v, hlo_attr_key k, const hlo_attr **a)
 {
     *a = vi_attr(v, k);
@@ -466,8 +481,9 @@ static ver_infer_status vi_bitcast(vi *v)
     const hlo_shape *x = OPS(0), *d = &v->in->shape;
     if (hlo_shape_is_array(x) && hlo_shape_is_array(d)) {
         int64_t a = vi_count(x), b = vi_count(d);
-        if (a >= 0 && b >= 0 &&
-            a * tpu_dtype_bits((tpu_dtype)x->dtype) != b * tpu_dtype_bits((tpu_dtype)d->dtype))
+        vi_ovf = 0;
+        int64_t ba = vi_mul(a, tpu_dtype_bits((tpu_dtype)x->dtype)), bb = vi_mul(b, tpu_dtype_bits((tpu_dtype)d->dtype));
+        if (a >= 0 && b >= 0 && !vi_ovf && ba != bb)
             return vi_fail(v, "operand %s and result %s have different sizes in bits", vi_ss(x), vi_ss(d));
     }
     vi_copy(v->out, d);
@@ -550,7 +566,7 @@ static ver_infer_status vi_slice(vi *v)
         if (s->start[i] < 0 || s->start[i] > s->limit[i] || (x->dims[i] >= 0 && s->limit[i] > x->dims[i]))
             return vi_fail(v, "dimension %d: range [%lld:%lld] is outside [0:%lld] of %s", i, (long long)s->start[i],
                            (long long)s->limit[i], (long long)x->dims[i], vi_ss(x));
-        d[i] = (s->limit[i] - s->start[i] + s->stride[i] - 1) / s->stride[i];
+        d[i] = (s->limit[i] - s->start[i]) / s->stride[i] + ((s->limit[i] - s->start[i]) % s->stride[i] != 0);
     }
     vi_set_array(v->out, x->dtype, x->rank, d, 0);
     return VER_INFER_OK;
@@ -636,7 +652,9 @@ static ver_infer_status vi_concatenate(vi *v)
             if (i != d && y->dims[i] != x->dims[i] && y->dims[i] >= 0 && x->dims[i] >= 0)
                 return vi_fail(v, "operand %d %s differs from operand 0 %s in dimension %d (only dimension %lld may differ)",
                                k, vi_ss(y), vi_ss(x), i, (long long)d);
-        dims[d] = dims[d] < 0 || y->dims[d] < 0 ? -1 : dims[d] + y->dims[d];
+        vi_ovf = 0;
+        dims[d] = dims[d] < 0 || y->dims[d] < 0 ? -1 : vi_add(dims[d], y->dims[d]);
+        if (vi_ovf) return vi_fail(v, "the concatenated size overflows");
         dyn |= y->dyn_mask;
     }
     vi_set_array(v->out, x->dtype, x->rank, dims, dyn);
@@ -658,7 +676,9 @@ static ver_infer_status vi_pad(vi *v)
     for (int i = 0; i < x->rank; i++) {
         if (p->interior[i] < 0) return vi_fail(v, "dimension %d: negative interior padding", i);
         int64_t n = x->dims[i];
-        d[i] = n + p->lo[i] + p->hi[i] + (n > 0 ? (n - 1) * p->interior[i] : 0);
+        vi_ovf = 0;
+        d[i] = vi_add(vi_add(vi_add(n, p->lo[i]), p->hi[i]), n > 0 ? vi_mul(n - 1, p->interior[i]) : 0);
+        if (vi_ovf) return vi_fail(v, "dimension %d: the padded size overflows", i);
         if (d[i] < 0)
             return vi_fail(v, "dimension %d: padding %lld_%lld_%lld of size %lld gives a negative size", i,
                            (long long)p->lo[i], (long long)p->hi[i], (long long)p->interior[i], (long long)n);
@@ -916,9 +936,11 @@ static ver_infer_status vi_window_dims(vi *v, const hlo_window *w, const hlo_sha
         if (d->stride <= 0) return vi_fail(v, "window dimension %d has stride %lld (must be positive)", i, (long long)d->stride);
         if (d->lhs_dilate <= 0 || d->rhs_dilate <= 0) return vi_fail(v, "window dimension %d has a dilation below 1", i);
         int64_t base = x->dims[which ? which[i] : i];
-        int64_t db = base == 0 ? 0 : (base - 1) * d->lhs_dilate + 1;
-        int64_t padded = db + d->pad_lo + d->pad_hi;
-        int64_t dw = (d->size - 1) * d->rhs_dilate + 1;
+        vi_ovf = 0;
+        int64_t db = base <= 0 ? 0 : vi_add(vi_mul(base - 1, d->lhs_dilate), 1);
+        int64_t padded = vi_add(vi_add(db, d->pad_lo), d->pad_hi);
+        int64_t dw = vi_add(vi_mul(d->size - 1, d->rhs_dilate), 1);
+        if (vi_ovf) return vi_fail(v, "window dimension %d: sizes overflow", i);
         if (padded < 0) return vi_fail(v, "window dimension %d: padding leaves a negative size", i);
         out[i] = padded < dw ? 0 : (padded - dw) / d->stride + 1;
     }
@@ -1509,7 +1531,9 @@ static ver_infer_status vi_group_size(vi *v, int64_t *size)
     } else if (partition_mode_only || !ug) {
         *size = gs >= 0 ? gs : np;   /* cross-partition */
     } else if (!global) {
-        *size = (gs >= 0 ? gs : rc) * np;   /* cross-replica-and-partition: replicas from all partitions */
+        vi_ovf = 0;
+        *size = vi_mul(gs >= 0 ? gs : rc, np);   /* cross-replica-and-partition: replicas from all partitions */
+        if (vi_ovf) return vi_fail(v, "the participant count overflows");
     } else {
         if (gs < 0) return vi_fail(v, "use_global_device_ids=true needs non-empty replica_groups");
         *size = gs;
@@ -1581,7 +1605,9 @@ static ver_infer_status vi_gather_scatter_dim(vi *v, int gather)
         if (d < 0 || d >= x->rank) return vi_fail(v, "dimension %lld out of range for %s", (long long)d, vi_ss(x));
         vi_set_array(&e[k], x->dtype, x->rank, x->dims, x->dyn_mask);
         if (gather) {
-            e[k].dims[d] = x->dims[d] * gs;
+            vi_ovf = 0;
+            e[k].dims[d] = vi_mul(x->dims[d], gs);
+            if (vi_ovf) return vi_fail(v, "the gathered size overflows");
         } else {
             if (x->dims[d] % gs)
                 return vi_fail(v, "dimension %lld of %s (%lld) is not divisible by the %lld participants", (long long)d,
