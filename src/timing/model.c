@@ -682,10 +682,20 @@ static int tim_true_rank(const hlo_shape *s)
 #define TIM_SRC_MAX 32   /* effective inputs an op may gather through duplicated producers */
 
 typedef struct tim_srcs {
-    int n;
+    int n, nd;
     int v[TIM_SRC_MAX];
     uint8_t via[TIM_SRC_MAX];   /* 1: reached through a duplicated producer */
+    int d[TIM_SRC_MAX];         /* the duplicated ops folded into this one (each computed once in it) */
 } tim_srcs;
+
+static int tim_dups_add(tim_srcs *s, int op)
+{
+    for (int i = 0; i < s->nd; i++)
+        if (s->d[i] == op) return 1;
+    if (s->nd == TIM_SRC_MAX) return 0;
+    s->d[s->nd++] = op;
+    return 1;
+}
 
 static int tim_srcs_add(tim_srcs *s, int v, int via)
 {
@@ -748,20 +758,26 @@ static tpu_status tim_fuse(tim_state *T)
         tim_op *t = &T->ops[i];
         const cmp_op *op = t->op;
         tim_srcs *s = &src[i];
-        s->n = 0;
+        s->n = s->nd = 0;
         if (op->kind == CMP_CONTROL) continue;
         int full = 0;
         for (int k = 0; k < op->nin && !full; k++) {
             int v = op->in[k], d = def[v];
             if (d >= 0 && dup[d]) {
                 for (int j = 0; j < src[d].n && !full; j++) full = !tim_srcs_add(s, src[d].v[j], 1);
+                for (int j = 0; j < src[d].nd && !full; j++) full = !tim_dups_add(s, src[d].d[j]);
+                if (!full) full = !tim_dups_add(s, d);
             } else {
                 full = !tim_srcs_add(s, v, 0);
             }
         }
-        if (full) {   /* too many: read the op's own inputs */
-            s->n = 0;
+        if (full) {   /* too many: read the op's own inputs (its producers stay materialized) */
+            s->n = s->nd = 0;
             for (int k = 0; k < op->nin && k < TIM_SRC_MAX; k++) tim_srcs_add(s, op->in[k], 0);
+            for (int k = 0; k < op->nin; k++) {
+                int d = def[op->in[k]];
+                if (d >= 0 && dup[d]) dup[d] = 2;   /* undone below: a reader needs it in HBM */
+            }
         }
         /* duplicate this op into its consumers? */
         if (op->kind != CMP_LOOP || op->nout != 1 || full) continue;
@@ -780,23 +796,31 @@ static tpu_status tim_fuse(tim_state *T)
         }
         if (large <= 1 || in_elems <= out_elems) dup[i] = 1;
     }
-    /* traffic and work with the duplicated producers folded into their consumers: a consumer recomputes
-     * its duplicated producers (and theirs), so it does their vector work (defs come before readers) */
+    /* A producer some reader could not take after all (too many inputs) stays an op of its own. Rare; the
+     * readers that did fold it in keep their estimate. */
+    for (int i = 0; i < n; i++)
+        if (dup[i] == 2) dup[i] = 0;
+    /* traffic and work with the duplicated producers folded into their consumers: a consumer computes each
+     * duplicated producer it absorbed once (a fusion computes a shared instruction once), so it does their
+     * vector work */
+    double *own_vpu = ut_malloc((size_t)n * sizeof *own_vpu);
+    if (!own_vpu) {
+        ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
+        return ut_nomem(T->ctx);
+    }
+    for (int i = 0; i < n; i++) own_vpu[i] = T->ops[i].vpu_s;
     for (int i = 0; i < n; i++) {
         tim_op *t = &T->ops[i];
         const cmp_op *op = t->op;
         if (op->kind == CMP_CONTROL) continue;
-        for (int k = 0; k < op->nin; k++) {
-            int d = def[op->in[k]], seen = 0;
-            for (int q = 0; q < k && !seen; q++) seen = op->in[q] == op->in[k];
-            if (d >= 0 && dup[d] && !seen) t->vpu_s += T->ops[d].vpu_s;
-        }
         if (dup[i]) {
             t->fused_into = readers[op->out[0]];
             t->hbm_bytes = 0;
             t->hbm_s = t->mxu_s = t->overhead_s = 0;
-            continue;   /* keeps vpu_s (with its producers') for its consumers; zeroed below */
+            continue;
         }
+        for (int j = 0; j < src[i].nd; j++)
+            if (dup[src[i].d[j]]) t->vpu_s += own_vpu[src[i].d[j]];
         int fused = 0;
         for (int j = 0; j < src[i].n; j++) fused |= src[i].via[j];
         int sibling = op->kind == CMP_INPUT;
@@ -838,6 +862,7 @@ static tpu_status tim_fuse(tim_state *T)
             tim_finish_op(chip, t);
         }
     }
+    ut_free(own_vpu);
     ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
     return TPU_OK;
 }
