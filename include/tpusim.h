@@ -534,8 +534,8 @@ typedef struct tpu_train_result {
 } tpu_train_result;
 
 /* Profiles step.hlo on the slice with the measured input rate and steps per execution, adds the runtime's
- * all-reduce time, writes profile.html, trace.json and memory.html into model_dir, and prints the summary
- * (predicted step time, MXU utilization, the advisor's top pointers, the files) to opts->log. */
+ * all-reduce time, and writes profile.html, trace.json and memory.html into model_dir; *res gets the
+ * predicted step time, MXU utilization, the advisor's pointers and the files written. */
 tpu_status  tpu_trainer_finish(tpu_ctx *ctx, tpu_trainer *tr, tpu_train_result *res);
 
 /* The learning-rate range test (docs/step_dir.md section 8) from init_state: opts->steps steps (default

@@ -15,6 +15,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -422,6 +423,7 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
                         sl.name, sl.devices, tr->o.cores);
     }
     if (!st && tr->o.steps < 1) st = ut_err(ctx, TPU_ERR_INVALID, "the step count (--steps) must be >= 1");
+    if (!st && s->nparam == 0) st = ut_err(ctx, TPU_ERR_INVALID, "%s: key 'state': no entry has the role \"param\": nothing to train", s->path);
     for (int h = 0; !st && h < s->nhyper; h++)
         if (s->hyper[h].sched.kind == TRN_SCHED_ONE_CYCLE && s->hyper[h].sched.total_steps < 0 && tr->o.steps < 2)
             st = ut_err(ctx, TPU_ERR_INVALID, "%s: hyper '%s': a one_cycle schedule without total_steps needs --steps >= 2",
@@ -712,7 +714,10 @@ static void trn_progress(tpu_trainer *tr, int force)
     if (every < 1) every = 1;
     int due = force || tr->step >= tr->o.steps || tr->step - tr->last_line >= every;
     if (!tr->o.progress_bar && !due) return;
-    double el = ut_now() - tr->t0;
+    double now = ut_now();
+    if (tr->o.progress_bar && !due && now - tr->last_draw < 0.1) return;   /* redraw at most 10 times a second */
+    tr->last_draw = now;
+    double el = now - tr->t0;
     double sps = el > 0 ? (double)(tr->step - tr->step0) / el : 0;
     char sim[32], line[512];
     trn_fmt_time(sim, sizeof sim, trn_sim_step_s(tr));
@@ -726,11 +731,20 @@ static void trn_progress(tpu_trainer *tr, int force)
                                 (double)*(const float *)tpu_tensor_cdata(tr->hyp[s->lr_hyper]));
     snprintf(line + len, sizeof line - len, "  %.1f steps/s  TPU %s/step", sps, sim);
     if (tr->o.progress_bar) {
-        int width = 24, fill = (int)(width * tr->step / (tr->o.steps ? tr->o.steps : 1));
-        char bar[32];
+        /* one line redrawn in place: shorter, and cut to the terminal's width so that it never wraps */
+        int width = 20, fill = (int)(width * tr->step / (tr->o.steps ? tr->o.steps : 1));
+        char bar[32], full[640];
         for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
         bar[width] = 0;
-        fprintf(tr->o.log, "\r[%s] %lld/%lld  %s\033[K", bar, (long long)tr->step, (long long)tr->o.steps, line);
+        len = (size_t)snprintf(full, sizeof full, "[%s] %lld/%lld loss %.4f", bar, (long long)tr->step, (long long)tr->o.steps,
+                               tr->wsum[s->loss_idx] / tr->wsteps);
+        for (int m = 0; m < s->nmetric && len < 400; m++)
+            if (m != s->loss_idx) len += (size_t)snprintf(full + len, sizeof full - len, " %s %.4f", s->metric[m].name, tr->wsum[m] / tr->wsteps);
+        snprintf(full + len, sizeof full - len, " | %.1f steps/s | TPU %s/step", sps, sim);
+        struct winsize ws;
+        int cols = ioctl(fileno(tr->o.log), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20 ? ws.ws_col : 100;
+        if ((int)strlen(full) >= cols) full[cols - 1] = 0;
+        fprintf(tr->o.log, "\r%s\033[K", full);
         tr->bar_open = 1;
     } else {
         fprintf(tr->o.log, "step %lld/%lld  %s\n", (long long)tr->step, (long long)tr->o.steps, line);

@@ -35,6 +35,7 @@ struct tpu_trainer {
     FILE          *metrics;      /* model_dir/metrics.jsonl */
     char          *f_metrics;
     int            bar_open;     /* a progress bar line is on the terminal */
+    double         last_draw;    /* when the bar was last drawn */
     /* time */
     double         t0;           /* wall clock at the start of this train call */
     int64_t        step0;
