@@ -118,8 +118,6 @@ class TrainStep:
         self.E = int(eval_batch or per_replica_batch)
 
         # state: params, stats, optimizer state (names carry the group as a prefix)
-        self.state_names = (["params/" + k for k in self.params] + ["stats/" + k for k in self.stats]
-                            + ["opt/" + k for k in self.opt_state])
         self.state_entries = ([_entry("params/" + k, v, role="param") for k, v in self.params.items()]
                               + [_entry("stats/" + k, v, role="stat") for k, v in self.stats.items()]
                               + [_entry("opt/" + k, v, role=optimizer.roles.get(k, "opt"))
@@ -127,7 +125,7 @@ class TrainStep:
         for e in self.state_entries:
             if e["role"] == "param" and e["dtype"] not in ("f32", "bf16", "f16"):
                 raise ValueError("param %s: trainable state must be floating point, not %s" % (e["name"], e["dtype"]))
-        self.np_, self.ns_, self.no_ = len(self.params), len(self.stats), len(self.opt_state)
+        self.np_, self.ns_ = len(self.params), len(self.stats)
         self.S = len(self.state_entries)
 
         # batch inputs
@@ -156,6 +154,8 @@ class TrainStep:
         out, self.metric_names = _traced_dict(lambda p, s, b: self._loss_parts(p, s, b)[1], self.params, self.stats,
                                               self._batch_sds(self.batch_entries, as_dict=True))
         combine = dict(metric_combine or {})
+        if set(combine.values()) - {"mean", "sum"}:
+            raise ValueError("metric_combine: each metric combines by 'mean' or 'sum', not %s" % combine)
         self.metric_entries = []
         for k in self.metric_names:
             if out[k].shape != ():
@@ -322,7 +322,7 @@ def _clean_hlo(text):
     return text
 
 
-def _check_alias(text, n_state):
+def _check_alias(text):
     """Every donated state parameter k must alias output k (the trainer keeps state on the device by index)."""
     m = re.search(r"input_output_alias=\{(.*?)\}\s*(,|$)", text.splitlines()[0])
     pairs = re.findall(r"\{(\d+)\}:\s*\((\d+),", m.group(1)) if m else []
@@ -347,7 +347,7 @@ def export_train_step(out_dir, loss_fn, params, batch_spec, optimizer, per_repli
     for kind in programs:
         text = ts.lower(kind)
         if kind in ("step", "apply"):
-            _check_alias(text, ts.S)
+            _check_alias(text)
         with open(os.path.join(out_dir, kind + ".hlo"), "w") as f:
             f.write(text)
     sig = ts.signature(programs)
