@@ -358,7 +358,54 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         adv_add(&L, frac > 0.1 ? mem * frac : 0, &b);
     }
 
-    /* 9. launch-bound programs: many tiny ops */
+    /* 9. vector-bound: elementwise and reduction work, and how much of it runs on padding lanes */
+    if (r->by_bound[TIM_BOUND_VECTOR] > 0.2 * step) {
+        double vec = r->by_bound[TIM_BOUND_VECTOR], pad_s = 0;
+        const tim_op *worst = NULL;
+        double worst_fill = 1;
+        for (int i = 0; i < r->nops; i++) {
+            const tim_op *t = &r->ops[i];
+            if (t->op->kind == CMP_CONTROL || t->bound != TIM_BOUND_VECTOR) continue;
+            /* lanes used: elements over elements padded to (8,128) f32 vector registers */
+            double used = 0, padded = 0;
+            for (int m = 0; m < t->op->ninstrs; m++) {
+                const hlo_shape *s = &t->op->instrs[m]->shape;
+                if (!hlo_shape_is_array(s) || !tpu_dtype_size((tpu_dtype)s->dtype)) continue;
+                hlo_shape f = *s;
+                f.dtype = TPU_F32;
+                used += (double)hlo_shape_count(s);
+                padded += (double)cmp_padded_bytes(chip, &f) / 4.0;
+            }
+            double fill = padded > 0 ? used / padded : 1;
+            pad_s += t->time_s * t->count * (1 - fill);
+            if (fill < worst_fill && t->time_s * t->count > 0.01 * step) {
+                worst_fill = fill;
+                worst = t;
+            }
+        }
+        ut_buf b;
+        ut_buf_init(&b);
+        adv_time(t1, sizeof t1, vec);
+        ut_buf_printf(&b, "The vector unit bounds %s (%.0f%% of the step): elementwise math, reductions and\n"
+                          "   transcendentals (exp, log, divide) that the MXU cannot do.\n", t1, 100 * vec / step);
+        if (worst && pad_s > 0.05 * vec) {
+            char lbl[200];
+            prf_op_label(worst, lbl, sizeof lbl);
+            adv_time(t2, sizeof t2, pad_s);
+            ut_buf_printf(&b, "   %s of it computes padding lanes: arrays are processed in (8,128) registers, so a small last\n"
+                              "   dimension wastes lanes. The worst: %s uses %.1f%% of its lanes.\n"
+                              "   Fix: lay arrays out with a large last dimension (multiples of 128), transpose size-1 or small\n"
+                              "   dimensions away from the end. Up to %s per step.\n",
+                          t2, lbl, 100 * worst_fill, t2);
+        } else {
+            ut_buf_puts(&b, "   Fix: bfloat16 for elementwise chains where accuracy allows, fuse softmax/normalization work\n"
+                            "   (e.g. a flash-attention kernel keeps the scores in VMEM), fewer transcendentals.\n");
+            pad_s = 0;
+        }
+        adv_add(&L, pad_s, &b);
+    }
+
+    /* 10. launch-bound programs: many tiny ops */
     if (r->by_bound[TIM_BOUND_OVERHEAD] > 0.2 * step) {
         ut_buf b;
         ut_buf_init(&b);
@@ -368,7 +415,7 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         adv_add(&L, r->by_bound[TIM_BOUND_OVERHEAD] * 0.5, &b);
     }
 
-    /* 10. it does not fit */
+    /* 11. it does not fit */
     if (!p->mem.fits) {
         ut_buf b;
         ut_buf_init(&b);
