@@ -196,8 +196,9 @@ static void rp_roofline(ut_buf *b, const prf_profile *p)
     ut_buf_printf(b, "<polyline class=\"roof\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\" points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
                   RX(xs), RY(xs + log10(bw)), RX(ridge), RY(log10(peak)), RX(x1), RY(log10(peak)));
     ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\">MXU peak %.3g TFLOP/s</text>\n", RX(ridge) + 6, RY(log10(peak)) + 14, peak / 1e12);
-    ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(-38 %.1f %.1f)\">HBM %.3g GB/s</text>\n", RX(x0 + 0.6),
-                  RY(x0 + 0.6 + log10(bw)) - 6, RX(x0 + 0.6), RY(x0 + 0.6 + log10(bw)) - 6, bw / 1e9);
+    ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(-38 %.1f %.1f)\">HBM %.3g %s</text>\n", RX(x0 + 0.6),
+                  RY(x0 + 0.6 + log10(bw)) - 6, RX(x0 + 0.6), RY(x0 + 0.6 + log10(bw)) - 6, bw >= 1e12 ? bw / 1e12 : bw / 1e9,
+                  bw >= 1e12 ? "TB/s" : "GB/s");
     int drawn = 0;
     for (int i = 0; i < r->nops && drawn < 600; i++) {
         const tim_op *op = &r->ops[p->order[i]];
