@@ -8,6 +8,8 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 secs=${1:-60}
+# undefined behaviour is a crash too (the fuzz build does not stop on it by itself)
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 fail=0
 found=0
 for bin in build/fuzz/fuzz_*; do
