@@ -2,6 +2,7 @@
 #include "cli.h"
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static void scalesim_help(FILE *f)
 {
@@ -79,14 +80,20 @@ int cmd_scalesim(int argc, char **argv)
     }
     char *dir = NULL;
     int n = 0;
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    clock_t c0 = clock();
     tpu_status st = tpu_scalesim_run(ctx, &o, &dir, &n);
+    double cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    double wall = (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec);
     cli_print_warnings(ctx);
     int rc = 0;
     if (st != TPU_OK) {
         fprintf(stderr, "tpusim scalesim: %s\n", tpu_errmsg(ctx));
         rc = st == TPU_ERR_PARSE || st == TPU_ERR_IO || st == TPU_ERR_INVALID ? 2 : 1;
     } else if (!quiet) {
-        printf("%d layers; reports in %s/\n", n, dir);
+        printf("%d layers in %.6f s (CPU %.6f s); reports in %s/\n", n, wall, cpu, dir);
     }
     tpu_free(dir);
     tpu_ctx_free(ctx);

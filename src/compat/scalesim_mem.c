@@ -314,6 +314,7 @@ typedef struct ss_rd_user {
     int64_t *occ_off;        /* naddr + 1 */
     int32_t *occ_set;        /* set ids, per address ascending */
     int32_t *set1;           /* instead of the CSR when no address occurs twice: its set, or -1 */
+    uint16_t *set1s;         /* the same in 16 bits when there are fewer than 65535 sets (0xffff: none) */
     int64_t  fetch_lines, nl_act, nl_pf;
     bool     all_hit;        /* the active window holds every set: no request can miss */
     bool     started;
@@ -334,6 +335,7 @@ static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int p
                     if (a < 0) continue;
                     if (pass == 0) u->occ_off[a + 1]++;
                     else if (pass == 1) u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+                    else if (u->set1s) u->set1s[a] = (uint16_t)(vi / u->eps);
                     else u->set1[a] = (int32_t)(vi / u->eps);
                     vi++;
                 }
@@ -349,6 +351,7 @@ static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int p
             if (a < 0) continue;
             if (pass == 0) u->occ_off[a + 1]++;
             else if (pass == 1) u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
+            else if (u->set1s) u->set1s[a] = (uint16_t)(vi / u->eps);
             else u->set1[a] = (int32_t)(vi / u->eps);
             vi++;
         }
@@ -361,6 +364,7 @@ static void ss_user_free(ss_rd_user *u)
     ut_free(u->occ_off);
     ut_free(u->occ_set);
     ut_free(u->set1);
+    ut_free(u->set1s);
 }
 
 /* Valid entries of a prefetch matrix: each operand element appears once (padding lanes are -1), so this
@@ -422,9 +426,15 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
         ut_free(u->occ_off);
         u->occ_off = NULL;
     single:
-        u->set1 = ut_malloc((size_t)(naddr ? naddr : 1) * sizeof *u->set1);
-        if (!u->set1) return ut_nomem(ctx);
-        memset(u->set1, 0xff, (size_t)naddr * sizeof *u->set1);
+        if (u->nsets < 0xffff) {   /* half the memory traffic of the lookups */
+            u->set1s = ut_malloc((size_t)(naddr ? naddr : 1) * sizeof *u->set1s);
+            if (!u->set1s) return ut_nomem(ctx);
+            memset(u->set1s, 0xff, (size_t)naddr * sizeof *u->set1s);
+        } else {
+            u->set1 = ut_malloc((size_t)(naddr ? naddr : 1) * sizeof *u->set1);
+            if (!u->set1) return ut_nomem(ctx);
+            memset(u->set1, 0xff, (size_t)naddr * sizeof *u->set1);
+        }
         ss_pf_walk(o, pf, u, 2, NULL);
         return TPU_OK;
     }
@@ -443,6 +453,11 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
 
 static inline bool ss_user_hit(const ss_rd_user *u, int64_t a)
 {
+    if (u->set1s) {
+        int64_t x = u->set1s[a];
+        if (x == 0xffff) return false;
+        return u->ws < u->we ? x >= u->ws && x < u->we : x >= u->ws || x < u->we;
+    }
     if (u->set1) {
         int64_t x = u->set1[a];
         if (x < 0) return false;
