@@ -72,9 +72,20 @@ typedef struct cmp_result {
     char   why[256];
 } cmp_result;
 
+/* |got - want| <= atol + rtol*|want|, or within 4 ulps of the output's largest magnitude for float outputs:
+ * XLA does not fix the order of a reduction's additions, and a different order moves small elements of a
+ * sum by a few ulps of the sum's scale (not of their own size). */
 static void compare(const tpu_tensor *got, const tpu_tensor *want, double atol, double rtol, cmp_result *r)
 {
     int64_t n = tpu_tensor_count(want);
+    double scale = 0;
+    tpu_dtype wt = tpu_tensor_dtype(got);
+    for (int64_t i = 0; i < n; i++) {
+        double b = tpu_tensor_get_f64(want, i);
+        if (isfinite(b) && fabs(b) > scale) scale = fabs(b);
+    }
+    double ulp = wt == TPU_F32 ? 1.0 / (1 << 23) : wt == TPU_BF16 ? 1.0 / 128 : wt == TPU_F16 ? 1.0 / 1024 : 0;
+    double floor_tol = 4 * ulp * scale;
     if (tpu_tensor_count(got) != n || tpu_tensor_rank(got) != tpu_tensor_rank(want)) {
         char a[64], b[64];
         tpu_tensor_shape_str(got, a, sizeof a);
@@ -105,7 +116,7 @@ static void compare(const tpu_tensor *got, const tpu_tensor *want, double atol, 
         double rel = d / (fabs(b) > 1e-30 ? fabs(b) : 1e-30);
         if (d > r->max_abs) r->max_abs = d;
         if (d > 0 && rel > r->max_rel && fabs(b) > atol) r->max_rel = rel;
-        if (!(d <= atol + rtol * fabs(b))) {
+        if (!(d <= atol + rtol * fabs(b)) && !(d <= floor_tol)) {
             if (r->ok)
                 snprintf(r->why, sizeof r->why, "element %lld: %.9g vs %.9g (|diff| %.3g > atol %.3g + rtol %.3g*|ref|)",
                          (long long)i, a, b, d, atol, rtol);
@@ -179,6 +190,8 @@ static int run_case_mode(tpu_ctx *ctx, const char *dir, const char *name, const 
             ok = 0;
             break;
         }
+        const cJSON *skip = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "tpu_reference_skip"), member);
+        if (skip && !strcmp(mode, "tpu")) continue;   /* the reference cannot show what the TPU does here */
         double atol, rtol;
         tol_for(c, mode, i, &atol, &rtol);
         cmp_result r = {1, 0, 0, ""};

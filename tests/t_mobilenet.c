@@ -28,9 +28,15 @@ static char *slurp(const char *path)
 
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItem(o, k)); }
 
-/* Compares the run's outputs with one reference; returns the number of outputs out of tolerance. */
-static int check_mode(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, const cJSON *ref, tpu_numerics mode,
-                      const char *label)
+/* Compares the run's outputs with one reference; returns the number of outputs out of tolerance.
+ *
+ * Tolerances come from the reference's own sensitivity (mobilenet_ref.py moved every input by one ulp and
+ * re-ran XLA:CPU): an output is allowed 4x the change that perturbation caused, and at least 1e-3 of its
+ * scale. With these random (not fan-in scaled) weights most gradients are chaotic (1 ulp of input moves them
+ * by up to 28% of their maximum): for the outputs the reference lists as noise-sensitive only the count,
+ * the NaN count and the sum of |x| (to max(5%, 4x its sensitivity, 2x the elements' sensitivity)) are compared. */
+static int check_mode(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, const cJSON *ref, const cJSON *sens,
+                      const cJSON *noisy, tpu_numerics mode, const char *label)
 {
     tpu_run_opts o = tpu_run_opts_default();
     o.numerics = mode;
@@ -40,7 +46,7 @@ static int check_mode(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, co
         test_fail(__FILE__, __LINE__, "mobilenet [%s]: %s", label, tpu_errmsg(ctx));
         return 1;
     }
-    int bad = 0;
+    int bad = 0, nnoisy = 0;
     double worst = 0;
     CHECK_EQ_INT(nout, cJSON_GetArraySize(ref));
     for (int i = 0; i < nout && i < cJSON_GetArraySize(ref); i++) {
@@ -71,7 +77,26 @@ static int check_mode(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, co
          * the 52 layers: 1e-3 of the output's scale is far below any real error (a wrong op moves values by
          * their own size) and above the reordering noise measured here (see the note printed). */
         double scale = fmax(fabs(num(r, "max")), fabs(num(r, "min")));
-        double tol = 1e-3 * (scale > 0 ? scale : 1);
+        const cJSON *se = sens ? cJSON_GetArrayItem(sens, i) : NULL;
+        double s_rel = se && cJSON_GetObjectItem(se, "sample_max_diff_rel_to_max") ? num(se, "sample_max_diff_rel_to_max") : 0;
+        double s_sum = se && cJSON_GetObjectItem(se, "sum_abs_rel_change") ? num(se, "sum_abs_rel_change") : 0;
+        int is_noisy = 0;
+        const cJSON *nz;
+        cJSON_ArrayForEach(nz, noisy) if ((int)cJSON_GetNumberValue(nz) == i) is_noisy = 1;
+        double tol = fmax(1e-3, 4 * s_rel) * (scale > 0 ? scale : 1);
+        if (is_noisy) {
+            double sa_err = fabs(sum_abs - num(r, "sum_abs")) / fmax(num(r, "sum_abs"), 1e-30);
+            /* outputs whose every element moved by ~100% under the 1-ulp perturbation (s_rel ~ 1) are
+             * cancellation noise: their sum of |x| is only held to the same order */
+            double allow = fmax(0.05, fmax(4 * s_sum, 2 * s_rel));
+            if (nans != (int64_t)num(r, "nan_count") || !(sa_err <= allow)) {
+                test_fail(__FILE__, __LINE__, "mobilenet [%s] out%d (noise-sensitive): sum of |x| off by %.3g (allowed %.3g)", label,
+                          i, sa_err, allow);
+                bad++;
+            }
+            nnoisy++;
+            continue;
+        }
         double err = 0;
         const cJSON *samples = cJSON_GetObjectItem(r, "samples");
         for (int j = 0; j < cJSON_GetArraySize(samples); j++) {
@@ -83,7 +108,7 @@ static int check_mode(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, co
         err = fmax(err, fabs(mx - num(r, "max")));
         err = fmax(err, fabs(mn - num(r, "min")));
         double sum_err = fabs(sum - num(r, "sum")) / fmax(num(r, "sum_abs"), 1e-30);
-        if (nans != (int64_t)num(r, "nan_count") || !(err <= tol) || !(sum_err <= 1e-3)) {
+        if (nans != (int64_t)num(r, "nan_count") || !(err <= tol) || !(sum_err <= fmax(1e-3, 4 * s_sum))) {
             test_fail(__FILE__, __LINE__, "mobilenet [%s] out%d: max sample/extreme error %.3g (tolerance %.3g), relative sum "
                       "error %.3g, NaNs %lld vs %lld", label, i, err, tol, sum_err, (long long)nans,
                       (long long)num(r, "nan_count"));
@@ -91,8 +116,8 @@ static int check_mode(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, co
         }
         if (scale > 0 && err / scale > worst) worst = err / scale;
     }
-    fprintf(stderr, "  mobilenet [%s]: %d/%d outputs within tolerance; worst error %.3g of the output's scale\n", label,
-            nout - bad, nout, worst);
+    fprintf(stderr, "  mobilenet [%s]: %d/%d outputs within tolerance (%d noise-sensitive ones compared by their sum of |x|); "
+            "worst error of the others %.3g of the output's scale\n", label, nout - bad, nout, nnoisy, worst);
     tpu_tensors_free(outs, nout);
     return bad;
 }
@@ -133,9 +158,12 @@ TEST(mobilenet_v2_matches_xla_cpu)
         CHECK_NEAR(tpu_tensor_get_f64(ins[p], 0), num(chk, "first"), 1e-7);
         CHECK_NEAR(s, num(chk, "sum"), 1e-6 * fmax(1, fabs(num(chk, "sum"))));
     }
-    check_mode(ctx, m, ins, nin, cJSON_GetObjectItem(ref, "exact"), TPU_NUMERICS_EXACT, "exact");
+    const cJSON *sens = cJSON_GetObjectItem(ref, "exact_sensitivity");
+    const cJSON *noisy = cJSON_GetObjectItem(cJSON_GetObjectItem(ref, "observations"), "outputs_noise_sensitive");
+    check_mode(ctx, m, ins, nin, cJSON_GetObjectItem(ref, "exact"), sens, noisy, TPU_NUMERICS_EXACT, "exact");
     const char *slow = getenv("TPUSIM_SLOW_TESTS");
-    if (slow && *slow && strcmp(slow, "0")) check_mode(ctx, m, ins, nin, cJSON_GetObjectItem(ref, "tpu"), TPU_NUMERICS_TPU, "tpu");
+    if (slow && *slow && strcmp(slow, "0"))
+        check_mode(ctx, m, ins, nin, cJSON_GetObjectItem(ref, "tpu"), sens, noisy, TPU_NUMERICS_TPU, "tpu");
 done:
     tpu_tensors_free(ins, nin);
     tpu_module_free(m);

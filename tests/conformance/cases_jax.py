@@ -990,7 +990,9 @@ def _opt_elem(rng):
 @jax_case('denormals', 'f32 subnormal inputs and results: XLA:CPU runs with denormals flushed to zero on '
           'input and output of arithmetic (DAZ/FTZ), as TPUs do; these are its exact results', bit_exact=True,
           notes='Subnormal handling is XLA:CPU behaviour (MXCSR FTZ/DAZ); data movement ops and bitcasts keep '
-                'the bits.')
+                'the bits.',
+          tpu_skip={11: 'f32 -> bf16 convert of a subnormal: XLA:CPU keeps the bf16 subnormal (an integer rounding), the '
+                        'TPU flushes subnormal bf16 results (design 4); the XLA:CPU-based TPU reference cannot show that'})
 def _denormals(rng):
     x = np.array([1e-40, -1e-40, 1.4e-45, 1.1754942e-38, 1.1754944e-38, -5e-39, 3e-39, 0.0, 1.0, 2e-38],
                  np.float32)

@@ -369,6 +369,8 @@ def run_case(case, log):
     note = ' '.join(x for x in (case.notes, extra_note or '') if x)
     if note:
         info['notes'] = note
+    if case.tpu_skip:
+        info['tpu_reference_skip'] = {'out%d' % k: why for k, why in sorted(case.tpu_skip.items())}
     with open(os.path.join(d, 'case.json'), 'w') as f:
         json.dump(info, f, indent=1)
         f.write('\n')
