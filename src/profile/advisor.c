@@ -433,7 +433,7 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         ut_free(L.v);
         return ut_nomem(ctx);
     }
-    qsort(L.v, (size_t)L.n, sizeof *L.v, adv_by_gain);
+    if (L.n) qsort(L.v, (size_t)L.n, sizeof *L.v, adv_by_gain);
     for (int i = 0; i < L.n; i++) {
         ut_buf_printf(out, "%d. %s", i + 1, L.v[i].text);
         ut_free(L.v[i].text);
