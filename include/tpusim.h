@@ -514,6 +514,9 @@ const tpu_tensor *tpu_trainer_state(const tpu_trainer *tr, int i, const char **n
 double      tpu_trainer_metric(const tpu_trainer *tr, const char *name);
 /* The last evaluation's report entry `name` ("accuracy", "loss"), NAN if none. */
 double      tpu_trainer_eval_value(const tpu_trainer *tr, const char *name);
+/* The last evaluation's entry i (eval.report order): 1 with its name and value, 0 past the end or before
+ * any evaluation. */
+int         tpu_trainer_eval_result(const tpu_trainer *tr, int i, const char **name, double *value);
 
 typedef struct tpu_train_result {
     int64_t     steps;               /* optimizer steps done */

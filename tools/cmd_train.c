@@ -262,9 +262,12 @@ int cmd_train(int argc, char **argv)
                (long long)r.steps, o.slice, r.replicas, r.replicas == 1 ? "" : "s", (long long)r.global_batch, r.steps_per_s,
                r.wall_s);
         printf("final training loss %.4f", r.loss);
-        double acc = tpu_trainer_eval_value(tr, "accuracy"), el = tpu_trainer_eval_value(tr, "loss");
-        if (!isnan(acc)) printf("; test accuracy %.2f%%", 100 * acc);
-        if (!isnan(el)) printf(", test loss %.4f", el);
+        const char *en;
+        double ev;
+        for (int k = 0; tpu_trainer_eval_result(tr, k, &en, &ev); k++) {
+            if (!strcmp(en, "accuracy")) printf("%s test accuracy %.2f%%", k ? "," : ";", 100 * ev);
+            else printf("%s test %s %.4g", k ? "," : ";", en, ev);
+        }
         printf("\n");
         train_fmt_time(t1, sizeof t1, r.sim_step_s);
         train_fmt_time(t2, sizeof t2, r.sim_program_s);

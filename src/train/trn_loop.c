@@ -978,3 +978,13 @@ double tpu_trainer_eval_value(const tpu_trainer *tr, const char *name)
         if (!strcmp(s->nreport ? s->report[i].name : s->emetric[i].name, name)) return tr->evals[i];
     return NAN;
 }
+
+int tpu_trainer_eval_result(const tpu_trainer *tr, int i, const char **name, double *value)
+{
+    const trn_sig *s = tr->sig;
+    int nv = s->nreport ? s->nreport : s->nemetric;
+    if (!tr->has_eval_vals || i < 0 || i >= nv) return 0;
+    if (name) *name = s->nreport ? s->report[i].name : s->emetric[i].name;
+    if (value) *value = tr->evals[i];
+    return 1;
+}
