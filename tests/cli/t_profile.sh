@@ -1,7 +1,9 @@
 # tpusim profile and tpusim bench: every corpus program on v3-8, v4-8 and v5e-8 (exit 0, the JSON fields the
 # issue asks for), the validation programs, the step-loop options, the what-if table, the outputs, and
 # clear errors. Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
-out=/tmp/tpusim-cli.out
+# pexpect: run.sh's expect with our own output file (not run.sh's shared one), so concurrent test runs on one machine do not mix outputs.
+out=$(mktemp /tmp/tpusim-cli-profile.XXXXXX)
+pexpect() { local want=$1; shift; "$@" >"$out" 2>&1; local got=$?; if [ "$got" = "$want" ]; then ok; else bad "$* -> exit $got, wanted $want"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
 has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
 json_has_fields() {
   local f
@@ -14,11 +16,11 @@ corpus=../shared/corpus/hlo
 if [ -d "$corpus" ]; then
   for prog in mobilenet_v2.hlo hlo_llama31_8b_bf16_1x8.hlo nv_maxtext_1n1g_jit_train_step_before_optimization.hlo; do
     for chip in v3-8 v4-8 v5e-8; do
-      expect 0 "$BIN" profile "$corpus/$prog" --chip "$chip" --analytic --json
+      pexpect 0 "$BIN" profile "$corpus/$prog" --chip "$chip" --analytic --json
       json_has_fields "$prog on $chip"
     done
   done
-  expect 0 "$BIN" profile "$corpus/mobilenet_v2.hlo" --chip v3-8
+  pexpect 0 "$BIN" profile "$corpus/mobilenet_v2.hlo" --chip v3-8
   has "step time"; has "bound            memory"; has "top ops"; has "advice:"
 else
   echo "  SKIP corpus profiles: $corpus absent" >&2
@@ -26,53 +28,53 @@ fi
 
 # the validation programs (docs/timing-validation.md)
 for chip in v2-8 v3-8 v4-8; do
-  expect 0 "$BIN" profile examples/timing/resnet50_train_b128_dp8.hlo --chip "$chip" --json
+  pexpect 0 "$BIN" profile examples/timing/resnet50_train_b128_dp8.hlo --chip "$chip" --json
   json_has_fields "resnet50 on $chip"
 done
-expect 0 "$BIN" profile examples/timing/matmul_bf16_8192.hlo --chip v5e --no-advice
+pexpect 0 "$BIN" profile examples/timing/matmul_bf16_8192.hlo --chip v5e --no-advice
 has "bound            compute"; has "MXU utilization  9"
 
 # step loop: input-bound detection, steps per execution
-expect 0 "$BIN" profile examples/timing/matmul_bf16_4096.hlo --chip v5e --input-rate 1000 --batch 4096
+pexpect 0 "$BIN" profile examples/timing/matmul_bf16_4096.hlo --chip v5e --input-rate 1000 --batch 4096
 has "INPUT-BOUND"; has "input pipeline is the bottleneck"
-expect 0 "$BIN" profile examples/timing/resnet50_train_b128_dp8.hlo --chip v4-8 --input-time 1.0
+pexpect 0 "$BIN" profile examples/timing/resnet50_train_b128_dp8.hlo --chip v4-8 --input-time 1.0
 has "INPUT-BOUND"; has "per batch of 128"
-expect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --input-time 0
-expect 0 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --steps-per-exec 1
+pexpect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --input-time 0
+pexpect 0 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --steps-per-exec 1
 has "steps_per_execution to 32"
-expect 0 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --steps-per-exec 32
+pexpect 0 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v5e --steps-per-exec 32
 has "(32 steps per host call)"
 
 # what-if on other slices, with prices
-expect 0 "$BIN" profile examples/timing/matmul_bf16_4096.hlo --chip v4-8 --no-advice --compare v5e-8,v6e-8 --price v4=3.22,v5e=1.2,v6e=2.7
+pexpect 0 "$BIN" profile examples/timing/matmul_bf16_4096.hlo --chip v4-8 --no-advice --compare v5e-8,v6e-8 --price v4=3.22,v5e=1.2,v6e=2.7
 has "what-if"; has "v5e-8"; has "v6e-8"; has "speed-up"; has '\$'
 
 # outputs
-trace=/tmp/tpusim-cli-trace.json; html=/tmp/tpusim-cli-report.html
-expect 0 "$BIN" profile examples/timing/resnet50_train_b128_dp8.hlo --chip v4-8 --steps 2 --trace "$trace" --html "$html"
+trace=$out.trace.json; html=$out.report.html
+pexpect 0 "$BIN" profile examples/timing/resnet50_train_b128_dp8.hlo --chip v4-8 --steps 2 --trace "$trace" --html "$html"
 if grep -q '"traceEvents"' "$trace" && grep -q '"device 0 core 1 (chip 0)"' "$trace"; then ok; else bad "trace lacks events or core tracks"; fi
 if grep -q '<svg id="roofline"' "$html" && grep -q '<svg id="timeline"' "$html"; then ok; else bad "HTML report lacks its charts"; fi
 rm -f "$trace" "$html"
 
 # bench
-expect 0 "$BIN" bench matmul --chip v2-8 --n 256 --count 10 --host-runs 1
+pexpect 0 "$BIN" bench matmul --chip v2-8 --n 256 --count 10 --host-runs 1
 has "simulated v2-8"; has "warm"; has "cold"; has "host CPU"; has "extrapolated"
-expect 0 "$BIN" bench matmul --print-program --n 128 --count 3
+pexpect 0 "$BIN" bench matmul --print-program --n 128 --count 3
 has "while(init)"
-expect 2 "$BIN" bench matmul --chip v2-8 --n 0
+pexpect 2 "$BIN" bench matmul --chip v2-8 --n 0
 has "--n must be"
-expect 2 "$BIN" bench nosuch
-expect 2 "$BIN" bench matmul
+pexpect 2 "$BIN" bench nosuch
+pexpect 2 "$BIN" bench matmul
 
 # errors: exit 2 for the command line and unreadable programs, 1 for programs that do not verify
-expect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo
+pexpect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo
 has "--chip is required"
-expect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v9-8
-expect 2 "$BIN" profile /nonexistent.hlo --chip v3-8
-expect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v3-8 --steps 0
-expect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v3-8 --price abc
+pexpect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v9-8
+pexpect 2 "$BIN" profile /nonexistent.hlo --chip v3-8
+pexpect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v3-8 --steps 0
+pexpect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v3-8 --price abc
 has "--price wants"
-expect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v3-8 --bogus
-printf 'HloModule bad\nENTRY main {\n  a = f32[4,4]{1,0} parameter(0)\n  b = f32[3,3]{1,0} parameter(1)\n  ROOT c = f32[4,4]{1,0} add(a, b)\n}\n' > /tmp/tpusim-cli-bad.hlo
-expect 1 "$BIN" profile /tmp/tpusim-cli-bad.hlo --chip v3-8
-rm -f /tmp/tpusim-cli-bad.hlo
+pexpect 2 "$BIN" profile examples/timing/matmul_bf16_1024.hlo --chip v3-8 --bogus
+printf 'HloModule bad\nENTRY main {\n  a = f32[4,4]{1,0} parameter(0)\n  b = f32[3,3]{1,0} parameter(1)\n  ROOT c = f32[4,4]{1,0} add(a, b)\n}\n' > "$out.bad.hlo"
+pexpect 1 "$BIN" profile "$out.bad.hlo" --chip v3-8
+rm -f "$out.bad.hlo" "$out"
