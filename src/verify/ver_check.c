@@ -145,12 +145,13 @@ const char *tpu_report_text(const tpu_report *rc)
     ut_buf b;
     ut_buf_init(&b);
     ut_buf_printf(&b, "tpusim check: module '%s'%s%s\n", r->module, r->chip ? " for TPU " : "", r->chip ? r->chip : "");
-    static const char *const titles[] = {"errors (the TPU compiler would refuse these)",
-                                         "warnings (compiles, but not as written)", "notes"};
+    static const char *const titles[][2] = {{"error (the TPU compiler would refuse it)", "errors (the TPU compiler would refuse these)"},
+                                            {"warning (compiles, but not as written)", "warnings (compile, but not as written)"},
+                                            {"note", "notes"}};
     for (int sev = 0; sev < 3; sev++) {
         int total = sev == 0 ? r->nerrors : sev == 1 ? r->nwarnings : r->nnotes;
         if (!total) continue;
-        ut_buf_printf(&b, "\n%d %s:\n", total, titles[sev]);
+        ut_buf_printf(&b, "\n%d %s:\n", total, titles[sev][total != 1]);
         /* groups in order of first appearance */
         for (int i = 0; i < r->nproblems; i++) {
             const ver_problem *p = &r->problems[i];
