@@ -82,9 +82,13 @@ int cmd_scalesim(int argc, char **argv)
     int n = 0;
     struct timespec w0, w1;
     clock_gettime(CLOCK_MONOTONIC, &w0);
-    clock_t c0 = clock();
+    /* CPU time of this thread: the simulation is single-threaded, and idle library thread pools (BLAS)
+     * would otherwise add their spinning. */
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     tpu_status st = tpu_scalesim_run(ctx, &o, &dir, &n);
-    double cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
     clock_gettime(CLOCK_MONOTONIC, &w1);
     double wall = (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec);
     cli_print_warnings(ctx);

@@ -12,7 +12,8 @@ Python; a whole ResNet-50 takes it hours).
 
 For every run it prints whether the three reports are byte-identical and the CPU time of the simulation
 in each tool (SCALE-Sim: its run_scale() call, imports excluded; tpusim: its whole run, parsing and report
-writing included, as printed by the CLI). CPU time rather than wall time because the machine may be shared.
+writing included, as printed by the CLI). CPU time rather than wall time because the machine may be shared;
+both run with one BLAS thread.
 """
 import argparse
 import os
@@ -87,6 +88,9 @@ def main():
     topos = QUICK_TOPOLOGIES if args.quick else TOPOLOGIES
     configs = QUICK_CONFIGS if args.quick else CONFIGS
     driver = os.path.join(HERE, "pip_scalesim.py")
+    # Both tools are single-threaded; idle BLAS thread pools (numpy's, and the one tpusim links) would only
+    # add spinning to the CPU times.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
     print("%-26s %-9s %6s %-9s %10s %10s %9s" % ("config", "topology", "layers", "identical", "pip CPU s",
                                                   "tpusim ms", "ratio"))
@@ -108,7 +112,7 @@ def main():
                 f.write(hdr + "\n" + "\n".join(corpus_rows(tfile, layers)) + "\n")
 
             p = subprocess.run([args.python, driver, cfg, topo, mode, os.path.join(d, "pip")],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, env=env)
             m = re.search(r"SIM_CPU ([\d.]+) SIM_WALL ([\d.]+)", p.stdout)
             if p.returncode or not m:
                 print("pip scalesim failed on %s / %s:\n%s" % (run, tname, p.stderr[-2000:]))
@@ -117,7 +121,7 @@ def main():
             pip_cpu = float(m.group(1))
 
             q = subprocess.run([args.tpusim, "scalesim", "-c", cfg, "-t", topo, "-i", mode, "-p",
-                                os.path.join(d, "tpusim")], capture_output=True, text=True)
+                                os.path.join(d, "tpusim")], capture_output=True, text=True, env=env)
             m = re.search(r"CPU ([\d.]+) s", q.stdout)
             if q.returncode or not m:
                 print("tpusim failed on %s / %s:\n%s%s" % (run, tname, q.stdout, q.stderr))

@@ -795,6 +795,49 @@ static tpu_status ss_calc_stream(tpu_ctx *ctx, ss_rd_calc *rb, ss_calc_job *job)
     if (!buf || (!plain && (!stamp || !cnt))) { st = ut_nomem(ctx); goto done; }
     job->sram_first_row = job->sram_last_row = -1;
 
+    if (!plain && reps <= 3) {
+        /* Few repeats: replaying the stream address by address is cheaper than the two-pointer sweep. */
+        ++gen;
+        int64_t E = (rb->ntrig ? rb->sets_prefetch : rb->sets_active) * rb->items;
+        for (int64_t g = 0; g < ngroups; g++)
+            for (int64_t r = 0; r < reps; r++)
+                for (int64_t fi = 0; fi < bfolds; fi++) {
+                    int64_t fr, fc;
+                    if (os_filter) { fr = 0; fc = g; }
+                    else if (once) { fc = fi / sys->row_folds; fr = fi % sys->row_folds; }
+                    else { fr = fi; fc = 0; }
+                    tim_fold fold;
+                    ss_lanemap im, fm;
+                    tim_systolic_fold(job->arr, job->df, sys, fr, fc, &fold);
+                    ss_lanemaps(job->df, job->arr, &fold, &im, &fm);
+                    const tim_stream *s = job->ifmap ? &fold.ifmap : &fold.filter;
+                    int64_t t0, t1;
+                    tim_stream_rows(s, &t0, &t1);
+                    for (int64_t t = t0; t < t1; t++) {
+                        int64_t n = ss_gather(job->o, s, job->ifmap ? &im : &fm, t, buf);
+                        if (!n) continue;
+                        int64_t row = (os_filter ? g * sys->row_folds * L : 0) + r * rows_per_block + fi * L + t;
+                        if (!rb->seen) {
+                            rb->seen = true;
+                            rb->first_req = ss_cycle_of_row(job->stalls, row);
+                            job->sram_first_row = row;
+                        }
+                        job->sram_last_row = row;
+                        for (int64_t i = 0; i < n; i++) {
+                            uint32_t *sp = &stamp[buf[i]];
+                            if (*sp == gen) continue;
+                            *sp = gen;
+                            if (++rb->count == E) {
+                                ss_calc_trigger(rb, ss_cycle_of_row(job->stalls, row));
+                                ++gen;
+                                E = rb->sets_prefetch * rb->items;
+                            }
+                        }
+                    }
+                }
+        goto done;
+    }
+
     for (int64_t g = 0; g < ngroups; g++) {
         /* build the block */
         blk.n = blk.nr = 0;
