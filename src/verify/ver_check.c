@@ -3,7 +3,8 @@
  *
  * The rules were checked against the real TPU compiler: libtpu 0.0.42.1 (jax 0.10.2) compiling ahead of time
  * for v4, v5e, v6e and tpu7x topologies on a CPU machine (docs/libtpu-reference.md shows how), with small JAX
- * functions and StableHLO modules, one rule each. Where a public source says otherwise it is older.
+ * functions and StableHLO modules, one rule each (tests/reference/libtpu_check_rules.py). Where a public source
+ * says otherwise it is older.
  *  - shapes must verify (ver_verify_module);
  *  - unbounded dynamic dimensions ('?') are refused ("RET_CHECK failure ... layout.h: dimension >= 0").
  *    Bounded ones ('<=N', set-dimension-size) compile on every generation tried: XLA:TPU pads them to the
