@@ -36,6 +36,8 @@ static void profile_usage(FILE *f)
             "  --trace FILE           write a Chrome trace-event JSON timeline (open in ui.perfetto.dev)\n"
             "  --html FILE            write an HTML report with charts and the advisor's pointers\n"
             "  --no-advice            don't print the advisor's pointers\n"
+            "  --split-input-file     the file holds several modules separated by lines '// -----': profile\n"
+            "                         each (--json prints an array; trace and report files get -1, -2 ...)\n"
             "\n"
             "exit status: 0 profiled, 1 the program does not verify, 2 bad command line or unreadable program.\n");
 }
@@ -126,10 +128,90 @@ static int profile_compare(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_
     return rc;
 }
 
+typedef struct profile_out {
+    int         json, top, advice;
+    const char *trace, *html, *compare, *price;
+    double      input_time;
+    int         index, count;   /* module index and count with --split-input-file (count 0: one module) */
+} profile_out;
+
+/* FILE.ext -> FILE-K.ext for module K of a split file (K > 0). */
+static void profile_path(char *buf, size_t n, const char *path, int k)
+{
+    if (k <= 0) {
+        snprintf(buf, n, "%s", path);
+        return;
+    }
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash)) dot = path + strlen(path);
+    snprintf(buf, n, "%.*s-%d%s", (int)(dot - path), path, k, dot);
+}
+
+/* Profiles one module and prints what was asked. Returns the exit code (0, 1 does not verify, 2 error). */
+static int profile_one(tpu_ctx *ctx, const tpu_module *m, tpu_profile_opts o, const profile_out *po)
+{
+    tpu_profile *p = NULL;
+    int rc = 0;
+    if (po->count && !po->json)
+        printf("%s== module %d of %d: %s ==\n", po->index ? "\n" : "", po->index + 1, po->count, tpu_module_name(m));
+    tpu_status st = tpu_profile_program(ctx, m, &o, &p);
+    if (!st && po->input_time > 0 && o.input_rate <= 0) {
+        /* a measured time per batch: the rate follows from the batch the profile settled on */
+        int64_t batch = tpu_profile_batch(p);
+        if (batch > 0) {
+            o.input_rate = (double)batch / po->input_time;
+            tpu_profile_free(p);
+            p = NULL;
+            st = tpu_profile_program(ctx, m, &o, &p);
+        }
+    }
+    if (st) {
+        fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
+        if (po->json && po->count) printf("{\"module\": \"%s\", \"error\": \"does not profile\"}", tpu_module_name(m));
+        return st == TPU_ERR_INVALID || st == TPU_ERR_IO || st == TPU_ERR_PARSE ? 2 : 1;
+    }
+    if (po->json) {
+        const char *j = tpu_profile_json(p);
+        if (!j) {
+            fprintf(stderr, "tpusim profile: out of memory\n");
+            tpu_profile_free(p);
+            return 2;
+        }
+        printf(po->count ? "%s" : "%s\n", j);
+    } else {
+        fputs(tpu_profile_summary(p, po->top), stdout);
+        if (po->advice) {
+            const char *a = tpu_profile_advice(p);
+            if (a) printf("\nadvice:\n%s", a);
+        }
+    }
+    if (po->compare && !po->json) {
+        int crc = profile_compare(ctx, m, &o, p, po->compare, po->price);
+        if (crc) rc = crc;
+    }
+    char path[4096];
+    if (po->trace) {
+        profile_path(path, sizeof path, po->trace, po->index);
+        if (tpu_profile_write_trace(ctx, p, path) != TPU_OK) {
+            fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
+            rc = 2;
+        }
+    }
+    if (po->html) {
+        profile_path(path, sizeof path, po->html, po->index);
+        if (tpu_profile_write_html(ctx, p, path) != TPU_OK) {
+            fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
+            rc = 2;
+        }
+    }
+    tpu_profile_free(p);
+    return rc;
+}
+
 int cmd_profile(int argc, char **argv)
 {
     const char *prog = NULL, *trace = NULL, *html = NULL, *price = NULL, *compare = NULL;
-    int json = 0, top = 15, advice = 1;
+    int json = 0, top = 15, advice = 1, split = 0;
     double input_time = 0;
     tpu_profile_opts o;
     memset(&o, 0, sizeof o);
@@ -180,6 +262,8 @@ int cmd_profile(int argc, char **argv)
             /* the only mode */
         } else if (!strcmp(argv[i], "--no-advice")) {
             advice = 0;
+        } else if (!strcmp(argv[i], "--split-input-file")) {
+            split = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tpusim profile: unknown option '%s' (see tpusim profile --help)\n", argv[i]);
             return 2;
@@ -197,57 +281,38 @@ int cmd_profile(int argc, char **argv)
     }
     tpu_ctx *ctx = tpu_ctx_new();
     if (!ctx) return 2;
-    tpu_module *m = NULL;
-    tpu_profile *p = NULL;
-    int rc = 0;
-    if (tpu_module_load(ctx, prog, &m) != TPU_OK) {
+    tpu_module **ms = NULL;
+    int nm = 0, rc = 0;
+    tpu_status lst;
+    if (split) {
+        lst = tpu_module_load_split(ctx, prog, &ms, &nm);
+    } else {
+        ms = malloc(sizeof *ms);
+        nm = ms ? 1 : 0;
+        lst = ms ? tpu_module_load(ctx, prog, &ms[0]) : TPU_ERR_NOMEM;
+        if (lst) nm = 0;
+    }
+    if (lst != TPU_OK) {
         fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
-        rc = 2;
-        goto done;
+        free(ms);
+        tpu_ctx_free(ctx);
+        return 2;
     }
     cli_print_warnings(ctx);
-    tpu_status st = tpu_profile_program(ctx, m, &o, &p);
-    if (!st && input_time > 0 && o.input_rate <= 0) {
-        /* a measured time per batch: the rate follows from the batch the profile settled on */
-        int64_t batch = tpu_profile_batch(p);
-        if (batch > 0) {
-            o.input_rate = (double)batch / input_time;
-            tpu_profile_free(p);
-            p = NULL;
-            st = tpu_profile_program(ctx, m, &o, &p);
-        }
+    if (json && split) printf("[\n");
+    for (int k = 0; k < nm; k++) {
+        profile_out po = {json, top, advice, trace, html, compare, price, input_time, k, split ? nm : 0};
+        int r = profile_one(ctx, ms[k], o, &po);
+        if (r > rc) rc = r;
+        if (json && split && k + 1 < nm) printf(",\n");
     }
-    if (st) {
-        fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
-        rc = st == TPU_ERR_INVALID || st == TPU_ERR_IO || st == TPU_ERR_PARSE ? 2 : 1;
-        goto done;
-    }
-    if (json) {
-        const char *j = tpu_profile_json(p);
-        if (!j) { fprintf(stderr, "tpusim profile: out of memory\n"); rc = 2; goto done; }
-        printf("%s\n", j);
+    if (json && split) printf("]\n");
+    if (split) {
+        tpu_modules_free(ms, nm);
     } else {
-        fputs(tpu_profile_summary(p, top), stdout);
-        if (advice) {
-            const char *a = tpu_profile_advice(p);
-            if (a) printf("\nadvice:\n%s", a);
-        }
+        for (int k = 0; k < nm; k++) tpu_module_free(ms[k]);
+        free(ms);
     }
-    if (compare && !json) {
-        int crc = profile_compare(ctx, m, &o, p, compare, price);
-        if (crc) rc = crc;
-    }
-    if (trace && tpu_profile_write_trace(ctx, p, trace) != TPU_OK) {
-        fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
-        rc = 2;
-    }
-    if (html && tpu_profile_write_html(ctx, p, html) != TPU_OK) {
-        fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
-        rc = 2;
-    }
-done:
-    tpu_profile_free(p);
-    tpu_module_free(m);
     tpu_ctx_free(ctx);
     return rc;
 }

@@ -20,6 +20,14 @@ if [ -d "$corpus" ]; then
       json_has_fields "$prog on $chip"
     done
   done
+  # files of several modules (XLA's parser tests): each profiles, or says why it does not verify (exit 1)
+  for f in "$corpus"/xla-parser-tests/*.hlo; do
+    "$BIN" profile "$f" --chip v4-8 --split-input-file --json >"$out" 2>"$out.err"; rc=$?
+    if [ $rc -le 1 ] && head -c 1 "$out" | grep -q '\['; then ok; else bad "profile --split-input-file $f: exit $rc"; head -5 "$out.err" >&2; fi
+  done
+  rm -f "$out.err"
+  pexpect 0 "$BIN" profile "$corpus/xla-parser-tests/fusion.hlo" --chip v3-8 --split-input-file --no-advice
+  has "== module 1 of"
   pexpect 0 "$BIN" profile "$corpus/mobilenet_v2.hlo" --chip v3-8
   has "step time"; has "bound            memory"; has "top ops"; has "advice:"
 else
