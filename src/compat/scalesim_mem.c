@@ -14,6 +14,11 @@
  *   ss_wbuf     the OFMAP write buffer (write_buffer.py), both modes: fills lines of `bandwidth` words,
  *               drains half the SRAM at a time, stalls when full while draining.
  *
+ * The walk skips what cannot change a result: with no possible read stall (CALC mode, or USER mode with
+ * both operands wholly in the active buffer) the OFMAP is served fold by fold from event to event
+ * (ss_wb_fold) and the CALC read counters are replayed per repeated block (ss_calc_stream); operands that
+ * cannot miss are not looked at at all. Only USER mode with misses walks every row and address.
+ *
  * Oddities of SCALE-Sim that change the numbers are reproduced on purpose and marked "SCALE-Sim:" below;
  * docs/scalesim.md lists them. Where SCALE-Sim would crash we carry on and warn.
  */
@@ -414,27 +419,30 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
     u->nl_pf = ss_cdiv(u->prefetch, bw);
     u->all_hit = u->nact == u->nsets;
     if (u->all_hit) return TPU_OK;   /* no need to know where each address lives */
-    if (single_known) goto single;
-    u->occ_off = ut_calloc((size_t)naddr + 1, sizeof *u->occ_off);
-    if (!u->occ_off) return ut_nomem(ctx);
-    int64_t v = ss_pf_walk(o, pf, u, 0, NULL);
-    if (v != valid) return ut_err(ctx, TPU_ERR_INTERNAL, "prefetch matrix has %lld addresses, expected %lld",
-                                  (long long)v, (long long)valid);
-    bool single = true;
-    for (int64_t a = 1; a <= naddr && single; a++) single = u->occ_off[a] <= 1;
-    if (single) {   /* filters and GEMM inputs: one set per address, one load per lookup */
-        ut_free(u->occ_off);
-        u->occ_off = NULL;
-    single:
-        if (u->nsets < 0xffff) {   /* half the memory traffic of the lookups */
-            u->set1s = ut_malloc((size_t)(naddr ? naddr : 1) * sizeof *u->set1s);
-            if (!u->set1s) return ut_nomem(ctx);
-            memset(u->set1s, 0xff, (size_t)naddr * sizeof *u->set1s);
-        } else {
-            u->set1 = ut_malloc((size_t)(naddr ? naddr : 1) * sizeof *u->set1);
-            if (!u->set1) return ut_nomem(ctx);
-            memset(u->set1, 0xff, (size_t)naddr * sizeof *u->set1);
+    bool single = single_known;
+    int64_t v = valid;
+    if (!single) {
+        u->occ_off = ut_calloc((size_t)naddr + 1, sizeof *u->occ_off);
+        if (!u->occ_off) return ut_nomem(ctx);
+        v = ss_pf_walk(o, pf, u, 0, NULL);   /* occurrences per address */
+        if (v != valid)
+            return ut_err(ctx, TPU_ERR_INTERNAL, "prefetch matrix has %lld addresses, expected %lld", (long long)v,
+                          (long long)valid);
+        single = true;
+        for (int64_t a = 1; a <= naddr && single; a++) single = u->occ_off[a] <= 1;
+        if (single) {
+            ut_free(u->occ_off);
+            u->occ_off = NULL;
         }
+    }
+    if (single) {
+        /* Filters and non-overlapping IFMAP windows: one set per address, one load per lookup (16-bit when
+         * the set ids fit, which halves the memory traffic). */
+        size_t isz = u->nsets < 0xffff ? sizeof *u->set1s : sizeof *u->set1;
+        void *p = ut_malloc((size_t)(naddr ? naddr : 1) * isz);
+        if (!p) return ut_nomem(ctx);
+        memset(p, 0xff, (size_t)naddr * isz);
+        if (isz == sizeof *u->set1s) u->set1s = p; else u->set1 = p;
         ss_pf_walk(o, pf, u, 2, NULL);
         return TPU_OK;
     }
