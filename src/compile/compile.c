@@ -194,6 +194,16 @@ static cmp_op_kind cmp_kind_of_fusion(const hlo_instr *in)
     return CMP_SINGLE;
 }
 
+hlo_shape cmp_instr_shape(const cmp_program *p, const hlo_instr *in)
+{
+    hlo_shape s = in->shape;
+    const hlo_comp *c = in->parent;
+    if (!p->lay || !c || c->id < 0 || c->id >= p->m->ncomps || p->m->comps[c->id] != c) return s;
+    const hlo_layout *l = p->lay[p->comp_base[c->id] + in->id];
+    if (l && hlo_shape_is_array(&s) && l->rank == s.rank) s.layout = l;
+    return s;
+}
+
 /* ---- the compile state ---- */
 
 typedef struct cmp_state {
@@ -282,6 +292,7 @@ static int cmp_owner(const cmp_program *p, int v)
 static int *cmp_leaves(cmp_state *C, const hlo_instr *in) { return &C->leaf_val[C->leaf_first[cmp_gid(C, in)]]; }
 
 static int cmp_layout_is_default(const hlo_shape *s);
+static int cmp_layout_free(const hlo_instr *in, const hlo_shape *s);
 
 /* A value taken from the computation's parameter (possibly through get-tuple-element and bitcast). */
 static int cmp_from_param(const hlo_instr *in)
@@ -302,7 +313,7 @@ static int cmp_define_all(cmp_state *C, const hlo_instr *in, cmp_value_kind kind
         hlo_shape tmp = *s;
         const hlo_layout *al = C->lay ? C->lay[cmp_gid(C, in)] : NULL;
         if (al && k == 0 && al->rank == tmp.rank) tmp.layout = al;
-        else if (C->auto_layout && hlo_shape_is_tuple(&in->shape) && cmp_layout_is_default(&tmp)) {
+        else if (C->auto_layout && hlo_shape_is_tuple(&in->shape) && cmp_layout_free(in, &tmp)) {
             const hlo_layout *ml = cmp_min_padding_layout(&C->p->arena, C->chip, &tmp);
             if (ml) tmp.layout = ml;
         }
@@ -326,8 +337,8 @@ static void cmp_alias_leaves(cmp_state *C, const hlo_instr *in, const hlo_instr 
  * kept. Before compilation, every array is printed with the default layout and the TPU compiler chooses: it
  * keeps the default for most ops but gives convolutions the layouts the MXU wants — feature dimension
  * minor, batch second-minor for activations; output then input features minor for kernels — and
- * elementwise chains and batch-norm ops take their neighbours' layouts so no transposes are needed. Layouts
- * written explicitly and not default are honoured. */
+ * elementwise chains and batch-norm ops take their neighbours' layouts so no transposes are needed. Written
+ * layouts that are not the default are honoured where XLA keeps them (cmp_layout_free). */
 
 static int cmp_has_tiled_layouts(const hlo_module *m)
 {
@@ -344,6 +355,23 @@ static int cmp_layout_is_default(const hlo_shape *s)
     if (!s->layout) return 1;
     for (int i = 0; i < s->layout->rank; i++)
         if (s->layout->m2m[i] != s->rank - 1 - i) return 0;
+    return 1;
+}
+
+/* Whether the compiler may choose the layout of `in` (shape `s`, one of its leaves). As in XLA's layout
+ * assignment, only the entry computation's parameters and result, and ops that carry a mandatory layout
+ * (custom-calls, infeed), keep a written layout: every other written layout (e.g. from a GPU dump) is
+ * cleared and chosen again. */
+static int cmp_layout_free(const hlo_instr *in, const hlo_shape *s)
+{
+    if (cmp_layout_is_default(s)) return 1;
+    if (in->op == HLO_CUSTOM_CALL || in->op == HLO_INFEED) return 0;
+    const hlo_comp *c = in->parent;
+    if (!c || !c->is_entry) return 1;
+    if (in->op == HLO_PARAMETER || in == c->root) return 0;
+    if (c->root && c->root->op == HLO_TUPLE)
+        for (int k = 0; k < c->root->nops; k++)
+            if (c->root->ops[k] == in) return 0;
     return 1;
 }
 
@@ -396,7 +424,7 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
             for (int sI = 0; sI < 3; sI++) {
                 const hlo_instr *t = seeds[sI].t;
                 int g = cmp_gid(C, t);
-                if (!hlo_shape_is_array(&t->shape) || !cmp_layout_is_default(&t->shape) || fixed[g]) continue;
+                if (!hlo_shape_is_array(&t->shape) || !cmp_layout_free(t, &t->shape) || fixed[g]) continue;
                 hlo_layout *l = cmp_make_layout(a, t->shape.rank, seeds[sI].minor, seeds[sI].second);
                 if (!l) {
                     ut_free(fixed);
@@ -419,7 +447,7 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
                 if (!cmp_is_layout_transparent(in) && !bn) continue;
                 int rank = bn ? in->ops[0]->shape.rank : in->shape.rank;
                 /* forward: take an operand's assigned layout */
-                if (!fixed[g] && (bn || cmp_layout_is_default(&in->shape))) {
+                if (!fixed[g] && (bn || cmp_layout_free(in, &in->shape))) {
                     for (int k = 0; k < in->nops; k++) {
                         int og = cmp_gid(C, in->ops[k]);
                         if (fixed[og] && C->lay[og] && C->lay[og]->rank == rank && in->ops[k]->shape.rank == rank) {
@@ -435,7 +463,7 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
                     for (int k = 0; k < in->nops; k++) {
                         const hlo_instr *o = in->ops[k];
                         int og = cmp_gid(C, o);
-                        if (fixed[og] || o->shape.rank != C->lay[g]->rank || !cmp_layout_is_default(&o->shape)) continue;
+                        if (fixed[og] || o->shape.rank != C->lay[g]->rank || !cmp_layout_free(o, &o->shape)) continue;
                         if (!cmp_is_layout_transparent(o) && o->op != HLO_BROADCAST && o->op != HLO_PARAMETER) continue;
                         C->lay[og] = C->lay[g];
                         fixed[og] = 1;
@@ -451,7 +479,7 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
         for (int i = 0; i < c->ninstrs; i++) {
             const hlo_instr *in = c->instrs[i];
             int g = cmp_gid(C, in);
-            if (fixed[g] || !hlo_shape_is_array(&in->shape) || !cmp_layout_is_default(&in->shape)) continue;
+            if (fixed[g] || !hlo_shape_is_array(&in->shape) || !cmp_layout_free(in, &in->shape)) continue;
             C->lay[g] = cmp_min_padding_layout(a, C->chip, &in->shape);
         }
     }
@@ -1267,9 +1295,9 @@ done:
     ut_free(C.leaf_count);
     ut_free(C.leaf_first);
     ut_free(C.leaf_val);
-    ut_free(C.comp_base);
     ut_free(C.plan_done);
-    ut_free(C.lay);
+    p->comp_base = C.comp_base;   /* kept: the timing model asks for assigned layouts */
+    p->lay = C.lay;
     if (st) {
         cmp_program_free(p);
         return st;
@@ -1282,6 +1310,8 @@ void cmp_program_free(cmp_program *p)
 {
     if (!p) return;
     ut_free(p->values);
+    ut_free(p->comp_base);
+    ut_free(p->lay);
     ut_free(p->plans);
     ut_arena_free(&p->arena);
     ut_free(p);

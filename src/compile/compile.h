@@ -77,6 +77,8 @@ typedef struct cmp_program {
     int               nvalues;
     cmp_value        *values;
     int              *value_of;    /* first value index of each instruction (by a global instruction number) */
+    int              *comp_base;   /* global instruction number of each computation's first instruction */
+    const hlo_layout **lay;        /* layout assigned to each instruction (by global number; NULL: as written) */
     /* totals (bytes) */
     int64_t           args_padded, args_unpadded;
     int64_t           outputs_padded, outputs_unpadded;   /* outputs not aliased to arguments */
@@ -87,6 +89,9 @@ typedef struct cmp_program {
 
 tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, const cmp_opts *opts, cmp_program **out);
 void       cmp_program_free(cmp_program *p);
+
+/* The shape of `in` (an array) with the layout the compiler assigned it. */
+hlo_shape  cmp_instr_shape(const cmp_program *p, const hlo_instr *in);
 
 /* Padded and unpadded bytes of an array shape with its (assigned) layout on this chip. */
 int64_t    cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s);

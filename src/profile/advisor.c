@@ -369,9 +369,9 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
             /* lanes used: elements over elements padded to (8,128) f32 vector registers */
             double used = 0, padded = 0;
             for (int m = 0; m < t->op->ninstrs; m++) {
+                hlo_shape f = cmp_instr_shape(p->prog, t->op->instrs[m]);   /* in its assigned layout */
                 const hlo_shape *s = &t->op->instrs[m]->shape;
                 if (!hlo_shape_is_array(s) || !tpu_dtype_size((tpu_dtype)s->dtype)) continue;
-                hlo_shape f = *s;
                 f.dtype = TPU_F32;
                 used += (double)hlo_shape_count(s);
                 padded += (double)cmp_padded_bytes(chip, &f) / 4.0;

@@ -238,16 +238,7 @@ static double tim_vpu_cost(const hlo_instr *in)
     }
 }
 
-/* Elements an op's vector work touches: padded to whole (8,128) vregs. */
-static double tim_vpu_elems(const chp_chip *chip, const hlo_shape *s)
-{
-    if (!hlo_shape_is_array(s)) return 0;
-    size_t es = tpu_dtype_size((tpu_dtype)s->dtype);
-    if (!es) return 0;
-    hlo_shape f32 = *s;
-    f32.dtype = TPU_F32;   /* the VPU computes in 32-bit lanes whatever the storage type */
-    return (double)cmp_padded_bytes(chip, &f32) / 4.0;
-}
+typedef struct tim_state tim_state;
 
 /* ---- collectives ---- */
 
@@ -387,7 +378,7 @@ static int tim_trip_count(const hlo_instr *w, double *trips)
 
 /* ---- one op ---- */
 
-typedef struct tim_state {
+struct tim_state {
     tpu_ctx           *ctx;
     const cmp_program *p;
     const chp_slice   *slice;
@@ -397,7 +388,32 @@ typedef struct tim_state {
     int                n, cap;
     int                ninst, inst_next; /* current walk, and the last walk id handed out */
     int                unknown_trips;
-} tim_state;
+};
+
+/* Elements an op's vector work touches: padded to whole (8,128) vregs, in the layout the compiler gave the
+ * instruction (`in`, when `s` is its own array shape) rather than the one written in the text. */
+static double tim_vpu_elems(const tim_state *T, const hlo_instr *in, const hlo_shape *s)
+{
+    const chp_chip *chip = &T->slice->chip;
+    hlo_shape assigned;
+    if (in && s == &in->shape && T->p) {
+        assigned = cmp_instr_shape(T->p, in);
+        s = &assigned;
+    }
+    if (!hlo_shape_is_array(s)) return 0;
+    size_t es = tpu_dtype_size((tpu_dtype)s->dtype);
+    if (!es) return 0;
+    hlo_shape f32 = *s;
+    f32.dtype = TPU_F32;   /* the VPU computes in 32-bit lanes whatever the storage type */
+    return (double)cmp_padded_bytes(chip, &f32) / 4.0;
+}
+
+/* Padded bytes of an instruction's array result in its assigned layout. */
+static int64_t tim_padded(const cmp_program *p, const hlo_instr *in)
+{
+    hlo_shape s = cmp_instr_shape(p, in);
+    return cmp_padded_bytes(p->chip, &s);
+}
 
 /* Bytes an op reads from value v: the whole buffer, unless every reader inside the op only slices it. */
 static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
@@ -411,9 +427,9 @@ static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
             if (in->ops[o] != val->def) continue;
             readers++;
             if ((in->op == HLO_DYNAMIC_SLICE || in->op == HLO_SLICE || in->op == HLO_GATHER) && o == 0)
-                sliced += cmp_padded_bytes(T->p->chip, &in->shape);
+                sliced += tim_padded(T->p, in);
             else if (in->op == HLO_DYNAMIC_UPDATE_SLICE && o == 0)
-                sliced += cmp_padded_bytes(T->p->chip, &in->ops[1]->shape);   /* in place: only the window */
+                sliced += tim_padded(T->p, in->ops[1]);   /* in place: only the window */
             else
                 all_slicing = 0;
         }
@@ -483,18 +499,18 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         double elems;
         if (o == HLO_REDUCE || o == HLO_REDUCE_WINDOW) {
             elems = 0;
-            for (int k = 0; k < in->nops / 2; k++) elems += tim_vpu_elems(chip, &in->ops[k]->shape);
+            for (int k = 0; k < in->nops / 2; k++) elems += tim_vpu_elems(T, in->ops[k], &in->ops[k]->shape);
             if (o == HLO_REDUCE_WINDOW) {
                 const hlo_attr *wa = hlo_attr_find(in, HK_WINDOW);
                 double w = 1;
                 for (int d = 0; wa && wa->kind == HA_WINDOW && d < wa->v.window->rank; d++) w *= (double)wa->v.window->d[d].size;
-                elems = tim_vpu_elems(chip, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[0] : &in->shape) * w;
+                elems = tim_vpu_elems(T, in, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[0] : &in->shape) * w;
             }
         } else if (o == HLO_SORT) {
             double n = (double)hlo_shape_count(&in->ops[0]->shape);
             elems = n * log2(n > 2 ? n : 2) * in->nops;
         } else if (o == HLO_SCATTER) {
-            elems = 2 * tim_vpu_elems(chip, &in->ops[in->nops - 1]->shape);
+            elems = 2 * tim_vpu_elems(T, in->ops[in->nops - 1], &in->ops[in->nops - 1]->shape);
         } else if (o == HLO_FFT) {
             double n = (double)hlo_shape_count(&in->shape);
             elems = 5 * n * log2(n > 2 ? n : 2);
@@ -504,7 +520,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
             elems = (double)hlo_shape_count(a) * nn / 3;
         } else {
             const hlo_shape *s = hlo_shape_is_tuple(&in->shape) && in->shape.ntuple ? &in->shape.tuple[0] : &in->shape;
-            elems = tim_vpu_elems(chip, s);
+            elems = tim_vpu_elems(T, in, s);
         }
         vpu_ops += cost * elems;
         hlo_class c = hlo_op_class(o);
@@ -518,7 +534,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
     for (int i = 0; i < op->nout; i++) {
         const cmp_value *v = &T->p->values[op->out[i]];
         if (op->root->op == HLO_DYNAMIC_UPDATE_SLICE && op->root->nops > 1)
-            bytes += cmp_padded_bytes(T->p->chip, &op->root->ops[1]->shape);   /* in-place update */
+            bytes += tim_padded(T->p, op->root->ops[1]);   /* in-place update */
         else
             bytes += v->padded;
     }
@@ -530,7 +546,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         double b = 0;
         if (in->op == HLO_ALL_GATHER || in->op == HLO_ALL_GATHER_START) b = (double)cmp_padded_bytes(T->p->chip, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[in->shape.ntuple - 1] : &in->shape);
         else
-            for (int k = 0; k < in->nops; k++) b += (double)cmp_padded_bytes(T->p->chip, &in->ops[k]->shape);
+            for (int k = 0; k < in->nops; k++) b += (double)tim_padded(T->p, in->ops[k]);
         int64_t moved;
         t->ici_s = tim_collective_s(T->slice, (hlo_op)in->op, tim_group_size(in, T->slice->devices), b, &moved);
         t->ici_bytes = moved;
@@ -843,7 +859,7 @@ static tpu_status tim_fuse(tim_state *T)
         for (int k = 0; k < op->nout; k++) {
             const cmp_value *val = &p->values[op->out[k]];
             if (op->root->op == HLO_DYNAMIC_UPDATE_SLICE && op->root->nops > 1)
-                bytes += cmp_padded_bytes(p->chip, &op->root->ops[1]->shape);
+                bytes += tim_padded(p, op->root->ops[1]);
             else
                 bytes += val->padded;
         }
