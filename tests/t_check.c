@@ -205,3 +205,48 @@ TEST(check_gpu_program_flagged)
     CHECK_EQ_INT(count_category(r, "shape", VER_ERROR), 0);
     tpu_report_free(r);
 }
+
+/* Programs the TPU compiler optimized (libtpu's own output, tests/reference/hlo/NAME.opt.hlo) check clean: its
+ * bf16 copies of f32 values, selects of mixed float branches and internal custom-calls (ConcatBitcast,
+ * AllocateBuffer, AssumeGatherIndicesInBound) are how XLA:TPU writes programs, not errors. */
+TEST(check_tpu_compiled_programs_compatible)
+{
+    static const char *const progs[] = {"cnn_nchw_train", "conv_small_features", "embedding", "mlp_train_bf16.v5e",
+                                        "scan_rnn", "transformer_train_bf16"};
+    for (size_t i = 0; i < sizeof progs / sizeof *progs; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/reference/hlo/%s.opt.hlo", progs[i]);
+        tpu_ctx *ctx = tpu_ctx_new();
+        tpu_module *m = NULL;
+        tpu_report *r = NULL;
+        CHECK_MSG(tpu_module_load(ctx, path, &m) == TPU_OK, "%s: %s", path, tpu_errmsg(ctx));
+        if (m) CHECK_MSG(tpu_check(ctx, m, "v5e", &r) == TPU_OK, "%s: %s", path, tpu_errmsg(ctx));
+        if (r) CHECK_MSG(r->nerrors == 0 && r->nwarnings == 0, "%s: %s", path, tpu_report_text(r));
+        tpu_report_free(r);
+        tpu_module_free(m);
+        tpu_ctx_free(ctx);
+    }
+}
+
+/* Mixed float precision is the compiler's privilege: the same copy in a program with plain layouts is
+ * an error, and a compiled program still gets errors for other mismatches. */
+TEST(check_mixed_precision_only_in_compiled_programs)
+{
+    const char *plain = "HloModule c\nENTRY e {\n  p = f32[8,128]{1,0} parameter(0)\n"
+                        "  ROOT c = bf16[8,128]{1,0} copy(p)\n}\n";
+    const char *tiled = "HloModule c\nENTRY e {\n  p = f32[8,128]{1,0:T(8,128)} parameter(0)\n"
+                        "  q = pred[8,128]{1,0:T(8,128)(4,1)} parameter(1)\n"
+                        "  c = bf16[8,128]{1,0:T(8,128)(2,1)} copy(p)\n"
+                        "  s = bf16[8,128]{1,0:T(8,128)(2,1)} select(q, c, p)\n"
+                        "  ROOT i = s32[8,128]{1,0:T(8,128)} copy(s)\n}\n";
+    tpu_report *r = check_text(plain, NULL);
+    REQUIRE(r);
+    CHECK_EQ_INT(r->nerrors, 1);
+    CHECK(strstr(tpu_report_text(r), "element type bf16, expected f32") != NULL);
+    tpu_report_free(r);
+    r = check_text(tiled, NULL);
+    REQUIRE(r);
+    CHECK_EQ_INT(r->nerrors, 1);   /* only the s32 copy of a bf16 value */
+    CHECK_MSG(strstr(tpu_report_text(r), "k.hlo:7:") != NULL, "%s", tpu_report_text(r));
+    tpu_report_free(r);
+}

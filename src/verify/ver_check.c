@@ -348,7 +348,7 @@ static int vc_is_fp8(int t)
            t == TPU_F8E4M3FNUZ || t == TPU_F8E4M3 || t == TPU_F8E3M4;
 }
 
-typedef enum { VC_CC_NOOP, VC_CC_TPU, VC_CC_HOST, VC_CC_GPU, VC_CC_UNKNOWN } vc_cc_kind;
+typedef enum { VC_CC_NOOP, VC_CC_TPU, VC_CC_TPU_INTERNAL, VC_CC_HOST, VC_CC_GPU, VC_CC_UNKNOWN } vc_cc_kind;
 
 /* What a custom-call target is on a TPU (each list checked with libtpu, see the top of the file). */
 static vc_cc_kind vc_custom_call_kind(const char *t)
@@ -359,6 +359,8 @@ static vc_cc_kind vc_custom_call_kind(const char *t)
         NULL};
     static const char *const tpu[] = {"tpu_custom_call", "ApproxTopK", "PartialReduce", "TopK", "X64Combine",
                                       "X64SplitLow", "X64SplitHigh", "PadToStatic", "SliceToDynamic", NULL};
+    /* written by the TPU compiler itself into the programs it optimizes (seen in libtpu's dumps) */
+    static const char *const internal[] = {"ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound", NULL};
     static const char *const host[] = {"xla_python_cpu_callback", "xla_python_gpu_callback", "xla_ffi_python_cpu_callback",
                                        "xla_ffi_python_gpu_callback", "PyFunc", "EagerPyFunc", "py_func",
                                        "InspectSharding", NULL};
@@ -366,6 +368,8 @@ static vc_cc_kind vc_custom_call_kind(const char *t)
         if (!strcmp(t, noop[i])) return VC_CC_NOOP;
     for (int i = 0; tpu[i]; i++)
         if (!strcmp(t, tpu[i])) return VC_CC_TPU;
+    for (int i = 0; internal[i]; i++)
+        if (!strcmp(t, internal[i])) return VC_CC_TPU_INTERNAL;
     for (int i = 0; host[i]; i++)
         if (!strcmp(t, host[i])) return VC_CC_HOST;
     if (strstr(t, "PyFunc") || strstr(t, "python") || strstr(t, "callback")) return VC_CC_HOST;
@@ -387,6 +391,12 @@ static void vc_custom_call(ver_report *r, const hlo_module *m, const hlo_instr *
                            "run it on a real TPU, or use the kernel's reference (plain JAX) version to simulate it",
                            "custom-call '%s' is a Mosaic (Pallas) TPU kernel: the TPU compiler accepts it, tpusim cannot "
                            "run or time its body", t);
+        return;
+    case VC_CC_TPU_INTERNAL:
+        if (!ver_mixed_precision(m))
+            ver_report_add(r, m, in, VER_WARNING, "custom-call", "give tpusim the program as exported, before optimization",
+                           "custom-call '%s' is one the TPU compiler writes into programs it has optimized; this "
+                           "program has no compiled (tiled) layouts, so it may not be what the compiler produced", t);
         return;
     case VC_CC_HOST:
         ver_report_add(r, m, in, VER_ERROR, "custom-call",

@@ -375,7 +375,8 @@ static ver_infer_status vi_select(vi *v)
     for (int k = 0; k < 3; k++) VI_TRY(vi_need_array(v, k, k ? "a value" : "the predicate"));
     const hlo_shape *p = OPS(0), *t = OPS(1), *f = OPS(2);
     if (p->dtype != TPU_PRED) return vi_fail(v, "the predicate must be pred, got %s", vi_ss(p));
-    if (t->dtype != f->dtype || !vi_dims_eq(t, f))
+    int types_ok = t->dtype == f->dtype || (vi_same_ignoring_fp(t->dtype, f->dtype) && ver_mixed_precision(v->m));
+    if (!types_ok || !vi_dims_eq(t, f))
         return vi_fail(v, "on_true %s and on_false %s must have the same shape", vi_ss(t), vi_ss(f));
     if (!vi_dims_eq(p, t))
         return vi_fail(v, "the predicate %s must have the dimensions of the values %s (broadcast it first)", vi_ss(p),
@@ -1953,6 +1954,31 @@ ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_ar
         vi_copy(out, &in->shape);
         return VER_INFER_GIVEN;
     }
+}
+
+/* A program the TPU compiler produced (it carries tiled layouts) is checked as XLA checks it after
+ * optimization, with mixed precision allowed: its float-normalization pass leaves copies and selects whose
+ * float types differ from their operands' (bf16 copies of f32 values, a bf16 select of f32 branches). */
+int ver_mixed_precision(const hlo_module *m)
+{
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            const hlo_shape *s = &m->comps[c]->instrs[i]->shape;
+            if (s->layout && s->layout->ntiles) return 1;
+        }
+    return 0;
+}
+
+int ver_shape_match_ignoring_fp(const hlo_shape *a, const hlo_shape *b)
+{
+    if (!vi_same_ignoring_fp(a->dtype, b->dtype)) return 0;
+    if (hlo_shape_is_tuple(a)) {
+        if (!hlo_shape_is_tuple(b) || a->ntuple != b->ntuple) return 0;
+        for (int i = 0; i < a->ntuple; i++)
+            if (!ver_shape_match_ignoring_fp(&a->tuple[i], &b->tuple[i])) return 0;
+        return 1;
+    }
+    return vi_dims_eq(a, b);
 }
 
 int ver_shape_match(const hlo_shape *a, const hlo_shape *b)

@@ -28,6 +28,9 @@ ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_ar
 
 /* Same dtype and dimensions (bounds of dynamic dimensions included); layouts and dynamism ignored. */
 int ver_shape_match(const hlo_shape *declared, const hlo_shape *inferred);
+int ver_shape_match_ignoring_fp(const hlo_shape *declared, const hlo_shape *inferred);
+/* Whether m is a TPU-compiled program (tiled layouts), verified with mixed float precision allowed. */
+int ver_mixed_precision(const hlo_module *m);
 
 /* Infers every result shape left out of the text (callees first, then in instruction order). Fails with
  * TPU_ERR_SHAPE and "file:line:col: ..." when one cannot be inferred. */
