@@ -9,12 +9,15 @@
 #include "exe_fuse.h"
 #include "exe_ops.h"
 #include "kernels/ew_block.h"
+#include "exe_par.h"
 
-#include <omp.h>
+#include <stdatomic.h>
+
 #include <stdlib.h>
 #include <string.h>
 
 #define FU_BLOCK 1024
+#define PAR_T    64   /* threads a fused loop splits for at most */
 
 enum { FU_F = 0, FU_P = 1, FU_I = 2 };   /* scratch classes: float, uint8 (pred), int32 */
 
@@ -386,6 +389,76 @@ static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_
     }
 }
 
+typedef struct fu_job {
+    exe_state        *S;
+    const exe_fgroup *G;
+    exe_value *const *inputs;
+    tpu_tensor       *t;
+    int64_t           n;
+    char            **scratch;   /* per thread: one block per member and per input */
+    fu_buf          **mb;
+    _Atomic int       failed;
+} fu_job;
+
+static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
+{
+    fu_job *J = ctx;
+    const exe_fgroup *G = J->G;
+    exe_value *const *inputs = J->inputs;
+    tpu_tensor *t = J->t;
+    int nm = G->nmembers, ni = G->ninputs;
+    size_t per = FU_BLOCK * sizeof(float);
+    if (!J->scratch[tid]) {
+        J->scratch[tid] = ut_malloc(per * (size_t)(nm + ni) + 64);
+        J->mb[tid] = ut_malloc(sizeof(fu_buf) * (size_t)(nm + ni));
+    }
+    char *scratch = J->scratch[tid];
+    fu_buf *mb = J->mb[tid];
+    if (!scratch || !mb) {
+        atomic_store(&J->failed, 1);
+        return;
+    }
+    for (int64_t blk = b0; blk < b1; blk++) {
+        int64_t o = blk * FU_BLOCK;
+        int len = (int)(J->n - o < FU_BLOCK ? J->n - o : FU_BLOCK);
+        fu_buf *ib = mb + nm;
+        for (int q = 0; q < ni; q++) {
+            const tpu_tensor *it = inputs[q]->t;
+            int cls = fu_class(it->dtype);
+            /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
+            if (it->count != J->n && it->count != 1) {
+                ib[q].cls = cls;
+                ib[q].p = NULL;
+                continue;
+            }
+            fu_load(it, o, len, cls, scratch + per * (size_t)(nm + q), &ib[q], J->n);
+        }
+        for (int k = 0; k < nm; k++) {
+            const exe_fmember *m = &G->members[k];
+            mb[k].cls = fu_class((tpu_dtype)m->in->shape.dtype);
+            mb[k].p = scratch + per * (size_t)k;
+            if (m->in->op == HLO_BROADCAST) {
+                int src = -1 - m->op[0];
+                fu_broadcast(m->in, inputs[src]->t, o, len, mb[k].cls, mb[k].p);
+                continue;
+            }
+            fu_buf *ops[3] = {NULL, NULL, NULL};
+            for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
+            fu_member(J->S, m, &mb[k], ops, len);
+        }
+        /* the root's block to the result */
+        const fu_buf *r = &mb[nm - 1];
+        switch (t->dtype) {
+        case TPU_F32: memcpy((float *)t->data + o, r->p, (size_t)len * sizeof(float)); break;
+        case TPU_BF16:
+            for (int i = 0; i < len; i++) ((uint16_t *)t->data)[o + i] = fp_f32_to_bf16_inline(((const float *)r->p)[i]);
+            break;
+        case TPU_PRED: memcpy((uint8_t *)t->data + o, r->p, (size_t)len); break;
+        default: memcpy((int32_t *)t->data + o, r->p, (size_t)len * sizeof(int32_t)); break;
+        }
+    }
+}
+
 tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, exe_value **out)
 {
     const hlo_instr *R = G->root;
@@ -393,71 +466,35 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     tpu_status st = exe_alloc(S, R, &t);
     if (st) return st;
     int64_t n = t->count;
-    int nm = G->nmembers, ni = G->ninputs;
+    int ni = G->ninputs;
     for (int q = 0; q < ni; q++)
         if (!inputs[q] || !inputs[q]->t) {
             tpu_tensor_free(t);
             return exe_fail(S, R, TPU_ERR_INTERNAL, "fused input %d is not an array", q);
         }
-    /* a scalar pred operand of select is read at index 0 */
     int64_t nblocks = (n + FU_BLOCK - 1) / FU_BLOCK;
-    int threads = S->threads > 0 ? S->threads : 0;
-    int failed = 0;
-    #pragma omp parallel if (nblocks > 4) num_threads(threads ? threads : omp_get_max_threads())
-    {
-        /* per thread: one scratch block per member and per input */
-        size_t per = FU_BLOCK * sizeof(float);
-        char *scratch = ut_malloc(per * (size_t)(nm + ni) + 64);
-        fu_buf *mb = ut_malloc(sizeof(fu_buf) * (size_t)(nm + ni));
-        if (!scratch || !mb) {
-            #pragma omp atomic write
-            failed = 1;
-        }
-        #pragma omp for schedule(static)
-        for (int64_t blk = 0; blk < nblocks; blk++) {
-            if (!scratch || !mb) continue;
-            int64_t o = blk * FU_BLOCK;
-            int len = (int)(n - o < FU_BLOCK ? n - o : FU_BLOCK);
-            fu_buf *ib = mb + nm;
-            for (int q = 0; q < ni; q++) {
-                const tpu_tensor *it = inputs[q]->t;
-                int cls = fu_class(it->dtype);
-                /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
-                if (it->count != n && it->count != 1) {
-                    ib[q].cls = cls;
-                    ib[q].p = NULL;
-                    continue;
-                }
-                fu_load(it, o, len, cls, scratch + per * (size_t)(nm + q), &ib[q], n);
-            }
-            for (int k = 0; k < nm; k++) {
-                const exe_fmember *m = &G->members[k];
-                mb[k].cls = fu_class((tpu_dtype)m->in->shape.dtype);
-                mb[k].p = scratch + per * (size_t)k;
-                if (m->in->op == HLO_BROADCAST) {
-                    int src = -1 - m->op[0];
-                    fu_broadcast(m->in, inputs[src]->t, o, len, mb[k].cls, mb[k].p);
-                    continue;
-                }
-                fu_buf *ops[3] = {NULL, NULL, NULL};
-                for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
-                fu_member(S, m, &mb[k], ops, len);
-            }
-            /* the root's block to the result */
-            const fu_buf *r = &mb[nm - 1];
-            switch (t->dtype) {
-            case TPU_F32: memcpy((float *)t->data + o, r->p, (size_t)len * sizeof(float)); break;
-            case TPU_BF16:
-                for (int i = 0; i < len; i++) ((uint16_t *)t->data)[o + i] = fp_f32_to_bf16_inline(((const float *)r->p)[i]);
-                break;
-            case TPU_PRED: memcpy((uint8_t *)t->data + o, r->p, (size_t)len); break;
-            default: memcpy((int32_t *)t->data + o, r->p, (size_t)len * sizeof(int32_t)); break;
-            }
-        }
-        ut_free(scratch);
-        ut_free(mb);
+    int nt = nblocks >= 8 ? exe_par_threads(S->threads) : 1;
+    fu_job J;
+    memset(&J, 0, sizeof J);
+    J.S = S;
+    J.G = G;
+    J.inputs = inputs;
+    J.t = t;
+    J.n = n;
+    char *scr[PAR_T];
+    fu_buf *mbs[PAR_T];
+    memset(scr, 0, sizeof scr);
+    memset(mbs, 0, sizeof mbs);
+    J.scratch = scr;
+    J.mb = mbs;
+    if (nt > PAR_T) nt = PAR_T;
+    int64_t grain = nt > 1 ? UT_MAX((int64_t)1, nblocks / (8 * nt)) : nblocks;
+    exe_par_for(nt, nblocks, grain, fu_chunk, &J);
+    for (int i = 0; i < PAR_T; i++) {
+        ut_free(scr[i]);
+        ut_free(mbs[i]);
     }
-    if (failed) {
+    if (atomic_load(&J.failed)) {
         tpu_tensor_free(t);
         return ut_nomem(S->ctx);
     }

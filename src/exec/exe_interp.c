@@ -22,6 +22,8 @@ struct exe_comp_info {
     int         *fgroup_of;   /* fused elementwise group of each instruction, or -1 */
     exe_fgroup  *fgroups;
     int          nfgroups;
+    uint32_t    *dies;        /* bit k: operand k of instruction i is dropped after i (and is no other operand) */
+    uint8_t     *gte_move;    /* get-tuple-element i may move its element out of a tuple nobody else holds */
 };
 
 static exe_kernel exe_kernels[HLO_OP_COUNT];
@@ -136,6 +138,8 @@ static void exe_comp_info_free(exe_comp_info *ci)
     ut_free(ci->live);
     ut_free(ci->free_start);
     ut_free(ci->free_list);
+    ut_free(ci->dies);
+    ut_free(ci->gte_move);
     ut_free(ci);
 }
 
@@ -212,6 +216,51 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
     for (int i = 0; i < n; i++)
         if (EXE_HAS_VALUE(i) && i != c->root->id) ci->free_list[ci->free_start[last[i]] + count[last[i]]++] = i;
 #undef EXE_HAS_VALUE
+    /* which operands die at each instruction (buffer reuse, exe_take_operand) */
+    ci->dies = ut_calloc((size_t)n, sizeof *ci->dies);
+    ci->gte_move = ut_calloc((size_t)n, 1);
+    if (!ci->dies || !ci->gte_move) goto nomem;
+    for (int i = 0; i < n; i++)
+        for (int f = ci->free_start[i]; f < ci->free_start[i + 1]; f++) {
+            const hlo_instr *in = c->instrs[i];
+            int v = ci->free_list[f], at = -1, times = 0;
+            for (int k = 0; k < in->nops; k++)
+                if (in->ops[k]->id == v) {
+                    at = k;
+                    times++;
+                }
+            if (times == 1 && at < 32) ci->dies[i] |= 1u << at;
+        }
+    /* a tuple read only by get-tuple-elements, each index once, can give each element away: nobody else will
+     * read that slot (used when the tuple's value is held by nobody else, e.g. a while loop's state) */
+    memset(count, 0, (size_t)n * sizeof *count);
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = c->instrs[i];
+        if (!ci->live[i]) continue;
+        for (int k = 0; k < in->nops; k++)
+            if (in->op != HLO_GET_TUPLE_ELEMENT) count[in->ops[k]->id] = -1;   /* used whole */
+        for (int k = 0; k < in->nctrl; k++) count[in->ctrl[k]->id] = -1;
+    }
+    count[c->root->id] = -1;
+    /* bucket the get-tuple-elements by tuple (last[] is free again: next in the tuple's list) */
+    for (int i = 0; i < n; i++) last[i] = -1;
+    for (int i = n - 1; i >= 0; i--) {
+        const hlo_instr *in = c->instrs[i];
+        if (!ci->live[i] || in->op != HLO_GET_TUPLE_ELEMENT || in->nops != 1 || count[in->ops[0]->id] < 0) continue;
+        int t = in->ops[0]->id;
+        last[i] = count[t] > 0 ? count[t] - 1 : -1;   /* count[t] holds 1 + the first gte of t */
+        count[t] = i + 1;
+    }
+    for (int t = 0; t < n; t++) {
+        if (count[t] <= 0) continue;
+        for (int i = count[t] - 1; i >= 0; i = last[i]) {
+            int64_t idx = hlo_attr_int(c->instrs[i], HK_INDEX, -1);
+            int unique = 1;
+            for (int j = count[t] - 1; j >= 0 && unique; j = last[j])
+                if (j != i && hlo_attr_int(c->instrs[j], HK_INDEX, -1) == idx) unique = 0;
+            ci->gte_move[i] = (uint8_t)unique;
+        }
+    }
     ut_free(last);
     ut_free(count);
     S->comp_info[c->id] = ci;
@@ -310,19 +359,34 @@ static EXE_KERNEL(exe_k_control)
     }
     case HLO_GET_TUPLE_ELEMENT: {
         int64_t idx = hlo_attr_int(in, HK_INDEX, -1);
-        if (ops[0]->t || idx < 0 || idx >= ops[0]->ntuple)
+        if (ops[0]->t || idx < 0 || idx >= ops[0]->ntuple || !ops[0]->elems[idx])
             return exe_fail(S, in, TPU_ERR_SHAPE, "tuple index %lld out of range", (long long)idx);
+        /* the only holder of the tuple and the only reader of this slot: move the element out, so that it
+         * stays the sole reference to its buffer (a loop state updated in place) */
+        const exe_comp_info *ci = S->comp_info ? S->comp_info[in->parent->id] : NULL;
+        if (ci && ci->gte_move[in->id] && ops[0]->refs == 1 && S->cur_vals && S->cur_vals[in->ops[0]->id] == ops[0]) {
+            *out = ops[0]->elems[idx];
+            ops[0]->elems[idx] = NULL;
+            return TPU_OK;
+        }
         *out = exe_value_ref(ops[0]->elems[idx]);
         return TPU_OK;
     }
-    case HLO_CALL: case HLO_FUSION:
+    case HLO_CALL: case HLO_FUSION: {
         if (in->ncalled < 1) return exe_fail(S, in, TPU_ERR_SHAPE, "no called computation");
-        return exe_call(S, in->called[0], ops, in->nops, out);
+        /* operands that die here are handed to the callee */
+        uint64_t owned = 0;
+        for (int k = 0; k < in->nops && k < 32; k++)
+            if (exe_take_operand(S, k)) owned |= (uint64_t)1 << k;
+        return exe_call_owned(S, in->called[0], ops, in->nops, owned, out);
+    }
     case HLO_WHILE: {
         const hlo_attr *ca = hlo_attr_find(in, HK_CONDITION), *ba = hlo_attr_find(in, HK_BODY);
         if (!ca || !ba) return exe_fail(S, in, TPU_ERR_SHAPE, "needs condition= and body=");
         const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
-        exe_value *state = exe_value_ref(ops[0]);
+        /* the loop owns its state and hands it to each body call, so the body can update it in place */
+        exe_value *state = exe_take_operand(S, 0);
+        if (!state) state = exe_value_ref(ops[0]);
         int64_t iter = 0;
         for (;; iter++) {
             exe_value *p;
@@ -335,8 +399,7 @@ static EXE_KERNEL(exe_k_control)
             exe_value_unref(p);
             if (!go) break;
             exe_value *next;
-            st = exe_call(S, body, &state, 1, &next);
-            exe_value_unref(state);
+            st = exe_call_owned(S, body, &state, 1, 1, &next);
             if (st) return st;
             state = next;
         }
@@ -485,20 +548,66 @@ static EXE_KERNEL(exe_k_control)
 
 /* ---- running a computation ---- */
 
+/* Drops the references an owned call hands over (when the call fails before taking them). */
+static void exe_drop_owned(exe_value *const *args, int nargs, uint64_t owned)
+{
+    for (int i = 0; i < nargs && i < 64; i++)
+        if (owned >> i & 1) exe_value_unref(args[i]);
+}
+
 tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, exe_value **out)
 {
+    return exe_call_owned(S, c, args, nargs, 0, out);
+}
+
+exe_value *exe_take_operand(exe_state *S, int k)
+{
+    if (!S->cur_vals || !S->cur_in || k >= S->cur_in->nops || k >= 32 || !(S->cur_dies >> k & 1)) return NULL;
+    exe_value **slot = &S->cur_vals[S->cur_in->ops[k]->id];
+    exe_value *v = *slot;
+    *slot = NULL;
+    return v;
+}
+
+exe_value *exe_take_unique(exe_state *S, int k)
+{
+    if (!S->cur_vals || !S->cur_in || k >= S->cur_in->nops || k >= 32 || !(S->cur_dies >> k & 1)) return NULL;
+    exe_value *v = S->cur_vals[S->cur_in->ops[k]->id];
+    if (!v || v->refs != 1 || !v->t || v->borrowed || v->base) return NULL;
+    return exe_take_operand(S, k);
+}
+
+tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, uint64_t owned,
+                          exe_value **out)
+{
     *out = NULL;
-    if (nargs != c->nparams)
+    if (nargs != c->nparams) {
+        exe_drop_owned(args, nargs, owned);
         return ut_err(S->ctx, TPU_ERR_SHAPE, "computation '%s' takes %d arguments, called with %d", c->name, c->nparams, nargs);
-    if (S->depth > 200) return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "calls nested more than 200 deep in '%s'", c->name);
+    }
+    if (S->depth > 200) {
+        exe_drop_owned(args, nargs, owned);
+        return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "calls nested more than 200 deep in '%s'", c->name);
+    }
     exe_comp_info *ci = NULL;
     tpu_status st = exe_comp_info_get(S, c, &ci);
-    if (st) return st;
+    if (st) {
+        exe_drop_owned(args, nargs, owned);
+        return st;
+    }
     int n = c->ninstrs;
     exe_value *small[64];
     exe_value **vals = n <= 64 ? small : ut_calloc((size_t)n, sizeof *vals);
-    if (!vals) return ut_nomem(S->ctx);
+    if (!vals) {
+        exe_drop_owned(args, nargs, owned);
+        return ut_nomem(S->ctx);
+    }
     if (vals == small) memset(small, 0, sizeof small);
+    /* owned arguments not consumed by a live parameter are dropped at the end */
+    uint64_t unclaimed = owned;
+    exe_value **saved_vals = S->cur_vals;
+    const hlo_instr *saved_in = S->cur_in;
+    uint32_t saved_dies = S->cur_dies;
     S->depth++;
     exe_value *opv[16];
     for (int i = 0; i < n && !st; i++) {
@@ -524,7 +633,13 @@ tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int
             }
             if (fins != fin) ut_free(fins);
         } else if (op == HLO_PARAMETER) {
-            vals[i] = exe_value_ref(args[in->param_no]);
+            int p = (int)in->param_no;
+            if (p < 64 && (unclaimed >> p & 1)) {
+                vals[i] = args[p];
+                unclaimed &= ~((uint64_t)1 << p);
+            } else {
+                vals[i] = exe_value_ref(args[p]);
+            }
         } else if (op == HLO_CONSTANT) {
             if (!ci->consts[i]) st = exe_literal_value(S, in, in->literal, &ci->consts[i]);
             if (!st) vals[i] = exe_value_ref(ci->consts[i]);
@@ -542,7 +657,13 @@ tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int
             for (int k2 = 0; k2 < in->nops; k2++) ops[k2] = vals[in->ops[k2]->id];
             int timed = exe_prof_on() && k != exe_k_control;
             double t0 = timed ? ut_now() : 0;
+            S->cur_vals = vals;
+            S->cur_in = in;
+            S->cur_dies = ci->dies[i];
             st = k(S, in, ops, &vals[i]);
+            S->cur_vals = saved_vals;
+            S->cur_in = saved_in;
+            S->cur_dies = saved_dies;
             if (timed) {
                 exe_prof_s[op] += ut_now() - t0;
                 exe_prof_n[op]++;
@@ -563,6 +684,7 @@ tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int
     }
     for (int i = 0; i < n; i++) exe_value_unref(vals[i]);
     if (vals != small) ut_free(vals);
+    exe_drop_owned(args, nargs, unclaimed);
     return st;
 }
 
@@ -731,8 +853,8 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     for (int i = 0; i < e->nparams && !st; i++) st = exe_bind_input(&S, i, &e->params[i]->shape, inputs, &next, &args[i]);
     exe_value *res = NULL;
     unsigned csr = exe_denormals_off();
+    exe_pool *pool = exe_pool_push();
     if (!st) st = exe_call(&S, e, args, e->nparams, &res);
-    exe_denormals_restore(csr);
     for (int i = 0; i < e->nparams; i++) exe_value_unref(args[i]);
     ut_free(args);
     if (!st) {
@@ -745,6 +867,8 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
         }
     }
     exe_value_unref(res);
+    exe_pool_pop(pool);
+    exe_denormals_restore(csr);
     if (exe_prof_on_for(&S)) exe_prof_report();
     exe_state_free(&S);
     return st;

@@ -14,10 +14,11 @@
 /* A runtime value: an array (t != NULL) or a tuple of values. Reference counted: tuples share elements. */
 typedef struct exe_value {
     int                refs;
-    int                borrowed;  /* t belongs to the caller (an input): never freed or written here */
+    int                borrowed;  /* t belongs to the caller (an input) or is a view: never freed or written here */
     tpu_tensor        *t;        /* array value, or NULL for a tuple */
     int                ntuple;
-    struct exe_value **elems;
+    struct exe_value **elems;    /* tuple elements (an element moved out by get-tuple-element is NULL) */
+    struct exe_value  *base;     /* a view: t is a header of its own over base's data (reshape); holds a ref */
 } exe_value;
 
 exe_value *exe_value_array(tpu_tensor *t);                      /* takes ownership of t; NULL on no memory */
@@ -26,6 +27,9 @@ exe_value *exe_value_ref(exe_value *v);
 void       exe_value_unref(exe_value *v);
 /* Deep copy (arrays copied), for in-place updates of shared values. */
 exe_value *exe_value_clone(const exe_value *v);
+/* A value whose array is `base`'s data seen with shape (dtype, rank, dims) (same byte size); holds a reference
+ * of base. NULL on no memory. */
+exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int64_t *dims);
 
 typedef struct exe_comp_info exe_comp_info;   /* per-computation plan (last uses, ...), built on first call */
 struct exe_state;
@@ -55,6 +59,10 @@ typedef struct exe_state {
     uint64_t          rng_calls;    /* rng instructions run so far in this run (rng.c seeds each from it) */
     const exe_collectives *coll;    /* NULL: one device (collectives over one device are identities) */
     int64_t          *trip_counts;  /* if not NULL: while iterations observed, by global instruction index */
+    /* the instruction being run by exe_call, for exe_take_operand */
+    struct exe_value **cur_vals;    /* its computation's value slots */
+    const hlo_instr  *cur_in;
+    uint32_t          cur_dies;     /* bit k: operand k's value is dropped after this instruction (last use) */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
@@ -71,6 +79,24 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
 
 /* Runs computation c on args (one per parameter). */
 tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, exe_value **out);
+/* Same; args whose bit is set in `owned` hand their reference to the callee (which drops it), so a value
+ * nobody else holds can be updated in place inside. */
+tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, uint64_t owned,
+                          exe_value **out);
+
+/* Buffer reuse (XLA updates dead buffers in place; so do we). For the current instruction's operand k:
+ * exe_take_operand returns the value with the reference its computation held when this instruction is the
+ * value's last use (the caller now owns that reference), else NULL. exe_take_unique does the same only for an
+ * array value that nobody else holds, whose buffer the caller may then overwrite. */
+exe_value *exe_take_operand(exe_state *S, int k);
+exe_value *exe_take_unique(exe_state *S, int k);
+/* Drops a result tensor: its buffer goes back to the run's pool (exe_alloc takes from it) or is freed. */
+void       exe_tensor_release(tpu_tensor *t);
+/* The calling thread's pool of freed result buffers: exe_pool_push starts one (returns the previous, to give
+ * to exe_pool_pop, which frees what the pool holds and restores it). TPUSIM_POOL_MB caps the bytes kept. */
+typedef struct exe_pool exe_pool;
+exe_pool  *exe_pool_push(void);
+void       exe_pool_pop(exe_pool *prev);
 
 /* Allocates the (array) result tensor for instruction `in` — uninitialised — and reports errors on ctx. */
 tpu_status exe_alloc(exe_state *S, const hlo_instr *in, tpu_tensor **t);

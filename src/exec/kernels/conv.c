@@ -25,7 +25,7 @@
 #include "mxu.h"
 #include "exec/exe_ops.h"
 
-#include <omp.h>
+#include "exec/exe_par.h"
 #include <string.h>
 
 #define CV_D 3   /* spatial dims of the fast paths */
@@ -476,6 +476,72 @@ static void conv_build_plane(const conv_plan *p, const tpu_tensor *x, int64_t nb
         }
 }
 
+#define CONV_MAXT 64
+
+typedef struct cdir_job {
+    exe_state        *S;
+    const conv_plan  *p;
+    const exe_mx_num *nm;
+    const tpu_tensor *x, *w;
+    tpu_tensor       *t;
+    const conv_blk   *blk;
+    int64_t           nblk, mmax;
+    float            *mem;
+    size_t            per;
+    int               xparts, wparts, taps, dot;
+    int64_t           pvol, wvol, PD0, PD1, PD2, nph, RS;
+    const int64_t    *rel;
+    uint8_t           inited[CONV_MAXT];
+} cdir_job;
+
+static void cdir_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
+{
+    cdir_job *J = ctx;
+    const conv_plan *p = J->p;
+    const exe_mx_num *nm = J->nm;
+    int xparts = J->xparts, wparts = J->wparts;
+    int64_t pvol = J->pvol, wvol = J->wvol, nblk = J->nblk;
+    float *P[2], *W[2], *acc, *tmp;
+    float *m = J->mem + J->per * (size_t)tid;
+    P[0] = m;
+    P[1] = P[0] + (xparts > 1 ? pvol : 0);
+    W[0] = P[0] + xparts * pvol;
+    W[1] = W[0] + (wparts > 1 ? wvol : 0);
+    acc = W[0] + wparts * wvol;
+    tmp = acc + J->mmax * p->Ovol + CONV_VB;
+    if (!J->inited[tid]) {
+        for (int i = 0; i < xparts; i++) memset(P[i] + pvol - CONV_VB, 0, CONV_VB * sizeof(float));
+        for (int i = 0; i < wparts; i++) memset(W[i] + p->Kvol, 0, CONV_VB * sizeof(float));
+        J->inited[tid] = 1;
+    }
+    exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
+    for (int64_t task = t0; task < t1; task++) {
+        int64_t n = task / nblk;
+        const conv_blk *b = &J->blk[task % nblk];
+        int64_t M = b->co1 - b->co0, nb = b->bg * p->Nout + n;
+        memset(acc, 0, (size_t)(M * p->Ovol + CONV_VB) * sizeof *acc);
+        for (int64_t ci = 0; ci < p->Cig; ci++) {
+            conv_build_plane(p, J->x, nb, b->g * p->Cig + ci, P[0], J->PD0, J->PD1, J->PD2, J->nph, J->RS, tmp, hx);
+            if (xparts > 1)
+                conv_build_plane(p, J->x, nb, b->g * p->Cig + ci, P[1], J->PD0, J->PD1, J->PD2, J->nph, J->RS, tmp, EXE_MX_LO);
+            for (int64_t co = b->co0; co < b->co1; co++) {
+                float *a = acc + (co - b->co0) * p->Ovol;
+                conv_load_kernel(p, J->w, ci, co, W[0], 0, hw);
+                if (wparts > 1) conv_load_kernel(p, J->w, ci, co, W[1], 0, EXE_MX_LO);
+                for (int term = 0; term < 3; term++) {
+                    exe_mx_part px, pw;
+                    if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
+                    if (J->taps) conv_plane_taps(p, a, P[px == EXE_MX_LO], J->PD1, J->RS, W[pw == EXE_MX_LO], J->rel);
+                    else if (J->dot) conv_plane_dot(p, a, P[px == EXE_MX_LO], J->PD1, J->RS, W[pw == EXE_MX_LO]);
+                    else conv_plane(p, a, P[px == EXE_MX_LO], J->PD1, J->RS, W[pw == EXE_MX_LO]);
+                }
+            }
+        }
+        for (int64_t co = b->co0; co < b->co1; co++)
+            conv_store_plane(J->S, p, J->t, n, co, acc + (co - b->co0) * p->Ovol, 0, 0);
+    }
+}
+
 static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
                               const tpu_tensor *w, tpu_tensor *t, int nt)
 {
@@ -492,6 +558,7 @@ static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num
     int64_t svol = p->S[0] * p->S[1] * p->S[2];
     int xparts = nm->split[0] && nm->passes == 3 ? 2 : 1, wparts = nm->split[1] && nm->passes == 3 ? 2 : 1;
     size_t per = (size_t)(xparts * pvol + wparts * wvol + mmax * p->Ovol + CONV_VB + svol);
+    if (nt > CONV_MAXT) nt = CONV_MAXT;
     float *mem = ut_malloc(per * (size_t)nt * sizeof *mem + 64);
     if (!mem) {
         ut_free(blk);
@@ -506,45 +573,32 @@ static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num
             }
     /* one task: the output planes of one image and one block, each input plane of the group built once */
     int64_t ntask = p->Nout * nblk;
-    #pragma omp parallel num_threads(nt)
-    {
-        float *P[2], *W[2], *acc, *tmp;
-        float *m = mem + per * (size_t)omp_get_thread_num();
-        P[0] = m;
-        P[1] = P[0] + (xparts > 1 ? pvol : 0);
-        W[0] = P[0] + xparts * pvol;
-        W[1] = W[0] + (wparts > 1 ? wvol : 0);
-        acc = W[0] + wparts * wvol;
-        tmp = acc + mmax * p->Ovol + CONV_VB;
-        for (int i = 0; i < xparts; i++) memset(P[i] + pvol - CONV_VB, 0, CONV_VB * sizeof(float));
-        for (int i = 0; i < wparts; i++) memset(W[i] + p->Kvol, 0, CONV_VB * sizeof(float));
-        exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
-        #pragma omp for schedule(dynamic, 4)
-        for (int64_t task = 0; task < ntask; task++) {
-            int64_t n = task / nblk;
-            const conv_blk *b = &blk[task % nblk];
-            int64_t M = b->co1 - b->co0, nb = b->bg * p->Nout + n;
-            memset(acc, 0, (size_t)(M * p->Ovol + CONV_VB) * sizeof *acc);
-            for (int64_t ci = 0; ci < p->Cig; ci++) {
-                conv_build_plane(p, x, nb, b->g * p->Cig + ci, P[0], PD0, PD1, PD2, nph, RS, tmp, hx);
-                if (xparts > 1) conv_build_plane(p, x, nb, b->g * p->Cig + ci, P[1], PD0, PD1, PD2, nph, RS, tmp, EXE_MX_LO);
-                for (int64_t co = b->co0; co < b->co1; co++) {
-                    float *a = acc + (co - b->co0) * p->Ovol;
-                    conv_load_kernel(p, w, ci, co, W[0], 0, hw);
-                    if (wparts > 1) conv_load_kernel(p, w, ci, co, W[1], 0, EXE_MX_LO);
-                    for (int term = 0; term < 3; term++) {
-                        exe_mx_part px, pw;
-                        if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
-                        if (taps) conv_plane_taps(p, a, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO], rel);
-                        else if (dot) conv_plane_dot(p, a, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
-                        else conv_plane(p, a, P[px == EXE_MX_LO], PD1, RS, W[pw == EXE_MX_LO]);
-                    }
-                }
-            }
-            for (int64_t co = b->co0; co < b->co1; co++)
-                conv_store_plane(S, p, t, n, co, acc + (co - b->co0) * p->Ovol, 0, 0);
-        }
-    }
+    cdir_job J;
+    memset(&J, 0, sizeof J);
+    J.S = S;
+    J.p = p;
+    J.nm = nm;
+    J.x = x;
+    J.w = w;
+    J.t = t;
+    J.blk = blk;
+    J.nblk = nblk;
+    J.mem = mem;
+    J.per = per;
+    J.xparts = xparts;
+    J.wparts = wparts;
+    J.pvol = pvol;
+    J.wvol = wvol;
+    J.mmax = mmax;
+    J.PD0 = PD0;
+    J.PD1 = PD1;
+    J.PD2 = PD2;
+    J.nph = nph;
+    J.RS = RS;
+    J.rel = rel;
+    J.taps = taps;
+    J.dot = dot;
+    exe_par_for(nt, ntask, 4, cdir_chunk, &J);
     ut_free(mem);
     ut_free(blk);
     return TPU_OK;
@@ -726,6 +780,92 @@ static void conv_store_cols(const conv_gctx *c, const conv_blk *b, int64_t c0, i
 #define CONV_KPARTS 8                        /* reduction parts when there are few output chunks */
 #define CONV_MIN_CHUNKS 32                   /* output chunks wanted, for parallelism */
 
+typedef struct cpw_job {
+    conv_gctx  *c;
+    int         i;
+    exe_mx_part part;
+    int64_t     kfull;
+} cpw_job;
+
+static void cpw_chunk(void *ctx, int64_t co0, int64_t co1, int tid)
+{
+    const cpw_job *J = ctx;
+    for (int64_t co = co0; co < co1; co++) {
+        conv_blk one = {co, co + 1, 0, 0};
+        conv_pack_w(J->c, &one, 0, J->c->p->Cig, (char *)J->c->wfull[J->i] + (size_t)(co * J->kfull) * J->c->es, J->part);
+    }
+    (void)tid;
+}
+
+typedef struct cg_job {
+    const conv_gctx *c;
+    const conv_blk  *blk;
+    int64_t          nchunk, pieces, imgs, nk, cic;
+    int              direct;
+    char            *mem;
+    size_t           per;
+    tpu_tensor      *t;
+} cg_job;
+
+static void cg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
+{
+    const cg_job *J = ctx;
+    const conv_gctx *c = J->c;
+    const conv_plan *p = c->p;
+    conv_ws ws;
+    conv_ws_carve(c, J->mem + J->per * (size_t)tid, &ws, !J->direct);
+    for (int64_t task = t0; task < t1; task++) {
+        const conv_blk *b = &J->blk[task / J->nchunk];
+        int64_t ch = task % J->nchunk, c0, c1;
+        if (J->pieces > 1) {
+            int64_t n = ch / J->pieces, j = ch % J->pieces;
+            c0 = n * p->Ovol + p->Ovol * j / J->pieces;
+            c1 = n * p->Ovol + p->Ovol * (j + 1) / J->pieces;
+        } else {
+            c0 = ch * J->imgs * p->Ovol;
+            c1 = UT_MIN(p->Nout, (ch + 1) * J->imgs) * p->Ovol;
+        }
+        int64_t M = b->co1 - b->co0, ldc = c1 - c0;
+        void *C = ws.c;
+        if (J->direct) {
+            int64_t n0 = c0 / p->Ovol, ol0 = c0 % p->Ovol;
+            C = (char *)J->t->data + (size_t)(n0 * p->yn + b->co0 * p->yc + ol0) * c->es;
+            ldc = p->yc;
+        }
+        if (J->nk == 0)
+            for (int64_t i = 0; i < M; i++) memset((char *)C + (size_t)(i * ldc) * c->es, 0, (size_t)(c1 - c0) * c->es);
+        for (int64_t k = 0; k < J->nk; k++)
+            conv_gemm_chunk(c, b, c0, c1, k * J->cic, UT_MIN(p->Cig, (k + 1) * J->cic), &ws, C, ldc, k > 0);
+        if (!J->direct) conv_store_cols(c, b, c0, c1, ws.c, 0, M);
+    }
+}
+
+typedef struct ck_job {
+    const conv_gctx *c;
+    const conv_blk  *b;
+    int64_t          c0, c1, nk;
+    int              nkp;
+    int64_t          cic;
+    char            *mem;
+    size_t           per;
+    char            *parts;
+    size_t           part;
+    int64_t          ncol;
+} ck_job;
+
+static void ck_chunk(void *ctx, int64_t k0p, int64_t k1p, int tid)
+{
+    const ck_job *J = ctx;
+    conv_ws ws;
+    conv_ws_carve(J->c, J->mem + J->per * (size_t)tid, &ws, 0);
+    for (int64_t kp = k0p; kp < k1p; kp++) {
+        int64_t k0 = J->nk * kp / J->nkp, k1 = J->nk * (kp + 1) / J->nkp;
+        void *C = J->parts + J->part * (size_t)kp;
+        for (int64_t k = k0; k < k1; k++)
+            conv_gemm_chunk(J->c, J->b, J->c0, J->c1, k * J->cic, UT_MIN(J->c->p->Cig, (k + 1) * J->cic), &ws, C, J->ncol, k > k0);
+    }
+}
+
 static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
                             const tpu_tensor *w, tpu_tensor *t, int nt)
 {
@@ -791,11 +931,9 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
         exe_mx_part hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
         for (int i = 0; i < c.wparts; i++) {
             c.wfull[i] = (char *)wmem + (size_t)(i * p->Cout * kfull) * c.es;
-            #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && p->Cout * kfull > 65536)
-            for (int64_t co = 0; co < p->Cout; co++) {
-                conv_blk one = {co, co + 1, 0, 0};
-                conv_pack_w(&c, &one, 0, p->Cig, (char *)c.wfull[i] + (size_t)(co * kfull) * c.es, i ? EXE_MX_LO : hw);
-            }
+            cpw_job pj = {&c, i, i ? EXE_MX_LO : hw, kfull};
+            exe_par_for(nt > 1 && p->Cout * kfull > 65536 ? nt : 1, p->Cout, UT_MAX((int64_t)1, 16384 / UT_MAX(kfull, (int64_t)1)),
+                        cpw_chunk, &pj);
         }
     }
     if (!ksplit) {
@@ -807,36 +945,8 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
-        #pragma omp parallel num_threads(nth)
-        {
-            conv_ws ws;
-            conv_ws_carve(&c, mem + per * (size_t)omp_get_thread_num(), &ws, !direct);
-            #pragma omp for schedule(dynamic, 1)
-            for (int64_t task = 0; task < ntask; task++) {
-                const conv_blk *b = &blk[task / nchunk];
-                int64_t ch = task % nchunk, c0, c1;
-                if (pieces > 1) {
-                    int64_t n = ch / pieces, j = ch % pieces;
-                    c0 = n * p->Ovol + p->Ovol * j / pieces;
-                    c1 = n * p->Ovol + p->Ovol * (j + 1) / pieces;
-                } else {
-                    c0 = ch * imgs * p->Ovol;
-                    c1 = UT_MIN(p->Nout, (ch + 1) * imgs) * p->Ovol;
-                }
-                int64_t M = b->co1 - b->co0, ldc = c1 - c0;
-                void *C = ws.c;
-                if (direct) {
-                    int64_t n0 = c0 / p->Ovol, ol0 = c0 % p->Ovol;
-                    C = (char *)t->data + (size_t)(n0 * p->yn + b->co0 * p->yc + ol0) * c.es;
-                    ldc = p->yc;
-                }
-                if (nk == 0)
-                    for (int64_t i = 0; i < M; i++) memset((char *)C + (size_t)(i * ldc) * c.es, 0, (size_t)(c1 - c0) * c.es);
-                for (int64_t k = 0; k < nk; k++)
-                    conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, C, ldc, k > 0);
-                if (!direct) conv_store_cols(&c, b, c0, c1, ws.c, 0, M);
-            }
-        }
+        cg_job J = {&c, blk, nchunk, pieces, imgs, nk, cic, direct, mem, per, t};
+        exe_par_for(nth, ntask, 1, cg_chunk, &J);
         ut_free(mem);
     } else {
         /* few output chunks: split each one's reduction into nkp parts with their own partial sums */
@@ -861,18 +971,8 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
                 c1 = UT_MIN(p->Nout, (ch + 1) * imgs) * p->Ovol;
             }
             int64_t ncol = c1 - c0, M = b->co1 - b->co0;
-            #pragma omp parallel num_threads(nth)
-            {
-                conv_ws ws;
-                conv_ws_carve(&c, mem + per * (size_t)omp_get_thread_num(), &ws, 0);
-                #pragma omp for schedule(dynamic, 1)
-                for (int kp = 0; kp < nkp; kp++) {
-                    int64_t k0 = nk * kp / nkp, k1 = nk * (kp + 1) / nkp;
-                    void *C = parts + part * (size_t)kp;
-                    for (int64_t k = k0; k < k1; k++)
-                        conv_gemm_chunk(&c, b, c0, c1, k * cic, UT_MIN(p->Cig, (k + 1) * cic), &ws, C, ncol, k > k0);
-                }
-            }
+            ck_job K = {&c, b, c0, c1, nk, nkp, cic, mem, per, parts, part, ncol};
+            exe_par_for(nth, nkp, 1, ck_chunk, &K);
             /* partial sums added in part order */
             size_t n = (size_t)(M * ncol);
             for (int kp = 1; kp < nkp; kp++) {

@@ -2,6 +2,7 @@
  * dynamic-slice, dynamic-update-slice. All of them are one strided N-d copy (exe_nd_copy) with the right
  * strides and offsets, so they work for every dtype. */
 #include "exec/exec.h"
+#include "exec/exe_par.h"
 
 #include <string.h>
 
@@ -29,6 +30,69 @@ static void nd_inner(char *dp, int64_t ds, const char *sp, int64_t ss, int64_t n
         for (int64_t j = 0; j < n; j++) memcpy(dp + j * ds * (int64_t)es, sp + j * ss * (int64_t)es, es);
         break;
     }
+}
+
+#define ND_TILE 32
+
+typedef struct nd_job {
+    void       *dst;
+    const void *src;
+    size_t      es;
+    int         r, tiled;
+    int64_t     d[TPU_MAX_RANK], ds[TPU_MAX_RANK], ss[TPU_MAX_RANK];
+    int64_t     tr, tc;   /* tiles along the two inner dims */
+} nd_job;
+
+/* element offsets (dst, src) of outer index o over dims [0, upto) */
+static void nd_offsets(const nd_job *J, int upto, int64_t o, int64_t *doff, int64_t *soff)
+{
+    int64_t rem = o;
+    *doff = *soff = 0;
+    for (int i = upto - 1; i >= 0; i--) {
+        int64_t idx = rem % J->d[i];
+        rem /= J->d[i];
+        *doff += idx * J->ds[i];
+        *soff += idx * J->ss[i];
+    }
+}
+
+static void nd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
+{
+    const nd_job *J = ctx;
+    int r = J->r;
+    int64_t es = (int64_t)J->es;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t doff, soff;
+        nd_offsets(J, r - 1, o, &doff, &soff);
+        nd_inner((char *)J->dst + doff * es, J->ds[r - 1], (const char *)J->src + soff * es, J->ss[r - 1], J->d[r - 1], J->es);
+    }
+    (void)tid;
+}
+
+#define ND_TILE_COPY(T)                                                                     \
+    do {                                                                                    \
+        T *dp = (T *)J->dst + doff;                                                         \
+        const T *sp = (const T *)J->src + soff;                                             \
+        for (int64_t a = a0; a < a1; a++)                                                   \
+            for (int64_t b = b0; b < b1; b++) dp[a * dsa + b * dsb] = sp[a * ssa + b * ssb]; \
+    } while (0)
+
+static void nd_tiles(void *ctx, int64_t t0, int64_t t1, int tid)
+{
+    const nd_job *J = ctx;
+    int r = J->r;
+    int64_t dsa = J->ds[r - 2], dsb = J->ds[r - 1], ssa = J->ss[r - 2], ssb = J->ss[r - 1];
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t o = t / (J->tr * J->tc), tt = t % (J->tr * J->tc);
+        int64_t a0 = tt / J->tc * ND_TILE, b0 = tt % J->tc * ND_TILE;
+        int64_t a1 = UT_MIN(a0 + ND_TILE, J->d[r - 2]), b1 = UT_MIN(b0 + ND_TILE, J->d[r - 1]);
+        int64_t doff, soff;
+        nd_offsets(J, r - 2, o, &doff, &soff);
+        if (J->es == 4) ND_TILE_COPY(uint32_t);
+        else if (J->es == 2) ND_TILE_COPY(uint16_t);
+        else ND_TILE_COPY(uint64_t);
+    }
+    (void)tid;
 }
 
 void exe_nd_copy(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
@@ -60,21 +124,34 @@ void exe_nd_copy(void *dst, const int64_t *dst_strides, const void *src, const i
         memcpy(dst, src, esize);
         return;
     }
+    nd_job J;
+    memset(&J, 0, sizeof J);
+    J.dst = dst;
+    J.src = src;
+    J.es = esize;
+    J.r = r;
+    memcpy(J.d, d, sizeof d);
+    memcpy(J.ds, ds, sizeof ds);
+    memcpy(J.ss, ss, sizeof ss);
+    /* a transpose of the two innermost dims (unit stride on one side in each): copy 32x32 tiles so that both
+     * sides stream through whole cache lines */
+    if (r >= 2 && ((ss[r - 1] == 1 && ds[r - 2] == 1) || (ds[r - 1] == 1 && ss[r - 2] == 1)) && d[r - 1] >= 8 &&
+        d[r - 2] >= 8 && (esize == 4 || esize == 2 || esize == 8)) {
+        J.tiled = 1;
+        J.tr = (d[r - 2] + ND_TILE - 1) / ND_TILE;
+        J.tc = (d[r - 1] + ND_TILE - 1) / ND_TILE;
+        int64_t outer = 1;
+        for (int i = 0; i < r - 2; i++) outer *= d[i];
+        int64_t nt = outer * J.tr * J.tc;
+        int64_t total = outer * d[r - 2] * d[r - 1];
+        exe_par_for(total > 65536 ? 0 : 1, nt, UT_MAX((int64_t)1, nt / 64), nd_tiles, &J);
+        return;
+    }
     int64_t outer = 1;
     for (int i = 0; i < r - 1; i++) outer *= d[i];
-    int64_t es = (int64_t)esize;
-    #pragma omp parallel for schedule(static) if (outer * d[r - 1] > 65536 && outer > 1)
-    for (int64_t o = 0; o < outer; o++) {
-        /* index of row o in the outer dims */
-        int64_t rem = o, doff = 0, soff = 0;
-        for (int i = r - 2; i >= 0; i--) {
-            int64_t idx = rem % d[i];
-            rem /= d[i];
-            doff += idx * ds[i];
-            soff += idx * ss[i];
-        }
-        nd_inner((char *)dst + doff * es, ds[r - 1], (const char *)src + soff * es, ss[r - 1], d[r - 1], esize);
-    }
+    int64_t total = outer * d[r - 1];
+    int64_t grain = UT_MAX((int64_t)1, UT_MAX(outer / 64, 16384 / UT_MAX(d[r - 1], (int64_t)1)));
+    exe_par_for(total > 65536 && outer > 1 ? 0 : 1, outer, grain, nd_rows, &J);
 }
 
 static void data_strides(int rank, const int64_t *dims, int64_t *strides)
@@ -116,6 +193,19 @@ EXE_KERNEL(exe_k_broadcast)
 EXE_KERNEL(exe_k_reshape)
 {
     const tpu_tensor *a = ops[0]->t;
+    if (a && a->count == hlo_shape_count(&in->shape) && a->dtype == (tpu_dtype)in->shape.dtype &&
+        hlo_shape_is_array(&in->shape) && !in->shape.dyn_mask) {
+        /* row-major data do not move: a dying operand is relabelled, a shared one viewed */
+        exe_value *own = exe_take_unique(S, 0);
+        if (own) {
+            own->t->rank = in->shape.rank;
+            for (int i = 0; i < in->shape.rank; i++) own->t->dims[i] = in->shape.dims[i];
+            *out = own;
+            return TPU_OK;
+        }
+        *out = exe_value_view(ops[0], a->dtype, in->shape.rank, in->shape.dims);
+        return *out ? TPU_OK : ut_nomem(S->ctx);
+    }
     tpu_tensor *t;
     tpu_status st = exe_alloc(S, in, &t);
     if (st) return st;
@@ -410,15 +500,22 @@ EXE_KERNEL(exe_k_dynamic_update_slice)
     int64_t start[TPU_MAX_RANK];
     tpu_status st = data_starts(S, in, ops, 2, a->rank, a->dims, u->dims, start);
     if (st) return st;
-    tpu_tensor *t;
-    st = exe_alloc(S, in, &t);
-    if (st) return st;
-    memcpy(t->data, a->data, t->nbytes);
     int64_t as[TPU_MAX_RANK], us[TPU_MAX_RANK], off = 0;
     data_strides(a->rank, a->dims, as);
     data_strides(u->rank, u->dims, us);
     for (int i = 0; i < a->rank; i++) off += start[i] * as[i];
-    size_t es = tpu_dtype_size(t->dtype);
+    size_t es = tpu_dtype_size(a->dtype);
+    /* the operand's last use and nobody else's buffer: update it in place (a loop's accumulated outputs) */
+    exe_value *own = a->dtype == (tpu_dtype)in->shape.dtype ? exe_take_unique(S, 0) : NULL;
+    if (own) {
+        exe_nd_copy((char *)own->t->data + off * (int64_t)es, as, u->data, us, u->dims, u->rank, es);
+        *out = own;
+        return TPU_OK;
+    }
+    tpu_tensor *t;
+    st = exe_alloc(S, in, &t);
+    if (st) return st;
+    memcpy(t->data, a->data, t->nbytes);
     exe_nd_copy((char *)t->data + off * (int64_t)es, as, u->data, us, u->dims, u->rank, es);
     return exe_out_array(S, t, out);
 }

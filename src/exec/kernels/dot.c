@@ -13,8 +13,10 @@
  * exe_k_dot_ref: the definition, one output element at a time, accumulating in double (with the same
  * operand rounding) or in 64-bit integers.
  */
+#include "gemm.h"
 #include "mxu.h"
 #include "exec/exe_ops.h"
+#include "exec/exe_par.h"
 
 #include <omp.h>
 #include <string.h>
@@ -272,22 +274,39 @@ static void dot_mat_init(dot_mat *m, const tpu_tensor *t, const dot_grp *rg, con
     m->nbuf = m->direct ? 0 : (nm->split[op] && nm->passes == 3) ? 2 : 1;
 }
 
-/* Packs batch b of the operand into dst (nthr threads). */
-static void dot_pack(const dot_mat *m, int64_t b, void *dst, int dbl, exe_mx_part part, int nthr)
+typedef struct dot_pack_job {
+    const dot_mat *m;
+    const char    *base;
+    void          *dst;
+    int            dbl;
+    exe_mx_part    part;
+} dot_pack_job;
+
+static void dot_pack_rows(void *ctx, int64_t o0, int64_t o1, int tid)
 {
-    const char *base = (const char *)m->t->data + (size_t)m->boff[b] * m->esz;
-    size_t es = dbl ? 8 : 4;
-    int64_t outer = m->trans ? m->cols : m->rows, inner = m->trans ? m->rows : m->cols;
+    const dot_pack_job *J = ctx;
+    const dot_mat *m = J->m;
+    size_t es = J->dbl ? 8 : 4;
+    int64_t inner = m->trans ? m->rows : m->cols;
     const int64_t *ooff = m->trans ? m->coff : m->roff, *ioff = m->trans ? m->roff : m->coff;
     int iuni = m->trans ? m->runi : m->cuni;
     int64_t istr = m->trans ? m->rstr : m->cstr;
-    #pragma omp parallel for num_threads(nthr) schedule(static) if (nthr > 1 && outer * inner > 65536)
-    for (int64_t o = 0; o < outer; o++) {
-        const char *src = base + (size_t)ooff[o] * m->esz;
-        void *d = (char *)dst + (size_t)(o * inner) * es;
-        if (iuni) exe_mx_load(d, dbl, src, m->t->dtype, istr, inner, part);
-        else exe_mx_load_tab(d, dbl, src, m->t->dtype, ioff, inner, part);
+    for (int64_t o = o0; o < o1; o++) {
+        const char *src = J->base + (size_t)ooff[o] * m->esz;
+        void *d = (char *)J->dst + (size_t)(o * inner) * es;
+        if (iuni) exe_mx_load(d, J->dbl, src, m->t->dtype, istr, inner, J->part);
+        else exe_mx_load_tab(d, J->dbl, src, m->t->dtype, ioff, inner, J->part);
     }
+    (void)tid;
+}
+
+/* Packs batch b of the operand into dst (nthr threads). */
+static void dot_pack(const dot_mat *m, int64_t b, void *dst, int dbl, exe_mx_part part, int nthr)
+{
+    dot_pack_job J = {m, (const char *)m->t->data + (size_t)m->boff[b] * m->esz, dst, dbl, part};
+    int64_t outer = m->trans ? m->cols : m->rows, inner = m->trans ? m->rows : m->cols;
+    int64_t grain = UT_MAX((int64_t)1, 16384 / UT_MAX(inner, (int64_t)1));
+    exe_par_for(nthr > 1 && outer * inner > 65536 ? nthr : 1, outer, grain, dot_pack_rows, &J);
 }
 
 /* Pointer to batch b of an operand used in place. */
@@ -413,6 +432,107 @@ static tpu_status dot_int(exe_state *S, const dot_plan *p, const tpu_tensor *l, 
     return TPU_OK;
 }
 
+/* ---- f32 accumulation: exe_gemm on the operands as they lie (or packed when their dims do not merge) ---- */
+
+typedef struct dot_f32_ctx {
+    exe_state        *S;
+    const dot_plan   *p;
+    const exe_mx_num *nm;
+    dot_mat           A, B;
+    int               packA, packB;   /* the operand's dims are not one uniform stride: pack it (f32) */
+    tpu_tensor       *out;
+    int               out_f32;
+    float           **ws;             /* per thread: packed A, packed B, C */
+    size_t            wsz;
+    int               inner_threads;
+} dot_f32_ctx;
+
+/* gemm source of operand m for batch b: in place, or the packed copy in buf */
+static exe_gemm_src dot_src(const dot_mat *m, int64_t b, int packed, const float *buf, exe_mx_part part)
+{
+    exe_gemm_src g;
+    g.part = part;
+    if (packed) {
+        g.p = buf;
+        g.dtype = TPU_F32;
+        g.rs = m->trans ? 1 : m->cols;
+        g.cs = m->trans ? m->rows : 1;
+    } else {
+        g.p = (const char *)m->t->data + (size_t)m->boff[b] * m->esz;
+        g.dtype = m->t->dtype;
+        g.rs = m->rstr;
+        g.cs = m->cstr;
+    }
+    return g;
+}
+
+static void dot_f32_batch(const dot_f32_ctx *c, int64_t b, int tid, int threads)
+{
+    const dot_plan *p = c->p;
+    float *w = c->ws[tid];
+    float *pa = w, *pb = pa + (c->packA ? p->M * p->K : 0), *ct = pb + (c->packB ? p->K * p->N : 0);
+    if (c->packA) dot_pack(&c->A, b, pa, 0, EXE_MX_AS_IS, threads);
+    if (c->packB) dot_pack(&c->B, b, pb, 0, EXE_MX_AS_IS, threads);
+    float *C = c->out_f32 ? (float *)c->out->data + b * p->M * p->N : ct;
+    int acc = 0;
+    for (int term = 0; term < 3; term++) {
+        exe_mx_part pl, pr;
+        if (exe_mx_term_part(c->nm, term, 0, &pl) || exe_mx_term_part(c->nm, term, 1, &pr)) continue;
+        exe_gemm_src ga = dot_src(&c->A, b, c->packA, pa, pl), gb = dot_src(&c->B, b, c->packB, pb, pr);
+        exe_gemm(threads, p->M, p->N, p->K, &ga, &gb, C, p->N, acc);
+        acc = 1;
+    }
+    if (!c->out_f32)
+        exe_mx_store(c->S, c->out->dtype, c->out->data, b * p->M * p->N, 1, ct, 0, p->M * p->N, 0);
+}
+
+static void dot_f32_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
+{
+    const dot_f32_ctx *c = ctx;
+    for (int64_t b = b0; b < b1; b++) dot_f32_batch(c, b, tid, 1);
+}
+
+static int dot_gemm_ok(const dot_mat *m) { return m->runi && m->cuni && (m->t->dtype == TPU_F32 || m->t->dtype == TPU_BF16); }
+
+static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm, const tpu_tensor *l, const tpu_tensor *r,
+                          const int64_t *tab, tpu_tensor *t, int nt)
+{
+    const int64_t *lbo = tab, *rbo = lbo + p->B, *lmo = rbo + p->B, *lko = lmo + p->M, *rko = lko + p->K, *rno = rko + p->K;
+    dot_f32_ctx c;
+    memset(&c, 0, sizeof c);
+    c.S = S;
+    c.p = p;
+    c.nm = nm;
+    c.out = t;
+    c.out_f32 = t->dtype == TPU_F32;
+    dot_mat_init(&c.A, l, &p->lm, &p->lk, lbo, lmo, lko, nm, 0);
+    dot_mat_init(&c.B, r, &p->rk, &p->rn, rbo, rko, rno, nm, 1);
+    c.packA = !dot_gemm_ok(&c.A);
+    c.packB = !dot_gemm_ok(&c.B);
+    /* many independent batches: one per thread at a time; otherwise each product uses all threads (the choice
+     * does not depend on the thread count, so neither do the results) */
+    double flops = 2.0 * (double)p->M * (double)p->N * (double)p->K;
+    int by_batch = p->B > 1 && (p->B >= 8 || flops < 4e6);
+    int nws = by_batch ? (int)UT_MIN((int64_t)nt, p->B) : 1;
+    c.wsz = (size_t)((c.packA ? p->M * p->K : 0) + (c.packB ? p->K * p->N : 0) + (c.out_f32 ? 0 : p->M * p->N)) + 16;
+    float *wsp[64];
+    if (nws > 64) nws = 64;
+    memset(wsp, 0, sizeof wsp);
+    for (int i = 0; i < nws; i++)
+        if (!(wsp[i] = ut_malloc(c.wsz * sizeof(float)))) {
+            for (int k = 0; k < i; k++) ut_free(wsp[k]);
+            return ut_nomem(S->ctx);
+        }
+    c.ws = wsp;
+    if (by_batch) {
+        exe_par_for(flops * (double)p->B > 1e5 ? nws : 1, p->B, 1, dot_f32_chunk, &c);
+    } else {
+        for (int64_t b = 0; b < p->B; b++) dot_f32_batch(&c, b, 0, nt);
+    }
+    for (int i = 0; i < nws; i++) ut_free(wsp[i]);
+    return TPU_OK;
+}
+
 EXE_KERNEL(exe_k_dot)
 {
     dot_plan p;
@@ -442,6 +562,15 @@ EXE_KERNEL(exe_k_dot)
     dot_offsets(&p.rn, rno);
     if (nm.acc == EXE_MX_I64) {
         st = dot_int(S, &p, l, r, tab, t, nt);
+        ut_free(tab);
+        if (st) {
+            tpu_tensor_free(t);
+            return st;
+        }
+        return exe_out_array(S, t, out);
+    }
+    if (!nm.dbl) {
+        st = dot_f32(S, &p, &nm, l, r, tab, t, nt);
         ut_free(tab);
         if (st) {
             tpu_tensor_free(t);

@@ -1,6 +1,7 @@
 /* mxu.c — numerics, loaders, stores and the BLAS call shared by the dot and convolution kernels (mxu.h). */
 #include "mxu.h"
 #include "exec/exe_ops.h"
+#include "exec/exe_par.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -226,7 +227,7 @@ void exe_mx_gemm(int dbl, int ta, int tb, int64_t M, int64_t N, int64_t K, const
 
 int exe_mx_threads(const exe_state *S)
 {
-    int n = S->threads > 0 ? S->threads : omp_get_max_threads();
+    int n = exe_par_threads(S->threads);
     /* BLAS runs inside our OpenMP tasks, one thread each */
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
     return n < 1 ? 1 : n;

@@ -1,0 +1,493 @@
+/* gemm.c — f32 matrix multiply with packing, cache blocking, AVX-512 / AVX2 / portable microkernels and
+ * exe_par threads (gemm.h).
+ *
+ * Blocking (BLIS order): for each block of NC columns, for each block of KC along k: B's block is packed once
+ * into NR-wide panels (k-major) and shared; then tasks (a block of MC rows x a group of panels) each pack their
+ * MC x KC block of A into MR-tall panels and run the microkernel over every (MR x NR) tile. The microkernel
+ * keeps its tile of C in registers for the whole KC loop and continues from what C holds after the first k
+ * block, so every C element is the same FMA chain in k order as exe_gemm_ref computes.
+ *
+ * Measured on the development machine (Sapphire Rapids, AVX-512, 1 core, bench/gemm_bench): see README. */
+#include "gemm.h"
+#include "exec/exe_par.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GM_X86 1
+#endif
+
+#ifndef GM_KC
+#define GM_KC 256
+#endif
+#define GM_MAXT 64
+#ifndef GM_MC512
+#define GM_MC512 240
+#endif
+#ifndef GM_NC
+#define GM_NC 3072
+#endif
+
+/* ---- operand conversion (the loaders of mxu.h, element by element) ---- */
+
+static inline float gm_f32(float x, exe_mx_part part)
+{
+    return part == EXE_MX_HI ? exe_mx_hi(x) : part == EXE_MX_LO ? exe_mx_lo(x) : exe_mx_daz(x);
+}
+
+static inline float gm_get(const exe_gemm_src *s, int64_t off)
+{
+    if (s->dtype == TPU_BF16) return s->part == EXE_MX_LO ? 0.0f : exe_mx_daz(fp_bf16_to_f32_inline(((const uint16_t *)s->p)[off]));
+    return gm_f32(((const float *)s->p)[off], s->part);
+}
+
+/* A 2-D block: dst[r * dld + c] = conv(src element (r0 + r, c0 + c)) for r < rows, c < cols, where element
+ * (r, c) of the source is at off + r*rs + c*cs. The loop runs along whichever side is contiguous. */
+#define GM_BLOCK(CONV, T)                                                                           \
+    do {                                                                                            \
+        const T *p = (const T *)s->p + off;                                                         \
+        if (cs == 1 || rs != 1) {                                                                   \
+            for (int64_t r = 0; r < rows; r++) {                                                    \
+                const T *q = p + r * rs;                                                            \
+                float *d = dst + r * dld;                                                           \
+                if (cs == 1) for (int64_t c = 0; c < cols; c++) d[c] = CONV(q[c]);                  \
+                else for (int64_t c = 0; c < cols; c++) d[c] = CONV(q[c * cs]);                     \
+            }                                                                                       \
+        } else {                                                                                    \
+            for (int64_t c = 0; c < cols; c++) {                                                    \
+                const T *q = p + c * cs;                                                            \
+                for (int64_t r = 0; r < rows; r++) dst[r * dld + c] = CONV(q[r]);                   \
+            }                                                                                       \
+        }                                                                                           \
+    } while (0)
+#define GM_BF(x) exe_mx_daz(fp_bf16_to_f32_inline(x))
+#define GM_ZERO(x) ((void)(x), 0.0f)
+
+EXE_MX_CLONES
+static void gm_load_block(float *dst, int64_t dld, const exe_gemm_src *s, int64_t off, int64_t rs, int64_t cs, int64_t rows,
+                          int64_t cols)
+{
+    if (s->dtype == TPU_BF16) {
+        if (s->part == EXE_MX_LO) GM_BLOCK(GM_ZERO, uint16_t);
+        else GM_BLOCK(GM_BF, uint16_t);
+        return;
+    }
+    if (s->part == EXE_MX_HI) GM_BLOCK(exe_mx_hi, float);
+    else if (s->part == EXE_MX_LO) GM_BLOCK(exe_mx_lo, float);
+    else GM_BLOCK(exe_mx_daz, float);
+}
+
+/* A panel, row-major: rows [i0, i0+mr) x k [k0, k0+kc) -> dst[i*kc + k], rows >= mr zero. */
+static void gm_pack_a(const exe_gemm_src *A, int64_t i0, int mr, int64_t k0, int64_t kc, float *dst, int MR)
+{
+    gm_load_block(dst, kc, A, i0 * A->rs + k0 * A->cs, A->rs, A->cs, mr, kc);
+    if (mr < MR) memset(dst + (int64_t)mr * kc, 0, (size_t)((MR - mr) * kc) * sizeof(float));
+}
+
+/* B panel, k-major: k [k0, k0+kc) x cols [j0, j0+nr) -> dst[k*NR + j], cols >= nr zero. */
+static void gm_pack_b(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int nr, float *dst, int NR)
+{
+    gm_load_block(dst, NR, B, k0 * B->rs + j0 * B->cs, B->rs, B->cs, kc, nr);
+    if (nr < NR)
+        for (int64_t k = 0; k < kc; k++) memset(dst + k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
+}
+
+/* ---- microkernels: C[MR][NR] (ldc) = (load ? C : 0) + Ap·Bp over kc ---- */
+
+/* Cn: the next tile's C (or NULL), prefetched during the k loop: C rows are far apart (often 4 KiB-aliased),
+ * and loading them cold at the start of each tile cost a third of the speed. */
+typedef void (*gm_kernel)(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int load,
+                          const float *Cn);
+
+static void gm_k_portable(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int load, const float *Cn)
+{
+    (void)Cn;
+    enum { MR = 4, NR = 16 };
+    float c[MR][NR];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) c[i][j] = load ? C[i * ldc + j] : 0.0f;
+    for (int64_t k = 0; k < kc; k++, Bp += NR)
+        for (int i = 0; i < MR; i++)
+            for (int j = 0; j < NR; j++) c[i][j] = fmaf(Ap[i * kc + k], Bp[j], c[i][j]);
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) C[i * ldc + j] = c[i][j];
+}
+
+#ifdef GM_X86
+__attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const float *Ap, const float *Bp, float *C,
+                                                          int64_t ldc, int load, const float *Cn)
+{
+    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    if (load) {
+        c00 = _mm256_loadu_ps(C), c01 = _mm256_loadu_ps(C + 8);
+        c10 = _mm256_loadu_ps(C + ldc), c11 = _mm256_loadu_ps(C + ldc + 8);
+        c20 = _mm256_loadu_ps(C + 2 * ldc), c21 = _mm256_loadu_ps(C + 2 * ldc + 8);
+        c30 = _mm256_loadu_ps(C + 3 * ldc), c31 = _mm256_loadu_ps(C + 3 * ldc + 8);
+        c40 = _mm256_loadu_ps(C + 4 * ldc), c41 = _mm256_loadu_ps(C + 4 * ldc + 8);
+        c50 = _mm256_loadu_ps(C + 5 * ldc), c51 = _mm256_loadu_ps(C + 5 * ldc + 8);
+    } else {
+        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+    }
+    const float *A0 = Ap, *A1 = Ap + kc, *A2 = Ap + 2 * kc, *A3 = Ap + 3 * kc, *A4 = Ap + 4 * kc, *A5 = Ap + 5 * kc;
+    for (int64_t k = 0; k < kc; k++, Bp += 16) {
+        if (Cn && k < 6) _mm_prefetch((const char *)(Cn + k * ldc), _MM_HINT_T0);
+        __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8), a;
+        a = _mm256_broadcast_ss(A0 + k); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(A1 + k); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(A2 + k); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(A3 + k); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(A4 + k); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(A5 + k); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
+    _mm256_storeu_ps(C, c00), _mm256_storeu_ps(C + 8, c01);
+    _mm256_storeu_ps(C + ldc, c10), _mm256_storeu_ps(C + ldc + 8, c11);
+    _mm256_storeu_ps(C + 2 * ldc, c20), _mm256_storeu_ps(C + 2 * ldc + 8, c21);
+    _mm256_storeu_ps(C + 3 * ldc, c30), _mm256_storeu_ps(C + 3 * ldc + 8, c31);
+    _mm256_storeu_ps(C + 4 * ldc, c40), _mm256_storeu_ps(C + 4 * ldc + 8, c41);
+    _mm256_storeu_ps(C + 5 * ldc, c50), _mm256_storeu_ps(C + 5 * ldc + 8, c51);
+}
+
+#define GM_ROW512(i)                                                          \
+    a = _mm512_set1_ps(Ap[i * kc + k]);                                             \
+    c##i##0 = _mm512_fmadd_ps(a, b0, c##i##0);                                \
+    c##i##1 = _mm512_fmadd_ps(a, b1, c##i##1);
+#define GM_LOAD512(i)                                                         \
+    c##i##0 = load ? _mm512_loadu_ps(C + i * ldc) : _mm512_setzero_ps();      \
+    c##i##1 = load ? _mm512_loadu_ps(C + i * ldc + 16) : _mm512_setzero_ps();
+#define GM_STORE512(i)                                                        \
+    _mm512_storeu_ps(C + i * ldc, c##i##0);                                   \
+    _mm512_storeu_ps(C + i * ldc + 16, c##i##1);
+
+__attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const float *Ap, const float *Bp, float *C,
+                                                           int64_t ldc, int load, const float *Cn)
+{
+    __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
+    __m512 c100, c101, c110, c111;
+    GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
+    GM_LOAD512(6) GM_LOAD512(7) GM_LOAD512(8) GM_LOAD512(9) GM_LOAD512(10) GM_LOAD512(11)
+    for (int64_t k = 0; k < kc; k++, Bp += 32) {
+        if (Cn && k < 24) _mm_prefetch((const char *)(Cn + (k >> 1) * ldc + (k & 1) * 16), _MM_HINT_T0);
+        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;
+        GM_ROW512(0) GM_ROW512(1) GM_ROW512(2) GM_ROW512(3) GM_ROW512(4) GM_ROW512(5)
+        GM_ROW512(6) GM_ROW512(7) GM_ROW512(8) GM_ROW512(9) GM_ROW512(10) GM_ROW512(11)
+    }
+    GM_STORE512(0) GM_STORE512(1) GM_STORE512(2) GM_STORE512(3) GM_STORE512(4) GM_STORE512(5)
+    GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
+}
+#endif
+
+/* ---- kernel choice ---- */
+
+typedef struct gm_impl {
+    const char *name;
+    gm_kernel   k;
+    int         MR, NR, MC, NC;
+} gm_impl;
+
+static const gm_impl gm_impls[] = {
+#ifdef GM_X86
+    {"avx512", gm_k_avx512, 12, 32, GM_MC512, GM_NC},
+    {"avx2", gm_k_avx2, 6, 16, 120, GM_NC},
+#endif
+    {"portable", gm_k_portable, 4, 16, 64, 2048},
+};
+#define GM_NIMPL ((int)(sizeof gm_impls / sizeof gm_impls[0]))
+
+static _Atomic int gm_choice = -1;
+static int gm_use_blas = 1;   /* exe_gemm_force turns it off to pin a microkernel */
+
+static int gm_auto(void)
+{
+#ifdef GM_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+#endif
+    return GM_NIMPL - 1;
+}
+
+static const gm_impl *gm_pick(void)
+{
+    int c = atomic_load(&gm_choice);
+    if (c < 0) {
+        c = gm_auto();
+        atomic_store(&gm_choice, c);
+    }
+    return &gm_impls[c];
+}
+
+const char *exe_gemm_kernel_name(void) { return gm_use_blas ? "openblas" : gm_pick()->name; }
+
+void exe_gemm_force(const char *name)
+{
+    gm_use_blas = name == NULL;
+    int c = gm_auto();
+    for (int i = 0; name && i < GM_NIMPL; i++)
+        if (!strcmp(gm_impls[i].name, name) && i >= c) c = i;   /* never one the CPU lacks */
+    atomic_store(&gm_choice, c);
+}
+
+/* ---- the blocked product ---- */
+
+typedef struct gm_job {
+    const gm_impl      *I;
+    const exe_gemm_src *A, *B;
+    float              *C;
+    int64_t             M, ldc;
+    int64_t             jc, nc, pc, kc;
+    int                 load;        /* continue from C */
+    float              *Bp;          /* packed B block: panels of kc x NR */
+    int64_t             npanels;
+    int64_t             nic, ngr, gw;   /* tasks: row blocks x panel groups of gw panels */
+    float             **Ap;          /* per thread: MC x kc */
+    _Atomic int         nomem;
+} gm_job;
+
+static void gm_pack_b_chunk(void *ctx, int64_t p0, int64_t p1, int tid)
+{
+    gm_job *J = ctx;
+    const gm_impl *I = J->I;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t j0 = p * I->NR;
+        int nr = (int)UT_MIN((int64_t)I->NR, J->nc - j0);
+        gm_pack_b(J->B, J->pc, J->kc, J->jc + j0, nr, J->Bp + p * J->kc * I->NR, I->NR);
+    }
+    (void)tid;
+}
+
+/* One (row block, panel group) task: pack A's block, then every tile. */
+static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
+{
+    gm_job *J = ctx;
+    const gm_impl *I = J->I;
+    float *Ap = J->Ap[tid];
+    float ct[12 * 32];   /* edge tiles */
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t ib = t / J->ngr, g = t % J->ngr;
+        int64_t i0 = ib * I->MC, mc = UT_MIN((int64_t)I->MC, J->M - i0);
+        int64_t np = (mc + I->MR - 1) / I->MR;
+        for (int64_t q = 0; q < np; q++) {
+            int mr = (int)UT_MIN((int64_t)I->MR, mc - q * I->MR);
+            gm_pack_a(J->A, i0 + q * I->MR, mr, J->pc, J->kc, Ap + q * J->kc * I->MR, I->MR);
+        }
+        int64_t p0 = g * J->gw, p1 = UT_MIN(J->npanels, p0 + J->gw);
+        for (int64_t p = p0; p < p1; p++) {
+            int64_t j = J->jc + p * I->NR;
+            int nr = (int)UT_MIN((int64_t)I->NR, J->jc + J->nc - j);
+            const float *Bp = J->Bp + p * J->kc * I->NR;
+            for (int64_t q = 0; q < np; q++) {
+                int64_t i = i0 + q * I->MR;
+                int mr = (int)UT_MIN((int64_t)I->MR, mc - q * I->MR);
+                float *C = J->C + i * J->ldc + j;
+                /* the next full tile's C, to prefetch */
+                const float *Cn = NULL;
+                if (q + 1 < np && mc - (q + 1) * I->MR >= I->MR) Cn = C + I->MR * J->ldc;
+                else if (q + 1 == np && p + 1 < p1 && nr == I->NR) Cn = J->C + i0 * J->ldc + j + I->NR;
+                if (mr == I->MR && nr == I->NR) {
+                    I->k(J->kc, Ap + q * J->kc * I->MR, Bp, C, J->ldc, J->load, Cn);
+                    continue;
+                }
+                if (J->load)
+                    for (int r = 0; r < mr; r++) memcpy(ct + r * I->NR, C + r * J->ldc, (size_t)nr * sizeof(float));
+                I->k(J->kc, Ap + q * J->kc * I->MR, Bp, ct, I->NR, J->load, NULL);
+                for (int r = 0; r < mr; r++) memcpy(C + r * J->ldc, ct + r * I->NR, (size_t)nr * sizeof(float));
+            }
+        }
+    }
+}
+
+void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
+                  int accumulate)
+{
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float c = accumulate ? C[i * ldc + j] : 0.0f;
+            for (int64_t k = 0; k < K; k++) c = fmaf(gm_get(A, i * A->rs + k * A->cs), gm_get(B, k * B->rs + j * B->cs), c);
+            C[i * ldc + j] = c;
+        }
+}
+
+/* ---- the OpenBLAS path ----
+ * OpenBLAS's sgemm (its SkylakeX AVX-512 kernels) measured faster than the microkernels above for every f32
+ * shape we tried but a few skinny ones (bench/gemm_bench: ~145-155 vs ~115-130 GFLOP/s on one core at 4096^3;
+ * 2-4x at 32-128), so it does the large products: operands it can read as they are go straight in, others
+ * (bf16, rounded or split parts, odd strides) are converted into f32 copies first. The product is split into
+ * column (or row) blocks, a fixed number that does not depend on the thread count, one sgemm per block. */
+typedef struct gm_blas_job {
+    int          ta, tb;
+    int64_t      M, N, K, lda, ldb, ldc;
+    const float *A, *B;
+    float       *C;
+    int          split_n, nb, beta1;
+} gm_blas_job;
+
+static void gm_blas_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
+{
+    const gm_blas_job *J = ctx;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t ext = J->split_n ? J->N : J->M, e0 = ext * b / J->nb, e1 = ext * (b + 1) / J->nb;
+        if (e1 <= e0) continue;
+        const float *A = J->A, *B = J->B;
+        float *C = J->C;
+        int64_t M = J->M, N = J->N;
+        if (J->split_n) {
+            B += J->tb ? e0 * J->ldb : e0;
+            C += e0;
+            N = e1 - e0;
+        } else {
+            A += J->ta ? e0 : e0 * J->lda;
+            C += e0 * J->ldc;
+            M = e1 - e0;
+        }
+        exe_mx_gemm(0, J->ta, J->tb, M, N, J->K, A, J->lda, B, J->ldb, J->beta1, C, J->ldc);
+    }
+    (void)tid;
+}
+
+/* Can BLAS read this f32 operand (rows x cols) as it is? Sets *trans and *ld. */
+static int gm_blas_direct(const exe_gemm_src *s, int64_t rows, int64_t cols, int *trans, int64_t *ld)
+{
+    if (s->dtype != TPU_F32 || s->part != EXE_MX_AS_IS) return 0;
+    int64_t lim = (int64_t)1 << 30;
+    if ((s->cs == 1 || cols == 1) && (rows == 1 || (s->rs >= cols && s->rs < lim))) {
+        *trans = 0;
+        *ld = rows == 1 ? UT_MAX(cols, (int64_t)1) : s->rs;
+        return 1;
+    }
+    if ((s->rs == 1 || rows == 1) && (cols == 1 || (s->cs >= rows && s->cs < lim))) {
+        *trans = 1;
+        *ld = cols == 1 ? UT_MAX(rows, (int64_t)1) : s->cs;
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct gm_conv_job {
+    const exe_gemm_src *s;
+    float              *dst;
+    int64_t             cols;
+} gm_conv_job;
+
+static void gm_conv_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    const gm_conv_job *J = ctx;
+    gm_load_block(J->dst + r0 * J->cols, J->cols, J->s, r0 * J->s->rs, J->s->rs, J->s->cs, r1 - r0, J->cols);
+    (void)tid;
+}
+
+
+static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
+                   int64_t ldc, int accumulate)
+{
+    gm_blas_job J;
+    memset(&J, 0, sizeof J);
+    float *ca = NULL, *cb = NULL;
+    J.M = M;
+    J.N = N;
+    J.K = K;
+    J.C = C;
+    J.ldc = ldc;
+    J.beta1 = accumulate;
+    if (gm_blas_direct(A, M, K, &J.ta, &J.lda)) {
+        J.A = A->p;
+    } else {
+        ca = ut_malloc((size_t)(M * K) * sizeof(float) + 64);
+        if (!ca) return 0;
+        gm_conv_job cj = {A, ca, K};
+        exe_par_for(M * K > 65536 ? nt : 1, M, UT_MAX((int64_t)1, 16384 / UT_MAX(K, (int64_t)1)), gm_conv_chunk, &cj);
+        J.A = ca;
+        J.lda = K;
+    }
+    if (gm_blas_direct(B, K, N, &J.tb, &J.ldb)) {
+        J.B = B->p;
+    } else {
+        cb = ut_malloc((size_t)(K * N) * sizeof(float) + 64);
+        if (!cb) {
+            ut_free(ca);
+            return 0;
+        }
+        gm_conv_job cj = {B, cb, N};
+        exe_par_for(K * N > 65536 ? nt : 1, K, UT_MAX((int64_t)1, 16384 / UT_MAX(N, (int64_t)1)), gm_conv_chunk, &cj);
+        J.B = cb;
+        J.ldb = N;
+    }
+    J.split_n = N >= M;
+    int64_t ext = J.split_n ? N : M;
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    J.nb = flops < 4e6 ? 1 : (int)UT_MIN((int64_t)16, UT_MAX((int64_t)1, ext / 128));
+    exe_par_for(J.nb > 1 ? nt : 1, J.nb, 1, gm_blas_chunk, &J);
+    ut_free(ca);
+    ut_free(cb);
+    return 1;
+}
+
+void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
+              int64_t ldc, int accumulate)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    int nt = exe_par_threads(threads);
+    if (nt > GM_MAXT) nt = GM_MAXT;
+    if ((double)M * (double)N * (double)K < 2e5) nt = 1;   /* not worth waking threads */
+    if (gm_use_blas && M * N * K >= 512 && K >= 4 && M < INT32_MAX && N < INT32_MAX && K < INT32_MAX &&
+        gm_blas(nt, M, N, K, A, B, C, ldc, accumulate))
+        return;
+    /* tiny products: packing costs more than it saves (same FMA chains either way) */
+    if (M * N * K < 4096 || (M < 4 && N < 16)) {
+        exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
+        return;
+    }
+    const gm_impl *I = gm_pick();
+    int64_t ncmax = UT_MIN(N, (int64_t)I->NC);
+    int64_t pmax = (ncmax + I->NR - 1) / I->NR;
+    float *Bp = ut_malloc((size_t)(pmax * I->NR) * GM_KC * sizeof(float) + 64);
+    float *Aps[GM_MAXT];
+    memset(Aps, 0, sizeof Aps);
+    int ok = Bp != NULL;
+    for (int i = 0; i < nt && ok; i++) ok = (Aps[i] = ut_malloc((size_t)I->MC * GM_KC * sizeof(float) + 64)) != NULL;
+    gm_job J;
+    memset(&J, 0, sizeof J);
+    J.I = I;
+    J.A = A;
+    J.B = B;
+    J.C = C;
+    J.M = M;
+    J.ldc = ldc;
+    J.Bp = Bp;
+    J.Ap = Aps;
+    if (!ok) {
+        /* no memory for the packed blocks: the reference computes the same values */
+        for (int i = 0; i < nt; i++) ut_free(Aps[i]);
+        ut_free(Bp);
+        exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
+        return;
+    }
+    J.nic = (M + I->MC - 1) / I->MC;
+    for (int64_t jc = 0; jc < N; jc += I->NC) {
+        J.jc = jc;
+        J.nc = UT_MIN((int64_t)I->NC, N - jc);
+        J.npanels = (J.nc + I->NR - 1) / I->NR;
+        /* enough tasks for the threads: split the panels into groups when there are few row blocks */
+        J.ngr = 1;
+        if (nt > 1 && J.nic < 4 * nt) J.ngr = UT_MIN(J.npanels, (4 * nt + J.nic - 1) / J.nic);
+        J.gw = (J.npanels + J.ngr - 1) / J.ngr;
+        J.ngr = (J.npanels + J.gw - 1) / J.gw;
+        for (int64_t pc = 0; pc < K; pc += GM_KC) {
+            J.pc = pc;
+            J.kc = UT_MIN((int64_t)GM_KC, K - pc);
+            J.load = accumulate || pc > 0;
+            exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
+                        gm_pack_b_chunk, &J);
+            exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
+        }
+    }
+    for (int i = 0; i < nt; i++) ut_free(Aps[i]);
+    ut_free(Bp);
+}
