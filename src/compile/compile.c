@@ -222,6 +222,7 @@ typedef struct cmp_state {
     uint8_t          *plan_done;     /* per computation: 0 no, 1 in progress, 2 done */
     const hlo_layout **lay;          /* assigned layout of each array-shaped instruction (NULL: as written) */
     int               auto_layout;   /* unoptimized program: unconstrained tuple leaves get min-padding layouts */
+    int               compiled;      /* the TPU compiler's output (tiled layouts): no fusion of our own */
 } cmp_state;
 
 static int cmp_gid(const cmp_state *C, const hlo_instr *in) { return C->comp_base[in->parent->id] + in->id; }
@@ -274,6 +275,9 @@ static int cmp_new_value(cmp_state *C, const hlo_instr *def, int leaf, const hlo
     v->shape = *s;
     v->unpadded = cmp_unpadded_bytes(s);
     v->padded = cmp_padded_bytes(C->chip, s);
+    /* a compiled program's S(1) (VMEM) and S(2) (SMEM) buffers live on the core, not in HBM; S(3) is
+     * v4's second HBM space and counts (libtpu's memory-usage reports) */
+    if (s->layout && (s->layout->mem_space == 1 || s->layout->mem_space == 2)) v->padded = v->unpadded = 0;
     v->kind = kind;
     v->alias = -1;
     v->start = v->end = -1;
@@ -301,26 +305,31 @@ static int cmp_from_param(const hlo_instr *in)
     return in->op == HLO_PARAMETER;
 }
 
+/* Defines a fresh value for array leaf k of `in` (0 only when out of memory). */
+static int cmp_define_leaf(cmp_state *C, const hlo_instr *in, int k, cmp_value_kind kind)
+{
+    int kk = k;
+    const hlo_shape *s = cmp_leaf_shape(&in->shape, &kk);
+    if (!s || !hlo_shape_is_array(s)) return 1;
+    hlo_shape tmp = *s;
+    const hlo_layout *al = C->lay ? C->lay[cmp_gid(C, in)] : NULL;
+    if (al && k == 0 && al->rank == tmp.rank) tmp.layout = al;
+    else if (C->auto_layout && hlo_shape_is_tuple(&in->shape) && cmp_layout_free(in, &tmp)) {
+        const hlo_layout *ml = cmp_min_padding_layout(&C->p->arena, C->chip, &tmp);
+        if (ml) tmp.layout = ml;
+    }
+    int v = cmp_new_value(C, in, k, &tmp, kind);
+    if (v < 0) return 0;
+    cmp_leaves(C, in)[k] = v;
+    return 1;
+}
+
 /* Defines a fresh value for every array leaf of `in`. */
 static int cmp_define_all(cmp_state *C, const hlo_instr *in, cmp_value_kind kind)
 {
     int n = C->leaf_count[cmp_gid(C, in)];
-    int *lv = cmp_leaves(C, in);
-    for (int k = 0; k < n; k++) {
-        int kk = k;
-        const hlo_shape *s = cmp_leaf_shape(&in->shape, &kk);
-        if (!s || !hlo_shape_is_array(s)) continue;
-        hlo_shape tmp = *s;
-        const hlo_layout *al = C->lay ? C->lay[cmp_gid(C, in)] : NULL;
-        if (al && k == 0 && al->rank == tmp.rank) tmp.layout = al;
-        else if (C->auto_layout && hlo_shape_is_tuple(&in->shape) && cmp_layout_free(in, &tmp)) {
-            const hlo_layout *ml = cmp_min_padding_layout(&C->p->arena, C->chip, &tmp);
-            if (ml) tmp.layout = ml;
-        }
-        int v = cmp_new_value(C, in, k, &tmp, kind);
-        if (v < 0) return 0;
-        lv[k] = v;
-    }
+    for (int k = 0; k < n; k++)
+        if (!cmp_define_leaf(C, in, k, kind)) return 0;
     return 1;
 }
 
@@ -330,6 +339,94 @@ static void cmp_alias_leaves(cmp_state *C, const hlo_instr *in, const hlo_instr 
     int n = C->leaf_count[cmp_gid(C, in)];
     int *lv = cmp_leaves(C, in), *sv = cmp_leaves(C, src);
     for (int k = 0; k < n; k++) lv[k] = sv[off + k];
+}
+
+/* Asynchronous pairs share buffers (XLA's async semantics): a start's leading tuple element aliases its
+ * operands (copy-start: element 1), and the done is the start's output buffer. Returns 1 when `r` was one
+ * of them, 0 when not, -1 when out of memory. */
+static int cmp_async_values(cmp_state *C, const hlo_instr *r)
+{
+    int n = C->leaf_count[cmp_gid(C, r)];
+    int *lv = cmp_leaves(C, r);
+    const hlo_instr *o = r->nops ? r->ops[0] : NULL;
+    switch ((hlo_op)r->op) {
+    case HLO_COPY_START: {   /* (destination, source, context) */
+        if (!o || !hlo_shape_is_tuple(&r->shape) || r->shape.ntuple < 2) return 0;
+        int src = cmp_leaf_offset(&r->shape, 1), ns = cmp_count_leaves(&r->shape.tuple[1]);
+        for (int k = 0; k < n; k++) {
+            if (k >= src && k < src + ns) lv[k] = cmp_leaves(C, o)[k - src];
+            else if (!cmp_define_leaf(C, r, k, CMP_V_TEMP)) return -1;
+        }
+        return 1;
+    }
+    case HLO_ASYNC_START: case HLO_ALL_GATHER_START: case HLO_COLLECTIVE_PERMUTE_START: {
+        /* ((operands...) or operand, outputs, context...) */
+        if (!hlo_shape_is_tuple(&r->shape) || r->shape.ntuple < 2) return 0;
+        int nin = cmp_count_leaves(&r->shape.tuple[0]), off = 0;
+        for (int q = 0; q < r->nops && off < nin; q++) {
+            int nl = C->leaf_count[cmp_gid(C, r->ops[q])];
+            for (int l = 0; l < nl && off + l < nin; l++) lv[off + l] = cmp_leaves(C, r->ops[q])[l];
+            off += nl;
+        }
+        if (off != nin) return 0;   /* not the layout this rule knows: fresh buffers */
+        for (int k = nin; k < n; k++)
+            if (!cmp_define_leaf(C, r, k, CMP_V_TEMP)) return -1;
+        return 1;
+    }
+    case HLO_COPY_DONE: case HLO_ASYNC_DONE: case HLO_ALL_GATHER_DONE: case HLO_COLLECTIVE_PERMUTE_DONE:
+    case HLO_ALL_REDUCE_DONE: case HLO_ASYNC_UPDATE: {
+        if (!o) return 0;
+        int off = 0;
+        if (r->op != HLO_ASYNC_UPDATE && r->op != HLO_ALL_REDUCE_DONE && hlo_shape_is_tuple(&o->shape) &&
+            !(hlo_shape_is_tuple(&r->shape) && r->shape.ntuple == o->shape.ntuple))
+            off = cmp_leaf_offset(&o->shape, r->op == HLO_COPY_DONE ? 0 : 1);
+        if (off + n > C->leaf_count[cmp_gid(C, o)]) return 0;
+        cmp_alias_leaves(C, r, o, off);
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+int cmp_mxu_passes(const hlo_instr *in)
+{
+    int f32 = 0;
+    for (int i = 0; i < in->nops && i < 2; i++)
+        if (in->ops[i]->shape.dtype == TPU_F32) f32 = 1;
+    if (!f32) return 1;
+    const char *alg = hlo_attr_str(in, HK_ALGORITHM);
+    if (alg) {
+        if (strstr(alg, "_x3")) return 3;
+        if (strstr(alg, "_x6")) return 6;
+        if (strstr(alg, "_x9")) return 9;
+        if (strstr(alg, "f32_f32_f32")) return 6;
+        return 1;
+    }
+    const hlo_attr *a = hlo_attr_find(in, HK_OPERAND_PRECISION);
+    int p = 1;
+    for (int i = 0; a && a->kind == HA_IDENTS && i < a->v.idents.n; i++) {
+        const char *v = a->v.idents.v[i];
+        if (!strcmp(v, "highest") || !strcmp(v, "HIGHEST")) p = 6 > p ? 6 : p;
+        else if (!strcmp(v, "high") || !strcmp(v, "HIGH")) p = 3 > p ? 3 : p;
+    }
+    return p;
+}
+
+/* The layouts a convolution wants, as (minor, second-minor) pairs: for its result, its input (activations:
+ * the larger of batch and feature minor, the other second-minor, ties to feature) and its kernel (output
+ * then input features; measured with libtpu). 0 when it has no dim_labels. */
+static int cmp_conv_layouts(const hlo_instr *in, int out[2], int x[2], int k[2])
+{
+    const hlo_attr *dl = hlo_attr_find(in, HK_DIM_LABELS);
+    if (!dl || dl->kind != HA_DIMLABELS || in->nops != 2) return 0;
+    const hlo_dimlabels *d = dl->v.dimlabels;
+    int of = d->out_feature, ob = d->out_batch, xf = d->in_feature, xb = d->in_batch;
+    if (in->shape.dims[ob] > in->shape.dims[of]) { int t = of; of = ob; ob = t; }
+    if (in->ops[0]->shape.dims[xb] > in->ops[0]->shape.dims[xf]) { int t = xf; xf = xb; xb = t; }
+    out[0] = of; out[1] = ob;
+    x[0] = xf; x[1] = xb;
+    k[0] = d->k_out; k[1] = d->k_in;
+    return 1;
 }
 
 /* ---- layout assignment ----
@@ -400,7 +497,10 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
     const hlo_module *m = C->p->m;
     C->lay = ut_calloc((size_t)C->ninstr_total + 1, sizeof *C->lay);
     if (!C->lay) return ut_nomem(C->ctx);
-    if (cmp_has_tiled_layouts(m)) return TPU_OK;
+    if (cmp_has_tiled_layouts(m)) {
+        C->compiled = 1;
+        return TPU_OK;
+    }
     ut_arena *a = &C->p->arena;
     uint8_t *fixed = ut_calloc((size_t)C->ninstr_total + 1, 1);
     if (!fixed) return ut_nomem(C->ctx);
@@ -409,22 +509,17 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
         const hlo_comp *c = m->comps[ci];
         for (int i = 0; i < c->ninstrs; i++) {
             const hlo_instr *in = c->instrs[i];
-            if (in->op != HLO_CONVOLUTION || in->nops != 2) continue;
-            const hlo_attr *dl = hlo_attr_find(in, HK_DIM_LABELS);
-            if (!dl || dl->kind != HA_DIMLABELS) continue;
-            const hlo_dimlabels *d = dl->v.dimlabels;
-            const hlo_instr *x = in->ops[0], *k = in->ops[1];
-            /* activations: the larger of batch and feature minor, the other second-minor (ties: feature);
-             * kernels: output features minor, input features second-minor (measured with libtpu) */
-            int of = d->out_feature, ob = d->out_batch, xf = d->in_feature, xb = d->in_batch;
-            if (in->shape.dims[ob] > in->shape.dims[of]) { int tmp = of; of = ob; ob = tmp; }
-            if (x->shape.dims[xb] > x->shape.dims[xf]) { int tmp = xf; xf = xb; xb = tmp; }
+            int lo[2], lx[2], lk[2];
+            if (in->op != HLO_CONVOLUTION || !cmp_conv_layouts(in, lo, lx, lk)) continue;
             struct { const hlo_instr *t; int minor, second; } seeds[3] = {
-                {in, of, ob}, {x, xf, xb}, {k, d->k_out, d->k_in}};
+                {in, lo[0], lo[1]}, {in->ops[0], lx[0], lx[1]}, {in->ops[1], lk[0], lk[1]}};
             for (int sI = 0; sI < 3; sI++) {
                 const hlo_instr *t = seeds[sI].t;
                 int g = cmp_gid(C, t);
                 if (!hlo_shape_is_array(&t->shape) || !cmp_layout_free(t, &t->shape) || fixed[g]) continue;
+                /* an entry parameter keeps the layout that pads least; the compiler copies it into the
+                 * convolution's layout (measured: f32[8,64,64,3] arrives {2,1,3,0}, a bf16 copy {0,3,2,1}) */
+                if (t->op == HLO_PARAMETER && t->parent == m->entry) continue;
                 hlo_layout *l = cmp_make_layout(a, t->shape.rank, seeds[sI].minor, seeds[sI].second);
                 if (!l) {
                     ut_free(fixed);
@@ -485,6 +580,152 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
     }
     C->auto_layout = 1;
     ut_free(fixed);
+    return TPU_OK;
+}
+
+/* Same dimensions and the same minor-to-major order. */
+static int cmp_same_layout(const hlo_shape *a, const hlo_shape *b)
+{
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    if (!a->layout || !b->layout) return cmp_layout_is_default(a) && cmp_layout_is_default(b);
+    for (int i = 0; i < a->rank; i++)
+        if (a->layout->m2m[i] != b->layout->m2m[i]) return 0;
+    return 1;
+}
+
+/* Whether op reads def's value only through elementwise instructions of its shape (so writing the result
+ * over it element by element is safe). */
+static int cmp_read_elementwise(const cmp_op *op, const hlo_instr *def, const uint8_t *dup)
+{
+    (void)dup;
+    const hlo_instr *r = op->root;
+    if (op->ninstrs == 1 && r->op == HLO_FUSION && r->ncalled == 1) {
+        const hlo_comp *fc = r->called[0];
+        int any = 0;
+        for (int j = 0; j < r->nops; j++) {
+            if (r->ops[j] != def) continue;
+            for (int i = 0; i < fc->ninstrs; i++) {
+                const hlo_instr *u = fc->instrs[i];
+                for (int a = 0; a < u->nops; a++) {
+                    if (u->ops[a]->op != HLO_PARAMETER || u->ops[a]->param_no != j) continue;
+                    hlo_class uc = hlo_op_class((hlo_op)u->op);
+                    if (!(uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3 || uc == HLO_CLASS_CMP) ||
+                        u->shape.rank != def->shape.rank)
+                        return 0;
+                    any = 1;
+                }
+            }
+        }
+        return any;
+    }
+    int any = 0;
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *u = op->instrs[m];
+        for (int a = 0; a < u->nops; a++) {
+            if (u->ops[a] != def) continue;
+            hlo_class uc = hlo_op_class((hlo_op)u->op);
+            if (!(uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3 || uc == HLO_CLASS_CMP) ||
+                u->shape.rank != def->shape.rank)
+                return 0;
+            any = 1;
+        }
+    }
+    return any;
+}
+
+/* The output value for entry result value v: v itself, or a copy of it (an OUTPUT value) when v's layout
+ * is not the one that pads least; -1 when out of memory. */
+static int cmp_output_copy(cmp_state *C, int v)
+{
+    cmp_program *p = C->p;
+    hlo_shape s = p->values[v].shape;
+    if (!hlo_shape_is_array(&s) || s.rank < 2 || !s.layout || s.layout->ntiles) return v;
+    hlo_layout dl = {0};   /* NULL from cmp_min_padding_layout: the default layout pads least */
+    dl.rank = s.rank;
+    for (int i = 0; i < s.rank; i++) dl.m2m[i] = (int8_t)(s.rank - 1 - i);
+    const hlo_layout *ml = cmp_min_padding_layout(&p->arena, C->chip, &s);
+    if (!ml) ml = &dl;
+    if (ml->m2m[0] == s.layout->m2m[0] && ml->m2m[1] == s.layout->m2m[1]) return v;
+    s.layout = ml;
+    if (ml == &dl) {
+        hlo_layout *keep = ut_arena_alloc(&p->arena, sizeof *keep);
+        if (!keep) return -1;
+        *keep = dl;
+        s.layout = keep;
+    }
+    if (cmp_padded_bytes(C->chip, &s) >= p->values[v].padded) return v;   /* no smaller: written in place */
+    const hlo_instr *def = p->values[v].def;
+    int o = cmp_new_value(C, def, p->values[v].leaf, &s, CMP_V_OUTPUT);
+    if (o < 0) return -1;
+    p->values[o].copy_of = def;
+    return o;
+}
+
+/* Operand copies of convolutions (see 5b in cmp_plan_comp). dup: the computation's duplicated producers. */
+static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const uint8_t *dup)
+{
+    cmp_program *p = C->p;
+    const hlo_comp *c = plan->comp;
+    int *copy_of = ut_malloc((size_t)(c->ninstrs ? c->ninstrs : 1) * sizeof(int));
+    if (!copy_of) return ut_nomem(C->ctx);
+    for (int i = 0; i < c->ninstrs; i++) copy_of[i] = -1;
+    for (int k = 0; k < plan->nops; k++) {
+        cmp_op *op = &plan->ops[k];
+        if (op->kind == CMP_NOOP || op->kind == CMP_CONTROL) continue;
+        for (int m = 0; m < op->ninstrs; m++) {
+            const hlo_instr *cv = op->instrs[m];
+            int lo[2], lr[2][2];
+            if (cv->op != HLO_CONVOLUTION || !cmp_conv_layouts(cv, lo, lr[0], lr[1])) continue;
+            for (int side = 0; side < 2; side++) {
+                const hlo_instr *opnd = cv->ops[side], *x = opnd;
+                /* through element-type changes fused into this op (or duplicated into it) */
+                while ((x->op == HLO_CONVERT || x->op == HLO_COPY) && x->nops == 1) {
+                    int member = dup[x->id];
+                    for (int q = 0; q < op->ninstrs && !member; q++) member = op->instrs[q] == x;
+                    if (!member) break;
+                    x = x->ops[0];
+                }
+                if (x->op != HLO_PARAMETER || x->shape.rank != opnd->shape.rank || x->shape.rank < 2) continue;
+                hlo_shape cur = cmp_instr_shape(p, x);
+                int minor = lr[side][0], second = lr[side][1];
+                if (cur.layout && cur.layout->m2m[0] == minor && cur.layout->m2m[1] == second) continue;
+                if (!cur.layout && minor == x->shape.rank - 1 && second == x->shape.rank - 2) continue;
+                int v = copy_of[x->id];
+                if (v < 0) {
+                    hlo_shape s = opnd->shape;
+                    s.layout = cmp_make_layout(&p->arena, s.rank, minor, second);
+                    if (!s.layout) {
+                        ut_free(copy_of);
+                        return ut_nomem(C->ctx);
+                    }
+                    if (s.dtype == TPU_F32 && cmp_mxu_passes(cv) == 1) s.dtype = TPU_BF16;
+                    v = cmp_new_value(C, cv, 0, &s, CMP_V_TEMP);
+                    if (v < 0) {
+                        ut_free(copy_of);
+                        return ut_nomem(C->ctx);
+                    }
+                    p->values[v].copy_of = x;
+                    p->values[v].start = k;
+                    copy_of[x->id] = v;
+                }
+                int dupv = 0;
+                for (int q = 0; q < op->nin && !dupv; q++) dupv = op->in[q] == v;
+                if (dupv) continue;
+                int *nin = ut_arena_alloc(&p->arena, (size_t)(op->nin + 1) * sizeof(int));
+                if (!nin) {
+                    ut_free(copy_of);
+                    return ut_nomem(C->ctx);
+                }
+                if (op->nin) memcpy(nin, op->in, (size_t)op->nin * sizeof(int));
+                nin[op->nin++] = v;
+                op->in = nin;
+                if (p->values[v].end < k) p->values[v].end = k;
+            }
+        }
+    }
+    ut_free(copy_of);
     return TPU_OK;
 }
 
@@ -742,7 +983,8 @@ static tpu_status cmp_schedule(cmp_state *C, const hlo_comp *c, const int *group
     }
     int64_t pt = cmp_order_peak(ng, text, out, nreaders, preds, remaining, persist);
     int64_t pl = cmp_order_peak(ng, list, out, nreaders, preds, remaining, persist);
-    const int *use = pl < pt ? list : text;
+    /* a scheduled program (the compiler's output, is_scheduled=true) runs in its text order */
+    const int *use = pl < pt && !C->compiled ? list : text;
     for (int k = 0; k < ng; k++) pos_of_group[use[k]] = k;
 out:
     for (int g = 0; preds && succs && g < ng; g++) {
@@ -810,6 +1052,10 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         } else if (cmp_is_control(in)) {
             g = ngroups++;
             gkind[g] = CMP_CONTROL;
+        } else if (C->compiled && (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION)) {
+            /* a program the TPU compiler produced is fused already: what stands alone stays alone */
+            g = ngroups++;
+            gkind[g] = in->op == HLO_DOT || in->op == HLO_CONVOLUTION ? CMP_OUTPUT : CMP_LOOP;
         } else if (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
             /* the ops this value flows into (through duplicated producers) */
             int ug[8], nug = 0, overflow = 0;
@@ -959,7 +1205,11 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                 st = ut_nomem(C->ctx);
             }
             break;
-        default:
+        default: {
+            int async = cmp_async_values(C, r);
+            if (async < 0) st = ut_nomem(C->ctx);
+            if (async) break;
+        }
             if (r->op == HLO_FUSION && r->ncalled == 1 && hlo_shape_is_array(&r->shape)) {
                 /* a fusion whose root is a dynamic-update-slice of one of its parameters updates that operand in
                  * place (XLA's can-share-buffer rule) */
@@ -1089,16 +1339,64 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         }
     }
     if (st) goto done;
+    /* 5c. in place: an elementwise op writes its result over an operand of the same shape that it reads for
+     * the last time (XLA's buffer sharing between an elementwise user and its operand) */
+    for (int k = 0; k < plan->nops; k++) {
+        cmp_op *op = &plan->ops[k];
+        if (op->kind != CMP_LOOP || op->nout != 1) continue;
+        cmp_value *o = &p->values[op->out[0]];
+        if (o->kind != CMP_V_TEMP || o->start != k || o->comp != c->id) continue;
+        for (int q = 0; q < op->nin; q++) {
+            cmp_value *val = &p->values[op->in[q]];
+            if (val->kind != CMP_V_TEMP || val->comp != c->id || val->end != k || val->start >= k || val->copy_of ||
+                val->padded != o->padded || !cmp_same_layout(&val->shape, &o->shape) ||
+                !cmp_read_elementwise(op, val->def, dup))
+                continue;
+            val->end = k - 1;
+            break;
+        }
+    }
+    /* 5b. an entry parameter read by a convolution keeps its own layout: the compiler copies it once into
+     * the convolution's layout (bf16 when the MXU rounds it anyway), a temporary live across its readers */
+    if (is_entry && C->auto_layout) st = cmp_conv_operand_copies(C, plan, dup);
+    if (st) goto done;
     /* values reaching the computation's result live to the end; entry results are outputs */
+    int body_of_while = 0;
+    for (int ci = 0; ci < p->m->ncomps && !body_of_while && !is_entry; ci++)
+        for (int i = 0; i < p->m->comps[ci]->ninstrs && !body_of_while; i++) {
+            const hlo_instr *w = p->m->comps[ci]->instrs[i];
+            const hlo_attr *ba = w->op == HLO_WHILE ? hlo_attr_find(w, HK_BODY) : NULL;
+            body_of_while = ba && ba->v.comps.n > 0 && ba->v.comps.v[0] == c;
+        }
     {
         int nl = C->leaf_count[cmp_gid(C, c->root)];
         int *rv = cmp_leaves(C, c->root);
-        for (int l = 0; l < nl; l++) {
+        for (int l = 0; l < nl && !st; l++) {
             int v = cmp_owner(p, rv[l]);
             if (v < 0) continue;
+            if (is_entry && C->auto_layout && p->values[v].kind == CMP_V_TEMP) {
+                /* a result computed in a convolution's layout is copied into the layout that pads least,
+                 * which the compiler gives the program's results (measured: conv+relu f32[8,64,64,8] in
+                 * {3,0,2,1} 16M, copied to an output {2,3,1,0} 2M) */
+                int o = cmp_output_copy(C, v);
+                if (o < 0) {
+                    st = ut_nomem(C->ctx);
+                    break;
+                }
+                if (o != v) {
+                    p->values[o].start = p->values[v].start < 0 ? 0 : p->values[v].start;
+                    p->values[o].end = plan->nops;
+                    continue;
+                }
+            }
             if (p->values[v].comp == c->id) p->values[v].end = plan->nops;
             if (is_entry && p->values[v].kind == CMP_V_TEMP) p->values[v].kind = CMP_V_OUTPUT;
+            /* the compiler's copy insertion has made a loop body's results safe to write straight into the
+             * loop state (the caller's buffer) */
+            if (C->compiled && body_of_while && p->values[v].kind == CMP_V_TEMP && p->values[v].comp == c->id)
+                p->values[v].kind = CMP_V_CALLER;
         }
+        if (st) goto done;
     }
     /* 6. heap: this plan's temps and outputs, plus the sub-plans' peaks while control ops run */
     {

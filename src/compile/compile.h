@@ -37,6 +37,8 @@ typedef struct cmp_value {
     int              comp;         /* computation id */
     int64_t          offset;       /* assigned HBM offset (for temps within their heap), -1 if none */
     int              donated;      /* an argument whose buffer the outputs may reuse (input_output_alias) */
+    const hlo_instr *copy_of;      /* a copy the compiler adds (an entry parameter in a convolution's layout,
+                                    * def = the first convolution reading it), else NULL */
 } cmp_value;
 
 typedef struct cmp_op {
@@ -89,6 +91,10 @@ typedef struct cmp_program {
 
 tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, const cmp_opts *opts, cmp_program **out);
 void       cmp_program_free(cmp_program *p);
+
+/* MXU passes of a dot or convolution: 1 for bf16 (and f32 at default precision, rounded to bf16), 3 or 6
+ * for f32 at HIGH/HIGHEST precision or a multi-pass algorithm. */
+int        cmp_mxu_passes(const hlo_instr *in);
 
 /* The shape of `in` (an array) with the layout the compiler assigned it. */
 hlo_shape  cmp_instr_shape(const cmp_program *p, const hlo_instr *in);

@@ -77,29 +77,7 @@ double tim_mxu_gemm_s(const chp_chip *chip, int64_t batch, int64_t M, int64_t N,
 }
 
 /* bf16 passes the chip runs for a dot/convolution's precision (independent of tpusim's numerics mode). */
-static double tim_passes(const hlo_instr *in)
-{
-    int f32 = 0;
-    for (int i = 0; i < in->nops && i < 2; i++)
-        if (in->ops[i]->shape.dtype == TPU_F32) f32 = 1;
-    if (!f32) return 1;
-    const char *alg = hlo_attr_str(in, HK_ALGORITHM);
-    if (alg) {
-        if (strstr(alg, "_x3")) return 3;
-        if (strstr(alg, "_x6")) return 6;
-        if (strstr(alg, "_x9")) return 9;
-        if (strstr(alg, "f32_f32_f32")) return 6;
-        return 1;
-    }
-    const hlo_attr *a = hlo_attr_find(in, HK_OPERAND_PRECISION);
-    double p = 1;
-    for (int i = 0; a && a->kind == HA_IDENTS && i < a->v.idents.n; i++) {
-        const char *v = a->v.idents.v[i];
-        if (!strcmp(v, "highest") || !strcmp(v, "HIGHEST")) p = 6 > p ? 6 : p;
-        else if (!strcmp(v, "high") || !strcmp(v, "HIGH")) p = 3 > p ? 3 : p;
-    }
-    return p;
-}
+static double tim_passes(const hlo_instr *in) { return (double)cmp_mxu_passes(in); }
 
 /* GEMM view of a dot: batch x [M,K]·[K,N]. */
 static void tim_dot_dims(const hlo_instr *in, int64_t *B, int64_t *M, int64_t *N, int64_t *K)

@@ -378,6 +378,40 @@ def pct(a, b):
     return None if not b else round(100.0 * (a - b) / b, 1)
 
 
+def add_errors(rec):
+    real = rec["real"]
+    for k in ("tpusim_pre", "tpusim_opt"):
+        t = rec[k]
+        if "error" not in t:
+            t["peak_err_pct"] = pct(t["peak_bytes"], real["hbm_bytes"])
+            t["args_err_pct"] = pct(t["argument_bytes"], real["argument_bytes"])
+            # tpusim's program bytes = its heap of temporaries and outputs; the real one's temp
+            # excludes outputs, so compare temp+output (less aliased outputs) on both sides
+            t["program_err_pct"] = pct(t["program_bytes"],
+                                       real["temp_bytes"] + real["output_bytes"] - real["alias_bytes"])
+
+
+def refresh_tpusim(out, tpusim):
+    """Re-runs only tpusim on the stored programs and arrays (no libtpu needed): for a tpusim change."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    for rec in out["programs"]:
+        if "real" not in rec:
+            continue
+        rec["tpusim_pre"] = run_tpusim(tpusim, os.path.join(root, rec["hlo"]), rec["chip"])
+        rec["tpusim_opt"] = run_tpusim(tpusim, os.path.join(root, rec["opt_hlo"]), rec["chip"])
+        add_errors(rec)
+    for rec in (out.get("oom") or {}).values():
+        rec["tpusim"] = run_tpusim(tpusim, os.path.join(HLO_DIR, "oom_sort.hlo"), rec["chip"])
+    for rec in out.get("shapes") or []:
+        if "shape" not in rec:
+            continue
+        for key, text in (("tpusim_same_layout", rec["shape"]), ("tpusim_default_layout", re.sub(r"\{.*\}", "", rec["shape"]))):
+            path = os.path.join(DUMP, "probe.hlo")
+            with open(path, "w") as fh:
+                fh.write(f"HloModule p\n\nENTRY e {{\n  ROOT p = {text} parameter(0)\n}}\n")
+            rec[key] = run_tpusim(tpusim, path, rec["chip"]).get("argument_bytes")
+
+
 def compile_one(name, make, gen):
     fn, args, kw = make()
     dev = device(gen)
@@ -506,7 +540,20 @@ def main():
     ap.add_argument("--oom-child", help=argparse.SUPPRESS)
     ap.add_argument("--oom-only", action="store_true", help="only redo the out-of-memory part of the json")
     ap.add_argument("--shapes-only", action="store_true", help="only redo the single-array part of the json")
+    ap.add_argument("--tpusim-only", action="store_true",
+                    help="keep the compiler's figures, re-run tpusim on the stored programs (no libtpu needed)")
     a = ap.parse_args()
+    if a.tpusim_only:
+        path = os.path.join(HERE, "libtpu_memory.json")
+        with open(path) as fh:
+            out = json.load(fh)
+        refresh_tpusim(out, a.tpusim)
+        with open(path, "w") as fh:
+            json.dump(out, fh, indent=1)
+            fh.write("\n")
+        write_table(out)
+        shutil.rmtree(DUMP, ignore_errors=True)
+        return
     if a.oom_child:
         try:
             oom_child(a.oom_child)
@@ -572,15 +619,7 @@ def main():
                    "real_largest": largest_values(allocs),
                    "tpusim_pre": run_tpusim(a.tpusim, pre_path, chip),
                    "tpusim_opt": run_tpusim(a.tpusim, opt_path, chip)}
-            for k in ("tpusim_pre", "tpusim_opt"):
-                t = rec[k]
-                if "error" not in t:
-                    t["peak_err_pct"] = pct(t["peak_bytes"], real["hbm_bytes"])
-                    t["args_err_pct"] = pct(t["argument_bytes"], real["argument_bytes"])
-                    # tpusim's program bytes = its heap of temporaries and outputs; the real one's temp
-                    # excludes outputs, so compare temp+output (less aliased outputs) on both sides
-                    t["program_err_pct"] = pct(t["program_bytes"],
-                                               real["temp_bytes"] + real["output_bytes"] - real["alias_bytes"])
+            add_errors(rec)
             results.append(rec)
             print("   real peak %d  tpusim pre %s  opt %s  (%.1fs)" % (
                 real["peak_bytes"], rec["tpusim_pre"].get("peak_bytes"), rec["tpusim_opt"].get("peak_bytes"),
