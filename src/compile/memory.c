@@ -148,6 +148,10 @@ static void mem_alloc_entry(ut_buf *b, const cmp_program *p, const cmp_value *va
     if (val->padded > val->unpadded && val->unpadded > 0)
         ut_buf_printf(b, "     Extra memory due to padding: %s (%.1fx expansion)\n", ex, (double)val->padded / (double)val->unpadded);
     ut_buf_printf(b, "     Allocation type: %s\n", mem_kind_name(val->kind));
+    if (val->copy_of && val->copy_of == val->def)
+        ut_buf_printf(b, "     Copy of: %s, from the convolution's layout into the layout that pads least\n", val->def->name);
+    else if (val->copy_of)
+        ut_buf_printf(b, "     Copy of: parameter %s, in the layout (and type) the convolution reads\n", val->copy_of->name);
     ut_buf_printf(b, "     Instruction: %s = %s(...) [%s:%d:%d]\n", val->def->name, hlo_op_name((hlo_op)val->def->op),
                   p->m->filename ? p->m->filename : "?", val->def->line, val->def->col);
 }
