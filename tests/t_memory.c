@@ -3,6 +3,7 @@
 #include "test.h"
 #include "compile/compile.h"
 #include "compile/memory.h"
+#include "test_browser.h"
 
 #include <stdlib.h>
 
@@ -273,5 +274,77 @@ TEST(memory_every_corpus_program)
         tpu_memory_free(mem);
         tpu_module_free(m);
     }
+    tpu_ctx_free(ctx);
+}
+
+/* The memory viewer as a person sees it: the HTML page rendered by headless Chromium. The program keeps
+ * 2x-padded f32[64,64,64] temporaries alive (64 lanes of 128), so the picture has an unpadded (dark blue)
+ * and a padding (light blue) area of similar size over the arguments' grey floor, and the largest buffers
+ * as coloured bars. */
+TEST(memory_viewer_in_headless_chromium)
+{
+    const char *chrome = test_find_chromium();
+    if (!chrome) {
+        fprintf(stderr, "  SKIP memory_viewer_in_headless_chromium: no chromium on PATH (install it with "
+                        "scripts/deps.sh, or set TPUSIM_CHROMIUM)\n");
+        return;
+    }
+    const char *hlo = "HloModule viewer\nENTRY e {\n  x = f32[64,64,64]{2,1,0} parameter(0)\n"
+                      "  a = f32[64,64,64]{2,1,0} exponential(x)\n  b = f32[64,64,64]{2,1,0} sine(x)\n"
+                      "  c = f32[64,64,64]{2,1,0} cosine(x)\n  d = f32[64,64,64]{2,1,0} log(a)\n"
+                      "  s = f32[64,64,64]{2,1,0} add(b, c)\n  t = f32[64,64,64]{2,1,0} multiply(s, d)\n"
+                      "  u = f32[64,64,64]{2,1,0} tanh(t)\n  ROOT r = (f32[64,64,64]{2,1,0}, f32[64,64,64]{2,1,0}) tuple(u, a)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    REQUIRE(m);
+    tpu_memory *mem = plan(ctx, m, "v3-8", NULL);
+    REQUIRE(mem);
+    char html[256], png[256], dom[256], prof[256], cmd[2048];
+    test_tmp_path(html, sizeof html, "memory.html");
+    test_tmp_path(png, sizeof png, "memory.png");
+    test_tmp_path(dom, sizeof dom, "memory-dom.html");
+    test_tmp_path(prof, sizeof prof, "memory-chrome");
+    REQUIRE_OK(ctx, tpu_memory_write_html(ctx, mem, html));
+    const char *flags = "--headless --no-sandbox --disable-gpu --no-first-run --no-default-browser-check --hide-scrollbars "
+                        "--disable-extensions --disable-dev-shm-usage";
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' %s --user-data-dir='%s' --dump-dom 'file://%s' > '%s' 2>/dev/null", chrome, flags,
+             prof, html, dom);
+    int rc = system(cmd);
+    char *d = test_slurp(dom, NULL);
+    CHECK_MSG(rc == 0 && d, "chromium --dump-dom failed (%d): %s", rc, cmd);
+    if (d) {
+        CHECK(strstr(d, "<svg") && strstr(d, "Largest buffers") && strstr(d, "peak "));
+        CHECK(strstr(d, "far above this chart") != NULL);   /* 8M of 16G: the axis fits the program */
+        CHECK(strstr(d, "f32[64,64,64]{2,1,0:T(8,128)}") != NULL);
+        free(d);
+    }
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' %s --user-data-dir='%s' --window-size=1200,1000 --screenshot='%s' 'file://%s' "
+             ">/dev/null 2>&1", chrome, flags, prof, png, html);
+    rc = system(cmd);
+    size_t n = 0;
+    unsigned char *data = (unsigned char *)test_slurp(png, &n), *rgb = NULL;
+    CHECK_MSG(rc == 0 && data, "chromium --screenshot failed (%d): %s", rc, cmd);
+    int w = 0, h = 0;
+    if (data) {
+        CHECK_MSG(test_png_decode(data, n, &w, &h, &rgb) == 0, "screenshot is not a PNG this test can read");
+        free(data);
+    }
+    if (rgb) {
+        long total = (long)w * h;
+        long white = test_pixels_near(rgb, w, h, 0xffffff, 2);
+        long unpadded = test_pixels_near(rgb, w, h, 0x1f77b4, 8), padding = test_pixels_near(rgb, w, h, 0xaec7e8, 8);
+        long floor = test_pixels_near(rgb, w, h, 0xc7c7c7, 6), bar = test_pixels_near(rgb, w, h, 0xe45756, 30);
+        CHECK_MSG(white < total * 0.97, "the page is blank (%ld of %ld pixels white)", white, total);
+        CHECK_MSG(unpadded > 10000 && padding > 10000, "data %ld and padding %ld pixels", unpadded, padding);
+        /* 2x padding: the two areas are of the same order */
+        CHECK_MSG(padding > unpadded / 4 && unpadded > padding / 4, "data %ld vs padding %ld pixels", unpadded, padding);
+        CHECK_MSG(floor > 2000, "argument floor: %ld grey pixels", floor);
+        CHECK_MSG(bar > 300, "largest-buffer bar: %ld red pixels", bar);
+        free(rgb);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s'", html, png, dom, prof);
+    if (system(cmd) != 0) fprintf(stderr, "  note: could not remove %s\n", prof);
+    tpu_memory_free(mem);
+    tpu_module_free(m);
     tpu_ctx_free(ctx);
 }

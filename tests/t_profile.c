@@ -3,6 +3,7 @@
  * report (its charts are there; rendered in headless Chromium, the screenshot shows them), and the what-if
  * pieces of the public API. The Chromium test skips, saying so, when no Chromium is installed. */
 #include "test.h"
+#include "test_browser.h"
 #include "profile/profile.h"
 
 #include <cJSON.h>
@@ -44,30 +45,6 @@ static tpu_profile *profile(tpu_ctx *ctx, const char *text, const char *chip, tp
     }
     *mo = m;
     return p;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return b;
-}
-
-static void tmp_path(char *buf, size_t n, const char *name)
-{
-    const char *d = getenv("TMPDIR");
-    snprintf(buf, n, "%s/tpusim-test-%d-%s", d ? d : "/tmp", (int)getpid(), name);
 }
 
 TEST(profile_json_fields)
@@ -124,9 +101,9 @@ TEST(profile_trace_format)
         tpu_profile *p = profile(ctx, mlp_hlo, chips[c], &m, 3, 1000);   /* slow input: idle spans too */
         if (!p) continue;
         char path[256];
-        tmp_path(path, sizeof path, "trace.json");
+        test_tmp_path(path, sizeof path, "trace.json");
         REQUIRE_OK(ctx, tpu_profile_write_trace(ctx, p, path));
-        char *text = slurp(path, NULL);
+        char *text = test_slurp(path, NULL);
         unlink(path);
         REQUIRE(text);
         cJSON *o = cJSON_Parse(text);
@@ -203,9 +180,9 @@ TEST(profile_html_structure)
     tpu_profile *p = profile(ctx, mlp_hlo, "v5e-8", &m, 1, 0);
     REQUIRE(p);
     char path[256];
-    tmp_path(path, sizeof path, "report.html");
+    test_tmp_path(path, sizeof path, "report.html");
     REQUIRE_OK(ctx, tpu_profile_write_html(ctx, p, path));
-    char *h = slurp(path, NULL);
+    char *h = test_slurp(path, NULL);
     unlink(path);
     REQUIRE(h);
     CHECK(!strncmp(h, "<!DOCTYPE html>", 15));
@@ -222,121 +199,9 @@ TEST(profile_html_structure)
     tpu_ctx_free(ctx);
 }
 
-/* ---- headless Chromium ---- */
-
-static const char *find_chromium(void)
-{
-    static char found[512];
-    const char *env = getenv("TPUSIM_CHROMIUM");
-    if (env && *env) return access(env, X_OK) == 0 ? env : NULL;
-    const char *names[] = {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"};
-    const char *path = getenv("PATH");
-    if (!path) path = "/usr/bin:/bin";
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        const char *s = path;
-        while (*s) {
-            const char *e = strchr(s, ':');
-            size_t n = e ? (size_t)(e - s) : strlen(s);
-            snprintf(found, sizeof found, "%.*s/%s", (int)n, s, names[i]);
-            if (n && access(found, X_OK) == 0) return found;
-            if (!e) break;
-            s = e + 1;
-        }
-    }
-    return NULL;
-}
-
-static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
-
-/* Decodes an 8-bit RGB or RGBA, non-interlaced PNG into RGB. 0 on success. */
-static int png_decode(const unsigned char *d, size_t n, int *w, int *h, unsigned char **rgb)
-{
-    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (n < 33 || memcmp(d, sig, 8)) return 1;
-    size_t pos = 8, zlen = 0, zcap = 0;
-    unsigned char *z = NULL;
-    int bpp = 0, ok = 0;
-    while (pos + 12 <= n) {
-        uint32_t len = be32(d + pos);
-        const unsigned char *type = d + pos + 4, *body = d + pos + 8;
-        if (pos + 12 + len > n) break;
-        if (!memcmp(type, "IHDR", 4)) {
-            *w = (int)be32(body);
-            *h = (int)be32(body + 4);
-            if (body[8] != 8 || body[12] != 0 || (body[9] != 2 && body[9] != 6)) break;
-            bpp = body[9] == 6 ? 4 : 3;
-        } else if (!memcmp(type, "IDAT", 4)) {
-            if (zlen + len > zcap) {
-                zcap = (zlen + len) * 2;
-                unsigned char *nz = realloc(z, zcap);
-                if (!nz) break;
-                z = nz;
-            }
-            memcpy(z + zlen, body, len);
-            zlen += len;
-        } else if (!memcmp(type, "IEND", 4)) {
-            ok = 1;
-            break;
-        }
-        pos += 12 + len;
-    }
-    if (!ok || !bpp || *w <= 0 || *h <= 0 || *w > 20000 || *h > 20000) {
-        free(z);
-        return 1;
-    }
-    size_t stride = (size_t)*w * bpp;
-    uLongf rawlen = (uLongf)((stride + 1) * (size_t)*h);
-    unsigned char *raw = malloc(rawlen), *out = malloc((size_t)*w * *h * 3), *cur = malloc(stride), *prev = calloc(stride, 1);
-    int bad = !raw || !out || !cur || !prev || uncompress(raw, &rawlen, z, zlen) != Z_OK || rawlen != (stride + 1) * (size_t)*h;
-    for (int y = 0; y < *h && !bad; y++) {
-        const unsigned char *line = raw + y * (stride + 1);
-        int f = line[0];
-        for (size_t x = 0; x < stride; x++) {
-            int a = x >= (size_t)bpp ? cur[x - bpp] : 0, b = prev[x], c = x >= (size_t)bpp ? prev[x - bpp] : 0, v = line[1 + x];
-            switch (f) {
-            case 0: break;
-            case 1: v += a; break;
-            case 2: v += b; break;
-            case 3: v += (a + b) / 2; break;
-            case 4: {
-                int pp = a + b - c, pa = abs(pp - a), pb = abs(pp - b), pc = abs(pp - c);
-                v += pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
-                break;
-            }
-            default: bad = 1;
-            }
-            cur[x] = (unsigned char)v;
-        }
-        for (int x = 0; x < *w; x++) memcpy(out + ((size_t)y * *w + x) * 3, cur + (size_t)x * bpp, 3);
-        memcpy(prev, cur, stride);
-    }
-    free(z);
-    free(raw);
-    free(cur);
-    free(prev);
-    if (bad) {
-        free(out);
-        return 1;
-    }
-    *rgb = out;
-    return 0;
-}
-
-/* Pixels within `tol` of the colour #rrggbb. */
-static long pixels_near(const unsigned char *rgb, int w, int h, unsigned col, int tol)
-{
-    int r = (int)(col >> 16), g = (int)(col >> 8 & 255), b = (int)(col & 255);
-    long n = 0;
-    for (long i = 0; i < (long)w * h; i++) {
-        const unsigned char *p = rgb + i * 3;
-        if (abs(p[0] - r) <= tol && abs(p[1] - g) <= tol && abs(p[2] - b) <= tol) n++;
-    }
-    return n;
-}
-
 TEST(profile_html_in_headless_chromium)
 {
-    const char *chrome = find_chromium();
+    const char *chrome = test_find_chromium();
     if (!chrome) {
         fprintf(stderr, "  SKIP profile_html_in_headless_chromium: no chromium on PATH (install it with scripts/deps.sh, "
                         "or set TPUSIM_CHROMIUM)\n");
@@ -348,10 +213,10 @@ TEST(profile_html_in_headless_chromium)
     tpu_profile *p = profile(ctx, mlp_hlo, "v3-8", &m, 1, 20000);
     REQUIRE(p);
     char html[256], png[256], dom[256], prof[256], cmd[2048];
-    tmp_path(html, sizeof html, "report.html");
-    tmp_path(png, sizeof png, "shot.png");
-    tmp_path(dom, sizeof dom, "dom.html");
-    tmp_path(prof, sizeof prof, "chrome-profile");
+    test_tmp_path(html, sizeof html, "report.html");
+    test_tmp_path(png, sizeof png, "shot.png");
+    test_tmp_path(dom, sizeof dom, "dom.html");
+    test_tmp_path(prof, sizeof prof, "chrome-profile");
     REQUIRE_OK(ctx, tpu_profile_write_html(ctx, p, html));
     const char *flags = "--headless --no-sandbox --disable-gpu --no-first-run --no-default-browser-check --hide-scrollbars "
                         "--disable-extensions --disable-dev-shm-usage";
@@ -359,7 +224,7 @@ TEST(profile_html_in_headless_chromium)
     snprintf(cmd, sizeof cmd, "timeout 60 '%s' %s --user-data-dir='%s' --dump-dom 'file://%s' > '%s' 2>/dev/null", chrome, flags,
              prof, html, dom);
     int rc = system(cmd);
-    char *d = slurp(dom, NULL);
+    char *d = test_slurp(dom, NULL);
     CHECK_MSG(rc == 0 && d, "chromium --dump-dom failed (%d): %s", rc, cmd);
     if (d) {
         CHECK(strstr(d, "id=\"roofline\"") && strstr(d, "id=\"timeline\"") && strstr(d, "id=\"bounds\""));
@@ -372,18 +237,18 @@ TEST(profile_html_in_headless_chromium)
              ">/dev/null 2>&1", chrome, flags, prof, png, html);
     rc = system(cmd);
     size_t n = 0;
-    unsigned char *data = (unsigned char *)slurp(png, &n), *rgb = NULL;
+    unsigned char *data = (unsigned char *)test_slurp(png, &n), *rgb = NULL;
     CHECK_MSG(rc == 0 && data, "chromium --screenshot failed (%d): %s", rc, cmd);
     int w = 0, h = 0;
     if (data) {
-        CHECK_MSG(png_decode(data, n, &w, &h, &rgb) == 0, "screenshot is not a PNG this test can read");
+        CHECK_MSG(test_png_decode(data, n, &w, &h, &rgb) == 0, "screenshot is not a PNG this test can read");
         free(data);
     }
     if (rgb) {
         CHECK(w >= 1000 && h >= 1000);
-        long white = pixels_near(rgb, w, h, 0xffffff, 2);
-        long compute = pixels_near(rgb, w, h, 0x4c78a8, 6), memory = pixels_near(rgb, w, h, 0xf58518, 6);
-        long idle = pixels_near(rgb, w, h, 0xd3d3d3, 4);
+        long white = test_pixels_near(rgb, w, h, 0xffffff, 2);
+        long compute = test_pixels_near(rgb, w, h, 0x4c78a8, 6), memory = test_pixels_near(rgb, w, h, 0xf58518, 6);
+        long idle = test_pixels_near(rgb, w, h, 0xd3d3d3, 4);
         CHECK_MSG(white < (long)w * h * 0.97, "the page is blank (%ld of %ld pixels white)", white, (long)w * h);
         CHECK_MSG(compute > 2000, "too few compute-blue pixels: %ld", compute);
         CHECK_MSG(memory + idle > 2000, "too few memory-orange / idle-grey pixels: %ld + %ld", memory, idle);

@@ -61,9 +61,13 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
     const cmp_plan *e = p->entry;
     int np = e->nops + 1;
     int64_t base_pad = ms->args_padded + ms->consts_padded, base_unp = ms->args_unpadded + ms->consts_padded;
-    int64_t ymax = ms->capacity;
+    int64_t top = 0;
     for (int q = 0; q < np; q++)
-        if (base_pad + pad[q] > ymax) ymax = base_pad + pad[q];
+        if (base_pad + pad[q] > top) top = base_pad + pad[q];
+    /* the y axis shows the capacity line unless the program is far below it, where it would flatten the
+     * picture: then the axis fits the program and the capacity is named in the corner */
+    int cap_on_chart = top >= ms->capacity / 4;
+    int64_t ymax = cap_on_chart && ms->capacity > top ? ms->capacity : top;
     ymax = (int64_t)((double)ymax * 1.08) + 1;
     int nbars = ms->nlargest < 10 ? ms->nlargest : 10;
     const double W = 1100, L = 90, R = 20, T = 60, H = 300, BAR = 22;
@@ -79,7 +83,7 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
     vw_escape(b, p->m->name);
     ut_buf_printf(b, " on %s — peak %s of %s %s</text>\n", p->chip->name, s1, s2, ms->fits ? "(fits)" : "(DOES NOT FIT)");
     ut_buf_printf(b, "<text x=\"20\" y=\"44\" fill=\"#555\">x: the program's %d ops in schedule order; y: bytes per "
-                     "core. Dark: unpadded data; light: padding added by (8,128) tiling; grey floor: arguments.</text>\n",
+                     "core. Grey floor: arguments; dark: the program's data; light: padding added by (8,128) tiling.</text>\n",
                   e->nops);
     /* axes and grid */
     for (int t = 0; t <= 5; t++) {
@@ -88,37 +92,46 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
         ut_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L, y, W - R, y);
         ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#444\">%s</text>\n", L - 6, y + 4, s1);
     }
-    for (int t = 0; t <= 10; t++) {
-        double x = L + plot_w * t / 10.0;
-        ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#444\">%d</text>\n", x, T + H + 16,
-                      (int)((double)e->nops * t / 10.0));
+    /* schedule position q is the band [VX(q), VX(q+1)); at most 10 labelled ticks, each a distinct op */
+    int nt = np < 10 ? np : 10;
+    for (int t = 0; t < nt; t++) {
+        int q = (int)((int64_t)t * np / nt);
+        ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#444\">%d</text>\n",
+                      L + plot_w * (q + 0.5) / np, T + H + 16, q);
     }
-#define VX(q) (L + plot_w * (double)(q) / (double)(np > 1 ? np - 1 : 1))
+#define VX(q) (L + plot_w * (double)(q) / (double)np)
 #define VY(v) (T + H - H * (double)(v) / (double)ymax)
-    /* down-sample to at most 1500 columns keeping each column's maximum (the peak stays visible) */
+    /* steps, down-sampled to at most 1500 columns keeping each column's maximum (the peak stays visible);
+     * drawn back to front: padding over the data, the data over the arguments' floor, the floor last */
     int cols = np < 1500 ? np : 1500;
-    const char *layers[3] = {"#c7c7c7", "#aec7e8", "#1f77b4"};
+    const char *layers[3] = {"#aec7e8", "#1f77b4", "#c7c7c7"};
     for (int layer = 0; layer < 3; layer++) {
         ut_buf_printf(b, "<polygon fill=\"%s\" stroke=\"none\" points=\"%.1f,%.1f", layers[layer], VX(0), VY(0));
         for (int c = 0; c < cols; c++) {
             int q0 = (int)((int64_t)c * np / cols), q1 = (int)((int64_t)(c + 1) * np / cols);
+            if (q1 <= q0) q1 = q0 + 1;
             int64_t m = 0;
             for (int q = q0; q < q1 && q < np; q++) {
-                int64_t v = layer == 0 ? base_pad : layer == 1 ? base_pad + pad[q] : base_unp + unp[q];
+                int64_t v = layer == 2 ? base_pad : layer == 0 ? base_pad + pad[q] : base_pad + unp[q];
                 if (v > m) m = v;
             }
-            ut_buf_printf(b, " %.1f,%.1f %.1f,%.1f", VX(q0), VY(m), VX(q1 > q0 ? q1 - 1 : q0), VY(m));
+            ut_buf_printf(b, " %.1f,%.1f %.1f,%.1f", VX(q0), VY(m), VX(q1), VY(m));
         }
-        ut_buf_printf(b, " %.1f,%.1f\"/>\n", VX(np - 1), VY(0));
+        ut_buf_printf(b, " %.1f,%.1f\"/>\n", VX(np), VY(0));
     }
     /* capacity and peak */
-    ut_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-width=\"2\" "
-                     "stroke-dasharray=\"6,4\"/>\n", L, VY(ms->capacity), W - R, VY(ms->capacity));
     cmp_fmt_bytes(s1, sizeof s1, ms->capacity);
-    ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#d62728\">HBM capacity %s</text>\n", W - R - 4,
-                  VY(ms->capacity) - 5, s1);
+    if (cap_on_chart) {
+        ut_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-width=\"2\" "
+                         "stroke-dasharray=\"6,4\"/>\n", L, VY(ms->capacity), W - R, VY(ms->capacity));
+        ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#d62728\">HBM capacity %s</text>\n", W - R - 4,
+                      VY(ms->capacity) - 5, s1);
+    } else {
+        ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#d62728\">HBM capacity %s: far above "
+                         "this chart</text>\n", W - R - 4, T - 4, s1);
+    }
     int pk = e->peak_pos < np ? e->peak_pos : 0;
-    double px = VX(pk);
+    double px = VX(pk + 0.5);
     cmp_fmt_bytes(s1, sizeof s1, base_pad + pad[pk]);
     cmp_fmt_bytes(s3, sizeof s3, base_unp + unp[pk]);
     ut_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.5\"/>\n", px, T,
@@ -139,23 +152,33 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
         double y = y0 + 10 + i * BAR;
         int a = val->comp == e->comp->id ? (val->start < 0 ? 0 : val->start) : 0;
         int z = val->comp == e->comp->id ? val->end : e->nops;
-        double x0 = VX(a), x1 = VX(z < np ? z : np - 1);
+        double x0 = VX(a), x1 = VX(z < np ? z + 1 : np);
         if (x1 - x0 < 2) x1 = x0 + 2;
         ut_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" opacity=\"0.85\"/>\n", x0, y,
                       x1 - x0, BAR - 6, vw_colors[i % 10]);
         cmp_fmt_bytes(s1, sizeof s1, val->padded);
-        ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", x1 + 4 < W - 300 ? x1 + 4 : x0 - 4,
-                      y + BAR - 10, x1 + 4 < W - 300 ? "start" : "end");
-        ut_buf_printf(b, "%s ", s1);
-        ut_buf buf;
-        ut_buf_init(&buf);
-        cmp_print_tiled_shape(&buf, p->chip, &val->shape);
-        vw_escape(b, buf.data);
-        ut_buf_free(&buf);
-        if (val->unpadded > 0 && val->padded > val->unpadded) ut_buf_printf(b, " (%.1fx)", (double)val->padded / (double)val->unpadded);
+        /* the label: after the bar, before it, or over it, wherever it fits (about 6.6 px a character) */
+        ut_buf lbl;
+        ut_buf_init(&lbl);
+        ut_buf_printf(&lbl, "%s ", s1);
+        cmp_print_tiled_shape(&lbl, p->chip, &val->shape);
+        if (val->unpadded > 0 && val->padded > val->unpadded) ut_buf_printf(&lbl, " (%.1fx)", (double)val->padded / (double)val->unpadded);
         const char *on = hlo_meta(val->def, "op_name");
-        ut_buf_puts(b, " — ");
-        vw_escape(b, on ? on : val->def->name);
+        ut_buf_printf(&lbl, " — %s", on ? on : val->def->name);
+        double tw = 6.6 * (double)(lbl.len < 200 ? lbl.len : 200);
+        double tx = x1 + 4;
+        const char *anchor = "start";
+        if (tx + tw > W - 4) {
+            if (x0 - 4 - tw >= 4) {
+                tx = x0 - 4;
+                anchor = "end";
+            } else {
+                tx = x0 + 4;
+            }
+        }
+        ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", tx, y + BAR - 10, anchor);
+        vw_escape(b, lbl.data ? lbl.data : "");
+        ut_buf_free(&lbl);
         ut_buf_puts(b, "</text>\n");
     }
 #undef VX
