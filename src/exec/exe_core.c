@@ -2,6 +2,7 @@
 #include "exec.h"
 #include "util/fp.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +38,41 @@ static size_t exe_pool_limit(void)
     return lim;
 }
 
+/* Between runs a thread keeps its pool (a training loop runs the same step again and again, like XLA's
+ * allocator keeping its arena); the thread-exit destructor frees it. */
+static pthread_key_t exe_pool_key;
+static pthread_once_t exe_pool_once = PTHREAD_ONCE_INIT;
+
+static void exe_pool_free(exe_pool *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) tpu_tensor_free(p->e[i].t);
+    ut_free(p->e);
+    ut_free(p);
+}
+
+static void exe_pool_destroy(void *p) { exe_pool_free(p); }
+
+/* the main thread's kept pool at exit (thread-exit destructors do not run for it) */
+static void exe_pool_atexit(void)
+{
+    exe_pool *p = pthread_getspecific(exe_pool_key);
+    pthread_setspecific(exe_pool_key, NULL);
+    exe_pool_free(p);
+}
+
+static void exe_pool_key_init(void)
+{
+    pthread_key_create(&exe_pool_key, exe_pool_destroy);
+    atexit(exe_pool_atexit);
+}
+
 exe_pool *exe_pool_push(void)
 {
-    exe_pool *prev = exe_tls_pool, *p = ut_calloc(1, sizeof *p);
+    pthread_once(&exe_pool_once, exe_pool_key_init);
+    exe_pool *prev = exe_tls_pool, *p = prev ? NULL : pthread_getspecific(exe_pool_key);
+    if (p) pthread_setspecific(exe_pool_key, NULL);
+    else p = ut_calloc(1, sizeof *p);
     if (p) {
         p->limit = exe_pool_limit();
         exe_tls_pool = p;
@@ -50,12 +83,9 @@ exe_pool *exe_pool_push(void)
 void exe_pool_pop(exe_pool *prev)
 {
     exe_pool *p = exe_tls_pool;
-    if (p) {
-        for (int i = 0; i < p->n; i++) tpu_tensor_free(p->e[i].t);
-        ut_free(p->e);
-        ut_free(p);
-    }
     exe_tls_pool = prev;
+    if (!p) return;
+    if (prev || pthread_getspecific(exe_pool_key) || pthread_setspecific(exe_pool_key, p)) exe_pool_free(p);
 }
 
 static size_t exe_cap(size_t nbytes) { return (nbytes + 63) & ~(size_t)63; }

@@ -214,6 +214,7 @@ typedef struct fu_buf {
 } fu_buf;
 
 /* Reads elements [o, o+len) of an external input (identity or scalar mapping) into a block. */
+EXE_VEC
 static void fu_load(const tpu_tensor *t, int64_t o, int len, int cls, void *scratch, fu_buf *b, int64_t n_out)
 {
     int scalar = t->count == 1 && n_out != 1;
@@ -223,22 +224,87 @@ static void fu_load(const tpu_tensor *t, int64_t o, int len, int cls, void *scra
         return;
     }
     b->p = scratch;
-    for (int i = 0; i < len; i++) {
-        int64_t k = scalar ? 0 : o + i;
-        switch (cls) {
-        case FU_F:
-            ((float *)scratch)[i] = t->dtype == TPU_BF16 ? fp_bf16_to_f32_inline(((const uint16_t *)t->data)[k]) : ((const float *)t->data)[k];
-            break;
-        case FU_P: ((uint8_t *)scratch)[i] = ((const uint8_t *)t->data)[k]; break;
-        default: ((int32_t *)scratch)[i] = ((const int32_t *)t->data)[k]; break;
+    int64_t k0 = scalar ? 0 : o;
+    switch (cls) {
+    case FU_F:
+        if (t->dtype == TPU_BF16) {
+            const uint16_t *x = (const uint16_t *)t->data + k0;
+            if (scalar) {
+                float v = fp_bf16_to_f32_inline(x[0]);
+                for (int i = 0; i < len; i++) ((float *)scratch)[i] = v;
+            } else {
+                for (int i = 0; i < len; i++) ((float *)scratch)[i] = fp_bf16_to_f32_inline(x[i]);
+            }
+        } else {
+            float v = ((const float *)t->data)[0];
+            for (int i = 0; i < len; i++) ((float *)scratch)[i] = v;
         }
+        break;
+    case FU_P:
+        if (scalar) memset(scratch, ((const uint8_t *)t->data)[0], (size_t)len);
+        else memcpy(scratch, (const uint8_t *)t->data + k0, (size_t)len);
+        break;
+    default:
+        if (scalar) {
+            int32_t v = ((const int32_t *)t->data)[0];
+            for (int i = 0; i < len; i++) ((int32_t *)scratch)[i] = v;
+        } else {
+            memcpy(scratch, (const int32_t *)t->data + k0, (size_t)len * sizeof(int32_t));
+        }
+        break;
     }
 }
 
-/* Broadcast member: gathers its operand's elements for output elements [o, o+len). */
+/* dst[0..n) <- src elements at off + j*st (st 0: one value repeated), converted to the block's class */
+EXE_VEC
+static void fu_run(void *dst, int cls, const tpu_tensor *src, int64_t off, int64_t st, int64_t n)
+{
+    switch (cls) {
+    case FU_F:
+        if (src->dtype == TPU_BF16) {
+            const uint16_t *x = (const uint16_t *)src->data + off;
+            if (st == 0) {
+                float v = fp_bf16_to_f32_inline(x[0]);
+                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = v;
+            } else {
+                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = fp_bf16_to_f32_inline(x[j * st]);
+            }
+        } else {
+            const float *x = (const float *)src->data + off;
+            if (st == 0) {
+                float v = x[0];
+                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = v;
+            } else if (st == 1) {
+                memcpy(dst, x, (size_t)n * sizeof(float));
+            } else {
+                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = x[j * st];
+            }
+        }
+        break;
+    case FU_P: {
+        const uint8_t *x = (const uint8_t *)src->data + off;
+        if (st == 0) memset(dst, x[0], (size_t)n);
+        else for (int64_t j = 0; j < n; j++) ((uint8_t *)dst)[j] = x[j * st];
+        break;
+    }
+    default: {
+        const int32_t *x = (const int32_t *)src->data + off;
+        for (int64_t j = 0; j < n; j++) ((int32_t *)dst)[j] = x[j * st];
+        break;
+    }
+    }
+}
+
+/* Broadcast member: gathers its operand's elements for output elements [o, o+len), a run along the
+ * innermost output dim at a time (a copy, a fill or a strided gather). */
 static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, int len, int cls, void *dst)
 {
     const hlo_shape *s = &in->shape;
+    size_t es = cls == FU_P ? 1 : 4;
+    if (s->rank == 0 || src->count == 1) {
+        fu_run(dst, cls, src, 0, 0, len);
+        return;
+    }
     int64_t ostride[TPU_MAX_RANK], sstride[TPU_MAX_RANK] = {0}, srcs[TPU_MAX_RANK];
     int64_t acc = 1;
     for (int d = s->rank - 1; d >= 0; d--) {
@@ -249,22 +315,25 @@ static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, 
     const int64_t *bd;
     int nbd = hlo_attr_ints(in, HK_DIMENSIONS, &bd);
     for (int i = 0; i < nbd && i < src->rank; i++) sstride[bd[i]] = srcs[i];
-    /* odometer over the output index, tracking the source offset */
     int64_t idx[TPU_MAX_RANK], rem = o, off = 0;
     for (int d = 0; d < s->rank; d++) {
         idx[d] = rem / ostride[d];
         rem %= ostride[d];
         off += idx[d] * sstride[d];
     }
-    for (int i = 0; i < len; i++) {
-        switch (cls) {
-        case FU_F:
-            ((float *)dst)[i] = src->dtype == TPU_BF16 ? fp_bf16_to_f32_inline(((const uint16_t *)src->data)[off]) : ((const float *)src->data)[off];
-            break;
-        case FU_P: ((uint8_t *)dst)[i] = ((const uint8_t *)src->data)[off]; break;
-        default: ((int32_t *)dst)[i] = ((const int32_t *)src->data)[off]; break;
-        }
-        for (int d = s->rank - 1; d >= 0; d--) {
+    int last = s->rank - 1;
+    int64_t L = s->dims[last], sl = sstride[last];
+    for (int i = 0; i < len;) {
+        int64_t run = UT_MIN(L - idx[last], (int64_t)(len - i));
+        fu_run((char *)dst + (size_t)i * es, cls, src, off, sl, run);
+        i += (int)run;
+        off += run * sl;
+        idx[last] += run;
+        if (idx[last] < L) continue;
+        /* carry into the outer dims */
+        off -= sl * L;
+        idx[last] = 0;
+        for (int d = last - 1; d >= 0; d--) {
             off += sstride[d];
             if (++idx[d] < s->dims[d]) break;
             off -= sstride[d] * s->dims[d];
@@ -291,6 +360,7 @@ static void fu_put(fu_buf *b, int i, exe_scalar v)
 }
 
 /* Computes member m for one block. */
+EXE_VEC
 static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
 {
     const hlo_instr *I = m->in;

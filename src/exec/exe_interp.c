@@ -36,7 +36,7 @@ static int exe_prof_flag = -1;
 static void exe_prof_init(void)
 {
     const char *e = getenv("TPUSIM_EXEC_PROFILE");
-    exe_prof_flag = e && *e && strcmp(e, "0");
+    exe_prof_flag = e && *e && strcmp(e, "0") ? (atoi(e) >= 2 ? 2 : 1) : 0;
 }
 static pthread_once_t exe_prof_once = PTHREAD_ONCE_INIT;
 
@@ -48,8 +48,38 @@ static int exe_prof_on_for(const exe_state *S)
 }
 #define exe_prof_on() exe_prof_on_for(S)
 
+/* TPUSIM_EXEC_PROFILE=2 also lists the slowest single instructions */
+#define EXE_PROF_TOP 25
+static struct { double s; const hlo_instr *in; } exe_prof_top[EXE_PROF_TOP];
+static void exe_prof_note(const hlo_instr *in, double s)
+{
+    if (exe_prof_flag < 2) return;
+    int w = 0;
+    for (int i = 1; i < EXE_PROF_TOP; i++)
+        if (exe_prof_top[i].s < exe_prof_top[w].s) w = i;
+    if (s > exe_prof_top[w].s) {
+        exe_prof_top[w].s = s;
+        exe_prof_top[w].in = in;
+    }
+}
+
 static void exe_prof_report(void)
 {
+    if (exe_prof_flag >= 2) {
+        fprintf(stderr, "slowest instructions:\n");
+        for (int k = 0; k < EXE_PROF_TOP; k++) {
+            int b = -1;
+            for (int i = 0; i < EXE_PROF_TOP; i++)
+                if (exe_prof_top[i].in && (b < 0 || exe_prof_top[i].s > exe_prof_top[b].s)) b = i;
+            if (b < 0) break;
+            char sh[160];
+            const hlo_instr *in = exe_prof_top[b].in;
+            fprintf(stderr, "  %9.4f s  %-22s %-28s %s\n", exe_prof_top[b].s, hlo_op_name((hlo_op)in->op), in->name,
+                    hlo_shape_str(&in->shape, sh, sizeof sh));
+            exe_prof_top[b].in = NULL;
+        }
+        memset(exe_prof_top, 0, sizeof exe_prof_top);
+    }
     double total = 0;
     for (int i = 0; i <= HLO_OP_COUNT; i++) total += exe_prof_s[i];
     fprintf(stderr, "executor time by opcode (TPUSIM_EXEC_PROFILE):\n");
@@ -630,6 +660,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             if (exe_prof_on()) {
                 exe_prof_s[HLO_OP_COUNT] += ut_now() - t0;
                 exe_prof_n[HLO_OP_COUNT]++;
+                exe_prof_note(in, ut_now() - t0);
             }
             if (fins != fin) ut_free(fins);
         } else if (op == HLO_PARAMETER) {
@@ -667,6 +698,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             if (timed) {
                 exe_prof_s[op] += ut_now() - t0;
                 exe_prof_n[op]++;
+                exe_prof_note(in, ut_now() - t0);
             }
             if (ops != opv) ut_free(ops);
             if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");

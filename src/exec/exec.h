@@ -93,7 +93,8 @@ exe_value *exe_take_unique(exe_state *S, int k);
 /* Drops a result tensor: its buffer goes back to the run's pool (exe_alloc takes from it) or is freed. */
 void       exe_tensor_release(tpu_tensor *t);
 /* The calling thread's pool of freed result buffers: exe_pool_push starts one (returns the previous, to give
- * to exe_pool_pop, which frees what the pool holds and restores it). TPUSIM_POOL_MB caps the bytes kept. */
+ * to exe_pool_pop, which restores it). An outermost pool is kept by the thread for its next run (freed when
+ * the thread exits, or at exit); TPUSIM_POOL_MB caps the bytes it holds (default min(2 GiB, RAM/8)). */
 typedef struct exe_pool exe_pool;
 exe_pool  *exe_pool_push(void);
 void       exe_pool_pop(exe_pool *prev);
@@ -109,6 +110,15 @@ tpu_status exe_fail(exe_state *S, const hlo_instr *in, tpu_status st, const char
 
 /* Row-major strides of a tensor (in elements). */
 void exe_strides(const tpu_tensor *t, int64_t *strides);
+
+/* Hot loops: compiled for AVX-512, AVX2+FMA and baseline x86-64 (picked at load time) and vectorised (GCC's
+ * -O2 cost model vectorises almost no loop with an unknown trip count). -std=c11 keeps floating-point
+ * contraction off in every clone, so all clones compute the same values. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define EXE_VEC __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("vect-cost-model=dynamic")))
+#else
+#define EXE_VEC
+#endif
 
 /* ---- numerics (design §4) ---- */
 

@@ -17,12 +17,13 @@
 #include "exec/exec.h"
 #include "exec/kernels/ref.h"
 
+#include "exec/exe_par.h"
+
 #include <math.h>
 #include <string.h>
-#include <omp.h>
 
-/* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
-static int bn_threads(const exe_state *S) { return S->threads > 0 ? S->threads : omp_get_max_threads(); }
+/* f32 loops with fmaf: clones with FMA instructions (fmaf is a library call on baseline x86-64) */
+#define BN_CLONES EXE_VEC
 
 typedef struct bn_geom {
     int64_t  c, outer, inner, n;   /* features; element (o, f, i) is at (o * c + f) * inner + i; n per feature */
@@ -154,6 +155,210 @@ static void bn_sums(const bn_geom *g, const tpu_tensor *const *t, const double *
     for (int64_t f = 0; f < g->c; f++) sum[f] = bn_r(g, sum[f]);
 }
 
+/* ---- f32 fast paths ----
+ * Same operations as the generic code (an f32 +, -, * or / computed in double and rounded to f32 is the f32
+ * operation), written on floats so they vectorise, and split over exe_par threads. The per-feature sums are
+ * accumulated in f64 over fixed blocks of the outer dimension (partial sums added in block order), so they
+ * never depend on the thread count. */
+
+typedef struct bn_f32_job {
+    const bn_geom *g;
+    const float   *x, *gy;       /* input, grad_output (grad) */
+    const float   *mean, *rs;    /* per feature, f32 values */
+    const float   *a, *b, *c2, *d;   /* per feature coefficients of the output loop */
+    float         *y;
+    double        *p1, *p2;      /* partial sums: [block][feature] */
+    int64_t        ob;           /* outer rows per block */
+    int64_t        nob;
+    int            kind;         /* 0 training sums (x, x*x), 1 grad sums (g*(x-mean), g) */
+    float          N;
+} bn_f32_job;
+
+BN_CLONES
+static void bn_f32_sum_block(void *ctx, int64_t t0, int64_t t1, int tid)
+{
+    const bn_f32_job *J = ctx;
+    const bn_geom *g = J->g;
+    int64_t c = g->c, inner = g->inner;
+    for (int64_t t = t0; t < t1; t++) {
+        /* task: (block, feature) when rows are long, else a whole block with every feature */
+        int64_t blk = inner >= 16 ? t / c : t, f0 = inner >= 16 ? t % c : 0, f1 = inner >= 16 ? f0 + 1 : c;
+        int64_t o0 = blk * J->ob, o1 = UT_MIN(g->outer, o0 + J->ob);
+        double *s1 = J->p1 + blk * c, *s2 = J->p2 + blk * c;
+        for (int64_t f = f0; f < f1; f++) s1[f] = s2[f] = 0;
+        for (int64_t o = o0; o < o1; o++)
+            for (int64_t f = f0; f < f1; f++) {
+                const float *x = J->x + (o * c + f) * inner;
+                double a = 0, b = 0;
+                if (J->kind == 0) {
+                    for (int64_t i = 0; i < inner; i++) {
+                        a += (double)x[i];
+                        b += (double)(x[i] * x[i]);
+                    }
+                } else {
+                    const float *gy = J->gy + (o * c + f) * inner;
+                    float m = J->mean[f];
+                    for (int64_t i = 0; i < inner; i++) {
+                        a += (double)(gy[i] * (x[i] - m));
+                        b += (double)gy[i];
+                    }
+                }
+                s1[f] += a;
+                s2[f] += b;
+            }
+    }
+    (void)tid;
+}
+
+/* sum1[f], sum2[f] over all (o, i) */
+static tpu_status bn_f32_sums(exe_state *S, bn_f32_job *J, double *sum1, double *sum2)
+{
+    const bn_geom *g = J->g;
+    int64_t row = g->c * g->inner;
+    J->ob = UT_MAX((int64_t)1, (int64_t)65536 / UT_MAX(row, (int64_t)1));
+    if (g->inner >= 16) J->ob = UT_MAX((int64_t)1, (int64_t)65536 / g->inner);
+    J->nob = g->outer ? (g->outer + J->ob - 1) / J->ob : 0;
+    double *p = ut_malloc((size_t)(2 * J->nob * g->c + 2) * sizeof *p);
+    if (!p) return ut_nomem(S->ctx);
+    J->p1 = p;
+    J->p2 = p + J->nob * g->c;
+    int64_t ntask = g->inner >= 16 ? J->nob * g->c : J->nob;
+    exe_par_for(g->n * g->c > 65536 ? S->threads : 1, ntask, 1, bn_f32_sum_block, J);
+    for (int64_t f = 0; f < g->c; f++) sum1[f] = sum2[f] = 0;
+    for (int64_t b = 0; b < J->nob; b++)
+        for (int64_t f = 0; f < g->c; f++) {
+            sum1[f] += J->p1[b * g->c + f];
+            sum2[f] += J->p2[b * g->c + f];
+        }
+    ut_free(p);
+    return TPU_OK;
+}
+
+/* training: y = fma((x - mean) * rs, scale, offset); grad: gx = st * (fma(g, N, -go) - (sg * (x - mean)) / ve) */
+BN_CLONES
+static void bn_f32_out_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    const bn_f32_job *J = ctx;
+    int64_t c = J->g->c, inner = J->g->inner;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t f = r % c;
+        const float *x = J->x + r * inner;
+        float *y = J->y + r * inner;
+        float m = J->mean[f];
+        if (J->kind == 0) {
+            float rs = J->rs[f], sc = J->a[f], of = J->b[f];
+            for (int64_t i = 0; i < inner; i++) y[i] = fmaf((x[i] - m) * rs, sc, of);
+        } else {
+            const float *gy = J->gy + r * inner;
+            float sg = J->a[f], ve = J->b[f], go = J->c2[f], st = J->d[f], N = J->N;
+            for (int64_t i = 0; i < inner; i++) {
+                float xm = x[i] - m;
+                y[i] = st * (fmaf(gy[i], N, -go) - (sg * xm) / ve);
+            }
+        }
+    }
+    (void)tid;
+}
+
+static void bn_f32_out(exe_state *S, bn_f32_job *J)
+{
+    int64_t rows = J->g->outer * J->g->c;
+    exe_par_for(J->g->n * J->g->c > 65536 ? S->threads : 1, rows, UT_MAX((int64_t)1, 16384 / UT_MAX(J->g->inner, (int64_t)1)),
+                bn_f32_out_rows, J);
+}
+
+static tpu_status bn_training_f32(exe_state *S, const bn_geom *g, const tpu_tensor *x, const tpu_tensor *scale,
+                                  const tpu_tensor *offset, tpu_tensor **ts)
+{
+    int64_t c = g->c ? g->c : 1;
+    double *d = ut_malloc((size_t)c * 2 * sizeof *d);
+    float *fv = ut_malloc((size_t)c * 2 * sizeof *fv);
+    if (!d || !fv) {
+        ut_free(d);
+        ut_free(fv);
+        return ut_nomem(S->ctx);
+    }
+    bn_f32_job J;
+    memset(&J, 0, sizeof J);
+    J.g = g;
+    J.x = x->data;
+    J.kind = 0;
+    tpu_status st = bn_f32_sums(S, &J, d, d + c);
+    if (!st) {
+        float *mean = fv, *rs = fv + c;
+        double N = bn_r(g, (double)g->n);
+        for (int64_t f = 0; f < g->c; f++) {
+            double m = bn_r(g, d[f] / N), sqm = bn_r(g, d[c + f] / N);
+            double var = bn_fma(g, -m, m, sqm);
+            mean[f] = (float)m;
+            rs[f] = (float)bn_rsqrt(g, bn_r(g, var + g->eps));
+            ((float *)ts[1]->data)[f] = (float)m;
+            ((float *)ts[2]->data)[f] = (float)var;
+        }
+        J.mean = mean;
+        J.rs = rs;
+        J.a = scale->data;
+        J.b = offset->data;
+        J.y = ts[0]->data;
+        bn_f32_out(S, &J);
+    }
+    ut_free(d);
+    ut_free(fv);
+    return st;
+}
+
+static tpu_status bn_grad_f32(exe_state *S, const bn_geom *g, const tpu_tensor *x, const tpu_tensor *scale,
+                              const tpu_tensor *meant, const tpu_tensor *vart, const tpu_tensor *gy, tpu_tensor **ts)
+{
+    int64_t c = g->c ? g->c : 1;
+    double *d = ut_malloc((size_t)c * 2 * sizeof *d);
+    float *fv = ut_malloc((size_t)c * 5 * sizeof *fv);
+    if (!d || !fv) {
+        ut_free(d);
+        ut_free(fv);
+        return ut_nomem(S->ctx);
+    }
+    float *mean = fv, *ve = fv + c, *r = fv + 2 * c, *stf = fv + 3 * c, *sgf = fv + 4 * c;
+    double N = bn_r(g, (double)g->n);
+    for (int64_t f = 0; f < g->c; f++) {
+        mean[f] = ((const float *)meant->data)[f];
+        ve[f] = (float)bn_r(g, (double)((const float *)vart->data)[f] + g->eps);
+        r[f] = (float)bn_rsqrt(g, ve[f]);
+        stf[f] = (float)bn_r(g, bn_r(g, (double)((const float *)scale->data)[f] * r[f]) / N);
+    }
+    bn_f32_job J;
+    memset(&J, 0, sizeof J);
+    J.g = g;
+    J.x = x->data;
+    J.gy = gy->data;
+    J.mean = mean;
+    J.kind = 1;
+    tpu_status st = bn_f32_sums(S, &J, d, d + c);
+    if (!st) {
+        float *go = ut_malloc((size_t)c * sizeof *go);
+        if (!go) st = ut_nomem(S->ctx);
+        for (int64_t f = 0; !st && f < g->c; f++) {
+            sgf[f] = (float)bn_r(g, d[f]);
+            go[f] = (float)bn_r(g, d[c + f]);
+            ((float *)ts[1]->data)[f] = (float)bn_r(g, (double)sgf[f] * r[f]);
+            ((float *)ts[2]->data)[f] = go[f];
+        }
+        if (!st) {
+            J.a = sgf;
+            J.b = ve;
+            J.c2 = go;
+            J.d = stf;
+            J.N = (float)N;
+            J.y = ts[0]->data;
+            bn_f32_out(S, &J);
+        }
+        ut_free(go);
+    }
+    ut_free(d);
+    ut_free(fv);
+    return st;
+}
+
 /* ---- training ---- */
 
 static tpu_status bn_training(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out, int fast)
@@ -165,6 +370,14 @@ static tpu_status bn_training(exe_state *S, const hlo_instr *in, exe_value *cons
     tpu_tensor *ts[3];
     int64_t counts[3] = {x->count, g.c, g.c};
     if ((st = bn_alloc_n(S, in, counts, 3, ts))) return st;
+    if (fast && x->dtype == TPU_F32 && ts[0]->dtype == TPU_F32 && ts[1]->dtype == TPU_F32 && ts[2]->dtype == TPU_F32) {
+        st = bn_training_f32(S, &g, x, scale, offset, ts);
+        if (st) {
+            for (int i = 0; i < 3; i++) tpu_tensor_free(ts[i]);
+            return st;
+        }
+        return bn_tuple(S, ts, 3, out);
+    }
     double *buf = ut_malloc((size_t)(g.c ? g.c : 1) * 4 * sizeof *buf);
     if (!buf) {
         for (int i = 0; i < 3; i++) tpu_tensor_free(ts[i]);
@@ -183,7 +396,6 @@ static tpu_status bn_training(exe_state *S, const hlo_instr *in, exe_value *cons
         exe_store_float(S, ts[1]->dtype, ts[1]->data, f, mean[f]);
         exe_store_float(S, ts[2]->dtype, ts[2]->data, f, var[f]);
     }
-    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast) num_threads(bn_threads(S))
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t f = 0; f < g.c; f++) {
             double sc = bn_ld(scale, f), of = bn_ld(offset, f);
@@ -227,7 +439,6 @@ static tpu_status bn_inference(exe_state *S, const hlo_instr *in, exe_value *con
         k[f] = bn_r(&g, sc * bn_rsqrt(&g, bn_r(&g, va + g.eps)));
         sh[f] = bn_fma(&g, -mu, k[f], of);
     }
-    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast) num_threads(bn_threads(S))
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t f = 0; f < g.c; f++)
             for (int64_t i = 0; i < g.inner; i++) {
@@ -257,6 +468,14 @@ static tpu_status bn_grad(exe_state *S, const hlo_instr *in, exe_value *const *o
     tpu_tensor *ts[3];
     int64_t counts[3] = {x->count, g.c, g.c};
     if ((st = bn_alloc_n(S, in, counts, 3, ts))) return st;
+    if (fast && x->dtype == TPU_F32 && ts[0]->dtype == TPU_F32 && ts[1]->dtype == TPU_F32 && ts[2]->dtype == TPU_F32) {
+        st = bn_grad_f32(S, &g, x, scale, meant, vart, gy, ts);
+        if (st) {
+            for (int i = 0; i < 3; i++) tpu_tensor_free(ts[i]);
+            return st;
+        }
+        return bn_tuple(S, ts, 3, out);
+    }
     double *buf = ut_malloc((size_t)(g.c ? g.c : 1) * 6 * sizeof *buf);
     if (!buf) {
         for (int i = 0; i < 3; i++) tpu_tensor_free(ts[i]);
@@ -277,7 +496,6 @@ static tpu_status bn_grad(exe_state *S, const hlo_instr *in, exe_value *const *o
         exe_store_float(S, ts[1]->dtype, ts[1]->data, f, bn_r(&g, sg[f] * r[f]));
         exe_store_float(S, ts[2]->dtype, ts[2]->data, f, go[f]);
     }
-    #pragma omp parallel for schedule(static) if (x->count > 65536 && fast) num_threads(bn_threads(S))
     for (int64_t o = 0; o < g.outer; o++)
         for (int64_t f = 0; f < g.c; f++)
             for (int64_t i = 0; i < g.inner; i++) {

@@ -8,31 +8,57 @@
 #include "exec/exe_ops.h"
 #include "ew_block.h"
 #include "util/fp.h"
+#include "exec/exe_par.h"
 
 #include <math.h>
 #include <string.h>
 
 #define EW_PAR_MIN 32768   /* below this, threads cost more than they give */
 
-static int ew_threads(const exe_state *S) { return S->threads > 0 ? S->threads : 0; }
+/* The per-element (reference-semantics) loops run serially; the fast f32/bf16 paths are split into chunks
+ * over exe_par threads (ew_par). */
+#define EW_FOR(S, n) for (int64_t i = 0; i < (n); i++)
 
-#define EW_FOR(S, n)                                                                              \
-    _Pragma("omp parallel for schedule(static) if ((n) > EW_PAR_MIN) num_threads(ew_threads(S) ? ew_threads(S) : omp_get_max_threads())") \
-    for (int64_t i = 0; i < (n); i++)
+/* A fast path over [0, n): fn(job, i0, i1) on chunks of EW_CHUNK elements. */
+typedef struct ew_job ew_job;
+typedef void (*ew_range_fn)(const ew_job *J, int64_t i0, int64_t i1);
+struct ew_job {
+    ew_range_fn  fn;
+    hlo_op       op;
+    int          d;
+    const void  *x, *y, *w;
+    void        *z;
+    int          sx, sw;   /* scalar operands (index 0) */
+};
 
-#include <omp.h>
+static void ew_chunk(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+    const ew_job *J = ctx;
+    J->fn(J, i0, i1);
+    (void)tid;
+}
+
+static void ew_par(const exe_state *S, int64_t n, ew_job *J)
+{
+    exe_par_for(n > EW_PAR_MIN ? S->threads : 1, n, 8192, ew_chunk, J);
+}
 
 /* ---- unary ---- */
 
-#define EW_CHUNK 4096
 
 /* f32 -> f32 for the ops whose fast form is exactly the reference (double math, one rounding); the block
  * loops live in ew_block.h, shared with the fused loops. */
+EXE_VEC
+static void ew_unary_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    ewb_unary_f32(J->op, (const float *)J->x + i0, (float *)J->z + i0, i1 - i0);
+}
+
 static int ew_unary_f32(const exe_state *S, hlo_op op, const float *x, float *y, int64_t n)
 {
     if (!ewb_unary_f32(op, x, y, 0)) return 0;
-    int64_t nc = (n + EW_CHUNK - 1) / EW_CHUNK;
-    EW_FOR(S, nc) ewb_unary_f32(op, x + i * EW_CHUNK, y + i * EW_CHUNK, n - i * EW_CHUNK < EW_CHUNK ? n - i * EW_CHUNK : EW_CHUNK);
+    ew_job J = {.fn = ew_unary_range, .op = op, .x = x, .z = y};
+    ew_par(S, n, &J);
     return 1;
 }
 
@@ -59,14 +85,17 @@ EXE_KERNEL(exe_k_unary)
 #define ew_maxf ewb_maxf
 #define ew_minf ewb_minf
 
+EXE_VEC
+static void ew_binary_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    ewb_binary_f32(J->op, (const float *)J->x + i0, (const float *)J->y + i0, (float *)J->z + i0, i1 - i0);
+}
+
 static int ew_binary_f32(const exe_state *S, hlo_op op, const float *x, const float *y, float *z, int64_t n)
 {
     if (!ewb_binary_f32(op, x, y, z, 0)) return 0;
-    int64_t nc = (n + EW_CHUNK - 1) / EW_CHUNK;
-    EW_FOR(S, nc) {
-        int64_t o = i * EW_CHUNK, len = n - o < EW_CHUNK ? n - o : EW_CHUNK;
-        ewb_binary_f32(op, x + o, y + o, z + o, len);
-    }
+    ew_job J = {.fn = ew_binary_range, .op = op, .x = x, .y = y, .z = z};
+    ew_par(S, n, &J);
     return 1;
 }
 
@@ -116,6 +145,12 @@ EXE_KERNEL(exe_k_binary)
 
 /* ---- compare ---- */
 
+EXE_VEC
+static void ew_compare_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    ewb_compare_f32(J->d, (const float *)J->x + i0, (const float *)J->y + i0, (uint8_t *)J->z + i0, i1 - i0);
+}
+
 EXE_KERNEL(exe_k_compare)
 {
     const tpu_tensor *a = ops[0]->t, *b = ops[1]->t;
@@ -129,14 +164,14 @@ EXE_KERNEL(exe_k_compare)
     uint8_t *z = t->data;
     int total = type && !strcmp(type, "TOTALORDER");
     if (a->dtype == TPU_F32 && !total) {
-        const float *x = a->data, *y = b->data;
-        if (!strcmp(dir, "EQ")) { EW_FOR(S, n) z[i] = x[i] == y[i]; }
-        else if (!strcmp(dir, "NE")) { EW_FOR(S, n) z[i] = x[i] != y[i]; }
-        else if (!strcmp(dir, "LT")) { EW_FOR(S, n) z[i] = x[i] < y[i]; }
-        else if (!strcmp(dir, "LE")) { EW_FOR(S, n) z[i] = x[i] <= y[i]; }
-        else if (!strcmp(dir, "GT")) { EW_FOR(S, n) z[i] = x[i] > y[i]; }
-        else if (!strcmp(dir, "GE")) { EW_FOR(S, n) z[i] = x[i] >= y[i]; }
-        else { tpu_tensor_free(t); return exe_fail(S, in, TPU_ERR_SHAPE, "unknown direction %s", dir); }
+        int d = ewb_direction(dir);
+        if (strcmp(dir, "EQ") && strcmp(dir, "NE") && strcmp(dir, "LT") && strcmp(dir, "LE") && strcmp(dir, "GT") &&
+            strcmp(dir, "GE")) {
+            tpu_tensor_free(t);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "unknown direction %s", dir);
+        }
+        ew_job J = {.fn = ew_compare_range, .d = d, .x = a->data, .y = b->data, .z = z};
+        ew_par(S, n, &J);
         return exe_out_array(S, t, out);
     }
     tpu_dtype ta = a->dtype;
@@ -155,6 +190,28 @@ EXE_KERNEL(exe_k_compare)
 
 /* ---- select, clamp ---- */
 
+EXE_VEC
+static void ew_select_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    const uint32_t *x = J->x, *y = J->y;
+    const uint8_t *pp = J->w;
+    uint32_t *z = J->z;
+    if (J->sw) {
+        const uint32_t *s = pp[0] ? x : y;
+        for (int64_t i = i0; i < i1; i++) z[i] = s[i];
+    } else {
+        for (int64_t i = i0; i < i1; i++) z[i] = pp[i] ? x[i] : y[i];
+    }
+}
+
+EXE_VEC
+static void ew_clamp_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    const float *l = J->x, *v = J->y, *h = J->w;
+    float *z = J->z;
+    for (int64_t i = i0; i < i1; i++) z[i] = ew_minf(ew_maxf(v[i], l[J->sx ? 0 : i]), h[J->sw ? 0 : i]);
+}
+
 EXE_KERNEL(exe_k_select)
 {
     const tpu_tensor *p = ops[0]->t, *a = ops[1]->t, *b = ops[2]->t;
@@ -167,9 +224,8 @@ EXE_KERNEL(exe_k_select)
     const uint8_t *pp = p->data;
     int scalar_pred = p->count == 1 && n != 1;
     if (es == 4) {
-        const uint32_t *x = a->data, *y = b->data;
-        uint32_t *z = t->data;
-        EW_FOR(S, n) z[i] = pp[scalar_pred ? 0 : i] ? x[i] : y[i];
+        ew_job J = {.fn = ew_select_range, .x = a->data, .y = b->data, .w = pp, .z = t->data, .sw = scalar_pred};
+        ew_par(S, n, &J);
     } else if (es == 2) {
         const uint16_t *x = a->data, *y = b->data;
         uint16_t *z = t->data;
@@ -192,9 +248,8 @@ EXE_KERNEL(exe_k_clamp)
     int slo = lo->count == 1, shi = hi->count == 1;
     tpu_dtype dt = t->dtype;
     if (dt == TPU_F32) {
-        const float *l = lo->data, *v = x->data, *h = hi->data;
-        float *z = t->data;
-        EW_FOR(S, n) z[i] = ew_minf(ew_maxf(v[i], l[slo ? 0 : i]), h[shi ? 0 : i]);
+        ew_job J = {.fn = ew_clamp_range, .x = lo->data, .y = x->data, .w = hi->data, .z = t->data, .sx = slo, .sw = shi};
+        ew_par(S, n, &J);
         return exe_out_array(S, t, out);
     }
     EW_FOR(S, n) {
@@ -206,6 +261,22 @@ EXE_KERNEL(exe_k_clamp)
 }
 
 /* ---- convert, bitcast-convert, reduce-precision ---- */
+
+/* d: 0 bf16 -> f32, 1 f32 -> bf16 (subnormal results flushed, TPU mode), 2 f32 -> bf16 (plain RNE) */
+EXE_VEC
+static void ew_convert_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    if (J->d == 0) {
+        const uint16_t *x = J->x;
+        float *z = J->z;
+        for (int64_t i = i0; i < i1; i++) z[i] = fp_bf16_to_f32_inline(x[i]);
+    } else {
+        const float *x = J->x;
+        uint16_t *z = J->z;
+        if (J->d == 1) for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_ftz(x[i]);
+        else for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_inline(x[i]);
+    }
+}
 
 EXE_KERNEL(exe_k_convert)
 {
@@ -219,17 +290,10 @@ EXE_KERNEL(exe_k_convert)
         memcpy(t->data, a->data, t->nbytes);
         return exe_out_array(S, t, out);
     }
-    if (from == TPU_F32 && to == TPU_BF16) {
-        const float *x = a->data;
-        uint16_t *z = t->data;
-        if (S->numerics == TPU_NUMERICS_TPU) { EW_FOR(S, n) z[i] = fp_f32_to_bf16_ftz(x[i]); }
-        else { EW_FOR(S, n) z[i] = fp_f32_to_bf16_inline(x[i]); }
-        return exe_out_array(S, t, out);
-    }
-    if (from == TPU_BF16 && to == TPU_F32) {
-        const uint16_t *x = a->data;
-        float *z = t->data;
-        EW_FOR(S, n) z[i] = fp_bf16_to_f32_inline(x[i]);
+    if ((from == TPU_F32 && to == TPU_BF16) || (from == TPU_BF16 && to == TPU_F32)) {
+        ew_job J = {.fn = ew_convert_range, .d = from == TPU_F32 ? (S->numerics == TPU_NUMERICS_TPU ? 1 : 2) : 0,
+                    .x = a->data, .z = t->data};
+        ew_par(S, n, &J);
         return exe_out_array(S, t, out);
     }
     if (from == TPU_S32 && to == TPU_F32) {

@@ -417,7 +417,9 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     J.split_n = N >= M;
     int64_t ext = J.split_n ? N : M;
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    J.nb = flops < 4e6 ? 1 : (int)UT_MIN((int64_t)16, UT_MAX((int64_t)1, ext / 128));
+    /* every block repacks the other operand inside BLAS: few blocks, but enough for the threads of a big
+     * product (the count follows the size only) */
+    J.nb = flops < 4e6 ? 1 : (int)UT_MAX((int64_t)1, UT_MIN((int64_t)8, UT_MIN(ext / 256, (int64_t)(flops / 5e8) + 1)));
     exe_par_for(J.nb > 1 ? nt : 1, J.nb, 1, gm_blas_chunk, &J);
     ut_free(ca);
     ut_free(cb);

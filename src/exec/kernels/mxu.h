@@ -67,11 +67,7 @@ int exe_mx_threads(const exe_state *S);
 
 /* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. -std=c11 keeps
  * floating-point contraction off, so every clone rounds each multiply and add the same way. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define EXE_MX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define EXE_MX_CLONES
-#endif
+#define EXE_MX_CLONES EXE_VEC
 
 /* Inline flush / bf16 parts of an f32 value, branch-free so packing loops vectorise (same results as
  * fp_round_bf16_ftz: round to nearest even, NaN -> quiet NaN with the sign, bf16 subnormals -> signed zero). */

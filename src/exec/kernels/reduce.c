@@ -6,6 +6,8 @@
  * generic reducer path follow the computation literally, rounding each step to its dtype. */
 #include "exec/exec.h"
 #include "exec/exe_ops.h"
+#include "exec/exe_par.h"
+#include "mxu.h"
 
 #include <math.h>
 #include <string.h>
@@ -50,6 +52,165 @@ static const void *rd_arrange(const tpu_tensor *a, const uint8_t *is_red, void *
     exe_nd_copy(*buf, ps, a->data, ss, pd, a->rank, tpu_dtype_size(a->dtype));
     *moved = 1;
     return *buf;
+}
+
+/* The dims as [O][R][I] (kept, reduced, kept; size-1 dims ignored) when the reduced ones are one block. */
+static int rd_view(const tpu_tensor *a, const uint8_t *is_red, int64_t *O, int64_t *R, int64_t *I)
+{
+    int64_t g[3] = {1, 1, 1};
+    int stage = 0;   /* 0: leading kept, 1: reduced, 2: trailing kept */
+    for (int i = 0; i < a->rank; i++) {
+        if (a->dims[i] == 1) continue;
+        if (is_red[i]) {
+            if (stage == 2) return 0;
+            stage = 1;
+        } else if (stage == 1) {
+            stage = 2;
+        }
+        g[stage] *= a->dims[i];
+    }
+    *O = g[0];
+    *R = g[1];
+    *I = g[2];
+    return 1;
+}
+
+typedef struct rd_job {
+    const void *x;
+    void       *out;
+    int64_t     O, R, I, cw, nc;
+    int         is32;
+    hlo_op      bop;
+    double      init;
+} rd_job;
+
+static inline double rd_ld(const rd_job *J, int64_t i)
+{
+    return J->is32 ? (double)((const float *)J->x)[i] : ((const double *)J->x)[i];
+}
+
+static inline void rd_st(const rd_job *J, int64_t o, double v)
+{
+    if (J->is32) ((float *)J->out)[o] = (float)v;
+    else ((double *)J->out)[o] = v;
+}
+
+/* max/min steps as the reducer computes them (NaN wins, +0 > -0) */
+static inline double rd_step(int is_max, double acc, double x)
+{
+    if (isnan(x) || isnan(acc)) return NAN;
+    if (is_max ? (x > acc || (x == acc && !signbit(x))) : (x < acc || (x == acc && signbit(x)))) return x;
+    return acc;
+}
+
+/* Sum of a contiguous run in double: 8 interleaved partial sums combined in a fixed tree, then the tail in
+ * order (so sums vectorise; the order never depends on threads or blocking). */
+EXE_MX_CLONES
+static double rd_sum_f32(const float *x, int64_t n)
+{
+    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t m = n & ~(int64_t)7;
+    for (int64_t r = 0; r < m; r += 8)
+        for (int j = 0; j < 8; j++) l[j] += (double)x[r + j];
+    double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    for (int64_t r = m; r < n; r++) s += (double)x[r];
+    return s;
+}
+
+EXE_MX_CLONES
+static double rd_sum_f64(const double *x, int64_t n)
+{
+    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t m = n & ~(int64_t)7;
+    for (int64_t r = 0; r < m; r += 8)
+        for (int j = 0; j < 8; j++) l[j] += x[r + j];
+    double s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    for (int64_t r = m; r < n; r++) s += x[r];
+    return s;
+}
+
+static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
+{
+    const rd_job *J = ctx;
+    for (int64_t o = o0; o < o1; o++) {
+        double acc = J->init;
+        if (J->bop == HLO_ADD) {
+            double s = J->is32 ? rd_sum_f32((const float *)J->x + o * J->R, J->R) : rd_sum_f64((const double *)J->x + o * J->R, J->R);
+            acc = J->R ? J->init + s : J->init;
+        } else {
+            int is_max = J->bop == HLO_MAXIMUM;
+            for (int64_t r = 0; r < J->R; r++) acc = rd_step(is_max, acc, rd_ld(J, o * J->R + r));
+        }
+        rd_st(J, o, acc);
+    }
+    (void)tid;
+}
+
+/* out[o][i] over r, for a block of columns i: each column's sum in r order, vectorised across columns */
+EXE_MX_CLONES
+static void rd_cols_block(const rd_job *J, int64_t o, int64_t i0, int64_t w, double *acc)
+{
+    for (int64_t i = 0; i < w; i++) acc[i] = J->bop == HLO_ADD ? 0.0 : J->init;
+    const int is_max = J->bop == HLO_MAXIMUM;
+    for (int64_t r = 0; r < J->R; r++) {
+        int64_t base = (o * J->R + r) * J->I + i0;
+        if (J->bop == HLO_ADD) {
+            if (J->is32) {
+                const float *x = (const float *)J->x + base;
+                for (int64_t i = 0; i < w; i++) acc[i] += (double)x[i];
+            } else {
+                const double *x = (const double *)J->x + base;
+                for (int64_t i = 0; i < w; i++) acc[i] += x[i];
+            }
+        } else {
+            for (int64_t i = 0; i < w; i++) acc[i] = rd_step(is_max, acc[i], rd_ld(J, base + i));
+        }
+    }
+    for (int64_t i = 0; i < w; i++) {
+        double v = J->bop == HLO_ADD ? (J->R ? J->init + acc[i] : J->init) : acc[i];
+        rd_st(J, o * J->I + i0 + i, v);
+    }
+}
+
+static void rd_cols(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+    const rd_job *J = ctx;
+    double acc[512];
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t o = c / J->nc, i0 = c % J->nc * J->cw;
+        rd_cols_block(J, o, i0, UT_MIN(J->cw, J->I - i0), acc);
+    }
+    (void)tid;
+}
+
+typedef struct rd_gen_job {
+    exe_state           *S;
+    const exe_scalar_fn *fn;
+    int                  n;
+    exe_value *const    *ops;
+    const void         **src;
+    tpu_tensor         **res;
+    const tpu_dtype     *dt, *it;
+    int64_t              inner;
+} rd_gen_job;
+
+static void rd_generic(void *ctx, int64_t o0, int64_t o1, int tid)
+{
+    const rd_gen_job *G = ctx;
+    int n = G->n;
+    for (int64_t o = o0; o < o1; o++) {
+        exe_scalar args[64], acc[32];
+        for (int k = 0; k < n; k++) acc[k] = exe_scalar_load(G->it[k], G->ops[n + k]->t->data, 0);
+        for (int64_t r = 0; r < G->inner; r++) {
+            for (int k = 0; k < n; k++) {
+                args[k] = acc[k];
+                args[n + k] = exe_scalar_load(G->dt[k], G->src[k], o * G->inner + r);
+            }
+            exe_scalar_fn_eval(G->fn, args, acc);
+        }
+        for (int k = 0; k < n; k++) exe_scalar_store(G->S, G->res[k]->dtype, G->res[k]->data, o, acc[k]);
+    }
+    (void)tid;
 }
 
 EXE_KERNEL(exe_k_reduce)
@@ -97,37 +258,38 @@ EXE_KERNEL(exe_k_reduce)
             break;
         }
         int moved;
-        src[k] = rd_arrange(ops[k]->t, is_red, &bufs[k], &moved);
+        int64_t vo, vr, vi;
+        if (n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && rd_view(a0, is_red, &vo, &vr, &vi))
+            src[k] = a0->data;   /* reduced over a middle block: read in place (rd_cols) */
+        else
+            src[k] = rd_arrange(ops[k]->t, is_red, &bufs[k], &moved);
         if (!src[k]) st = ut_nomem(S->ctx);
     }
     hlo_op bop = exe_scalar_fn_binop(fn);
     if (!st && n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && res[0]->dtype == a0->dtype &&
         (bop == HLO_ADD || bop == HLO_MAXIMUM || bop == HLO_MINIMUM)) {
-        int is32 = a0->dtype == TPU_F32;
-        double init = ten_load_f64(a0->dtype, ops[1]->t->data, 0);
-        #pragma omp parallel for schedule(static) if (outer * inner > 65536 && outer > 1)
-        for (int64_t o = 0; o < outer; o++) {
-            double acc = init;
-            if (bop == HLO_ADD) {
-                double s = 0;
-                if (is32) {
-                    const float *x = (const float *)src[0] + o * inner;
-                    for (int64_t r = 0; r < inner; r++) s += x[r];
-                } else {
-                    const double *x = (const double *)src[0] + o * inner;
-                    for (int64_t r = 0; r < inner; r++) s += x[r];
-                }
-                acc = inner ? init + s : init;
-            } else {
-                int is_max = bop == HLO_MAXIMUM;
-                for (int64_t r = 0; r < inner; r++) {
-                    double x = is32 ? ((const float *)src[0])[o * inner + r] : ((const double *)src[0])[o * inner + r];
-                    if (isnan(x) || isnan(acc)) acc = NAN;
-                    else if (is_max ? (x > acc || (x == acc && !signbit(x))) : (x < acc || (x == acc && signbit(x)))) acc = x;
-                }
-            }
-            if (is32) ((float *)res[0]->data)[o] = (float)acc;
-            else ((double *)res[0]->data)[o] = acc;
+        rd_job J;
+        memset(&J, 0, sizeof J);
+        J.is32 = a0->dtype == TPU_F32;
+        J.bop = bop;
+        J.init = ten_load_f64(a0->dtype, ops[1]->t->data, 0);
+        J.out = res[0]->data;
+        if (src[0] == a0->data && rd_view(a0, is_red, &J.O, &J.R, &J.I)) {
+            J.x = a0->data;
+        } else {
+            J.x = src[0];
+            J.O = outer;
+            J.R = inner;
+            J.I = 1;
+        }
+        /* chunks over outer rows (whole rows), or over columns of a [R][I] block */
+        if (J.I == 1) {
+            exe_par_for(outer * inner > 65536 && J.O > 1 ? S->threads : 1, J.O, UT_MAX((int64_t)1, 32768 / UT_MAX(J.R, (int64_t)1)),
+                        rd_rows, &J);
+        } else {
+            J.cw = 512;
+            J.nc = (J.I + J.cw - 1) / J.cw;
+            exe_par_for(outer * inner > 65536 && J.O * J.nc > 1 ? S->threads : 1, J.O * J.nc, 1, rd_cols, &J);
         }
     } else if (!st) {
         tpu_dtype dt[32], it[32];
@@ -135,19 +297,9 @@ EXE_KERNEL(exe_k_reduce)
             dt[k] = ops[k]->t->dtype;
             it[k] = ops[n + k]->t->dtype;
         }
-        #pragma omp parallel for schedule(static) if (outer * inner > 16384 && outer > 1)
-        for (int64_t o = 0; o < outer; o++) {
-            exe_scalar args[64], acc[32];
-            for (int k = 0; k < n; k++) acc[k] = exe_scalar_load(it[k], ops[n + k]->t->data, 0);
-            for (int64_t r = 0; r < inner; r++) {
-                for (int k = 0; k < n; k++) {
-                    args[k] = acc[k];
-                    args[n + k] = exe_scalar_load(dt[k], src[k], o * inner + r);
-                }
-                exe_scalar_fn_eval(fn, args, acc);
-            }
-            for (int k = 0; k < n; k++) exe_scalar_store(S, res[k]->dtype, res[k]->data, o, acc[k]);
-        }
+        rd_gen_job G = {S, fn, n, ops, src, res, dt, it, inner};
+        exe_par_for(outer * inner > 16384 && outer > 1 ? S->threads : 1, outer, UT_MAX((int64_t)1, 4096 / UT_MAX(inner, (int64_t)1)),
+                    rd_generic, &G);
     }
     for (int k = 0; k < n; k++) ut_free(bufs[k]);
     if (st) {
