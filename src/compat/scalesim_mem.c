@@ -38,6 +38,7 @@ static int64_t ss_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 typedef struct ss_ops {
     int64_t  H, W, P, K, N;
+    int64_t  C, fh, fw, sh, sw, eh, ew;   /* channels, filter size, strides, output size */
     int64_t *p_base, *k_int;   /* ifmap[p][k] = p_base[p] + k_int[k] when in bounds */
     int32_t *p_row, *p_col;    /* top-left input row/col of output pixel p's window */
     int32_t *k_row, *k_col;    /* row/col of window element k inside the window */
@@ -71,6 +72,10 @@ static tpu_status ss_ops_init(tpu_ctx *ctx, const ss_layer *l, ss_ops *o)
                       "words)", l->name);
     o->ifmap_naddr = hwc;
     o->filter_naddr = kn;
+    o->C = l->channels;
+    o->fh = l->filter_h; o->fw = l->filter_w;
+    o->sh = l->stride_h; o->sw = l->stride_w;
+    o->eh = eh; o->ew = ew;
     o->p_base = ut_malloc((size_t)o->P * sizeof *o->p_base);
     o->p_row = ut_malloc((size_t)o->P * sizeof *o->p_row);
     o->p_col = ut_malloc((size_t)o->P * sizeof *o->p_col);
@@ -145,8 +150,10 @@ static void ss_lanemaps(tim_dataflow df, const tim_array *arr, const tim_fold *f
 }
 
 /* The valid addresses (not -1) of stream s at fold cycle t, in lane order; returns their count. Moving one
- * lane right moves (x, y) by (xc - xu, yc - yu) on a skewed stream (u drops by one), (xc, yc) on a block. */
-static int64_t ss_gather(const ss_ops *o, const tim_stream *s, const ss_lanemap *m, int64_t t, int64_t *buf)
+ * lane right moves (x, y) by (xc - xu, yc - yu) on a skewed stream (u drops by one), (xc, yc) on a block.
+ * With `ebuf`, an IFMAP stream gives instead the operand element p * K + k of every busy lane. */
+static int64_t ss_gather_e(const ss_ops *o, const tim_stream *s, const ss_lanemap *m, int64_t t, int64_t *buf,
+                           int64_t *ebuf)
 {
     int64_t c0, c1, n = 0;
     tim_stream_lanes(s, t, &c0, &c1);
@@ -159,6 +166,11 @@ static int64_t ss_gather(const ss_ops *o, const tim_stream *s, const ss_lanemap 
         for (int64_t i = 0; i < cnt; i++, a += da) buf[i] = a;
         return cnt;
     }
+    if (ebuf) {   /* operand elements only, idle ones included */
+        int64_t e = x * o->K + y, de = dx * o->K + dy;
+        for (int64_t i = 0; i < cnt; i++, e += de) ebuf[i] = e;
+        return cnt;
+    }
     if (o->dense) {
         for (int64_t i = 0; i < cnt; i++, x += dx, y += dy) buf[i] = o->p_base[x] + o->k_int[y];
         return cnt;
@@ -168,6 +180,11 @@ static int64_t ss_gather(const ss_ops *o, const tim_stream *s, const ss_lanemap 
         if (a >= 0) buf[n++] = a;
     }
     return n;
+}
+
+static int64_t ss_gather(const ss_ops *o, const tim_stream *s, const ss_lanemap *m, int64_t t, int64_t *buf)
+{
+    return ss_gather_e(o, s, m, t, buf, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -316,8 +333,9 @@ static inline int64_t ss_pf_elem(const ss_ops *o, const ss_pf *pf, int64_t b, in
 typedef struct ss_rd_user {
     int64_t  words, active, prefetch, bw, eps;
     int64_t  nsets, nact, npf, ws, we;
-    int64_t *occ_off;        /* naddr + 1 */
-    int32_t *occ_set;        /* set ids, per address ascending */
+    const ss_ops *o;
+    int32_t  *self;          /* overlapping IFMAP windows: the set of each operand element p * K + k (-1: none) */
+    uint16_t *selfs;         /* the same in 16 bits when it fits (0xffff: none) */
     int32_t *set1;           /* instead of the CSR when no address occurs twice: its set, or -1 */
     uint16_t *set1s;         /* the same in 16 bits when there are fewer than 65535 sets (0xffff: none) */
     int64_t  fetch_lines, nl_act, nl_pf;
@@ -327,23 +345,34 @@ typedef struct ss_rd_user {
     const char *bad;
 } ss_rd_user;
 
-/* Visits the prefetch matrix in SCALE-Sim's order; pass 0 counts occurrences per address, pass 1 stores
- * the set id of each in the CSR, pass 2 in set1. Returns the number of valid entries. */
-static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int pass, int64_t *fill)
+/* Visits the prefetch matrix in SCALE-Sim's order and records each entry's set: by operand element (pass 1,
+ * when addresses repeat) or by address (pass 2). Returns the number of valid entries. */
+static inline void ss_pf_visit(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int pass, int64_t b, int64_t j,
+                               int64_t c, int64_t *vi)
+{
+    int64_t x = pf->xb * b + pf->xj * j + pf->xc * c, y = pf->yb * b + pf->yj * j + pf->yc * c;
+    if (x >= pf->X || y >= pf->Y) return;   /* padding lane */
+    int64_t a = ss_elem(o, pf->ifmap, x, y);
+    if (a < 0) return;
+    int64_t set = *vi / u->eps;
+    if (pass == 1) {
+        if (u->selfs) u->selfs[x * o->K + y] = (uint16_t)set;
+        else u->self[x * o->K + y] = (int32_t)set;
+    } else if (u->set1s) {
+        u->set1s[a] = (uint16_t)set;
+    } else {
+        u->set1[a] = (int32_t)set;
+    }
+    (*vi)++;
+}
+
+static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int pass)
 {
     int64_t M = pf->nblocks * pf->blen, Wd = pf->width, vi = 0;
     if (!pf->rolled) {
         for (int64_t b = 0; b < pf->nblocks; b++)
             for (int64_t j = 0; j < pf->blen; j++)
-                for (int64_t c = 0; c < Wd; c++) {
-                    int64_t a = ss_pf_elem(o, pf, b, j, c);
-                    if (a < 0) continue;
-                    if (pass == 0) u->occ_off[a + 1]++;
-                    else if (pass == 1) u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
-                    else if (u->set1s) u->set1s[a] = (uint16_t)(vi / u->eps);
-                    else u->set1[a] = (int32_t)(vi / u->eps);
-                    vi++;
-                }
+                for (int64_t c = 0; c < Wd; c++) ss_pf_visit(o, pf, u, pass, b, j, c, &vi);
         return vi;
     }
     /* anti-diagonal d: rows from min(d, M-1) down to max(0, d-Wd+1), column d - row */
@@ -351,14 +380,8 @@ static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int p
         int64_t r = d < M - 1 ? d : M - 1, rlo = d - Wd + 1 > 0 ? d - Wd + 1 : 0;
         int64_t b = r / pf->blen, j = r % pf->blen;
         for (; r >= rlo; r--) {
-            int64_t a = ss_pf_elem(o, pf, b, j, d - r);
+            ss_pf_visit(o, pf, u, pass, b, j, d - r, &vi);
             if (--j < 0) { j = pf->blen - 1; b--; }
-            if (a < 0) continue;
-            if (pass == 0) u->occ_off[a + 1]++;
-            else if (pass == 1) u->occ_set[fill[a]++] = (int32_t)(vi / u->eps);
-            else if (u->set1s) u->set1s[a] = (uint16_t)(vi / u->eps);
-            else u->set1[a] = (int32_t)(vi / u->eps);
-            vi++;
         }
     }
     return vi;
@@ -366,8 +389,8 @@ static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int p
 
 static void ss_user_free(ss_rd_user *u)
 {
-    ut_free(u->occ_off);
-    ut_free(u->occ_set);
+    ut_free(u->self);
+    ut_free(u->selfs);
     ut_free(u->set1);
     ut_free(u->set1s);
 }
@@ -419,23 +442,7 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
     u->nl_pf = ss_cdiv(u->prefetch, bw);
     u->all_hit = u->nact == u->nsets;
     if (u->all_hit) return TPU_OK;   /* no need to know where each address lives */
-    bool single = single_known;
-    int64_t v = valid;
-    if (!single) {
-        u->occ_off = ut_calloc((size_t)naddr + 1, sizeof *u->occ_off);
-        if (!u->occ_off) return ut_nomem(ctx);
-        v = ss_pf_walk(o, pf, u, 0, NULL);   /* occurrences per address */
-        if (v != valid)
-            return ut_err(ctx, TPU_ERR_INTERNAL, "prefetch matrix has %lld addresses, expected %lld", (long long)v,
-                          (long long)valid);
-        single = true;
-        for (int64_t a = 1; a <= naddr && single; a++) single = u->occ_off[a] <= 1;
-        if (single) {
-            ut_free(u->occ_off);
-            u->occ_off = NULL;
-        }
-    }
-    if (single) {
+    if (single_known) {
         /* Filters and non-overlapping IFMAP windows: one set per address, one load per lookup (16-bit when
          * the set ids fit, which halves the memory traffic). */
         size_t isz = u->nsets < 0xffff ? sizeof *u->set1s : sizeof *u->set1;
@@ -443,51 +450,64 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
         if (!p) return ut_nomem(ctx);
         memset(p, 0xff, (size_t)naddr * isz);
         if (isz == sizeof *u->set1s) u->set1s = p; else u->set1 = p;
-        ss_pf_walk(o, pf, u, 2, NULL);
+        ss_pf_walk(o, pf, u, 2);
         return TPU_OK;
     }
-    for (int64_t a = 0; a < naddr; a++) u->occ_off[a + 1] += u->occ_off[a];
-    u->occ_set = ut_malloc((size_t)(v ? v : 1) * sizeof *u->occ_set);
-    int64_t *fill = ut_malloc((size_t)naddr * sizeof *fill);
-    if (!u->occ_set || !fill) {
-        ut_free(fill);
-        return ut_nomem(ctx);
-    }
-    memcpy(fill, u->occ_off, (size_t)naddr * sizeof *fill);
-    ss_pf_walk(o, pf, u, 1, fill);
-    ut_free(fill);
+    /* Overlapping conv windows: an address is in several (window, element) pairs. Record the set of every
+     * pair; a lookup checks the pairs of the address, which follow from the conv geometry (ss_user_hit). */
+    int64_t pk = o->P * o->K;
+    size_t isz = u->nsets < 0xffff ? sizeof *u->selfs : sizeof *u->self;
+    void *p = ut_malloc((size_t)(pk ? pk : 1) * isz);
+    if (!p) return ut_nomem(ctx);
+    memset(p, 0xff, (size_t)pk * isz);
+    if (isz == sizeof *u->selfs) u->selfs = p; else u->self = p;
+    u->o = o;
+    int64_t v = ss_pf_walk(o, pf, u, 1);
+    if (v != valid)
+        return ut_err(ctx, TPU_ERR_INTERNAL, "prefetch matrix has %lld addresses, expected %lld", (long long)v,
+                      (long long)valid);
     return TPU_OK;
 }
 
+static inline bool ss_user_in_window(const ss_rd_user *u, int64_t x)
+{
+    return u->ws < u->we ? x >= u->ws && x < u->we : x >= u->ws || x < u->we;
+}
+
+static inline int64_t ss_user_self(const ss_rd_user *u, int64_t e)
+{
+    if (u->selfs) {
+        int64_t x = u->selfs[e];
+        return x == 0xffff ? -1 : x;
+    }
+    return u->self[e];
+}
+
+/* Is address a in a set of the active window (circular [ws, we); ws == we: all sets)? */
 static inline bool ss_user_hit(const ss_rd_user *u, int64_t a)
 {
     if (u->set1s) {
         int64_t x = u->set1s[a];
-        if (x == 0xffff) return false;
-        return u->ws < u->we ? x >= u->ws && x < u->we : x >= u->ws || x < u->we;
+        return x != 0xffff && ss_user_in_window(u, x);
     }
     if (u->set1) {
         int64_t x = u->set1[a];
-        if (x < 0) return false;
-        return u->ws < u->we ? x >= u->ws && x < u->we : x >= u->ws || x < u->we;
+        return x >= 0 && ss_user_in_window(u, x);
     }
-    int64_t lo = u->occ_off[a], hi = u->occ_off[a + 1];
-    if (lo == hi) return false;
-    const int32_t *s = u->occ_set;
-    if (hi - lo == 1) {
-        int64_t x = s[lo];
-        return u->ws < u->we ? x >= u->ws && x < u->we : x >= u->ws || x < u->we;
-    }
-    if (u->ws < u->we) {
-        if (s[hi - 1] < u->ws) return false;
-        int64_t L = lo, H = hi - 1;
-        while (L < H) {
-            int64_t m = L + (H - L) / 2;
-            if (s[m] >= u->ws) H = m; else L = m + 1;
+    /* input pixel (h, w, ch) sits at row h - er*sh, column w - ec*sw of every window (er, ec) covering it */
+    const ss_ops *o = u->o;
+    int64_t ch = a % o->C, w = (a / o->C) % o->W, h = a / (o->C * o->W);
+    int64_t er0 = h - o->fh + 1 > 0 ? (h - o->fh + o->sh) / o->sh : 0, er1 = h / o->sh;
+    int64_t ec0 = w - o->fw + 1 > 0 ? (w - o->fw + o->sw) / o->sw : 0, ec1 = w / o->sw;
+    if (er1 >= o->eh) er1 = o->eh - 1;
+    if (ec1 >= o->ew) ec1 = o->ew - 1;
+    for (int64_t er = er0; er <= er1; er++)
+        for (int64_t ec = ec0; ec <= ec1; ec++) {
+            int64_t pp = er * o->ew + ec, k = ((h - er * o->sh) * o->fw + (w - ec * o->sw)) * o->C + ch;
+            int64_t x = ss_user_self(u, pp * o->K + k);
+            if (x >= 0 && ss_user_in_window(u, x)) return true;
         }
-        return s[L] < u->we;
-    }
-    return s[hi - 1] >= u->ws || s[lo] < u->we;   /* wrapped window [ws, nsets) + [0, we) */
+    return false;
 }
 
 /* prefetch_active_buffer(), on the first row: lines at cycles ending just before it */
@@ -501,14 +521,30 @@ static void ss_user_start(ss_rd_user *u, int64_t cycle)
     u->last_pf = cycle - 1;
 }
 
-/* Serves one demand row; returns the offset SCALE-Sim adds to the cycle (1 + stalls). */
-static int64_t ss_user_service(ss_rd_user *u, const int64_t *a, int64_t n, int64_t cycle)
+/* Serves one demand row; returns the offset SCALE-Sim adds to the cycle (1 + stalls). The row is either n
+ * addresses (a), or n operand elements (e, overlapping IFMAP windows) of which the idle ones (-1 in
+ * SCALE-Sim's matrix: no set recorded) are skipped; *valid counts the requests. */
+static int64_t ss_user_service(ss_rd_user *u, const int64_t *a, const int64_t *e, int64_t n, int64_t cycle,
+                               int64_t *valid)
 {
     ss_user_start(u, cycle);
-    int64_t off = 1;   /* hit latency */
+    int64_t off = 1, nv = 0;   /* hit latency */
     for (int64_t i = 0; i < n; i++) {
+        int64_t addr;
+        if (e) {
+            /* the element's own place in the prefetch order is where the window usually is */
+            int64_t x = ss_user_self(u, e[i]);
+            if (x < 0) continue;
+            nv++;
+            if (ss_user_in_window(u, x)) continue;
+            const ss_ops *o = u->o;
+            addr = o->p_base[e[i] / o->K] + o->k_int[e[i] % o->K];
+        } else {
+            nv++;
+            addr = a[i];
+        }
         int64_t guard = 0;
-        while (!ss_user_hit(u, a[i])) {
+        while (!ss_user_hit(u, addr)) {
             if (++guard > u->nsets + 2) {
                 if (!u->bad) u->bad = "an address never enters the active buffer";
                 break;
@@ -525,6 +561,7 @@ static int64_t ss_user_service(ss_rd_user *u, const int64_t *a, int64_t n, int64
             if (p > 0) off += p;
         }
     }
+    *valid = nv;
     return off;
 }
 
@@ -1118,8 +1155,8 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
     ss_stalls stl;
     memset(&stl, 0, sizeof stl);
     int64_t lanes = arr.rows > arr.cols ? arr.rows : arr.cols;
-    int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf);
-    if (!buf) { st = ut_nomem(ctx); goto done; }
+    int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf), *ebuf = ut_malloc((size_t)lanes * sizeof *ebuf);
+    if (!buf || !ebuf) { st = ut_nomem(ctx); goto done; }
     if (!cfg->user_bw) {
         ss_calc_init(&ci, iwords);
         ss_calc_init(&cf, fwords);
@@ -1158,13 +1195,14 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
             for (int64_t t = 0; t < f.cycles; t++, row++) {
                 int64_t cycle = row + stalls, oi = 1, of = 1, n;
                 if (!ui.all_hit) {
-                    n = ss_gather(&o, &f.ifmap, &im, t, buf);
-                    oi = ss_user_service(&ui, buf, n, cycle);
+                    bool pairs = ui.self || ui.selfs;
+                    n = ss_gather_e(&o, &f.ifmap, &im, t, buf, pairs ? ebuf : NULL);
+                    oi = ss_user_service(&ui, buf, pairs ? ebuf : NULL, n, cycle, &n);
                     if (n) ss_span(&si, cycle + oi);
                 }
                 if (!uf.all_hit) {
                     n = ss_gather(&o, &f.filter, &fm, t, buf);
-                    of = ss_user_service(&uf, buf, n, cycle);
+                    of = ss_user_service(&uf, buf, NULL, n, cycle, &n);
                     if (n) ss_span(&sf, cycle + of);
                 }
                 int64_t c0, c1;
@@ -1261,6 +1299,7 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
                 "its model", layer->name, layer->line, bad);
 done:
     ut_free(buf);
+    ut_free(ebuf);
     ut_free(stl.row);
     ut_free(stl.cum);
     ss_user_free(&ui);
