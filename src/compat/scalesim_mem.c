@@ -832,15 +832,16 @@ static tpu_status ss_calc_stream(tpu_ctx *ctx, ss_rd_calc *rb, ss_calc_job *job)
     memset(&blk, 0, sizeof blk);
     int64_t lanes = job->arr->rows > job->arr->cols ? job->arr->rows : job->arr->cols;
     int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf);
+    bool direct = !plain && reps <= 3;   /* see below */
     uint32_t *stamp = plain ? NULL : ut_calloc((size_t)job->naddr, sizeof *stamp);
-    uint32_t *cnt = plain ? NULL : ut_calloc((size_t)job->naddr, sizeof *cnt);
+    uint32_t *cnt = plain || direct ? NULL : ut_calloc((size_t)job->naddr, sizeof *cnt);
     uint32_t *f = NULL;
     uint32_t gen = 0;
     tpu_status st = TPU_OK;
-    if (!buf || (!plain && (!stamp || !cnt))) { st = ut_nomem(ctx); goto done; }
+    if (!buf || (!plain && !stamp) || (!plain && !direct && !cnt)) { st = ut_nomem(ctx); goto done; }
     job->sram_first_row = job->sram_last_row = -1;
 
-    if (!plain && reps <= 3) {
+    if (direct) {
         /* Few repeats: replaying the stream address by address is cheaper than the two-pointer sweep. */
         ++gen;
         int64_t E = (rb->ntrig ? rb->sets_prefetch : rb->sets_active) * rb->items;
