@@ -507,6 +507,8 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
             const exe_fmember *m = &G->members[k];
             mb[k].cls = fu_class((tpu_dtype)m->in->shape.dtype);
             mb[k].p = scratch + per * (size_t)k;
+            /* the root writes straight into the result when the block's storage is the result's */
+            if (k == nm - 1 && t->dtype != TPU_BF16) mb[k].p = (char *)t->data + (size_t)o * tpu_dtype_size(t->dtype);
             if (m->in->op == HLO_BROADCAST) {
                 int src = -1 - m->op[0];
                 fu_broadcast(m->in, inputs[src]->t, o, len, mb[k].cls, mb[k].p);
@@ -516,15 +518,10 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
             for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
             fu_member(J->S, m, &mb[k], ops, len);
         }
-        /* the root's block to the result */
-        const fu_buf *r = &mb[nm - 1];
-        switch (t->dtype) {
-        case TPU_F32: memcpy((float *)t->data + o, r->p, (size_t)len * sizeof(float)); break;
-        case TPU_BF16:
+        /* a bf16 root's block to the result */
+        if (t->dtype == TPU_BF16) {
+            const fu_buf *r = &mb[nm - 1];
             for (int i = 0; i < len; i++) ((uint16_t *)t->data)[o + i] = fp_f32_to_bf16_inline(((const float *)r->p)[i]);
-            break;
-        case TPU_PRED: memcpy((uint8_t *)t->data + o, r->p, (size_t)len); break;
-        default: memcpy((int32_t *)t->data + o, r->p, (size_t)len * sizeof(int32_t)); break;
         }
     }
 }

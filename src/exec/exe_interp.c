@@ -819,15 +819,14 @@ static tpu_status exe_flatten(exe_state *S, exe_value *v, tpu_tensor ***outs, in
 }
 
 /* Both XLA:CPU (it sets FTZ/DAZ around every execution) and the TPU's vector and matrix units treat f32
- * subnormals as zero. Setting the CPU's flush-to-zero and denormals-are-zero modes on every worker thread
- * for the duration of a run reproduces that for all float arithmetic. Returns the previous mode. */
+ * subnormals as zero. Setting the CPU's flush-to-zero and denormals-are-zero modes for the duration of a run
+ * reproduces that for all float arithmetic; the thread pool (exe_par) runs every chunk with the caller's
+ * mode. Returns the previous mode. */
 static unsigned exe_denormals_off(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned old = _mm_getcsr();
-    #pragma omp parallel
-    _mm_setcsr(_mm_getcsr() | 0x8040u);   /* FTZ (bit 15) | DAZ (bit 6) */
-    _mm_setcsr(old | 0x8040u);
+    _mm_setcsr(old | 0x8040u);   /* FTZ (bit 15) | DAZ (bit 6) */
     return old;
 #else
     return 0;
@@ -837,8 +836,6 @@ static unsigned exe_denormals_off(void)
 static void exe_denormals_restore(unsigned old)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    #pragma omp parallel
-    _mm_setcsr((_mm_getcsr() & ~0x8040u) | (old & 0x8040u));
     _mm_setcsr(old);
 #else
     (void)old;

@@ -23,7 +23,7 @@
 
 #define PAR_MAXT   256
 #define PAR_CLOSED 0xFFFFFFFFu
-#define PAR_SPIN   20000   /* pause loops a worker spins for the next job before it sleeps (~tens of us) */
+#define PAR_SPIN   1000    /* pause loops a worker spins for the next job before it sleeps (~40 us) */
 
 typedef struct par_pool {
     pthread_mutex_t    busy;   /* held by the caller running a job */

@@ -115,7 +115,7 @@ void exe_strides(const tpu_tensor *t, int64_t *strides);
  * -O2 cost model vectorises almost no loop with an unknown trip count). -std=c11 keeps floating-point
  * contraction off in every clone, so all clones compute the same values. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define EXE_VEC __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("vect-cost-model=dynamic")))
+#define EXE_VEC __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("vect-cost-model=dynamic", "no-trapping-math")))
 #else
 #define EXE_VEC
 #endif

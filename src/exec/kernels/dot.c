@@ -18,7 +18,6 @@
 #include "exec/exe_ops.h"
 #include "exec/exe_par.h"
 
-#include <omp.h>
 #include <string.h>
 
 /* One group of dimensions of one operand: sizes and strides (elements), outermost first. */
@@ -405,18 +404,15 @@ static tpu_status dot_int(exe_state *S, const dot_plan *p, const tpu_tensor *l, 
         ut_free(bt);
         return ut_nomem(S->ctx);
     }
-    #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t bm = 0; bm < p->B * p->M; bm++) {
         int64_t b = bm / p->M, m = bm % p->M;
         for (int64_t k = 0; k < p->K; k++) a[bm * p->K + k] = ten_load_i64(l->dtype, l->data, lbo[b] + lmo[m] + lko[k]);
     }
-    #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t bn = 0; bn < p->B * p->N; bn++) {
         int64_t b = bn / p->N, n = bn % p->N;
         for (int64_t k = 0; k < p->K; k++) bt[bn * p->K + k] = ten_load_i64(r->dtype, r->data, rbo[b] + rno[n] + rko[k]);
     }
     tpu_dtype ot = t->dtype;
-    #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t bm = 0; bm < p->B * p->M; bm++) {
         int64_t b = bm / p->M;
         const int64_t *ar = a + bm * p->K;
@@ -592,25 +588,21 @@ EXE_KERNEL(exe_k_dot)
      * choice does not depend on the thread count, so neither do the results) */
     double flops = 2.0 * (double)p.M * (double)p.N * (double)p.K;
     int by_batch = p.B > 1 && (p.B >= 8 || flops < 4e6);
-    int nws = by_batch ? (int)UT_MIN((int64_t)nt, p.B) : 1;
     size_t wsz = dot_ws_size(&c);
-    char *mem = ut_malloc(wsz * (size_t)nws + 64);
+    char *mem = ut_malloc(wsz + 64);
     if (!mem) {
         ut_free(tab);
         tpu_tensor_free(t);
         return ut_nomem(S->ctx);
     }
+    /* (f64 and exact small-integer dots: serial — rare, and BLAS dgemm per block is fast enough) */
     if (by_batch) {
-        #pragma omp parallel num_threads(nws)
-        {
-            dot_ws w;
-            dot_ws_carve(&c, mem + wsz * (size_t)omp_get_thread_num(), &w);
-            #pragma omp for schedule(dynamic, 1)
-            for (int64_t b = 0; b < p.B; b++) {
-                dot_pack_batch(&c, b, &w, 1);
-                dot_gemm_block(&c, b, &w, 0, p.M, 0, p.N);
-                dot_store_rows(&c, b, &w, 0, p.M);
-            }
+        dot_ws w;
+        dot_ws_carve(&c, mem, &w);
+        for (int64_t b = 0; b < p.B; b++) {
+            dot_pack_batch(&c, b, &w, 1);
+            dot_gemm_block(&c, b, &w, 0, p.M, 0, p.N);
+            dot_store_rows(&c, b, &w, 0, p.M);
         }
     } else {
         dot_ws w;
@@ -622,7 +614,6 @@ EXE_KERNEL(exe_k_dot)
         int nb = flops < 2e6 ? 1 : (int)UT_MIN((int64_t)16, UT_MAX((int64_t)1, ext / 128));
         for (int64_t b = 0; b < p.B; b++) {
             dot_pack_batch(&c, b, &w, nt);
-            #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nb > 1 && nt > 1)
             for (int k = 0; k < nb; k++) {
                 int64_t e0 = ext * k / nb, e1 = ext * (k + 1) / nb;
                 if (split_n) {
@@ -631,7 +622,6 @@ EXE_KERNEL(exe_k_dot)
                     dot_gemm_block(&c, b, &w, e0, e1, 0, p.N);
                 }
             }
-            #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && p.M * p.N > 65536)
             for (int64_t i = 0; i < p.M; i++) dot_store_rows(&c, b, &w, i, i + 1);
         }
     }

@@ -14,20 +14,20 @@
 /* Subnormal operands read as zero in max/min (like XLA:CPU under DAZ); the widening makes it explicit. */
 static inline double ewb_daz(float x) { return fabsf(x) < 1.1754943508222875e-38f ? copysign(0.0, (double)x) : (double)x; }
 
-static inline float ewb_maxf(float xf, float yf)
+static inline __attribute__((always_inline)) float ewb_maxf(float xf, float yf)
 {
     double x = ewb_daz(xf), y = ewb_daz(yf);
     return (float)(isnan(x) || isnan(y) ? NAN : (x > y || (x == y && !signbit(x))) ? x : y);
 }
 
-static inline float ewb_minf(float xf, float yf)
+static inline __attribute__((always_inline)) float ewb_minf(float xf, float yf)
 {
     double x = ewb_daz(xf), y = ewb_daz(yf);
     return (float)(isnan(x) || isnan(y) ? NAN : (x < y || (x == y && signbit(x))) ? x : y);
 }
 
 /* y[i] = op(x[i]) for the unary ops with an f32 fast form; returns 0 if op has none. */
-static inline int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
+static inline __attribute__((always_inline)) int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
 {
     switch (op) {
     case HLO_NEGATE: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; return 1;
@@ -45,7 +45,7 @@ static inline int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
     }
 }
 
-static inline int ewb_binary_f32(hlo_op op, const float *x, const float *y, float *z, int64_t n)
+static inline __attribute__((always_inline)) int ewb_binary_f32(hlo_op op, const float *x, const float *y, float *z, int64_t n)
 {
     switch (op) {
     case HLO_ADD: for (int64_t i = 0; i < n; i++) z[i] = x[i] + y[i]; return 1;
@@ -60,13 +60,13 @@ static inline int ewb_binary_f32(hlo_op op, const float *x, const float *y, floa
 }
 
 /* Round each value to bf16 (computed in f32, subnormal results flushed, design §4) and back to f32. */
-static inline void ewb_round_bf16(float *y, int64_t n)
+static inline __attribute__((always_inline)) void ewb_round_bf16(float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz(y[i]));
 }
 
 /* compare with direction d (0 EQ, 1 NE, 2 LT, 3 LE, 4 GT, 5 GE) on f32 (not TOTALORDER) */
-static inline void ewb_compare_f32(int d, const float *x, const float *y, uint8_t *z, int64_t n)
+static inline __attribute__((always_inline)) void ewb_compare_f32(int d, const float *x, const float *y, uint8_t *z, int64_t n)
 {
     switch (d) {
     case 0: for (int64_t i = 0; i < n; i++) z[i] = x[i] == y[i]; break;

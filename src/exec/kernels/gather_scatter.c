@@ -18,10 +18,9 @@
 #include "exec/kernels/ref.h"
 
 #include <string.h>
-#include <omp.h>
+#include "exec/exe_par.h"
 
 /* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
-static int gs_threads(const exe_state *S) { return S->threads > 0 ? S->threads : omp_get_max_threads(); }
 
 int exe_kernels_force_ref;
 
@@ -215,6 +214,42 @@ static int gs_next(int64_t *pos, const int64_t *dims, int n)
 
 /* ---- gather ---- */
 
+typedef struct gat_job {
+    const gs_dims    *g;
+    const tpu_tensor *op, *idx;
+    tpu_tensor       *t;
+    const int64_t    *istr, *ostr, *tstr, *bdims, *wd, *wds, *wss;
+    size_t            es;
+} gat_job;
+
+static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
+{
+    const gat_job *J = ctx;
+    const gs_dims *gp = J->g;
+    const tpu_tensor *op = J->op, *idx = J->idx;
+    tpu_tensor *t = J->t;
+    const int64_t *istr = J->istr, *ostr = J->ostr, *tstr = J->tstr, *bdims = J->bdims, *wd = J->wd, *wds = J->wds, *wss = J->wss;
+    size_t es = J->es;
+    (void)tid;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t bpos[TPU_MAX_RANK], start[TPU_MAX_RANK], rem = b, doff = 0, soff = 0;
+        for (int k = gp->nbatch - 1; k >= 0; k--) {
+            bpos[k] = rem % bdims[k];
+            rem /= bdims[k];
+            doff += bpos[k] * tstr[gp->obatch[k]];
+        }
+        gs_start(gp, idx, istr, bpos, start);
+        for (int d = 0; d < gp->rank; d++) {
+            int64_t hi = op->dims[d] - gp->wsize[d];
+            int64_t s = start[d] > hi ? hi : start[d];
+            if (s < 0) s = 0;
+            soff += s * ostr[d];
+        }
+        exe_nd_copy((char *)t->data + doff * (int64_t)es, wds, (const char *)op->data + soff * (int64_t)es, wss, wd,
+                    gp->nwin, es);
+    }
+}
+
 EXE_KERNEL(exe_k_gather)
 {
     if (exe_kernels_force_ref) return exe_k_gather_ref(S, in, ops, out);
@@ -243,24 +278,8 @@ EXE_KERNEL(exe_k_gather)
         wss[j] = ostr[g.wop[j]];
     }
     size_t es = tpu_dtype_size(op->dtype);
-    #pragma omp parallel for schedule(static) if (nbpos > 1024) num_threads(gs_threads(S))
-    for (int64_t b = 0; b < nbpos; b++) {
-        int64_t bpos[TPU_MAX_RANK], start[TPU_MAX_RANK], rem = b, doff = 0, soff = 0;
-        for (int k = g.nbatch - 1; k >= 0; k--) {
-            bpos[k] = rem % bdims[k];
-            rem /= bdims[k];
-            doff += bpos[k] * tstr[g.obatch[k]];
-        }
-        gs_start(&g, idx, istr, bpos, start);
-        for (int d = 0; d < g.rank; d++) {
-            int64_t hi = op->dims[d] - g.wsize[d];
-            int64_t s = start[d] > hi ? hi : start[d];
-            if (s < 0) s = 0;
-            soff += s * ostr[d];
-        }
-        exe_nd_copy((char *)t->data + doff * (int64_t)es, wds, (const char *)op->data + soff * (int64_t)es, wss, wd,
-                    g.nwin, es);
-    }
+    gat_job J = {&g, op, idx, t, istr, ostr, tstr, bdims, wd, wds, wss, es};
+    exe_par_for(nbpos > 1024 ? S->threads : 1, nbpos, 256, gat_chunk, &J);
     return exe_out_array(S, t, out);
 }
 

@@ -5,7 +5,6 @@
 
 #include <cblas.h>
 #include <float.h>
-#include <omp.h>
 #include <string.h>
 
 tpu_status exe_mx_numerics(exe_state *S, const hlo_instr *in, tpu_dtype lt, tpu_dtype rt, tpu_dtype ot, int64_t k_len,

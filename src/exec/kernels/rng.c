@@ -33,10 +33,8 @@
 
 #include <math.h>
 #include <string.h>
-#include <omp.h>
 
 /* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
-static int rng_threads(const exe_state *S) { return S->threads > 0 ? S->threads : omp_get_max_threads(); }
 
 /* ---- the generators ---- */
 
@@ -191,7 +189,6 @@ static void rbg_run(rbg_plan *p, int ref, int nth)
     if (p->alg == RBG_THREEFRY) {
         uint64_t c = st[1];
         if (p->w == 64) {
-            #pragma omp parallel for schedule(static) if (n > 65536 && !ref) num_threads(nth)
             for (int64_t j = 0; j < n; j++) {
                 uint64_t x = c + (uint64_t)j;
                 uint32_t inw[2] = {(uint32_t)x, (uint32_t)(x >> 32)}, o[2];
@@ -215,7 +212,6 @@ static void rbg_run(rbg_plan *p, int ref, int nth)
                 rng_put(b->data, j, p->w, o[k & 1]);
             }
         } else {
-            #pragma omp parallel for schedule(static) if (half > 32768) num_threads(nth)
             for (int64_t h = 0; h < half; h++) {
                 int64_t q = h % post, r = h / post, kk = r % hs, a = r / hs;
                 uint64_t x = c + (uint64_t)h;
@@ -247,7 +243,6 @@ static void rbg_run(rbg_plan *p, int ref, int nth)
             }
         }
     } else {
-        #pragma omp parallel for schedule(static) if (blocks > 16384) num_threads(nth)
         for (int64_t i = 0; i < blocks; i++) {
             uint32_t o[4];
             rng_philox_block(key, lo, hi, (uint64_t)i, o);
@@ -271,7 +266,7 @@ EXE_KERNEL(exe_k_rng_bit_generator)
     rbg_plan p;
     tpu_status st = rbg_setup(S, in, ops, &p);
     if (st) return st;
-    rbg_run(&p, 0, rng_threads(S));
+    rbg_run(&p, 0, 1);
     return rbg_result(S, &p, out);
 }
 
@@ -335,7 +330,6 @@ EXE_KERNEL(exe_k_rng)
     if (kind == 'f' && dt != TPU_F64 && dt != TPU_F32 && dt != TPU_F16 && dt != TPU_BF16) mant = 10;
     if (kind == 'f') {
         double a = exe_scalar_load(dt, ops[0]->t->data, 0).f, b = exe_scalar_load(dt, ops[1]->t->data, 0).f;
-        #pragma omp parallel for schedule(static) if (n > 16384) num_threads(rng_threads(S))
         for (int64_t j = 0; j < n; j++) {
             uint32_t o[4];
             rng_philox_block(key, 0, 0, (uint64_t)(wide || normal ? j : j / 4), o);
@@ -361,7 +355,6 @@ EXE_KERNEL(exe_k_rng)
     uint64_t range = (uint64_t)b - (uint64_t)a;
     int empty = is_unsigned ? (uint64_t)b <= (uint64_t)a : b <= a;
     if (tpu_dtype_bits(dt) < 64) range &= (1ull << tpu_dtype_bits(dt)) - 1;
-    #pragma omp parallel for schedule(static) if (n > 16384) num_threads(rng_threads(S))
     for (int64_t j = 0; j < n; j++) {
         uint32_t o[4];
         rng_philox_block(key, 0, 0, (uint64_t)(wide ? j / 2 : j / 4), o);

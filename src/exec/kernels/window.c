@@ -26,10 +26,9 @@
 
 #include <math.h>
 #include <string.h>
-#include <omp.h>
+#include "exec/exe_par.h"
 
 /* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
-static int wn_threads(const exe_state *S) { return S->threads > 0 ? S->threads : omp_get_max_threads(); }
 
 #define WN_MAX 32   /* operands of a variadic reduce-window */
 
@@ -336,6 +335,97 @@ static tpu_status rw_run_scan(exe_state *S, rw_plan *p, int d, int fwd, int excl
     return st;
 }
 
+typedef struct rwl_job {
+    exe_state     *S;
+    const rw_plan *p;
+    const wn_geom *w;
+    int            R, n;
+    int64_t      **tab;
+    const int64_t *istr;
+    int            fast;
+} rwl_job;
+
+static void rwl_chunk(void *ctx, int64_t o0, int64_t o1, int tid)
+{
+    const rwl_job *J = ctx;
+    exe_state *S = J->S;
+    const rw_plan *P = J->p;
+    const wn_geom *w = J->w;
+    int R = J->R, n = J->n, fast = J->fast;
+    int64_t *const *tab = J->tab;
+    const int64_t *istr = J->istr;
+    (void)tid;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t opos[TPU_MAX_RANK], rem = o;
+        for (int d = R - 1; d >= 0; d--) {
+            opos[d] = rem % w->out[d];
+            rem /= w->out[d];
+        }
+        const int64_t *row[TPU_MAX_RANK];
+        for (int d = 0; d < R; d++) row[d] = tab[d] + opos[d] * w->size[d];
+        int64_t k[TPU_MAX_RANK] = {0};
+        if (fast) {
+            const float *x = (const float *)P->x[0]->data;
+            float acc = (float)P->init[0].f;
+            int64_t inner = R ? w->size[R - 1] : 1;
+            for (int64_t t = 0; t < w->taps; t += inner) {
+                int64_t base = 0;
+                int ok = 1;
+                for (int d = 0; d < R - 1; d++) {
+                    int64_t c = row[d][k[d]];
+                    if (c < 0) ok = 0;
+                    base += c * istr[d];
+                }
+                if (ok && R == 0) acc = P->binop == HLO_ADD ? acc + x[0] : P->binop == HLO_MAXIMUM ? wn_maxf(acc, x[0]) : wn_minf(acc, x[0]);
+                else if (ok) {
+                    const int64_t *r = row[R - 1];
+                    switch (P->binop) {
+                    case HLO_ADD:
+                        for (int64_t j = 0; j < inner; j++)
+                            if (r[j] >= 0) acc += x[base + r[j]];
+                        break;
+                    case HLO_MAXIMUM:
+                        for (int64_t j = 0; j < inner; j++)
+                            if (r[j] >= 0) acc = wn_maxf(acc, x[base + r[j]]);
+                        break;
+                    default:
+                        for (int64_t j = 0; j < inner; j++)
+                            if (r[j] >= 0) acc = wn_minf(acc, x[base + r[j]]);
+                        break;
+                    }
+                }
+                wn_next(k, w->size, R - 1);
+            }
+            ((float *)P->res[0]->data)[o] = acc;
+            continue;
+        }
+        exe_scalar acc[WN_MAX], args[2 * WN_MAX];
+        for (int i = 0; i < n; i++) acc[i] = P->init[i];
+        for (int64_t t = 0; t < w->taps; t++) {
+            int64_t off = 0;
+            int ok = 1;
+            for (int d = 0; d < R; d++) {
+                int64_t c = row[d][k[d]];
+                if (c < 0) ok = 0;
+                off += c * istr[d];
+            }
+            if (ok) {
+                if (P->binop != HLO_OP_COUNT) {
+                    acc[0] = exe_scalar_binop(S, P->binop, P->x[0]->dtype, acc[0], exe_scalar_load(P->x[0]->dtype, P->x[0]->data, off));
+                } else {
+                    for (int i = 0; i < n; i++) {
+                        args[i] = acc[i];
+                        args[n + i] = exe_scalar_load(P->x[i]->dtype, P->x[i]->data, off);
+                    }
+                    exe_scalar_fn_eval(P->fn, args, acc);
+                }
+            }
+            wn_next(k, w->size, R);
+        }
+        for (int i = 0; i < n; i++) exe_scalar_store(S, P->res[i]->dtype, P->res[i]->data, o, acc[i]);
+    }
+}
+
 EXE_KERNEL(exe_k_reduce_window)
 {
     if (exe_kernels_force_ref) return exe_k_reduce_window_ref(S, in, ops, out);
@@ -364,76 +454,8 @@ EXE_KERNEL(exe_k_reduce_window)
         s *= w->in[d];
     }
     int fast = n == 1 && p.x[0]->dtype == TPU_F32 && (p.binop == HLO_ADD || p.binop == HLO_MAXIMUM || p.binop == HLO_MINIMUM);
-    #pragma omp parallel for schedule(static) if (nout * w->taps > 65536) num_threads(wn_threads(S))
-    for (int64_t o = 0; o < nout; o++) {
-        int64_t opos[TPU_MAX_RANK], rem = o;
-        for (int d = R - 1; d >= 0; d--) {
-            opos[d] = rem % w->out[d];
-            rem /= w->out[d];
-        }
-        const int64_t *row[TPU_MAX_RANK];
-        for (int d = 0; d < R; d++) row[d] = tab[d] + opos[d] * w->size[d];
-        int64_t k[TPU_MAX_RANK] = {0};
-        if (fast) {
-            const float *x = (const float *)p.x[0]->data;
-            float acc = (float)p.init[0].f;
-            int64_t inner = R ? w->size[R - 1] : 1;
-            for (int64_t t = 0; t < w->taps; t += inner) {
-                int64_t base = 0;
-                int ok = 1;
-                for (int d = 0; d < R - 1; d++) {
-                    int64_t c = row[d][k[d]];
-                    if (c < 0) ok = 0;
-                    base += c * istr[d];
-                }
-                if (ok && R == 0) acc = p.binop == HLO_ADD ? acc + x[0] : p.binop == HLO_MAXIMUM ? wn_maxf(acc, x[0]) : wn_minf(acc, x[0]);
-                else if (ok) {
-                    const int64_t *r = row[R - 1];
-                    switch (p.binop) {
-                    case HLO_ADD:
-                        for (int64_t j = 0; j < inner; j++)
-                            if (r[j] >= 0) acc += x[base + r[j]];
-                        break;
-                    case HLO_MAXIMUM:
-                        for (int64_t j = 0; j < inner; j++)
-                            if (r[j] >= 0) acc = wn_maxf(acc, x[base + r[j]]);
-                        break;
-                    default:
-                        for (int64_t j = 0; j < inner; j++)
-                            if (r[j] >= 0) acc = wn_minf(acc, x[base + r[j]]);
-                        break;
-                    }
-                }
-                wn_next(k, w->size, R - 1);
-            }
-            ((float *)p.res[0]->data)[o] = acc;
-            continue;
-        }
-        exe_scalar acc[WN_MAX], args[2 * WN_MAX];
-        for (int i = 0; i < n; i++) acc[i] = p.init[i];
-        for (int64_t t = 0; t < w->taps; t++) {
-            int64_t off = 0;
-            int ok = 1;
-            for (int d = 0; d < R; d++) {
-                int64_t c = row[d][k[d]];
-                if (c < 0) ok = 0;
-                off += c * istr[d];
-            }
-            if (ok) {
-                if (p.binop != HLO_OP_COUNT) {
-                    acc[0] = exe_scalar_binop(S, p.binop, p.x[0]->dtype, acc[0], exe_scalar_load(p.x[0]->dtype, p.x[0]->data, off));
-                } else {
-                    for (int i = 0; i < n; i++) {
-                        args[i] = acc[i];
-                        args[n + i] = exe_scalar_load(p.x[i]->dtype, p.x[i]->data, off);
-                    }
-                    exe_scalar_fn_eval(p.fn, args, acc);
-                }
-            }
-            wn_next(k, w->size, R);
-        }
-        for (int i = 0; i < n; i++) exe_scalar_store(S, p.res[i]->dtype, p.res[i]->data, o, acc[i]);
-    }
+    rwl_job J = {S, &p, w, R, n, tab, istr, fast};
+    exe_par_for(nout * w->taps > 65536 ? S->threads : 1, nout, UT_MAX((int64_t)1, 16384 / UT_MAX(w->taps, (int64_t)1)), rwl_chunk, &J);
     ut_free(buf);
     return rw_result(S, &p, out);
 }
@@ -570,6 +592,72 @@ static void ss_scatter(const exe_state *S, const ss_plan *p, tpu_tensor *t, int6
     exe_scalar_store(S, t->dtype, t->data, at, r);
 }
 
+typedef struct sel_job {
+    exe_state     *S;
+    const ss_plan *p;
+    const wn_geom *w;
+    int            R;
+    int64_t      **tab;
+    const int64_t *istr;
+    tpu_dtype      xt;
+    int64_t        per;
+    tpu_tensor    *t;
+} sel_job;
+
+static void sel_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
+{
+    const sel_job *J = ctx;
+    exe_state *S = J->S;
+    const ss_plan *P = J->p;
+    const wn_geom *w = J->w;
+    int R = J->R;
+    int64_t *const *tab = J->tab;
+    const int64_t *istr = J->istr;
+    tpu_dtype xt = J->xt;
+    int64_t per = J->per;
+    tpu_tensor *t = J->t;
+    (void)tid;
+    for (int64_t bb = b0; bb < b1; bb++) {
+    int64_t opos[TPU_MAX_RANK], rem = bb * per;
+    for (int d = R - 1; d >= 0; d--) {
+        opos[d] = rem % w->out[d];
+        rem /= w->out[d];
+    }
+    for (int64_t o = bb * per; o < (bb + 1) * per; o++, wn_next(opos, w->out, R)) {
+        int64_t k[TPU_MAX_RANK] = {0}, sel = -1;
+        exe_scalar cur = {0, 0, 0};
+        float curf = 0;
+        for (int64_t tp = 0; tp < w->taps; tp++, wn_next(k, w->size, R)) {
+            int64_t off = 0;
+            int ok = 1;
+            for (int d = 0; d < R; d++) {
+                int64_t c = tab[d][opos[d] * w->size[d] + k[d]];
+                if (c < 0) ok = 0;
+                off += c * istr[d];
+            }
+            if (!ok) continue;
+            if (P->sel_ge) {
+                float v = ((const float *)P->x->data)[off];
+                /* keep the current one while select(cur, v) holds */
+                if (sel >= 0 && (P->sel_ge == 1 ? curf >= v : curf > v)) continue;
+                curf = v;
+                sel = off;
+                continue;
+            }
+            exe_scalar v = exe_scalar_load(xt, P->x->data, off);
+            if (sel >= 0) {
+                exe_scalar a[2] = {cur, v}, r;
+                exe_scalar_fn_eval(P->sel, a, &r);
+                if (r.i) continue;
+            }
+            cur = v;
+            sel = off;
+        }
+        if (sel >= 0) ss_scatter(S, P, t, sel, o);
+    }
+    }
+}
+
 EXE_KERNEL(exe_k_select_and_scatter)
 {
     if (exe_kernels_force_ref) return exe_k_select_and_scatter_ref(S, in, ops, out);
@@ -596,46 +684,8 @@ EXE_KERNEL(exe_k_select_and_scatter)
      * can run in parallel with the same result as the serial row-major order */
     int64_t nb = R > 0 && w->size[0] == 1 && w->stride[0] == 1 && w->lo[0] == 0 && w->hi[0] == 0 ? w->out[0] : 1;
     int64_t per = nb ? p.src->count / nb : 0;
-    #pragma omp parallel for schedule(static) if (nb > 1 && p.src->count * w->taps > 65536) num_threads(wn_threads(S))
-    for (int64_t bb = 0; bb < nb; bb++) {
-    int64_t opos[TPU_MAX_RANK], rem = bb * per;
-    for (int d = R - 1; d >= 0; d--) {
-        opos[d] = rem % w->out[d];
-        rem /= w->out[d];
-    }
-    for (int64_t o = bb * per; o < (bb + 1) * per; o++, wn_next(opos, w->out, R)) {
-        int64_t k[TPU_MAX_RANK] = {0}, sel = -1;
-        exe_scalar cur = {0, 0, 0};
-        float curf = 0;
-        for (int64_t tp = 0; tp < w->taps; tp++, wn_next(k, w->size, R)) {
-            int64_t off = 0;
-            int ok = 1;
-            for (int d = 0; d < R; d++) {
-                int64_t c = tab[d][opos[d] * w->size[d] + k[d]];
-                if (c < 0) ok = 0;
-                off += c * istr[d];
-            }
-            if (!ok) continue;
-            if (p.sel_ge) {
-                float v = ((const float *)p.x->data)[off];
-                /* keep the current one while select(cur, v) holds */
-                if (sel >= 0 && (p.sel_ge == 1 ? curf >= v : curf > v)) continue;
-                curf = v;
-                sel = off;
-                continue;
-            }
-            exe_scalar v = exe_scalar_load(xt, p.x->data, off);
-            if (sel >= 0) {
-                exe_scalar a[2] = {cur, v}, r;
-                exe_scalar_fn_eval(p.sel, a, &r);
-                if (r.i) continue;
-            }
-            cur = v;
-            sel = off;
-        }
-        if (sel >= 0) ss_scatter(S, &p, t, sel, o);
-    }
-    }
+    sel_job J = {S, &p, w, R, tab, istr, xt, per, t};
+    exe_par_for(nb > 1 && p.src->count * w->taps > 65536 ? S->threads : 1, nb, 1, sel_chunk, &J);
     ut_free(buf);
     return exe_out_array(S, t, out);
 }
