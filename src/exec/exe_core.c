@@ -182,6 +182,17 @@ exe_value *exe_value_tuple(exe_value **elems, int n)
     return v;
 }
 
+void *exe_scratch_alloc(size_t bytes, tpu_tensor **handle)
+{
+    int64_t n = (int64_t)(bytes ? bytes : 1);
+    tpu_tensor *t = exe_pool_take(TPU_U8, 1, &n);
+    if (!t) t = ten_alloc_uninit(TPU_U8, 1, &n);
+    *handle = t;
+    return t ? t->data : NULL;
+}
+
+void exe_scratch_free(tpu_tensor *handle) { exe_tensor_release(handle); }
+
 exe_value *exe_value_ref(exe_value *v)
 {
     if (v) v->refs++;

@@ -96,6 +96,10 @@ void       exe_tensor_release(tpu_tensor *t);
  * to exe_pool_pop, which restores it). An outermost pool is kept by the thread for its next run (freed when
  * the thread exits, or at exit); TPUSIM_POOL_MB caps the bytes it holds (default min(2 GiB, RAM/8)). */
 typedef struct exe_pool exe_pool;
+/* Kernel workspace from the same pool (64-byte aligned; NULL on no memory); give the handle back with
+ * exe_scratch_free. Any thread may call them (threads without a pool use malloc). */
+void      *exe_scratch_alloc(size_t bytes, tpu_tensor **handle);
+void       exe_scratch_free(tpu_tensor *handle);
 exe_pool  *exe_pool_push(void);
 void       exe_pool_pop(exe_pool *prev);
 

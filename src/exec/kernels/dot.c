@@ -512,11 +512,12 @@ static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm,
     int nws = by_batch ? (int)UT_MIN((int64_t)nt, p->B) : 1;
     c.wsz = (size_t)((c.packA ? p->M * p->K : 0) + (c.packB ? p->K * p->N : 0) + (c.out_f32 ? 0 : p->M * p->N)) + 16;
     float *wsp[64];
+    tpu_tensor *wsh[64];
     if (nws > 64) nws = 64;
     memset(wsp, 0, sizeof wsp);
     for (int i = 0; i < nws; i++)
-        if (!(wsp[i] = ut_malloc(c.wsz * sizeof(float)))) {
-            for (int k = 0; k < i; k++) ut_free(wsp[k]);
+        if (!(wsp[i] = exe_scratch_alloc(c.wsz * sizeof(float), &wsh[i]))) {
+            for (int k = 0; k < i; k++) exe_scratch_free(wsh[k]);
             return ut_nomem(S->ctx);
         }
     c.ws = wsp;
@@ -525,7 +526,7 @@ static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm,
     } else {
         for (int64_t b = 0; b < p->B; b++) dot_f32_batch(&c, b, 0, nt);
     }
-    for (int i = 0; i < nws; i++) ut_free(wsp[i]);
+    for (int i = 0; i < nws; i++) exe_scratch_free(wsh[i]);
     return TPU_OK;
 }
 

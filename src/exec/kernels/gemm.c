@@ -385,6 +385,7 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     gm_blas_job J;
     memset(&J, 0, sizeof J);
     float *ca = NULL, *cb = NULL;
+    tpu_tensor *ha = NULL, *hb = NULL;
     J.M = M;
     J.N = N;
     J.K = K;
@@ -394,7 +395,7 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     if (gm_blas_direct(A, M, K, &J.ta, &J.lda)) {
         J.A = A->p;
     } else {
-        ca = ut_malloc((size_t)(M * K) * sizeof(float) + 64);
+        ca = exe_scratch_alloc((size_t)(M * K) * sizeof(float), &ha);
         if (!ca) return 0;
         gm_conv_job cj = {A, ca, K};
         exe_par_for(M * K > 65536 ? nt : 1, M, UT_MAX((int64_t)1, 16384 / UT_MAX(K, (int64_t)1)), gm_conv_chunk, &cj);
@@ -404,9 +405,9 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     if (gm_blas_direct(B, K, N, &J.tb, &J.ldb)) {
         J.B = B->p;
     } else {
-        cb = ut_malloc((size_t)(K * N) * sizeof(float) + 64);
+        cb = exe_scratch_alloc((size_t)(K * N) * sizeof(float), &hb);
         if (!cb) {
-            ut_free(ca);
+            exe_scratch_free(ha);
             return 0;
         }
         gm_conv_job cj = {B, cb, N};
@@ -421,8 +422,8 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
      * product (the count follows the size only) */
     J.nb = flops < 4e6 ? 1 : (int)UT_MAX((int64_t)1, UT_MIN((int64_t)8, UT_MIN(ext / 256, (int64_t)(flops / 5e8) + 1)));
     exe_par_for(J.nb > 1 ? nt : 1, J.nb, 1, gm_blas_chunk, &J);
-    ut_free(ca);
-    ut_free(cb);
+    exe_scratch_free(ha);
+    exe_scratch_free(hb);
     return 1;
 }
 

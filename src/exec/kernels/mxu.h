@@ -71,24 +71,24 @@ int exe_mx_threads(const exe_state *S);
 
 /* Inline flush / bf16 parts of an f32 value, branch-free so packing loops vectorise (same results as
  * fp_round_bf16_ftz: round to nearest even, NaN -> quiet NaN with the sign, bf16 subnormals -> signed zero). */
-static inline uint32_t exe_mx_bits(float x)
+static inline __attribute__((always_inline)) uint32_t exe_mx_bits(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     return u;
 }
-static inline float exe_mx_float(uint32_t u)
+static inline __attribute__((always_inline)) float exe_mx_float(uint32_t u)
 {
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
 }
-static inline float exe_mx_daz(float x)
+static inline __attribute__((always_inline)) float exe_mx_daz(float x)
 {
     uint32_t u = exe_mx_bits(x);
     return exe_mx_float((u & 0x7F800000u) ? u : (u & 0x80000000u));
 }
-static inline float exe_mx_hi(float x)
+static inline __attribute__((always_inline)) float exe_mx_hi(float x)
 {
     uint32_t u = exe_mx_bits(x);
     uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
@@ -97,7 +97,7 @@ static inline float exe_mx_hi(float x)
     return exe_mx_float(r);
 }
 /* x - hi(x) rounded the same way; 0 when hi(x) is inf or NaN */
-static inline float exe_mx_lo(float x)
+static inline __attribute__((always_inline)) float exe_mx_lo(float x)
 {
     float h = exe_mx_hi(x);
     float l = exe_mx_hi(exe_mx_daz(x) - h);
