@@ -105,6 +105,11 @@ static tpu_status ss_ops_init(tpu_ctx *ctx, const ss_layer *l, ss_ops *o)
     return TPU_OK;
 }
 
+static inline bool ss_ifmap_valid(const ss_ops *o, int64_t p, int64_t k)
+{
+    return o->k_row[k] + o->p_row[p] < o->H && o->k_col[k] + o->p_col[p] < o->W;
+}
+
 static inline int64_t ss_ifmap(const ss_ops *o, int64_t p, int64_t k)
 {
     if (o->k_row[k] + o->p_row[p] < o->H && o->k_col[k] + o->p_col[p] < o->W) return o->p_base[p] + o->k_int[k];
@@ -346,45 +351,55 @@ typedef struct ss_rd_user {
 } ss_rd_user;
 
 /* Visits the prefetch matrix in SCALE-Sim's order and records each entry's set: by operand element (pass 1,
- * when addresses repeat) or by address (pass 2). Returns the number of valid entries. */
+ * when addresses repeat) or by address (pass 2). ss_pf_walk returns the number of valid entries. */
+typedef struct ss_pf_cursor {
+    int64_t vi;     /* valid entries so far */
+    int64_t set;    /* vi / eps, kept incrementally */
+    int64_t left;   /* entries until the next set */
+} ss_pf_cursor;
+
 static inline void ss_pf_visit(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int pass, int64_t b, int64_t j,
-                               int64_t c, int64_t *vi)
+                               int64_t c, ss_pf_cursor *cur)
 {
     int64_t x = pf->xb * b + pf->xj * j + pf->xc * c, y = pf->yb * b + pf->yj * j + pf->yc * c;
     if (x >= pf->X || y >= pf->Y) return;   /* padding lane */
-    int64_t a = ss_elem(o, pf->ifmap, x, y);
-    if (a < 0) return;
-    int64_t set = *vi / u->eps;
     if (pass == 1) {
-        if (u->selfs) u->selfs[x * o->K + y] = (uint16_t)set;
-        else u->self[x * o->K + y] = (int32_t)set;
-    } else if (u->set1s) {
-        u->set1s[a] = (uint16_t)set;
+        if (!ss_ifmap_valid(o, x, y)) return;
+        if (u->selfs) u->selfs[x * o->K + y] = (uint16_t)cur->set;
+        else u->self[x * o->K + y] = (int32_t)cur->set;
     } else {
-        u->set1[a] = (int32_t)set;
+        int64_t a = !pf->ifmap ? y * o->K + x : o->dense ? o->p_base[x] + o->k_int[y] : ss_ifmap(o, x, y);
+        if (a < 0) return;
+        if (u->set1s) u->set1s[a] = (uint16_t)cur->set;
+        else u->set1[a] = (int32_t)cur->set;
     }
-    (*vi)++;
+    cur->vi++;
+    if (--cur->left == 0) {
+        cur->set++;
+        cur->left = u->eps;
+    }
 }
 
 static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int pass)
 {
-    int64_t M = pf->nblocks * pf->blen, Wd = pf->width, vi = 0;
+    int64_t M = pf->nblocks * pf->blen, Wd = pf->width;
+    ss_pf_cursor cur = {0, 0, u->eps};
     if (!pf->rolled) {
         for (int64_t b = 0; b < pf->nblocks; b++)
             for (int64_t j = 0; j < pf->blen; j++)
-                for (int64_t c = 0; c < Wd; c++) ss_pf_visit(o, pf, u, pass, b, j, c, &vi);
-        return vi;
+                for (int64_t c = 0; c < Wd; c++) ss_pf_visit(o, pf, u, pass, b, j, c, &cur);
+        return cur.vi;
     }
     /* anti-diagonal d: rows from min(d, M-1) down to max(0, d-Wd+1), column d - row */
     for (int64_t d = 0; d < M + Wd - 1; d++) {
         int64_t r = d < M - 1 ? d : M - 1, rlo = d - Wd + 1 > 0 ? d - Wd + 1 : 0;
         int64_t b = r / pf->blen, j = r % pf->blen;
         for (; r >= rlo; r--) {
-            ss_pf_visit(o, pf, u, pass, b, j, d - r, &vi);
+            ss_pf_visit(o, pf, u, pass, b, j, d - r, &cur);
             if (--j < 0) { j = pf->blen - 1; b--; }
         }
     }
-    return vi;
+    return cur.vi;
 }
 
 static void ss_user_free(ss_rd_user *u)
