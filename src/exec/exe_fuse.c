@@ -139,11 +139,15 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, i
         ut_free(size);
         return ut_nomem(ctx);
     }
+    /* (a single op with broadcast operands fuses too: the broadcasts are then never materialised) */
     for (int g = 0; g < ng; g++) {
-        int compute = 0;
+        int compute = 0, bcast = 0;
         for (int i = 0; i < n; i++)
-            if (group_of[i] == g && c->instrs[i]->op != HLO_BROADCAST) compute++;
-        final[g] = compute >= 2 ? nf++ : -1;
+            if (group_of[i] == g) {
+                if (c->instrs[i]->op != HLO_BROADCAST) compute++;
+                else bcast++;
+            }
+        final[g] = compute >= 2 || (compute == 1 && bcast >= 1) ? nf++ : -1;
     }
     exe_fgroup *groups = nf ? ut_calloc((size_t)nf, sizeof *groups) : NULL;
     tpu_status st = TPU_OK;
@@ -375,6 +379,19 @@ static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_
             ewb_compare_f32(ewb_direction(dir), in[0]->p, in[1]->p, out->p, len);
             return;
         }
+        if (in[0]->cls == FU_I && t0 == TPU_S32 && (!type || !strcmp(type, "SIGNED")) && ewb_direction(dir) >= 0) {
+            const int32_t *x = in[0]->p, *y = in[1]->p;
+            uint8_t *z = out->p;
+            switch (ewb_direction(dir)) {
+            case 0: for (int i = 0; i < len; i++) z[i] = x[i] == y[i]; break;
+            case 1: for (int i = 0; i < len; i++) z[i] = x[i] != y[i]; break;
+            case 2: for (int i = 0; i < len; i++) z[i] = x[i] < y[i]; break;
+            case 3: for (int i = 0; i < len; i++) z[i] = x[i] <= y[i]; break;
+            case 4: for (int i = 0; i < len; i++) z[i] = x[i] > y[i]; break;
+            default: for (int i = 0; i < len; i++) z[i] = x[i] >= y[i]; break;
+            }
+            return;
+        }
         for (int i = 0; i < len; i++) {
             int r;
             if (total && in[0]->cls == FU_F) {
@@ -395,8 +412,44 @@ static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_
             const float *x = in[1]->p, *y = in[2]->p;
             float *z = out->p;
             for (int i = 0; i < len; i++) z[i] = p[sc ? 0 : i] ? x[i] : y[i];
+        } else if (out->cls == FU_I) {
+            const int32_t *x = in[1]->p, *y = in[2]->p;
+            int32_t *z = out->p;
+            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
         } else {
-            for (int i = 0; i < len; i++) fu_put(out, i, p[sc ? 0 : i] ? fu_get(in[1], t, i) : fu_get(in[2], t, i));
+            const uint8_t *x = in[1]->p, *y = in[2]->p;
+            uint8_t *z = out->p;
+            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        }
+        (void)sc;
+        return;
+    }
+    /* pred logic and s32 arithmetic (wrapping, as the 64-bit reference wrapped to 32 bits) */
+    if (out->cls == FU_P && t == TPU_PRED && (op == HLO_AND || op == HLO_OR || op == HLO_XOR || op == HLO_NOT)) {
+        const uint8_t *x = in[0]->p, *y = op == HLO_NOT ? NULL : in[1]->p;
+        uint8_t *z = out->p;
+        switch (op) {
+        case HLO_AND: for (int i = 0; i < len; i++) z[i] = (uint8_t)(x[i] & y[i]); break;
+        case HLO_OR: for (int i = 0; i < len; i++) z[i] = (uint8_t)(x[i] | y[i]); break;
+        case HLO_XOR: for (int i = 0; i < len; i++) z[i] = (uint8_t)(x[i] ^ y[i]); break;
+        default: for (int i = 0; i < len; i++) z[i] = (uint8_t)!x[i]; break;
+        }
+        return;
+    }
+    if (out->cls == FU_I && t == TPU_S32 && t0 == TPU_S32 && c == HLO_CLASS_EW2 &&
+        (op == HLO_ADD || op == HLO_SUBTRACT || op == HLO_MULTIPLY || op == HLO_AND || op == HLO_OR || op == HLO_XOR ||
+         op == HLO_MAXIMUM || op == HLO_MINIMUM)) {
+        const uint32_t *x = in[0]->p, *y = in[1]->p;
+        uint32_t *z = out->p;
+        switch (op) {
+        case HLO_ADD: for (int i = 0; i < len; i++) z[i] = x[i] + y[i]; break;
+        case HLO_SUBTRACT: for (int i = 0; i < len; i++) z[i] = x[i] - y[i]; break;
+        case HLO_MULTIPLY: for (int i = 0; i < len; i++) z[i] = x[i] * y[i]; break;
+        case HLO_AND: for (int i = 0; i < len; i++) z[i] = x[i] & y[i]; break;
+        case HLO_OR: for (int i = 0; i < len; i++) z[i] = x[i] | y[i]; break;
+        case HLO_XOR: for (int i = 0; i < len; i++) z[i] = x[i] ^ y[i]; break;
+        case HLO_MAXIMUM: for (int i = 0; i < len; i++) z[i] = (int32_t)x[i] > (int32_t)y[i] ? x[i] : y[i]; break;
+        default: for (int i = 0; i < len; i++) z[i] = (int32_t)x[i] < (int32_t)y[i] ? x[i] : y[i]; break;
         }
         return;
     }
@@ -526,17 +579,33 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
     }
 }
 
-tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, exe_value **out)
+int exe_fuse_can_reuse(const exe_fgroup *G, int q, const tpu_tensor *t)
+{
+    const hlo_shape *rs = &G->root->shape;
+    if (!t || t->dtype != (tpu_dtype)rs->dtype || t->count != hlo_shape_count(rs) || t->count < 2) return 0;
+    for (int k = 0; k < G->nmembers; k++)
+        if (G->members[k].in->op == HLO_BROADCAST && G->members[k].op[0] == -1 - q) return 0;
+    return 1;
+}
+
+tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, int reuse, exe_value **out)
 {
     const hlo_instr *R = G->root;
     tpu_tensor *t;
-    tpu_status st = exe_alloc(S, R, &t);
-    if (st) return st;
+    tpu_status st = TPU_OK;
+    /* in place: block by block each element is read before the root writes it (identity-mapped input) */
+    if (reuse >= 0) {
+        t = inputs[reuse]->t;
+        t->rank = R->shape.rank;
+        for (int i = 0; i < R->shape.rank; i++) t->dims[i] = R->shape.dims[i];
+    } else if ((st = exe_alloc(S, R, &t))) {
+        return st;
+    }
     int64_t n = t->count;
     int ni = G->ninputs;
     for (int q = 0; q < ni; q++)
         if (!inputs[q] || !inputs[q]->t) {
-            tpu_tensor_free(t);
+            if (reuse < 0) tpu_tensor_free(t);
             return exe_fail(S, R, TPU_ERR_INTERNAL, "fused input %d is not an array", q);
         }
     int64_t nblocks = (n + FU_BLOCK - 1) / FU_BLOCK;
@@ -562,8 +631,12 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
         ut_free(mbs[i]);
     }
     if (atomic_load(&J.failed)) {
-        tpu_tensor_free(t);
+        if (reuse < 0) tpu_tensor_free(t);
         return ut_nomem(S->ctx);
+    }
+    if (reuse >= 0) {
+        *out = exe_value_ref(inputs[reuse]);
+        return TPU_OK;
     }
     return exe_out_array(S, t, out);
 }

@@ -24,7 +24,12 @@ void       exe_fusion_set(int on);
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, int *group_of, exe_fgroup **groups,
                          int *ngroups);
 void       exe_fuse_free(exe_fgroup *groups, int n);
-/* Runs a group: inputs[q] is the value of G->inputs[q]. */
-tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, exe_value **out);
+/* Runs a group: inputs[q] is the value of G->inputs[q]. reuse: an input (its index) whose value the caller
+ * gives up — nobody else holds it and it is read element for element — to receive the result in place; -1
+ * for none. */
+tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, int reuse, exe_value **out);
+/* Could input q receive the group's result in place (same element type and count, read only element for
+ * element, not through a broadcast)? */
+int        exe_fuse_can_reuse(const exe_fgroup *G, int q, const tpu_tensor *t);
 
 #endif

@@ -655,8 +655,16 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
                 break;
             }
             for (int q = 0; q < G->ninputs; q++) fins[q] = vals[G->inputs[q]->id];
+            /* an input that dies here, held by nobody else, takes the result (no fresh buffer) */
+            int reuse = -1;
+            for (int q = 0; q < G->ninputs && reuse < 0; q++) {
+                exe_value *v = fins[q];
+                if (!v || v->refs != 1 || !v->t || v->borrowed || v->base || !exe_fuse_can_reuse(G, q, v->t)) continue;
+                for (int f = ci->free_start[i]; f < ci->free_start[i + 1]; f++)
+                    if (ci->free_list[f] == G->inputs[q]->id) reuse = q;
+            }
             double t0 = exe_prof_on() ? ut_now() : 0;
-            st = exe_fuse_run(S, G, fins, &vals[i]);
+            st = exe_fuse_run(S, G, fins, reuse, &vals[i]);
             if (exe_prof_on()) {
                 exe_prof_s[HLO_OP_COUNT] += ut_now() - t0;
                 exe_prof_n[HLO_OP_COUNT]++;

@@ -559,7 +559,8 @@ static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num
     int xparts = nm->split[0] && nm->passes == 3 ? 2 : 1, wparts = nm->split[1] && nm->passes == 3 ? 2 : 1;
     size_t per = (size_t)(xparts * pvol + wparts * wvol + mmax * p->Ovol + CONV_VB + svol);
     if (nt > CONV_MAXT) nt = CONV_MAXT;
-    float *mem = ut_malloc(per * (size_t)nt * sizeof *mem + 64);
+    tpu_tensor *memh;
+    float *mem = exe_scratch_alloc(per * (size_t)nt * sizeof *mem + 64, &memh);
     if (!mem) {
         ut_free(blk);
         return ut_nomem(S->ctx);
@@ -599,7 +600,7 @@ static tpu_status conv_direct(exe_state *S, const conv_plan *p, const exe_mx_num
     J.taps = taps;
     J.dot = dot;
     exe_par_for(nt, ntask, 4, cdir_chunk, &J);
-    ut_free(mem);
+    exe_scratch_free(memh);
     ut_free(blk);
     return TPU_OK;
 }
@@ -922,8 +923,9 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     tpu_status st = TPU_OK;
     /* a kernel of modest size is packed once rather than per chunk */
     void *wmem = NULL;
+    tpu_tensor *wmemh = NULL;
     if ((double)p->Cout * (double)kfull * c.wparts <= 8e6 && kfull > 0) {
-        wmem = ut_malloc((size_t)(p->Cout * kfull * c.wparts) * c.es);
+        wmem = exe_scratch_alloc((size_t)(p->Cout * kfull * c.wparts) * c.es, &wmemh);
         if (!wmem) {
             ut_free(blk);
             return ut_nomem(S->ctx);
@@ -939,22 +941,24 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     if (!ksplit) {
         size_t per = conv_ws_elems(&c, !direct) * c.es;
         int nth = (int)UT_MIN((int64_t)nt, ntask);
-        char *mem = ut_malloc(per * (size_t)nth + 64);
+        tpu_tensor *memh;
+        char *mem = exe_scratch_alloc(per * (size_t)nth + 64, &memh);
         if (!mem) {
-            ut_free(wmem);
+            exe_scratch_free(wmemh);
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
         cg_job J = {&c, blk, nchunk, pieces, imgs, nk, cic, direct, mem, per, t};
         exe_par_for(nth, ntask, 1, cg_chunk, &J);
-        ut_free(mem);
+        exe_scratch_free(memh);
     } else {
         /* few output chunks: split each one's reduction into nkp parts with their own partial sums */
         size_t per = conv_ws_elems(&c, 0) * c.es, part = (size_t)(c.mmax * c.cc) * c.es;
         int nth = (int)UT_MIN((int64_t)nt, (int64_t)nkp);
-        char *mem = ut_malloc(per * (size_t)nth + part * (size_t)nkp + 64);
+        tpu_tensor *memh;
+        char *mem = exe_scratch_alloc(per * (size_t)nth + part * (size_t)nkp + 64, &memh);
         if (!mem) {
-            ut_free(wmem);
+            exe_scratch_free(wmemh);
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
@@ -986,9 +990,9 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
             }
             conv_store_cols(&c, b, c0, c1, parts, 0, M);
         }
-        ut_free(mem);
+        exe_scratch_free(memh);
     }
-    ut_free(wmem);
+    exe_scratch_free(wmemh);
     ut_free(blk);
     return st;
 }

@@ -19,6 +19,36 @@
  * over exe_par threads (ew_par). */
 #define EW_FOR(S, n) for (int64_t i = 0; i < (n); i++)
 
+
+/* The result buffer: an operand of the same element type and count that dies here and that nobody else holds
+ * (every element is read before it is written, at its own index), else a fresh one. *own: the operand's
+ * value when taken (then the result). */
+static tpu_status ew_result(exe_state *S, const hlo_instr *in, tpu_tensor **t, exe_value **own)
+{
+    *own = NULL;
+    const hlo_shape *s = &in->shape;
+    for (int k = 0; k < in->nops && hlo_shape_is_array(s); k++) {
+        exe_value *v = S->cur_vals && S->cur_in == in ? S->cur_vals[in->ops[k]->id] : NULL;
+        if (!v || !v->t || v->t->dtype != (tpu_dtype)s->dtype || v->t->count != hlo_shape_count(s) || v->t->count < 2) continue;
+        if ((*own = exe_take_unique(S, k))) {
+            *t = (*own)->t;
+            (*t)->rank = s->rank;
+            for (int i = 0; i < s->rank; i++) (*t)->dims[i] = s->dims[i];
+            return TPU_OK;
+        }
+    }
+    return exe_alloc(S, in, t);
+}
+
+static tpu_status ew_out(exe_state *S, tpu_tensor *t, exe_value *own, exe_value **out)
+{
+    if (own) {
+        *out = own;
+        return TPU_OK;
+    }
+    return exe_out_array(S, t, out);
+}
+
 /* A fast path over [0, n): fn(job, i0, i1) on chunks of EW_CHUNK elements. */
 typedef struct ew_job ew_job;
 typedef void (*ew_range_fn)(const ew_job *J, int64_t i0, int64_t i1);
@@ -66,18 +96,19 @@ EXE_KERNEL(exe_k_unary)
 {
     const tpu_tensor *a = ops[0]->t;
     tpu_tensor *t;
-    tpu_status st = exe_alloc(S, in, &t);
+    exe_value *own;
+    tpu_status st = ew_result(S, in, &t, &own);
     if (st) return st;
     hlo_op op = (hlo_op)in->op;
     int64_t n = t->count;
     if (a->dtype == TPU_F32 && t->dtype == TPU_F32 && ew_unary_f32(S, op, a->data, t->data, n))
-        return exe_out_array(S, t, out);
+        return ew_out(S, t, own, out);
     tpu_dtype ta = a->dtype, tt = t->dtype;
     EW_FOR(S, n) {
         exe_scalar v = exe_scalar_unop(S, op, ta, exe_scalar_load(ta, a->data, i));
         exe_scalar_store(S, tt, t->data, i, v);
     }
-    return exe_out_array(S, t, out);
+    return ew_out(S, t, own, out);
 }
 
 /* ---- binary ---- */
@@ -125,22 +156,23 @@ EXE_KERNEL(exe_k_binary)
     const tpu_tensor *a = ops[0]->t, *b = ops[1]->t;
     if (a->count != b->count) return exe_fail(S, in, TPU_ERR_SHAPE, "operand sizes differ");
     tpu_tensor *t;
-    tpu_status st = exe_alloc(S, in, &t);
+    exe_value *own;
+    tpu_status st = ew_result(S, in, &t, &own);
     if (st) return st;
     hlo_op op = (hlo_op)in->op;
     int64_t n = t->count;
     if (a->dtype == TPU_F32 && b->dtype == TPU_F32 && t->dtype == TPU_F32 &&
         ew_binary_f32(S, op, a->data, b->data, t->data, n))
-        return exe_out_array(S, t, out);
+        return ew_out(S, t, own, out);
     if (a->dtype == TPU_BF16 && b->dtype == TPU_BF16 && t->dtype == TPU_BF16 &&
         ew_binary_bf16(S, op, a->data, b->data, t->data, n))
-        return exe_out_array(S, t, out);
+        return ew_out(S, t, own, out);
     tpu_dtype ta = a->dtype, tt = t->dtype;
     EW_FOR(S, n) {
         exe_scalar v = exe_scalar_binop(S, op, ta, exe_scalar_load(ta, a->data, i), exe_scalar_load(ta, b->data, i));
         exe_scalar_store(S, tt, t->data, i, v);
     }
-    return exe_out_array(S, t, out);
+    return ew_out(S, t, own, out);
 }
 
 /* ---- compare ---- */
@@ -217,7 +249,8 @@ EXE_KERNEL(exe_k_select)
     const tpu_tensor *p = ops[0]->t, *a = ops[1]->t, *b = ops[2]->t;
     if (!p || !a || !b) return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "select on tuples");
     tpu_tensor *t;
-    tpu_status st = exe_alloc(S, in, &t);
+    exe_value *own;
+    tpu_status st = ew_result(S, in, &t, &own);
     if (st) return st;
     int64_t n = t->count;
     size_t es = tpu_dtype_size(t->dtype);
@@ -235,14 +268,15 @@ EXE_KERNEL(exe_k_select)
         char *z = t->data;
         EW_FOR(S, n) memcpy(z + i * es, (pp[scalar_pred ? 0 : i] ? x : y) + i * es, es);
     }
-    return exe_out_array(S, t, out);
+    return ew_out(S, t, own, out);
 }
 
 EXE_KERNEL(exe_k_clamp)
 {
     const tpu_tensor *lo = ops[0]->t, *x = ops[1]->t, *hi = ops[2]->t;
     tpu_tensor *t;
-    tpu_status st = exe_alloc(S, in, &t);
+    exe_value *own;
+    tpu_status st = ew_result(S, in, &t, &own);
     if (st) return st;
     int64_t n = t->count;
     int slo = lo->count == 1, shi = hi->count == 1;
@@ -250,14 +284,14 @@ EXE_KERNEL(exe_k_clamp)
     if (dt == TPU_F32) {
         ew_job J = {.fn = ew_clamp_range, .x = lo->data, .y = x->data, .w = hi->data, .z = t->data, .sx = slo, .sw = shi};
         ew_par(S, n, &J);
-        return exe_out_array(S, t, out);
+        return ew_out(S, t, own, out);
     }
     EW_FOR(S, n) {
         exe_scalar m = exe_scalar_binop(S, HLO_MAXIMUM, dt, exe_scalar_load(dt, x->data, i),
                                         exe_scalar_load(dt, lo->data, slo ? 0 : i));
         exe_scalar_store(S, dt, t->data, i, exe_scalar_binop(S, HLO_MINIMUM, dt, m, exe_scalar_load(dt, hi->data, shi ? 0 : i)));
     }
-    return exe_out_array(S, t, out);
+    return ew_out(S, t, own, out);
 }
 
 /* ---- convert, bitcast-convert, reduce-precision ---- */
