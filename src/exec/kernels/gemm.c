@@ -18,6 +18,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define GM_X86 1
+/* VDPBF16PS through target attributes: gcc >= 10, clang >= 9 */
+#if ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10)) && !defined(GM_NO_BF16)
+#define GM_BF16 1
+#endif
 #endif
 
 #ifndef GM_KC
@@ -29,6 +33,9 @@
 #endif
 #ifndef GM_NC
 #define GM_NC 3072
+#endif
+#ifndef GM_KC16
+#define GM_KC16 512   /* bf16 pairs: the same bytes per panel as GM_KC f32 */
 #endif
 
 /* ---- operand conversion (the loaders of mxu.h, element by element) ---- */
@@ -95,15 +102,88 @@ static void gm_pack_b(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0,
         for (int64_t k = 0; k < kc; k++) memset(dst + k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
 }
 
+/* ---- bf16 pair packing (the avx512bf16 kernel) ----
+ * An operand is bf16-valued unless it is f32 read as is: bf16 widens exactly, and an f32 part HI or LO is a
+ * bf16 value (mxu.h). Its packed panels hold 32-bit words of two bf16 along k: element k in the high half,
+ * k+1 in the low half, because VDPBF16PS adds the high product first (then the low one), each add rounded
+ * like an FMA: the chain stays c = fma(a_k, b_k, c) in k order. With odd kc the last word's low half is a
+ * pad: -0 in A and +0 in B, whose product -0 leaves every accumulator (+0 and -0 included) as it is. */
+static inline int gm_bf16_valued(const exe_gemm_src *s) { return !(s->dtype == TPU_F32 && s->part == EXE_MX_AS_IS); }
+
+#ifdef GM_BF16
+
+static inline __attribute__((always_inline)) uint32_t gm_h16(uint32_t u) { return (u & 0x7F80u) ? u : (u & 0x8000u); }
+#define GM_P_HI(x) (exe_mx_bits(exe_mx_hi(x)) >> 16)
+#define GM_P_LO(x) (exe_mx_bits(exe_mx_lo(x)) >> 16)
+#define GM_P_BF(x) gm_h16(x)
+#define GM_P_Z(x) ((void)(x), 0u)
+
+/* dst[p * dld + w] = (bf16(k0 + 2p, w) << 16) | bf16(k0 + 2p + 1, w) for 2p < kc, w < W, where the operand
+ * seen as k x w has element (k, w) at off + k*ks + w*ws (pad for k = kc). The loop runs along w when that
+ * side is contiguous (or neither is), else along k. */
+#define GM_PAIRS(CONV, T)                                                                             \
+    do {                                                                                              \
+        const T *s0 = (const T *)s->p + off;                                                          \
+        int64_t np = kc / 2;                                                                          \
+        if (ks != 1 || ws == 1) {                                                                     \
+            for (int64_t q = 0; q < (kc + 1) / 2; q++) {                                              \
+                const T *q0 = s0 + 2 * q * ks, *q1 = q0 + ks;                                         \
+                uint32_t *d = dst + q * dld;                                                          \
+                if (q == np) for (int64_t w = 0; w < W; w++) d[w] = ((uint32_t)CONV(q0[w * ws]) << 16) | pad; \
+                else if (ws == 1) for (int64_t w = 0; w < W; w++) d[w] = ((uint32_t)CONV(q0[w]) << 16) | (uint32_t)CONV(q1[w]); \
+                else for (int64_t w = 0; w < W; w++) d[w] = ((uint32_t)CONV(q0[w * ws]) << 16) | (uint32_t)CONV(q1[w * ws]); \
+            }                                                                                         \
+        } else {                                                                                      \
+            for (int64_t w = 0; w < W; w++) {                                                         \
+                const T *q0 = s0 + w * ws;                                                            \
+                for (int64_t q = 0; q < np; q++)                                                      \
+                    dst[q * dld + w] = ((uint32_t)CONV(q0[2 * q]) << 16) | (uint32_t)CONV(q0[2 * q + 1]); \
+                if (kc & 1) dst[np * dld + w] = ((uint32_t)CONV(q0[2 * np]) << 16) | pad;             \
+            }                                                                                         \
+        }                                                                                             \
+    } while (0)
+
+EXE_MX_CLONES
+static void gm_load_pairs(uint32_t *dst, int64_t dld, const exe_gemm_src *s, int64_t off, int64_t ks, int64_t ws,
+                          int64_t kc, int64_t W, uint32_t pad)
+{
+    if (s->dtype == TPU_BF16) {
+        if (s->part == EXE_MX_LO) GM_PAIRS(GM_P_Z, uint16_t);
+        else GM_PAIRS(GM_P_BF, uint16_t);
+    } else if (s->part == EXE_MX_LO) {
+        GM_PAIRS(GM_P_LO, float);
+    } else {
+        GM_PAIRS(GM_P_HI, float);   /* AS_IS never comes here */
+    }
+}
+
+/* A panel: rows [i0, i0+mr) x k [k0, k0+kc) -> dst[(k/2) * MR + i], rows >= mr zero. */
+static void gm_pack_a16(const exe_gemm_src *A, int64_t i0, int mr, int64_t k0, int64_t kc, uint32_t *dst, int MR)
+{
+    gm_load_pairs(dst, MR, A, i0 * A->rs + k0 * A->cs, A->cs, A->rs, kc, mr, 0x8000u);
+    if (mr < MR)
+        for (int64_t q = 0; q < (kc + 1) / 2; q++) memset(dst + q * MR + mr, 0, (size_t)(MR - mr) * sizeof(uint32_t));
+}
+
+/* B panel: k [k0, k0+kc) x cols [j0, j0+nr) -> dst[(k/2) * NR + j], cols >= nr zero. */
+static void gm_pack_b16(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int nr, uint32_t *dst, int NR)
+{
+    gm_load_pairs(dst, NR, B, k0 * B->rs + j0 * B->cs, B->rs, B->cs, kc, nr, 0u);
+    if (nr < NR)
+        for (int64_t q = 0; q < (kc + 1) / 2; q++) memset(dst + q * NR + nr, 0, (size_t)(NR - nr) * sizeof(uint32_t));
+}
+#endif
+
 /* ---- microkernels: C[MR][NR] (ldc) = (load ? C : 0) + Ap·Bp over kc ---- */
 
 /* Cn: the next tile's C (or NULL), prefetched during the k loop: C rows are far apart (often 4 KiB-aliased),
  * and loading them cold at the start of each tile cost a third of the speed. */
-typedef void (*gm_kernel)(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int load,
+typedef void (*gm_kernel)(int64_t kc, const void *Ap, const void *Bp, float *C, int64_t ldc, int load,
                           const float *Cn);
 
-static void gm_k_portable(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int load, const float *Cn)
+static void gm_k_portable(int64_t kc, const void *Ap_, const void *Bp_, float *C, int64_t ldc, int load, const float *Cn)
 {
+    const float *Ap = Ap_, *Bp = Bp_;
     (void)Cn;
     enum { MR = 4, NR = 16 };
     float c[MR][NR];
@@ -117,9 +197,10 @@ static void gm_k_portable(int64_t kc, const float *Ap, const float *Bp, float *C
 }
 
 #ifdef GM_X86
-__attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const float *Ap, const float *Bp, float *C,
+__attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const void *Ap_, const void *Bp_, float *C,
                                                           int64_t ldc, int load, const float *Cn)
 {
+    const float *Ap = Ap_, *Bp = Bp_;
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
         c00 = _mm256_loadu_ps(C), c01 = _mm256_loadu_ps(C + 8);
@@ -161,9 +242,10 @@ __attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const floa
     _mm512_storeu_ps(C + i * ldc, c##i##0);                                   \
     _mm512_storeu_ps(C + i * ldc + 16, c##i##1);
 
-__attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const float *Ap, const float *Bp, float *C,
+__attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const void *Ap_, const void *Bp_, float *C,
                                                            int64_t ldc, int load, const float *Cn)
 {
+    const float *Ap = Ap_, *Bp = Bp_;
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
     __m512 c100, c101, c110, c111;
     GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
@@ -177,6 +259,36 @@ __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const flo
     GM_STORE512(0) GM_STORE512(1) GM_STORE512(2) GM_STORE512(3) GM_STORE512(4) GM_STORE512(5)
     GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
 }
+
+#ifdef GM_BF16
+/* 12x32 tile with VDPBF16PS: per k pair one word of A per row (broadcast) and two zmm of B pairs; each
+ * instruction does 32 exact bf16 products added in k order (above). Ap: (kc+1)/2 x 12 words, Bp: (kc+1)/2 x 32. */
+#define GM_ROW16(i)                                                           \
+    a = (__m512bh)_mm512_set1_epi32((int)A[i]);                               \
+    c##i##0 = _mm512_dpbf16_ps(c##i##0, a, b0);                               \
+    c##i##1 = _mm512_dpbf16_ps(c##i##1, a, b1);
+
+__attribute__((target("avx512f,avx512bf16"))) static void gm_k_avx512bf16(int64_t kc, const void *Ap, const void *Bp,
+                                                                          float *C, int64_t ldc, int load,
+                                                                          const float *Cn)
+{
+    __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
+    __m512 c100, c101, c110, c111;
+    GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
+    GM_LOAD512(6) GM_LOAD512(7) GM_LOAD512(8) GM_LOAD512(9) GM_LOAD512(10) GM_LOAD512(11)
+    const uint32_t *A = Ap;
+    const uint32_t *B = Bp;
+    int64_t np = (kc + 1) / 2;
+    for (int64_t q = 0; q < np; q++, A += 12, B += 32) {
+        if (Cn && q < 24) _mm_prefetch((const char *)(Cn + (q >> 1) * ldc + (q & 1) * 16), _MM_HINT_T0);
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)B), b1 = (__m512bh)_mm512_loadu_si512((const void *)(B + 16)), a;
+        GM_ROW16(0) GM_ROW16(1) GM_ROW16(2) GM_ROW16(3) GM_ROW16(4) GM_ROW16(5)
+        GM_ROW16(6) GM_ROW16(7) GM_ROW16(8) GM_ROW16(9) GM_ROW16(10) GM_ROW16(11)
+    }
+    GM_STORE512(0) GM_STORE512(1) GM_STORE512(2) GM_STORE512(3) GM_STORE512(4) GM_STORE512(5)
+    GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
+}
+#endif
 #endif
 
 /* ---- kernel choice ---- */
@@ -184,20 +296,29 @@ __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const flo
 typedef struct gm_impl {
     const char *name;
     gm_kernel   k;
-    int         MR, NR, MC, NC;
+    int         MR, NR, MC, NC, KC;
+    int         bf16;   /* packs bf16 pairs (bf16-valued operands only) */
 } gm_impl;
 
+/* f32 microkernels, best first */
 static const gm_impl gm_impls[] = {
 #ifdef GM_X86
-    {"avx512", gm_k_avx512, 12, 32, GM_MC512, GM_NC},
-    {"avx2", gm_k_avx2, 6, 16, 120, GM_NC},
+    {"avx512", gm_k_avx512, 12, 32, GM_MC512, GM_NC, GM_KC, 0},
+    {"avx2", gm_k_avx2, 6, 16, 120, GM_NC, GM_KC, 0},
 #endif
-    {"portable", gm_k_portable, 4, 16, 64, 2048},
+    {"portable", gm_k_portable, 4, 16, 64, 2048, GM_KC, 0},
 };
 #define GM_NIMPL ((int)(sizeof gm_impls / sizeof gm_impls[0]))
 
+#ifdef GM_BF16
+static const gm_impl gm_impl_bf16 = {"avx512bf16", gm_k_avx512bf16, 12, 32, GM_MC512, GM_NC, GM_KC16, 1};
+#endif
+
+/* What exe_gemm_force set: default (OpenBLAS, the bf16 kernel for bf16-valued operands where it is faster),
+ * OpenBLAS only, one f32 microkernel for everything, or the bf16 kernel (f32 operands: the best f32 one). */
+enum { GM_DEFAULT, GM_BLAS, GM_MICRO, GM_MICRO_BF16 };
 static _Atomic int gm_choice = -1;
-static int gm_use_blas = 1;   /* exe_gemm_force turns it off to pin a microkernel */
+static _Atomic int gm_mode = GM_DEFAULT;
 
 static int gm_auto(void)
 {
@@ -209,6 +330,14 @@ static int gm_auto(void)
     return GM_NIMPL - 1;
 }
 
+#ifdef GM_BF16
+static int gm_has_bf16(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+}
+#endif
+
 static const gm_impl *gm_pick(void)
 {
     int c = atomic_load(&gm_choice);
@@ -219,15 +348,41 @@ static const gm_impl *gm_pick(void)
     return &gm_impls[c];
 }
 
-const char *exe_gemm_kernel_name(void) { return gm_use_blas ? "openblas" : gm_pick()->name; }
+/* The bf16 kernel for this product, or NULL. In the default mode it takes the products where it measured
+ * faster than converting the operands for OpenBLAS (bench/gemm_bench, see gemm.h). */
+static const gm_impl *gm_pick_bf16(int mode, int64_t M, int64_t N, int64_t K)
+{
+#ifdef GM_BF16
+    static _Atomic int has = -1;
+    int h = atomic_load(&has);
+    if (h < 0) atomic_store(&has, h = gm_has_bf16());
+    if (!h || (mode != GM_DEFAULT && mode != GM_MICRO_BF16)) return NULL;
+    if (mode == GM_DEFAULT && !(M >= 16 && N >= 16 && K >= 16)) return NULL;
+    return &gm_impl_bf16;
+#else
+    (void)mode, (void)M, (void)N, (void)K;
+    return NULL;
+#endif
+}
+
+const char *exe_gemm_kernel_name(void)
+{
+    int m = atomic_load(&gm_mode);
+    if (m == GM_MICRO_BF16 && gm_pick_bf16(m, 1, 1, 1)) return "avx512bf16";
+    return m == GM_DEFAULT ? (gm_pick_bf16(m, 16, 16, 16) ? "openblas+avx512bf16" : "openblas")
+           : m == GM_BLAS  ? "openblas"
+                           : gm_pick()->name;
+}
 
 void exe_gemm_force(const char *name)
 {
-    gm_use_blas = name == NULL;
-    int c = gm_auto();
+    int c = gm_auto(), m = name == NULL ? GM_DEFAULT : GM_MICRO;
+    if (name && !strcmp(name, "openblas")) m = GM_BLAS;
+    if (name && !strcmp(name, "avx512bf16")) m = GM_MICRO_BF16;
     for (int i = 0; name && i < GM_NIMPL; i++)
         if (!strcmp(gm_impls[i].name, name) && i >= c) c = i;   /* never one the CPU lacks */
     atomic_store(&gm_choice, c);
+    atomic_store(&gm_mode, m);
 }
 
 /* ---- the blocked product ---- */
@@ -246,14 +401,24 @@ typedef struct gm_job {
     _Atomic int         nomem;
 } gm_job;
 
+/* 4-byte words per k step of a panel row: one f32, or half of a bf16 pair */
+static inline int64_t gm_kw(const gm_impl *I, int64_t kc) { return I->bf16 ? (kc + 1) / 2 : kc; }
+
 static void gm_pack_b_chunk(void *ctx, int64_t p0, int64_t p1, int tid)
 {
     gm_job *J = ctx;
     const gm_impl *I = J->I;
+    int64_t pw = gm_kw(I, J->kc) * I->NR;
     for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * I->NR;
         int nr = (int)UT_MIN((int64_t)I->NR, J->nc - j0);
-        gm_pack_b(J->B, J->pc, J->kc, J->jc + j0, nr, J->Bp + p * J->kc * I->NR, I->NR);
+#ifdef GM_BF16
+        if (I->bf16) {
+            gm_pack_b16(J->B, J->pc, J->kc, J->jc + j0, nr, (uint32_t *)(J->Bp + p * pw), I->NR);
+            continue;
+        }
+#endif
+        gm_pack_b(J->B, J->pc, J->kc, J->jc + j0, nr, J->Bp + p * pw, I->NR);
     }
     (void)tid;
 }
@@ -269,15 +434,22 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
         int64_t ib = t / J->ngr, g = t % J->ngr;
         int64_t i0 = ib * I->MC, mc = UT_MIN((int64_t)I->MC, J->M - i0);
         int64_t np = (mc + I->MR - 1) / I->MR;
+        int64_t aw = gm_kw(I, J->kc) * I->MR, bw = gm_kw(I, J->kc) * I->NR;
         for (int64_t q = 0; q < np; q++) {
             int mr = (int)UT_MIN((int64_t)I->MR, mc - q * I->MR);
-            gm_pack_a(J->A, i0 + q * I->MR, mr, J->pc, J->kc, Ap + q * J->kc * I->MR, I->MR);
+#ifdef GM_BF16
+            if (I->bf16) {
+                gm_pack_a16(J->A, i0 + q * I->MR, mr, J->pc, J->kc, (uint32_t *)(Ap + q * aw), I->MR);
+                continue;
+            }
+#endif
+            gm_pack_a(J->A, i0 + q * I->MR, mr, J->pc, J->kc, Ap + q * aw, I->MR);
         }
         int64_t p0 = g * J->gw, p1 = UT_MIN(J->npanels, p0 + J->gw);
         for (int64_t p = p0; p < p1; p++) {
             int64_t j = J->jc + p * I->NR;
             int nr = (int)UT_MIN((int64_t)I->NR, J->jc + J->nc - j);
-            const float *Bp = J->Bp + p * J->kc * I->NR;
+            const float *Bp = J->Bp + p * bw;
             for (int64_t q = 0; q < np; q++) {
                 int64_t i = i0 + q * I->MR;
                 int mr = (int)UT_MIN((int64_t)I->MR, mc - q * I->MR);
@@ -287,12 +459,12 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
                 if (q + 1 < np && mc - (q + 1) * I->MR >= I->MR) Cn = C + I->MR * J->ldc;
                 else if (q + 1 == np && p + 1 < p1 && nr == I->NR) Cn = J->C + i0 * J->ldc + j + I->NR;
                 if (mr == I->MR && nr == I->NR) {
-                    I->k(J->kc, Ap + q * J->kc * I->MR, Bp, C, J->ldc, J->load, Cn);
+                    I->k(J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn);
                     continue;
                 }
                 if (J->load)
                     for (int r = 0; r < mr; r++) memcpy(ct + r * I->NR, C + r * J->ldc, (size_t)nr * sizeof(float));
-                I->k(J->kc, Ap + q * J->kc * I->MR, Bp, ct, I->NR, J->load, NULL);
+                I->k(J->kc, Ap + q * aw, Bp, ct, I->NR, J->load, NULL);
                 for (int r = 0; r < mr; r++) memcpy(C + r * J->ldc, ct + r * I->NR, (size_t)nr * sizeof(float));
             }
         }
@@ -439,22 +611,24 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     int nt = exe_par_threads(threads);
     if (nt > GM_MAXT) nt = GM_MAXT;
     if ((double)M * (double)N * (double)K < 2e5) nt = 1;   /* not worth waking threads */
-    if (gm_use_blas && M * N * K >= 512 && K >= 4 && M < INT32_MAX && N < INT32_MAX && K < INT32_MAX &&
-        gm_blas(nt, M, N, K, A, B, C, ldc, accumulate))
+    int mode = atomic_load(&gm_mode);
+    const gm_impl *I = gm_bf16_valued(A) && gm_bf16_valued(B) ? gm_pick_bf16(mode, M, N, K) : NULL;
+    if (!I && (mode == GM_DEFAULT || mode == GM_BLAS) && M * N * K >= 512 && K >= 4 && M < INT32_MAX &&
+        N < INT32_MAX && K < INT32_MAX && gm_blas(nt, M, N, K, A, B, C, ldc, accumulate))
         return;
     /* tiny products: packing costs more than it saves (same FMA chains either way) */
     if (M * N * K < 4096 || (M < 4 && N < 16)) {
         exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
         return;
     }
-    const gm_impl *I = gm_pick();
+    if (!I) I = gm_pick();
     int64_t ncmax = UT_MIN(N, (int64_t)I->NC);
     int64_t pmax = (ncmax + I->NR - 1) / I->NR;
-    float *Bp = ut_malloc((size_t)(pmax * I->NR) * GM_KC * sizeof(float) + 64);
+    float *Bp = ut_malloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64);
     float *Aps[GM_MAXT];
     memset(Aps, 0, sizeof Aps);
     int ok = Bp != NULL;
-    for (int i = 0; i < nt && ok; i++) ok = (Aps[i] = ut_malloc((size_t)I->MC * GM_KC * sizeof(float) + 64)) != NULL;
+    for (int i = 0; i < nt && ok; i++) ok = (Aps[i] = ut_malloc((size_t)(I->MC * gm_kw(I, I->KC)) * sizeof(float) + 64)) != NULL;
     gm_job J;
     memset(&J, 0, sizeof J);
     J.I = I;
@@ -482,9 +656,9 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
         if (nt > 1 && J.nic < 4 * nt) J.ngr = UT_MIN(J.npanels, (4 * nt + J.nic - 1) / J.nic);
         J.gw = (J.npanels + J.ngr - 1) / J.ngr;
         J.ngr = (J.npanels + J.gw - 1) / J.gw;
-        for (int64_t pc = 0; pc < K; pc += GM_KC) {
+        for (int64_t pc = 0; pc < K; pc += I->KC) {
             J.pc = pc;
-            J.kc = UT_MIN((int64_t)GM_KC, K - pc);
+            J.kc = UT_MIN((int64_t)I->KC, K - pc);
             J.load = accumulate || pc > 0;
             exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
                         gm_pack_b_chunk, &J);

@@ -1,0 +1,217 @@
+/* t_gemm.c — the executor's matrix multiply (src/exec/kernels/gemm.c) against exe_gemm_ref: every microkernel
+ * (portable, avx2, avx512, avx512bf16, the ones this CPU has) bit for bit, OpenBLAS (default) within an f32
+ * accumulation bound, on random shapes (odd sizes, several cache blocks along M, N and K), operand layouts
+ * (row-/column-major, padded, both strided), dtypes (f32, bf16), parts (as is, hi, lo), accumulate 0/1 and
+ * 1 or 2 threads; plus signed zeros with an odd K (the bf16 kernel's pad) and the kernel names. */
+#include "test.h"
+#include "exec/kernels/gemm.h"
+
+#include <stdlib.h>
+
+typedef struct gt_rng {
+    uint64_t s;
+} gt_rng;
+
+static uint64_t gt_next(gt_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int64_t gt_int(gt_rng *r, int64_t lo, int64_t hi) { return lo + (int64_t)(gt_next(r) % (uint64_t)(hi - lo + 1)); }
+
+/* A normal f32 in about [-4, 4] with a full mantissa (so hi/lo parts and roundings all occur), 1 in 32 a
+ * signed zero. */
+static float gt_val(gt_rng *r)
+{
+    uint64_t z = gt_next(r);
+    if ((z & 31) == 0) return (z & 32) ? -0.0f : 0.0f;
+    uint32_t u = (uint32_t)((z >> 8) & 0x807FFFFFu) | ((uint32_t)(124 + (z >> 40) % 5) << 23);
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* One operand (rows x cols) in a buffer of its dtype with one of four layouts. */
+typedef struct gt_op {
+    exe_gemm_src s;
+    void        *buf;
+} gt_op;
+
+static int gt_make(gt_rng *r, gt_op *o, int64_t rows, int64_t cols, int bf16, exe_mx_part part, int layout)
+{
+    int64_t rs, cs, n;
+    switch (layout) {
+    case 0: cs = 1, rs = cols, n = rows * cols; break;                                  /* row-major */
+    case 1: rs = 1, cs = rows, n = rows * cols; break;                                  /* column-major */
+    case 2: cs = 1, rs = cols + 3, n = rows * rs; break;                                /* padded rows */
+    default: cs = 2, rs = 2 * cols + 1, n = rows * rs; break;                           /* both strided */
+    }
+    o->buf = malloc((size_t)n * (bf16 ? 2 : 4));
+    if (!o->buf) return 0;
+    for (int64_t i = 0; i < n; i++) {
+        float x = gt_val(r);
+        if (bf16) ((uint16_t *)o->buf)[i] = fp_f32_to_bf16_inline(x);
+        else ((float *)o->buf)[i] = x;
+    }
+    o->s.p = o->buf;
+    o->s.dtype = bf16 ? TPU_BF16 : TPU_F32;
+    o->s.rs = rs;
+    o->s.cs = cs;
+    o->s.part = part;
+    return 1;
+}
+
+/* The value gemm reads for element (r, c) (mxu.h's loaders). */
+static double gt_get(const exe_gemm_src *s, int64_t r, int64_t c)
+{
+    int64_t off = r * s->rs + c * s->cs;
+    if (s->dtype == TPU_BF16) return s->part == EXE_MX_LO ? 0.0 : exe_mx_daz(fp_bf16_to_f32_inline(((const uint16_t *)s->p)[off]));
+    float x = ((const float *)s->p)[off];
+    return s->part == EXE_MX_HI ? exe_mx_hi(x) : s->part == EXE_MX_LO ? exe_mx_lo(x) : exe_mx_daz(x);
+}
+
+static const char *const gt_kernels[] = {"portable", "avx2", "avx512", "avx512bf16", "openblas", NULL};
+#define GT_NK ((int)(sizeof gt_kernels / sizeof gt_kernels[0]))
+
+/* Is the kernel `name` what exe_gemm_force(name) gives on this CPU? (else the test skips it) */
+static int gt_have(const char *name)
+{
+    exe_gemm_force(name);
+    const char *got = exe_gemm_kernel_name();
+    return name == NULL || !strcmp(got, name);
+}
+
+/* Runs one case with every kernel; returns the number of mismatching kernels. */
+static int gt_case(gt_rng *r, int64_t M, int64_t N, int64_t K, const int *have, int verbose)
+{
+    static const exe_mx_part parts[] = {EXE_MX_AS_IS, EXE_MX_HI, EXE_MX_LO};
+    int abf = (int)gt_int(r, 0, 1), bbf = (int)gt_int(r, 0, 1);
+    /* mostly the parts a dot uses: hi (f32 DEFAULT), as is (bf16, exact mode) */
+    exe_mx_part ap = parts[gt_int(r, 0, 5) % 3], bp = parts[gt_int(r, 0, 5) % 3];
+    int al = (int)gt_int(r, 0, 3), bl = (int)gt_int(r, 0, 3), acc = (int)gt_int(r, 0, 1), th = (int)gt_int(r, 1, 2);
+    int64_t ldc = N + gt_int(r, 0, 2);
+    gt_op A, B;
+    memset(&A, 0, sizeof A);
+    memset(&B, 0, sizeof B);
+    float *C0 = malloc((size_t)(M * ldc) * sizeof(float)), *Cr = malloc((size_t)(M * ldc) * sizeof(float));
+    float *Ck = malloc((size_t)(M * ldc) * sizeof(float));
+    double *bound = malloc((size_t)(M * N) * sizeof(double));
+    int bad = 0;
+    if (!C0 || !Cr || !Ck || !bound || !gt_make(r, &A, M, K, abf, ap, al) || !gt_make(r, &B, K, N, bbf, bp, bl)) {
+        test_fail(__FILE__, __LINE__, "out of memory");
+        bad = 1;
+        goto done;
+    }
+    for (int64_t i = 0; i < M * ldc; i++) C0[i] = gt_val(r);
+    memcpy(Cr, C0, (size_t)(M * ldc) * sizeof(float));
+    exe_gemm_ref(M, N, K, &A.s, &B.s, Cr, ldc, acc);
+    /* |error| of any f32 summation order <= (K + 1) u sum |terms| (u = 2^-24), doubled for slack */
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = acc ? fabs((double)C0[i * ldc + j]) : 0.0;
+            for (int64_t k = 0; k < K; k++) s += fabs(gt_get(&A.s, i, k) * gt_get(&B.s, k, j));
+            bound[i * N + j] = 2.0 * (double)(K + 1) * s * 0x1p-24 + 1e-30;
+        }
+    for (int kn = 0; kn < GT_NK; kn++) {
+        if (!have[kn]) continue;
+        const char *name = gt_kernels[kn];
+        int exact = name && strcmp(name, "openblas");
+        exe_gemm_force(name);
+        memcpy(Ck, C0, (size_t)(M * ldc) * sizeof(float));
+        exe_gemm(th, M, N, K, &A.s, &B.s, Ck, ldc, acc);
+        int64_t nbad = 0, first = -1;
+        for (int64_t i = 0; i < M; i++) {
+            for (int64_t j = 0; j < N; j++) {
+                float g = Ck[i * ldc + j], w = Cr[i * ldc + j];
+                int ok = exact ? !memcmp(&g, &w, sizeof g) : fabs((double)g - (double)w) <= bound[i * N + j];
+                if (!ok && nbad++ == 0) first = i * ldc + j;
+            }
+            /* the padding between rows is never written */
+            for (int64_t j = N; j < ldc; j++)
+                if (memcmp(&Ck[i * ldc + j], &C0[i * ldc + j], sizeof(float)) && nbad++ == 0) first = i * ldc + j;
+        }
+        if (nbad) {
+            bad++;
+            test_fail(__FILE__, __LINE__,
+                      "%s: M=%lld N=%lld K=%lld A %s/%d layout %d, B %s/%d layout %d, acc %d, %d threads: %lld wrong, "
+                      "first C[%lld][%lld] = %a, ref %a",
+                      name ? name : "default", (long long)M, (long long)N, (long long)K, abf ? "bf16" : "f32", (int)ap,
+                      al, bbf ? "bf16" : "f32", (int)bp, bl, acc, th, (long long)nbad, (long long)(first / ldc),
+                      (long long)(first % ldc), (double)Ck[first], (double)Cr[first]);
+        } else if (verbose) {
+            printf("    ok %s M=%lld N=%lld K=%lld\n", name ? name : "default", (long long)M, (long long)N, (long long)K);
+        }
+    }
+done:
+    free(A.buf);
+    free(B.buf);
+    free(C0);
+    free(Cr);
+    free(Ck);
+    free(bound);
+    return bad;
+}
+
+TEST(gemm_kernels_vs_ref)
+{
+    int have[GT_NK];
+    for (int k = 0; k < GT_NK; k++) have[k] = gt_have(gt_kernels[k]);
+    REQUIRE(have[0] && have[GT_NK - 1] && have[GT_NK - 2]);
+    printf("  gemm kernels on this CPU:");
+    for (int k = 0; k < GT_NK; k++)
+        if (have[k]) printf(" %s", gt_kernels[k] ? gt_kernels[k] : "default");
+    printf("\n");
+    gt_rng r = {20240611};
+    /* small and odd sizes, tile and block edges (MR 4/6/12, NR 16/32, KC 256, bf16 KC 512, MC 64/120/240) */
+    static const int64_t small[] = {1, 2, 3, 5, 7, 12, 13, 16, 17, 31, 33, 47, 64, 65, 97};
+    static const int64_t mid[] = {100, 127, 129, 200, 241, 255, 257, 300};
+    int fails = 0;
+    for (int c = 0; c < 90 && fails < 5; c++) {
+        int64_t d[3];
+        for (int i = 0; i < 3; i++)
+            d[i] = gt_int(&r, 0, 2) ? small[gt_int(&r, 0, 14)] : mid[gt_int(&r, 0, 7)];
+        fails += gt_case(&r, d[0], d[1], d[2], have, 0) != 0;
+    }
+    /* several blocks along each dimension: K over both KCs, M over MC, N over NC (3072) */
+    static const int64_t big[][3] = {{250, 70, 530}, {61, 45, 1031}, {490, 33, 77}, {7, 3100, 9}, {13, 3107, 40}};
+    for (int c = 0; c < 5; c++) fails += gt_case(&r, big[c][0], big[c][1], big[c][2], have, 0) != 0;
+    CHECK_EQ_INT(fails, 0);
+    exe_gemm_force(NULL);
+    CHECK(strncmp(exe_gemm_kernel_name(), "openblas", 8) == 0);
+}
+
+/* Signed zeros through every microkernel, K odd and even: C = -0 accumulated with zero products keeps its sign
+ * exactly as the FMA chain does (the bf16 kernel pads odd K with -0 * +0, which adds nothing). */
+TEST(gemm_signed_zeros)
+{
+    for (int64_t K = 5; K <= 6; K++) {
+        enum { M = 40, N = 40 };
+        float A[M * 6], B[6 * N], Cr[M * N], Ck[M * N], C0[M * N];
+        for (int i = 0; i < M * 6; i++) A[i] = (i % 3) ? -0.0f : 0.0f;
+        for (int i = 0; i < 6 * N; i++) B[i] = (i % 5) ? 0.0f : -0.0f;
+        for (int i = 0; i < M * N; i++) C0[i] = (i % 2) ? -0.0f : 0.0f;
+        /* row i of A all -0 when i % 4 == 1 (then products are -0 * B) */
+        for (int i = 0; i < M; i++)
+            if (i % 4 == 1)
+                for (int k = 0; k < K; k++) A[i * K + k] = -0.0f;
+        exe_gemm_src a = {A, TPU_F32, K, 1, EXE_MX_HI}, b = {B, TPU_F32, N, 1, EXE_MX_HI};
+        for (int acc = 0; acc <= 1; acc++) {
+            memcpy(Cr, C0, sizeof Cr);
+            exe_gemm_ref(M, N, K, &a, &b, Cr, N, acc);
+            for (int kn = 0; kn < GT_NK; kn++) {
+                /* OpenBLAS adds beta*C to its own sum: signs of zero are not part of its contract */
+                if (!gt_kernels[kn] || !strcmp(gt_kernels[kn], "openblas") || !gt_have(gt_kernels[kn])) continue;
+                memcpy(Ck, C0, sizeof Ck);
+                exe_gemm(1, M, N, K, &a, &b, Ck, N, acc);
+                int nbad = 0;
+                for (int i = 0; i < M * N; i++) nbad += memcmp(&Ck[i], &Cr[i], sizeof(float)) != 0;
+                CHECK_MSG(nbad == 0, "%s: K=%lld acc=%d: %d signs of zero differ", gt_kernels[kn] ? gt_kernels[kn] : "default",
+                          (long long)K, acc, nbad);
+            }
+        }
+    }
+    exe_gemm_force(NULL);
+}
