@@ -2,7 +2,7 @@
 """tpusim vs XLA:CPU on the same HLO text, same machine, one run.
 
     python3 bench/run_bench.py [--build build/release] [--reps 3] [--only NAME,...] [--no-mobilenet]
-                               [--json FILE] [--markdown]
+                               [--json FILE] [--markdown] [--gemm | --gemm-only] [--gemm-args "--quick"]
 
 Programs: the train steps of bench/programs.py (MLP, CNN, LSTM, transformer; exported with jax into
 BUILD/bench/ on first use), a 4096^3 f32 matmul, and ../shared/corpus/hlo/mobilenet_v2.hlo (PyTorch/XLA
@@ -15,6 +15,10 @@ tpusim --numerics exact and once on tpusim --numerics tpu (bench_run: tpu_run on
 warm-up run in the same process), interleaved so that load from other jobs on the machine hits all three
 alike. The table gives the best wall time of each (and the median), the ratio XLA time / tpusim time (> 1:
 tpusim is faster) and tpu / exact, the geometric means, and the load average before and after.
+
+--gemm also runs the GEMM microbenchmark (bench/gemm_bench.c: this CPU's measured f32/bf16 peak and
+exe_gemm's GFLOP/s per kernel as a percentage of it) and prints its table; --gemm-only runs just that (no
+jax needed).
 
 Needs: pip jax jaxlib ml_dtypes numpy; a C compiler; the library built (`make BUILD=...`).
 """
@@ -200,8 +204,14 @@ def main():
     ap.add_argument('--threads', type=int, default=0)
     ap.add_argument('--json', default=None)
     ap.add_argument('--markdown', action='store_true')
+    ap.add_argument('--gemm', action='store_true', help='also run bench/gemm_bench (GEMM vs measured peak)')
+    ap.add_argument('--gemm-only', action='store_true', help='run only bench/gemm_bench')
+    ap.add_argument('--gemm-args', default='', help='arguments for gemm_bench, e.g. "--quick --reps 2"')
     args = ap.parse_args()
     build_tools(args.build)
+    if args.gemm_only:
+        gemm_bench(args)
+        return
     names = args.only.split(',') if args.only else [n for n in ORDER if not (args.no_mobilenet and
                                                                               n == 'mobilenet_v2')]
     import jax
@@ -213,10 +223,23 @@ def main():
         rows.append(summarize(n, raw[n]))
     print()
     print(table(rows, args.markdown))
+    if args.gemm:
+        print()
+        gemm_bench(args)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'machine': cpu_model(), 'cores': os.cpu_count(), 'platform': platform.platform(),
                        'rows': rows, 'raw': raw}, f, indent=1)
+
+
+def gemm_bench(args):
+    """Runs BUILD/gemm_bench; its output (peaks, then the table) is printed as it comes."""
+    exe = os.path.join(REPO, args.build, 'gemm_bench')
+    cmd = [exe] + args.gemm_args.split()
+    if args.threads:
+        cmd += ['--threads', str(args.threads)]
+    print('GEMM microbenchmark: %s (load %.1f)' % (' '.join(cmd), load()[0]), flush=True)
+    subprocess.run(cmd, check=True, cwd=REPO)
 
 
 def cpu_model():

@@ -7,7 +7,9 @@
  * keeps its tile of C in registers for the whole KC loop and continues from what C holds after the first k
  * block, so every C element is the same FMA chain in k order as exe_gemm_ref computes.
  *
- * Measured on the development machine (Sapphire Rapids, AVX-512, 1 core, bench/gemm_bench): see README. */
+ * The avx512bf16 kernel is the same loop nest over bf16 pairs (KC 512 pairs of k: the same bytes per panel).
+ *
+ * Measured with bench/gemm_bench (figures in bench/README.md). */
 #include "gemm.h"
 #include "exec/exe_par.h"
 
@@ -348,19 +350,25 @@ static const gm_impl *gm_pick(void)
     return &gm_impls[c];
 }
 
-/* The bf16 kernel for this product, or NULL. In the default mode it takes the products where it measured
- * faster than converting the operands for OpenBLAS (bench/gemm_bench, see gemm.h). */
-static const gm_impl *gm_pick_bf16(int mode, int64_t M, int64_t N, int64_t K)
+/* The bf16 kernel for this product of bf16-valued operands, or NULL. In the default mode it takes only the
+ * products where it measured faster than OpenBLAS (bench/gemm_bench, bench/README.md): both operands bf16
+ * data (no f32 to round) and one side at most 64 (M, N or K) — there converting the large operand(s) to f32
+ * costs OpenBLAS more than it gains. On larger products OpenBLAS's f32 FMAs win: on the machine measured
+ * VDPBF16PS issues at half the rate of VFMADD (32 vs 64 flops per cycle). */
+static const gm_impl *gm_pick_bf16(int mode, const exe_gemm_src *A, const exe_gemm_src *B, int64_t M, int64_t N,
+                                   int64_t K)
 {
 #ifdef GM_BF16
     static _Atomic int has = -1;
     int h = atomic_load(&has);
     if (h < 0) atomic_store(&has, h = gm_has_bf16());
-    if (!h || (mode != GM_DEFAULT && mode != GM_MICRO_BF16)) return NULL;
-    if (mode == GM_DEFAULT && !(M >= 16 && N >= 16 && K >= 16)) return NULL;
+    if (!h || !gm_bf16_valued(A) || !gm_bf16_valued(B)) return NULL;
+    if (mode == GM_MICRO_BF16) return &gm_impl_bf16;
+    if (mode != GM_DEFAULT || A->dtype != TPU_BF16 || B->dtype != TPU_BF16) return NULL;
+    if (M < 16 || N < 16 || K < 16 || UT_MIN(M, UT_MIN(N, K)) > 64) return NULL;
     return &gm_impl_bf16;
 #else
-    (void)mode, (void)M, (void)N, (void)K;
+    (void)mode, (void)A, (void)B, (void)M, (void)N, (void)K;
     return NULL;
 #endif
 }
@@ -368,8 +376,9 @@ static const gm_impl *gm_pick_bf16(int mode, int64_t M, int64_t N, int64_t K)
 const char *exe_gemm_kernel_name(void)
 {
     int m = atomic_load(&gm_mode);
-    if (m == GM_MICRO_BF16 && gm_pick_bf16(m, 1, 1, 1)) return "avx512bf16";
-    return m == GM_DEFAULT ? (gm_pick_bf16(m, 16, 16, 16) ? "openblas+avx512bf16" : "openblas")
+    exe_gemm_src b = {NULL, TPU_BF16, 1, 1, EXE_MX_AS_IS};
+    if (m == GM_MICRO_BF16 && gm_pick_bf16(m, &b, &b, 1, 1, 1)) return "avx512bf16";
+    return m == GM_DEFAULT ? (gm_pick_bf16(m, &b, &b, 16, 16, 16) ? "openblas+avx512bf16" : "openblas")
            : m == GM_BLAS  ? "openblas"
                            : gm_pick()->name;
 }
@@ -612,7 +621,7 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     if (nt > GM_MAXT) nt = GM_MAXT;
     if ((double)M * (double)N * (double)K < 2e5) nt = 1;   /* not worth waking threads */
     int mode = atomic_load(&gm_mode);
-    const gm_impl *I = gm_bf16_valued(A) && gm_bf16_valued(B) ? gm_pick_bf16(mode, M, N, K) : NULL;
+    const gm_impl *I = gm_pick_bf16(mode, A, B, M, N, K);
     if (!I && (mode == GM_DEFAULT || mode == GM_BLAS) && M * N * K >= 512 && K >= 4 && M < INT32_MAX &&
         N < INT32_MAX && K < INT32_MAX && gm_blas(nt, M, N, K, A, B, C, ldc, accumulate))
         return;

@@ -12,10 +12,23 @@
  * for the caches (BLIS-style: packed B block shared by all threads, packed A block per thread); the work is
  * split over exe_par threads (serially when called from a thread-pool chunk).
  *
- * By default the products go to OpenBLAS's sgemm (faster on every shape measured, see gemm.c), with
- * operands it cannot read directly converted first; then each element is an f32 accumulation in OpenBLAS's
- * order (with bf16-valued operands still exactly "bf16 products, f32 accumulation"). exe_gemm_force pins a
- * microkernel instead (tests compare them with exe_gemm_ref bit for bit). */
+ * avx512bf16 (12x32, VDPBF16PS; CPUs with AVX512_BF16, chosen at run time, compiled by gcc >= 10 / clang >= 9)
+ * takes bf16-valued operands — bf16 data, or f32 read through part HI or LO — packed as pairs along k:
+ * element k in the high half of each 32-bit word, k+1 in the low half. VDPBF16PS adds the high product
+ * first, then the low one, each add rounded to nearest even like an FMA (the products are exact), so each C
+ * element is the same chain in k order: bit for bit exe_gemm_ref's result. Odd K is padded with -0 (A) times
+ * +0 (B), a -0 product that leaves any sum, signed zeros included, as it is. The instruction itself always
+ * reads subnormal inputs (the accumulator included) as zero and flushes subnormal results to zero, whatever
+ * MXCSR says: it differs from exe_gemm_ref only when a partial sum (or the C it accumulates into) is an f32
+ * subnormal, which exe_gemm_ref keeps unless FTZ/DAZ is on — and tpu_run runs with FTZ/DAZ on, where the
+ * FMA chains flush alike. NaN payloads are not compared.
+ *
+ * By default the products go to OpenBLAS's sgemm, with operands it cannot read directly converted first; then
+ * each element is an f32 accumulation in OpenBLAS's order (with bf16-valued operands still exactly "bf16
+ * products, f32 accumulation"). The exception: when both operands are bf16 data, M, N, K >= 16 and one of
+ * them <= 64, the avx512bf16 kernel (where the CPU has it) — the only shapes where it measured faster than
+ * converting for OpenBLAS (bench/README.md: on the machine measured VDPBF16PS runs at half the FMA rate).
+ * exe_gemm_force pins a kernel instead (tests compare the microkernels with exe_gemm_ref bit for bit). */
 #ifndef TPU_EXEC_KERNELS_GEMM_H
 #define TPU_EXEC_KERNELS_GEMM_H
 
@@ -33,8 +46,11 @@ typedef struct exe_gemm_src {
 void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
               int64_t ldc, int accumulate);
 
-/* What runs: "openblas" (default) or the microkernel "avx512", "avx2" or "portable"; exe_gemm_force("portable")
- * etc. pins a microkernel (the best the CPU has when it lacks the one named), NULL restores the default. */
+/* What runs: "openblas" by default ("openblas+avx512bf16" where the CPU has the bf16 kernel for the shapes
+ * above), or a pinned one. exe_gemm_force("avx512" / "avx2" / "portable") pins that f32 microkernel for every
+ * product (the best the CPU has when it lacks the one named); "avx512bf16" pins the bf16 kernel for
+ * bf16-valued operands (others, or a CPU without it: the best f32 microkernel); "openblas" sends every product
+ * to OpenBLAS (no bf16 kernel); NULL restores the default. Not thread-safe against running products. */
 const char *exe_gemm_kernel_name(void);
 void        exe_gemm_force(const char *name);
 
