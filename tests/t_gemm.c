@@ -215,3 +215,38 @@ TEST(gemm_signed_zeros)
     }
     exe_gemm_force(NULL);
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* Partial sums at the subnormal boundary under FTZ/DAZ (as tpu_run runs): the microkernels, VDPBF16PS (which
+ * flushes whatever the mode) included, still give exe_gemm_ref's bits. */
+TEST(gemm_subnormal_sums_ftz_daz)
+{
+    enum { M = 29, N = 45, K = 37 };
+    float A[M * K], B[K * N], C0[M * N], Cr[M * N], Ck[M * N];
+    gt_rng r = {77};
+    for (int i = 0; i < M * K; i++) A[i] = ldexpf(gt_val(&r), -63);
+    for (int i = 0; i < K * N; i++) B[i] = ldexpf(gt_val(&r), -62);
+    for (int i = 0; i < M * N; i++) C0[i] = ldexpf(gt_val(&r), -125 - (i % 3));   /* some subnormal */
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);
+    exe_gemm_src a = {A, TPU_F32, K, 1, EXE_MX_HI}, b = {B, TPU_F32, N, 1, EXE_MX_HI};
+    int nsub = 0;
+    for (int acc = 0; acc <= 1; acc++) {
+        memcpy(Cr, C0, sizeof Cr);
+        exe_gemm_ref(M, N, K, &a, &b, Cr, N, acc);
+        for (int i = 0; i < M * N; i++) nsub += Cr[i] != 0 && fabsf(Cr[i]) < 0x1p-120f;
+        for (int kn = 0; kn < GT_NK; kn++) {
+            if (!gt_kernels[kn] || !strcmp(gt_kernels[kn], "openblas") || !gt_have(gt_kernels[kn])) continue;
+            memcpy(Ck, C0, sizeof Ck);
+            exe_gemm(1, M, N, K, &a, &b, Ck, N, acc);
+            int nbad = 0;
+            for (int i = 0; i < M * N; i++) nbad += memcmp(&Ck[i], &Cr[i], sizeof(float)) != 0;
+            CHECK_MSG(nbad == 0, "%s: acc=%d: %d of %d differ under FTZ/DAZ", gt_kernels[kn], acc, nbad, M * N);
+        }
+    }
+    _mm_setcsr(csr);
+    CHECK(nsub > 0);   /* the sums do come near the subnormal range */
+    exe_gemm_force(NULL);
+}
+#endif
