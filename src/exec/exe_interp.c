@@ -379,6 +379,69 @@ static int64_t exe_global_index(const exe_state *S, const hlo_instr *in)
     return base + in->id;
 }
 
+/* ConcatBitcast, the TPU compiler's own custom-call: its operands (slices of one array, fetched separately)
+ * laid end to end in memory along the result's most-major dimension, i.e. a concatenation along the one
+ * dimension in which the operands differ from the result. */
+static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out)
+{
+    if (!hlo_shape_is_array(&in->shape) || in->nops < 1)
+        return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast needs array operands and result");
+    const hlo_shape *rs = &in->shape;
+    int m2m[TPU_MAX_RANK];
+    hlo_shape_m2m(rs, m2m);
+    int d = rs->rank > 0 ? m2m[rs->rank - 1] : -1;
+    int64_t sum = 0;
+    int bytes = 0;   /* operands of another type or rank (bytes of a bitcast array): their bytes end to end */
+    size_t nb = 0;
+    for (int i = 0; i < in->nops; i++) {
+        if (!ops[i]->t) return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operand %d is not an array", i);
+        if (ops[i]->t->rank != rs->rank || ops[i]->t->dtype != (tpu_dtype)rs->dtype) bytes = 1;
+        nb += ops[i]->t->nbytes;
+    }
+    if (bytes) {
+        tpu_tensor *t;
+        tpu_status st = exe_alloc(S, in, &t);
+        if (st) return st;
+        if (nb != t->nbytes) {
+            exe_tensor_release(t);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands hold %zu bytes, the result %zu", nb, t->nbytes);
+        }
+        size_t off = 0;
+        for (int i = 0; i < in->nops; i++) {
+            memcpy((char *)t->data + off, ops[i]->t->data, ops[i]->t->nbytes);
+            off += ops[i]->t->nbytes;
+        }
+        return exe_out_array(S, t, out);
+    }
+    for (int i = 0; i < in->nops; i++) {
+        const tpu_tensor *a = ops[i]->t;
+        for (int k = 0; k < rs->rank; k++)
+            if (k != d && a->dims[k] != rs->dims[k])
+                return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operand %d differs from the result in dimension %d "
+                                "(not only in the most-major dimension %d)", i, k, d);
+        sum += d >= 0 ? a->dims[d] : 1;
+    }
+    if (d < 0 || sum != rs->dims[d])
+        return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands add up to %lld in dimension %d, the result has %lld",
+                        (long long)sum, d, d >= 0 ? (long long)rs->dims[d] : 1LL);
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    size_t es = tpu_dtype_size(t->dtype);
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < d; k++) outer *= rs->dims[k];
+    for (int k = d + 1; k < rs->rank; k++) inner *= rs->dims[k];
+    size_t orow = (size_t)(rs->dims[d] * inner) * es, off = 0;
+    for (int i = 0; i < in->nops; i++) {
+        const tpu_tensor *a = ops[i]->t;
+        size_t arow = (size_t)(a->dims[d] * inner) * es;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy((char *)t->data + (size_t)o * orow + off, (const char *)a->data + (size_t)o * arow, arow);
+        off += arow;
+    }
+    return exe_out_array(S, t, out);
+}
+
 static EXE_KERNEL(exe_k_control)
 {
     switch ((hlo_op)in->op) {
@@ -467,11 +530,26 @@ static EXE_KERNEL(exe_k_control)
                                 (long long)hlo_module_num_partitions(S->m));
             return exe_identity(ops, out);
         }
+        if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
+        if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
+            /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
+            tpu_tensor *t;
+            tpu_status st = exe_alloc(S, in, &t);
+            if (st) return st;
+            memset(t->data, 0, t->nbytes);
+            return exe_out_array(S, t, out);
+        }
+        if (target && !strcmp(target, "ConcatBitcast")) return exe_concat_bitcast(S, in, ops, out);
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
                         "custom-call target \"%s\" is not something a TPU can run (like PyFunc on a real TPU, it "
                         "calls code outside the program); express it in HLO ops", target ? target : "?");
     }
-    case HLO_OPT_BARRIER: case HLO_DOMAIN: case HLO_COPY: case HLO_ADD_DEPENDENCY:
+    case HLO_COPY:
+        /* programs the TPU compiler optimized copy f32 values into bf16 ones (and back) */
+        if (ops[0]->t && hlo_shape_is_array(&in->shape) && ops[0]->t->dtype != (tpu_dtype)in->shape.dtype)
+            return exe_k_convert(S, in, ops, out);
+        return exe_identity(ops, out);
+    case HLO_OPT_BARRIER: case HLO_DOMAIN: case HLO_ADD_DEPENDENCY:
         return exe_identity(ops, out);
     case HLO_AFTER_ALL: return exe_token(S, out);
     case HLO_REPLICA_ID: return exe_scalar_int(S, in, S->replica_id, out);

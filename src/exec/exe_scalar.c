@@ -213,7 +213,10 @@ void exe_scalar_fn_eval(const exe_scalar_fn *fn, const exe_scalar *args, exe_sca
         }
         case HLO_CONVERT: r[i] = exe_scalar_convert(S, (tpu_dtype)q->in_dtype, t, r[q->a]); break;
         case HLO_BITCAST_CONVERT: r[i] = exe_bitcast_scalar(S, (tpu_dtype)q->in_dtype, t, r[q->a]); break;
-        case HLO_COPY: case HLO_BITCAST: case HLO_RESHAPE: case HLO_BROADCAST: r[i] = r[q->a]; break;
+        case HLO_COPY:   /* a dtype-changing copy (optimized TPU programs) converts */
+            r[i] = (tpu_dtype)q->in_dtype == t ? r[q->a] : exe_scalar_convert(S, (tpu_dtype)q->in_dtype, t, r[q->a]);
+            break;
+        case HLO_BITCAST: case HLO_RESHAPE: case HLO_BROADCAST: r[i] = r[q->a]; break;
         case HLO_REDUCE_PRECISION: {
             exe_scalar v = r[q->a];
             if (t == TPU_F64) v.f = fp_reduce_precision_f64(v.f, q->ebits, q->mbits);
