@@ -293,6 +293,7 @@ static void ss_calc_complete(ss_rd_calc *b)
 
 typedef struct ss_pf {
     bool    ifmap, rolled;
+    bool    b_is_fc, j_is_y;  /* a fold's block is its column (else row) fold; j is y (else x) */
     int64_t nblocks, blen, width;
     int64_t xb, xj, xc, X;   /* x = xb*b + xj*j + xc*c; -1 entry unless x < X */
     int64_t yb, yj, yc, Y;
@@ -310,20 +311,22 @@ static void ss_pf_layout(tim_dataflow df, const tim_array *arr, const tim_systol
     switch (df) {
     case TIM_DF_OS:
         pf->rolled = true;
-        if (ifmap) { pf->nblocks = r->row_folds; pf->blen = o->K; pf->width = R; pf->xb = R; pf->xc = 1; pf->yj = 1; }
-        else       { pf->nblocks = r->col_folds; pf->blen = o->K; pf->width = C; pf->xj = 1; pf->yb = C; pf->yc = 1; }
+        if (ifmap) { pf->nblocks = r->row_folds; pf->blen = o->K; pf->width = R; pf->xb = R; pf->xc = 1; pf->yj = 1;
+                     pf->j_is_y = true; }
+        else       { pf->nblocks = r->col_folds; pf->blen = o->K; pf->width = C; pf->xj = 1; pf->yb = C; pf->yc = 1;
+                     pf->b_is_fc = true; }
         break;
     case TIM_DF_WS:
         if (ifmap) { pf->rolled = true; pf->nblocks = r->row_folds; pf->blen = o->P; pf->width = R;
                      pf->xj = 1; pf->yb = R; pf->yc = 1; }
         else       { pf->rolled = false; pf->nblocks = r->col_folds; pf->blen = o->K; pf->width = C;
-                     pf->xj = 1; pf->yb = C; pf->yc = 1; }
+                     pf->xj = 1; pf->yb = C; pf->yc = 1; pf->b_is_fc = true; }
         break;
     case TIM_DF_IS:
         if (ifmap) { pf->rolled = false; pf->nblocks = r->col_folds; pf->blen = o->K; pf->width = C;
-                     pf->xb = C; pf->xc = 1; pf->yj = 1; }
+                     pf->xb = C; pf->xc = 1; pf->yj = 1; pf->b_is_fc = true; pf->j_is_y = true; }
         else       { pf->rolled = true; pf->nblocks = r->row_folds; pf->blen = o->N; pf->width = R;
-                     pf->xb = R; pf->xc = 1; pf->yj = 1; }
+                     pf->xb = R; pf->xc = 1; pf->yj = 1; pf->j_is_y = true; }
         break;
     }
 }
@@ -339,6 +342,9 @@ typedef struct ss_rd_user {
     int64_t  words, active, prefetch, bw, eps;
     int64_t  nsets, nact, npf, ws, we;
     const ss_ops *o;
+    bool     plain;          /* no idle entry, no repeated address: positions follow in closed form */
+    ss_pf    pf;             /* plain: the prefetch matrix layout */
+    int64_t  pm, pr0, pul;   /* plain: matrix rows, first row of the last block, its used lanes */
     int32_t  *self;          /* overlapping IFMAP windows: the set of each operand element p * K + k (-1: none) */
     uint16_t *selfs;         /* the same in 16 bits when it fits (0xffff: none) */
     int32_t *set1;           /* instead of the CSR when no address occurs twice: its set, or -1 */
@@ -402,6 +408,35 @@ static int64_t ss_pf_walk(const ss_ops *o, const ss_pf *pf, ss_rd_user *u, int p
     return cur.vi;
 }
 
+/* Sum over i in [0, count) of clamp(x - i, 0, width). */
+static int64_t ss_clamp_sum(int64_t x, int64_t count, int64_t width)
+{
+    int64_t sum = 0, full = x - width + 1;   /* i <= x - width contribute width */
+    if (full > count) full = count;
+    if (full > 0) sum += full * width;
+    int64_t lo = x - width + 1 > 0 ? x - width + 1 : 0, hi = x < count ? x : count;   /* 0 < x - i < width */
+    if (hi > lo) sum += (hi - lo) * x - (lo + hi - 1) * (hi - lo) / 2;
+    return sum;
+}
+
+/* Position among the valid entries of the prefetch matrix of the entry at row r, column c (plain streams:
+ * the only invalid entries are the padding rectangle rows [pr0, pm) x columns [pul, width)). */
+static int64_t ss_user_pos(const ss_rd_user *u, int64_t r, int64_t c)
+{
+    int64_t M = u->pm, W = u->pf.width, R0 = u->pr0, ul = u->pul;
+    if (!u->pf.rolled) return r * W + c - (r > R0 ? (r - R0) * (W - ul) : 0);
+    /* anti-diagonals d = r + c in order, rows descending within one */
+    int64_t d = r + c, pos = ss_clamp_sum(d, M, W) + ((d < M - 1 ? d : M - 1) - r);
+    if (ul < W) {
+        pos -= ss_clamp_sum(d - R0 - ul, M - R0, W - ul);   /* padding on earlier diagonals */
+        int64_t lo = r + 1, hi = d - ul < M - 1 ? d - ul : M - 1;   /* padding earlier on this diagonal */
+        if (lo < R0) lo = R0;
+        if (lo < d - W + 1) lo = d - W + 1;
+        if (hi >= lo) pos -= hi - lo + 1;
+    }
+    return pos;
+}
+
 static void ss_user_free(ss_rd_user *u)
 {
     ut_free(u->self);
@@ -433,7 +468,7 @@ static int64_t ss_pf_valid(const ss_ops *o, const ss_layer *l, bool ifmap)
 }
 
 static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, const ss_pf *pf, int64_t naddr,
-                               int64_t words, int64_t bw, int64_t valid, bool single_known)
+                               int64_t words, int64_t bw, int64_t valid, bool single_known, bool plain)
 {
     memset(u, 0, sizeof *u);
     u->words = words;
@@ -457,6 +492,19 @@ static tpu_status ss_user_init(tpu_ctx *ctx, ss_rd_user *u, const ss_ops *o, con
     u->nl_pf = ss_cdiv(u->prefetch, bw);
     u->all_hit = u->nact == u->nsets;
     if (u->all_hit) return TPU_OK;   /* no need to know where each address lives */
+    if (plain) {
+        /* Every entry is a distinct address except the padding lanes of the last block: an entry's set is
+         * its position among the valid entries / eps, in closed form (ss_user_pos). */
+        u->plain = true;
+        u->pf = *pf;
+        u->pm = pf->nblocks * pf->blen;
+        u->pr0 = (pf->nblocks - 1) * pf->blen;
+        for (u->pul = 0; u->pul < pf->width; u->pul++) {
+            int64_t b = pf->nblocks - 1, c = u->pul;
+            if (pf->xb * b + pf->xc * c >= pf->X || pf->yb * b + pf->yc * c >= pf->Y) break;
+        }
+        return TPU_OK;
+    }
     if (single_known) {
         /* Filters and non-overlapping IFMAP windows: one set per address, one load per lookup (16-bit when
          * the set ids fit, which halves the memory traffic). */
@@ -536,6 +584,20 @@ static void ss_user_start(ss_rd_user *u, int64_t cycle)
     u->last_pf = cycle - 1;
 }
 
+/* new_prefetch(): the window slides; the request waits for the prefetch (offset: see below). */
+static inline void ss_user_prefetch(ss_rd_user *u, int64_t cycle, int64_t *off)
+{
+    u->ws = (u->ws + u->npf) % u->nsets;
+    u->we = (u->ws + u->nact) % u->nsets;
+    u->num_access += u->nl_pf * u->bw;
+    u->last_pf += u->nl_pf + 1;
+    u->tmax = u->last_pf;
+    int64_t p = u->last_pf - (cycle + *off);
+    /* SCALE-Sim: the offset moves by p whatever its sign, then by p again when p > 0 */
+    *off += p;
+    if (p > 0) *off += p;
+}
+
 /* Serves one demand row; returns the offset SCALE-Sim adds to the cycle (1 + stalls). The row is either n
  * addresses (a), or n operand elements (e, overlapping IFMAP windows) of which the idle ones (-1 in
  * SCALE-Sim's matrix: no set recorded) are skipped; *valid counts the requests. */
@@ -564,19 +626,30 @@ static int64_t ss_user_service(ss_rd_user *u, const int64_t *a, const int64_t *e
                 if (!u->bad) u->bad = "an address never enters the active buffer";
                 break;
             }
-            /* new_prefetch() */
-            u->ws = (u->ws + u->npf) % u->nsets;
-            u->we = (u->ws + u->nact) % u->nsets;
-            u->num_access += u->nl_pf * u->bw;
-            u->last_pf += u->nl_pf + 1;
-            u->tmax = u->last_pf;
-            int64_t p = u->last_pf - (cycle + off);
-            /* SCALE-Sim: the offset moves by p whatever its sign, then by p again when p > 0 */
-            off += p;
-            if (p > 0) off += p;
+            ss_user_prefetch(u, cycle, &off);
         }
     }
     *valid = nv;
+    return off;
+}
+
+/* The same for n consecutive entries of a plain stream starting at position pos0: they fall in a few
+ * consecutive sets, and within a set only the first entry can miss. */
+static int64_t ss_user_service_run(ss_rd_user *u, int64_t pos0, int64_t n, int64_t cycle)
+{
+    ss_user_start(u, cycle);
+    int64_t off = 1;
+    if (n <= 0) return off;
+    for (int64_t set = pos0 / u->eps, last = (pos0 + n - 1) / u->eps; set <= last; set++) {
+        int64_t guard = 0;
+        while (!ss_user_in_window(u, set)) {
+            if (++guard > u->nsets + 2) {
+                if (!u->bad) u->bad = "an address never enters the active buffer";
+                break;
+            }
+            ss_user_prefetch(u, cycle, &off);
+        }
+    }
     return off;
 }
 
@@ -1099,6 +1172,24 @@ static bool ss_wb_fold(ss_wbuf *wb, const tim_stream *os, int64_t L, int64_t row
     return true;
 }
 
+/* A demand row of a plain USER-mode stream: its lanes hold consecutive entries of the prefetch matrix (one
+ * anti-diagonal of a rolled matrix, one row of a block), so the row is a run of positions. */
+static int64_t ss_user_plain_row(ss_rd_user *u, const tim_fold *f, const tim_stream *s, const ss_lanemap *m, int64_t t,
+                                 int64_t cycle, int64_t *n)
+{
+    int64_t c0, c1;
+    tim_stream_lanes(s, t, &c0, &c1);
+    *n = c0 <= c1 ? c1 - c0 + 1 : 0;
+    if (!*n) {
+        ss_user_start(u, cycle);
+        return 1;
+    }
+    int64_t uu = s->skewed ? t - c0 - s->pre : s->n - 1 - t;
+    int64_t x = m->x0 + m->xc * c0 + m->xu * uu, y = m->y0 + m->yc * c0 + m->yu * uu;
+    int64_t b = u->pf.b_is_fc ? f->fc : f->fr, j = u->pf.j_is_y ? y : x;
+    return ss_user_service_run(u, ss_user_pos(u, b * u->pf.blen + j, c0), *n, cycle);
+}
+
 /* First and last demand rows (global) in which an operand requests anything, or -1. */
 static void ss_stream_span_rows(const ss_ops *o, const tim_array *arr, tim_dataflow df, const tim_systolic_result *sys,
                                 bool ifmap, int64_t *buf, int64_t *first, int64_t *last)
@@ -1181,9 +1272,9 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
         ss_pf_layout(cfg->df, &arr, &sys, &o, true, &pi);
         ss_pf_layout(cfg->df, &arr, &sys, &o, false, &pfl);
         if ((st = ss_user_init(ctx, &ui, &o, &pi, o.ifmap_naddr, iwords, ifmap_bw, ss_pf_valid(&o, layer, true),
-                               o.nodup)) ||
+                               o.nodup, o.nodup && o.dense)) ||
             (st = ss_user_init(ctx, &uf, &o, &pfl, o.filter_naddr, fwords, filter_bw, ss_pf_valid(&o, layer, false),
-                               true)))
+                               true, true)))
             goto done;
         ss_user_start(&ui, 0);   /* row 0 is served at cycle 0 */
         ss_user_start(&uf, 0);
@@ -1210,13 +1301,19 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
             ss_lanemaps(cfg->df, &arr, &f, &im, &fm);
             for (int64_t t = 0; t < f.cycles; t++, row++) {
                 int64_t cycle = row + stalls, oi = 1, of = 1, n;
-                if (!ui.all_hit) {
+                if (!ui.all_hit && ui.plain) {
+                    oi = ss_user_plain_row(&ui, &f, &f.ifmap, &im, t, cycle, &n);
+                    if (n) ss_span(&si, cycle + oi);
+                } else if (!ui.all_hit) {
                     bool pairs = ui.self || ui.selfs;
                     n = ss_gather_e(&o, &f.ifmap, &im, t, buf, pairs ? ebuf : NULL);
                     oi = ss_user_service(&ui, buf, pairs ? ebuf : NULL, n, cycle, &n);
                     if (n) ss_span(&si, cycle + oi);
                 }
-                if (!uf.all_hit) {
+                if (!uf.all_hit && uf.plain) {
+                    of = ss_user_plain_row(&uf, &f, &f.filter, &fm, t, cycle, &n);
+                    if (n) ss_span(&sf, cycle + of);
+                } else if (!uf.all_hit) {
                     n = ss_gather(&o, &f.filter, &fm, t, buf);
                     of = ss_user_service(&uf, buf, NULL, n, cycle, &n);
                     if (n) ss_span(&sf, cycle + of);
