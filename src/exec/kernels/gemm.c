@@ -602,6 +602,9 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     /* every block repacks the other operand inside BLAS: few blocks, but enough for the threads of a big
      * product (the count follows the size only) */
     J.nb = flops < 4e6 ? 1 : (int)UT_MAX((int64_t)1, UT_MIN((int64_t)8, UT_MIN(ext / 256, (int64_t)(flops / 5e8) + 1)));
+    /* a power of two, so 2, 4 or 8 threads share the blocks evenly (3 blocks on 2 threads left one thread
+     * idle for a third of the product: 8.8 ms instead of 5.5 for 512x1024x1024) */
+    while (J.nb & (J.nb - 1)) J.nb &= J.nb - 1;
     exe_par_for(J.nb > 1 ? nt : 1, J.nb, 1, gm_blas_chunk, &J);
     exe_scratch_free(ha);
     exe_scratch_free(hb);
