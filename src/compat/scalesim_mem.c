@@ -1138,6 +1138,9 @@ static bool ss_wb_fold(ss_wbuf *wb, const tim_stream *os, int64_t L, int64_t row
         } else {
             budget = wb->free_space - wb->active; /* a write that leaves less than `active` drains */
         }
+        /* Only a write is an event: with the buffer already below `active` (a drain ended without freeing
+         * enough), rows without writes still pass untouched, and the event is the next row that writes. */
+        if (budget < 0) budget = 0;
         int64_t st0 = ss_stream_prefix(os, t), w = ss_stream_prefix(os, end) - st0;
         int64_t stop = end;
         if (w > budget) {

@@ -9,7 +9,7 @@ SCALE-Sim 3.0.0 needs numpy < 2 (with numpy 2 it fails in int(max(...)) of its m
 
     python3 -m venv /tmp/ssvenv
     /tmp/ssvenv/bin/pip install scalesim==3.0.0 'numpy<2'
-    /tmp/ssvenv/bin/python tests/golden/scalesim/make_golden.py
+    /tmp/ssvenv/bin/python tests/golden/scalesim/make_golden.py [case ...]   # no names: every case
 
 The cases are small (they run in seconds) but chosen to exercise every part of the memory model: CALC
 epochs and USER-mode prefetch stalls (1 kB SRAMs), OFMAP drains and write stalls, conv windows that hang
@@ -100,6 +100,10 @@ CASES = [
     ("user_ws_gemm", cfg("user_ws_gemm", 32, 32, (2, 1, 1), "ws", True, bw=10), GEMM_SMALL, "gemm"),
     ("user_is_gemm", cfg("user_is_gemm", 4, 16, (1, 1, 4), "is", True, bw=1, bank_bw=(1, 1), bank_num=(1, 1)),
      GEMM_SMALL, "gemm"),
+    # A drain ends while the OFMAP buffer is still below its active half, and the rest of the last fold has
+    # no writes: those rows trigger nothing, so the SRAM OFMAP stop cycle is the last row that writes.
+    ("user_ws_gemm_tail", cfg("user_ws_gemm_tail", 1, 16, (1, 2, 2), "ws", True, bw=5, bank_bw=(2, 10),
+                              bank_num=(1, 1)), GEMM_HDR + "g1, 38, 38, 7,\n", "gemm"),
 ]
 
 
@@ -130,5 +134,10 @@ if __name__ == "__main__":
     import numpy
     import importlib.metadata as md
     print("scalesim", md.version("scalesim"), "numpy", numpy.__version__, file=sys.stderr)
+    only = set(sys.argv[1:])   # case names to regenerate; none: all
+    unknown = only - {c[0] for c in CASES}
+    if unknown:
+        sys.exit("unknown case(s): " + ", ".join(sorted(unknown)))
     for c in CASES:
-        run(*c)
+        if not only or c[0] in only:
+            run(*c)
