@@ -419,3 +419,64 @@ TEST(dot_subnormals_are_zero)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* A dot read only by a transpose to (batch, rhs free, lhs free) writes the transposed result itself (the
+ * swapped product); the same dot with a second reader is computed plainly and transposed. Both agree, in
+ * both numerics modes, for plain, batched and multi-free-dimension dots; a transpose of another order is
+ * left alone. */
+TEST(dot_transposed_result_written_directly)
+{
+    static const char *cases[][4] = {
+        /* lhs, rhs, dot dims + result, transpose result + dims */
+        {"f32[37,53]", "f32[53,29]", "f32[37,29] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+         "f32[29,37] transpose(d), dimensions={1,0}"},
+        {"f32[300,64]", "f32[300,200]", "f32[64,200] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+         "f32[200,64] transpose(d), dimensions={1,0}"},
+        {"bf16[3,17,40]", "bf16[3,40,9]",
+         "bf16[3,17,9] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+         "bf16[3,9,17] transpose(d), dimensions={0,2,1}"},
+        {"f32[4,5,30]", "f32[30,6,7]", "f32[4,5,6,7] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+         "f32[6,7,4,5] transpose(d), dimensions={2,3,0,1}"},
+        {"f32[4,5,30]", "f32[30,6,7]", "f32[4,5,6,7] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+         "f32[7,6,4,5] transpose(d), dimensions={3,2,0,1}"},   /* not the swap: runs as a transpose */
+    };
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char t1[1024], t2[1024];
+        snprintf(t1, sizeof t1, "HloModule t\nENTRY e {\n a = %s parameter(0)\n b = %s parameter(1)\n d = %s\n ROOT t = %s\n}\n",
+                 cases[c][0], cases[c][1], cases[c][2], cases[c][3]);
+        snprintf(t2, sizeof t2,
+                 "HloModule t\nENTRY e {\n a = %s parameter(0)\n b = %s parameter(1)\n d = %s\n t = %s\n ROOT r = tuple(t, d)\n}\n",
+                 cases[c][0], cases[c][1], cases[c][2], cases[c][3]);
+        tpu_module *m1 = mxt_parse(ctx, t1), *m2 = mxt_parse(ctx, t2);
+        tpu_tensor **in = NULL;
+        int nin = 0;
+        if (!m1 || !m2 || tpu_random_inputs(ctx, m1, 3, &in, &nin) != TPU_OK) {
+            test_fail(__FILE__, __LINE__, "case %zu: %s", c, tpu_errmsg(ctx));
+        } else {
+            for (int md = 0; md < 2; md++) {
+                tpu_run_opts o = tpu_run_opts_default();
+                o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+                tpu_tensor **o1 = NULL, **o2 = NULL;
+                int n1 = 0, n2 = 0;
+                CHECK_OK(ctx, tpu_run(ctx, m1, &o, in, nin, &o1, &n1));
+                CHECK_OK(ctx, tpu_run(ctx, m2, &o, in, nin, &o2, &n2));
+                if (n1 == 1 && n2 == 2) {
+                    char what[64];
+                    const int64_t *d1 = tpu_tensor_dims(o1[0]), *d2 = tpu_tensor_dims(o2[0]);
+                    CHECK(tpu_tensor_rank(o1[0]) == tpu_tensor_rank(o2[0]));
+                    for (int k = 0; k < tpu_tensor_rank(o1[0]) && k < tpu_tensor_rank(o2[0]); k++) CHECK(d1[k] == d2[k]);
+                    /* the same products summed in the same k order; only BLAS's blocking may differ */
+                    mxt_compare(__FILE__, __LINE__, mxt_fmt(what, sizeof what, "case %zu mode %d", c, md), o1[0], o2[0],
+                                64 * 0x1p-24, 0);
+                }
+                if (o1) tpu_tensors_free(o1, n1);
+                if (o2) tpu_tensors_free(o2, n2);
+            }
+        }
+        if (in) tpu_tensors_free(in, nin);
+        tpu_module_free(m1);
+        tpu_module_free(m2);
+    }
+    tpu_ctx_free(ctx);
+}

@@ -24,6 +24,8 @@ struct exe_comp_info {
     int          nfgroups;
     uint32_t    *dies;        /* bit k: operand k of instruction i is dropped after i (and is no other operand) */
     uint8_t     *gte_move;    /* get-tuple-element i may move its element out of a tuple nobody else holds */
+    int         *dot_tr;      /* dot i: the transpose whose result it writes directly (S->cur_dot_out), or -1;
+                               * that transpose: the dot's id (it passes the value on), or -1 */
 };
 
 static exe_kernel exe_kernels[HLO_OP_COUNT];
@@ -170,6 +172,7 @@ static void exe_comp_info_free(exe_comp_info *ci)
     ut_free(ci->free_list);
     ut_free(ci->dies);
     ut_free(ci->gte_move);
+    ut_free(ci->dot_tr);
     ut_free(ci);
 }
 
@@ -290,6 +293,38 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
                 if (j != i && hlo_attr_int(c->instrs[j], HK_INDEX, -1) == idx) unique = 0;
             ci->gte_move[i] = (uint8_t)unique;
         }
+    }
+    /* dots read only by a transpose that swaps the lhs-free and rhs-free dimensions (uses counted in count[]) */
+    ci->dot_tr = ut_malloc((size_t)n * sizeof *ci->dot_tr);
+    if (!ci->dot_tr) goto nomem;
+    memset(count, 0, (size_t)n * sizeof *count);
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = c->instrs[i];
+        ci->dot_tr[i] = -1;
+        if (!ci->live[i]) continue;
+        for (int k = 0; k < in->nops; k++) count[in->ops[k]->id]++;
+        for (int k = 0; k < in->nctrl; k++) count[in->ctrl[k]->id] += 2;
+    }
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *t = c->instrs[i];
+        if (!ci->live[i] || t->op != HLO_TRANSPOSE || t->nops != 1 || ci->fgroup_of[i] >= 0) continue;
+        const hlo_instr *d = t->ops[0];
+        if (d->op != HLO_DOT || d == c->root || count[d->id] != 1 || ci->fgroup_of[d->id] >= 0 || d->nops != 2 ||
+            !hlo_shape_is_array(&d->shape) || !hlo_shape_is_array(&t->shape) || t->shape.dtype != d->shape.dtype)
+            continue;
+        const int64_t *lb, *lc, *rc, *perm;
+        int nb = hlo_attr_ints(d, HK_LHS_BATCH_DIMS, &lb), nlc = hlo_attr_ints(d, HK_LHS_CONTRACTING_DIMS, &lc);
+        int nrc = hlo_attr_ints(d, HK_RHS_CONTRACTING_DIMS, &rc), np = hlo_attr_ints(t, HK_DIMENSIONS, &perm);
+        int nm = d->ops[0]->shape.rank - nb - nlc, nn = d->ops[1]->shape.rank - nb - nrc;
+        if (nm < 1 || nn < 1 || np != nb + nm + nn || np != d->shape.rank) continue;
+        int ok = 1;
+        for (int k = 0; k < np && ok; k++) {
+            int64_t want = k < nb ? k : k < nb + nn ? nm + k : k - nn;
+            ok = perm[k] == want;
+        }
+        if (!ok) continue;
+        ci->dot_tr[d->id] = i;
+        ci->dot_tr[i] = d->id;
     }
     ut_free(last);
     ut_free(count);
@@ -777,7 +812,13 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             S->cur_vals = vals;
             S->cur_in = in;
             S->cur_dies = ci->dies[i];
-            st = k(S, in, ops, &vals[i]);
+            if (ci->dot_tr[i] >= 0 && op == HLO_TRANSPOSE) {
+                st = exe_identity(ops, &vals[i]);   /* its dot wrote the transposed result */
+            } else {
+                S->cur_dot_out = ci->dot_tr[i] >= 0 ? &c->instrs[ci->dot_tr[i]]->shape : NULL;
+                st = k(S, in, ops, &vals[i]);
+                S->cur_dot_out = NULL;
+            }
             S->cur_vals = saved_vals;
             S->cur_in = saved_in;
             S->cur_dies = saved_dies;

@@ -63,6 +63,10 @@ typedef struct exe_state {
     struct exe_value **cur_vals;    /* its computation's value slots */
     const hlo_instr  *cur_in;
     uint32_t          cur_dies;     /* bit k: operand k's value is dropped after this instruction (last use) */
+    /* set while a dot runs whose only user is a transpose to (batch, rhs free, lhs free): the dot writes that
+     * transpose's result directly (this shape), as the swapped product rhs^T . lhs^T, and the transpose passes
+     * it on (XLA:CPU folds the same transposes into its dots) */
+    const hlo_shape  *cur_dot_out;
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);

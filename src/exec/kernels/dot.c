@@ -536,12 +536,22 @@ EXE_KERNEL(exe_k_dot)
     tpu_status st = dot_plan_make(S, in, ops, &p);
     if (st) return st;
     const tpu_tensor *l = ops[0]->t, *r = ops[1]->t;
+    const hlo_shape *tshape = S->cur_dot_out;
+    if (tshape) {
+        /* out^T[b][n][m] = sum_k r[b,k,n] l[b,m,k]: the product with the operands' roles exchanged */
+        dot_plan q = p;
+        q.lb = p.rb, q.rb = p.lb, q.lm = p.rn, q.lk = p.rk, q.rk = p.lk, q.rn = p.lm, q.M = p.N, q.N = p.M;
+        p = q;
+        const tpu_tensor *x = l;
+        l = r;
+        r = x;
+    }
     exe_mx_num nm;
     if ((st = exe_mx_numerics(S, in, l->dtype, r->dtype, (tpu_dtype)in->shape.dtype, p.K, &nm))) return st;
     if (p.M >= INT32_MAX || p.N >= INT32_MAX || p.K >= INT32_MAX)
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "a matrix dimension of 2^31 or more is not supported");
     tpu_tensor *t;
-    if ((st = exe_alloc(S, in, &t))) return st;
+    if ((st = tshape ? exe_alloc_shape(S, tshape, &t) : exe_alloc(S, in, &t))) return st;
     int nt = exe_mx_threads(S);
     if (t->count == 0) return exe_out_array(S, t, out);
     if ((double)t->count * (double)p.K < 1e5) nt = 1;   /* not worth waking threads */
