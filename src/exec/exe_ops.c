@@ -6,6 +6,7 @@
  * kernels must agree with them. */
 #include "exec.h"
 #include "exe_ops.h"
+#include "kernels/ew_math.h"
 #include "util/fp.h"
 
 #include <complex.h>
@@ -237,15 +238,16 @@ exe_scalar exe_scalar_unop(const exe_state *S, hlo_op op, tpu_dtype t, exe_scala
     if (tpu_dtype_kind(t) == 'c') return exe_complex_unop(op, t, a);
     if (exe_is_float(t)) {
         double x = a.f, y;
+        int f32 = t == TPU_F32;   /* f32: the definitions the elementwise kernels and fused loops use */
         switch (op) {
         case HLO_ABS: y = fabs(x); break;
         case HLO_NEGATE: y = -x; break;
-        case HLO_EXP: y = exp(x); break;
+        case HLO_EXP: y = f32 ? ewm_expf((float)x) : exp(x); break;
         case HLO_EXPM1: y = expm1(x); break;
-        case HLO_LOG: y = log(x); break;
-        case HLO_LOG1P: y = log1p(x); break;
-        case HLO_LOGISTIC: y = 1.0 / (1.0 + exp(-x)); break;
-        case HLO_TANH: y = tanh(x); break;
+        case HLO_LOG: y = f32 ? ewm_logf((float)x) : log(x); break;
+        case HLO_LOG1P: y = f32 ? ewm_log1pf((float)x) : log1p(x); break;
+        case HLO_LOGISTIC: y = f32 ? ewm_logisticf((float)x) : 1.0 / (1.0 + exp(-x)); break;
+        case HLO_TANH: y = f32 ? ewm_tanhf((float)x) : tanh(x); break;
         case HLO_SQRT: y = sqrt(x); break;
         case HLO_RSQRT: y = 1.0 / sqrt(x); break;
         case HLO_CBRT: y = cbrt(x); break;

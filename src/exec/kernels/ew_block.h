@@ -1,12 +1,14 @@
 /* ew_block.h — elementwise operations on contiguous blocks of f32 values, shared by the elementwise kernels
  * (elementwise.c) and the fused elementwise loops (exe_fuse.c), so that a value computed inside a fusion is
- * bit-for-bit the value the unfused kernel computes. Transcendentals go through double and round once, as
- * the reference semantics in exe_ops.c do. bf16 values are held as f32 and rounded after each op. */
+ * bit-for-bit the value the unfused kernel computes. Transcendentals go through double and round once: exp,
+ * tanh, logistic, log and log1p with the vectorisable forms of ew_math.h (the scalar reference in exe_ops.c
+ * uses the same for f32), the others with libm. bf16 values are held as f32 and rounded after each op. */
 #ifndef TPU_EW_BLOCK_H
 #define TPU_EW_BLOCK_H
 
 #include "exec/exec.h"
 #include "util/fp.h"
+#include "ew_math.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -31,19 +33,21 @@ static inline __attribute__((always_inline)) float ewb_minf(float xf, float yf)
     return x != x || y != y ? NAN : (x < y || (x == y && signbit(x))) ? x : y;
 }
 
-/* y[i] = op(x[i]) for the unary ops with an f32 fast form; returns 0 if op has none. */
-static inline __attribute__((always_inline)) int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
+/* y[i] = op(x[i]) for the unary ops with an f32 fast form; returns 0 if op has none. no-trapping-math here
+ * too (not only in the EXE_VEC callers): this body is optimised on its own before it is inlined, and with
+ * trapping math the selects of ew_math.h become branches the vectoriser can no longer if-convert. */
+static inline __attribute__((always_inline, optimize("no-trapping-math"))) int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
 {
     switch (op) {
     case HLO_NEGATE: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; return 1;
     case HLO_ABS: for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]); return 1;
-    case HLO_EXP: for (int64_t i = 0; i < n; i++) y[i] = (float)exp((double)x[i]); return 1;
-    case HLO_LOG: for (int64_t i = 0; i < n; i++) y[i] = (float)log((double)x[i]); return 1;
-    case HLO_LOG1P: for (int64_t i = 0; i < n; i++) y[i] = (float)log1p((double)x[i]); return 1;
-    case HLO_TANH: for (int64_t i = 0; i < n; i++) y[i] = (float)tanh((double)x[i]); return 1;
+    case HLO_EXP: for (int64_t i = 0; i < n; i++) y[i] = ewm_expf(x[i]); return 1;
+    case HLO_LOG: for (int64_t i = 0; i < n; i++) y[i] = ewm_logf(x[i]); return 1;
+    case HLO_LOG1P: for (int64_t i = 0; i < n; i++) y[i] = ewm_log1pf(x[i]); return 1;
+    case HLO_TANH: for (int64_t i = 0; i < n; i++) y[i] = ewm_tanhf(x[i]); return 1;
     case HLO_SQRT: for (int64_t i = 0; i < n; i++) y[i] = (float)sqrt((double)x[i]); return 1;
     case HLO_RSQRT: for (int64_t i = 0; i < n; i++) y[i] = (float)(1.0 / sqrt((double)x[i])); return 1;
-    case HLO_LOGISTIC: for (int64_t i = 0; i < n; i++) y[i] = (float)(1.0 / (1.0 + exp(-(double)x[i]))); return 1;
+    case HLO_LOGISTIC: for (int64_t i = 0; i < n; i++) y[i] = ewm_logisticf(x[i]); return 1;
     case HLO_FLOOR: for (int64_t i = 0; i < n; i++) y[i] = floorf(x[i]); return 1;
     case HLO_CEIL: for (int64_t i = 0; i < n; i++) y[i] = ceilf(x[i]); return 1;
     default: return 0;
