@@ -27,7 +27,9 @@
  * each element is an f32 accumulation in OpenBLAS's order (with bf16-valued operands still exactly "bf16
  * products, f32 accumulation"). The exception: when both operands are bf16 data, M, N, K >= 16 and one of
  * them <= 64, the avx512bf16 kernel (where the CPU has it) — the only shapes where it measured faster than
- * converting for OpenBLAS (bench/README.md: on the machine measured VDPBF16PS runs at half the FMA rate).
+ * converting for OpenBLAS (bench/README.md: on the machine measured VDPBF16PS runs at half the FMA rate);
+ * and products under 1 GFLOP whose operands need converting go to the f32 microkernel, which converts while
+ * it packs (cheaper than the converted copies at that size).
  * exe_gemm_force pins a kernel instead (tests compare the microkernels with exe_gemm_ref bit for bit). */
 #ifndef TPU_EXEC_KERNELS_GEMM_H
 #define TPU_EXEC_KERNELS_GEMM_H
