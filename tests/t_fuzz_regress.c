@@ -58,6 +58,7 @@ static void replay_npy(tpu_ctx *ctx, const char *path, const char *data, size_t 
     if (tpu_npy_load_mem(ctx, data, len, path, &t) == TPU_OK) {
         volatile double sink = 0;
         for (int64_t i = 0; i < tpu_tensor_count(t); i++) sink += tpu_tensor_get_f64(t, i);
+        (void)sink;
     }
     tpu_tensor_free(t);
     tpu_tensor **ts = NULL;

@@ -116,12 +116,6 @@ static inline int64_t ss_ifmap(const ss_ops *o, int64_t p, int64_t k)
     return -1;
 }
 
-/* Operand element at (x, y): ifmap (x = p, y = k) or filter (x = k, y = n). */
-static inline int64_t ss_elem(const ss_ops *o, bool ifmap, int64_t x, int64_t y)
-{
-    return ifmap ? ss_ifmap(o, x, y) : y * o->K + x;
-}
-
 /* ---------------------------------------------------------------------------------------------------------
  * Demand rows: lane c of cycle t of a fold carries operand element (x, y), affine in (c, u) where u is the
  * data row (skewed streams) or tile row (block streams) of timing/systolic.h.
@@ -329,13 +323,6 @@ static void ss_pf_layout(tim_dataflow df, const tim_array *arr, const tim_systol
                      pf->xb = R; pf->xc = 1; pf->yj = 1; pf->j_is_y = true; }
         break;
     }
-}
-
-static inline int64_t ss_pf_elem(const ss_ops *o, const ss_pf *pf, int64_t b, int64_t j, int64_t c)
-{
-    int64_t x = pf->xb * b + pf->xj * j + pf->xc * c, y = pf->yb * b + pf->yj * j + pf->yc * c;
-    if (x >= pf->X || y >= pf->Y) return -1;
-    return ss_elem(o, pf->ifmap, x, y);
 }
 
 typedef struct ss_rd_user {

@@ -36,7 +36,12 @@ static inline __attribute__((always_inline)) float ewb_minf(float xf, float yf)
 /* y[i] = op(x[i]) for the unary ops with an f32 fast form; returns 0 if op has none. no-trapping-math here
  * too (not only in the EXE_VEC callers): this body is optimised on its own before it is inlined, and with
  * trapping math the selects of ew_math.h become branches the vectoriser can no longer if-convert. */
-static inline __attribute__((always_inline, optimize("no-trapping-math"))) int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
+#if defined(__GNUC__) && !defined(__clang__)
+#define EWB_NO_TRAP optimize("no-trapping-math")
+#else
+#define EWB_NO_TRAP /* clang has no optimize attribute */
+#endif
+static inline __attribute__((always_inline, EWB_NO_TRAP)) int ewb_unary_f32(hlo_op op, const float *x, float *y, int64_t n)
 {
     switch (op) {
     case HLO_NEGATE: for (int64_t i = 0; i < n; i++) y[i] = -x[i]; return 1;
