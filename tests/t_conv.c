@@ -379,3 +379,75 @@ TEST(conv_through_tpu_run)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* The channels-last path (features innermost in input and result, f32: Col[col][(k, ci)] runs of input
+ * features, the product written straight into the result): random NHWC convolutions with any kernel layout,
+ * windows, groups and batch groups, in every numerics; and the shapes that reach each of its branches —
+ * several images per chunk, an image split into pieces, one output pixel, a reduction in several chunks. */
+static void ct_nhwc(char *text, mxt_rng *r, int64_t N, int64_t S0, int64_t S1, int64_t Cig, int64_t Cout, int64_t G,
+                    int64_t BG, int64_t K0, int64_t K1, const char *win, const char *extra)
+{
+    char wl[8] = "01io", ws[64] = "";
+    ct_shuffle(r, wl);
+    for (int p = 0; p < 4; p++)
+        ct_cat(ws, sizeof ws, "%s%lld", p ? "," : "", (long long)(wl[p] == 'i' ? Cig : wl[p] == 'o' ? Cout : wl[p] == '0' ? K0 : K1));
+    /* (the result shape is left out: the parser infers it) */
+    snprintf(text, CT_TEXT,
+             "HloModule t\n\nENTRY e {\n  x = f32[%lld,%lld,%lld,%lld] parameter(0)\n  w = f32[%s] parameter(1)\n"
+             "  ROOT c = convolution(x, w), window={%s}, dim_labels=b01f_%s->b01f%s%s%s\n}\n",
+             (long long)(N * BG), (long long)S0, (long long)S1, (long long)(Cig * G), ws, win, wl,
+             G > 1 ? ", feature_group_count=" : "", "", extra);
+    if (G > 1) {
+        char *p = strstr(text, ", feature_group_count=");
+        char tail[256];
+        snprintf(tail, sizeof tail, "%lld%s\n}\n", (long long)G, extra);
+        snprintf(p + strlen(", feature_group_count="), CT_TEXT - (size_t)(p - text) - 24, "%s", tail);
+    }
+    if (BG > 1) {
+        char *p = strstr(text, "\n}\n");
+        char tail[128];
+        snprintf(tail, sizeof tail, ", batch_group_count=%lld\n}\n", (long long)BG);
+        snprintf(p, CT_TEXT - (size_t)(p - text), "%s", tail);
+    }
+}
+
+TEST(conv_channels_last_path)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {21};
+    const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}"};
+    char text[CT_TEXT];
+    int fails = 0;
+    /* fixed shapes for each branch */
+    static const struct { int64_t N, S0, S1, Cig, Cout, K0, K1; const char *win; } fixed[] = {
+        {70, 3, 3, 7, 9, 3, 3, "size=3x3 pad=1_1x1_1"},                       /* several images per chunk */
+        {70, 3, 3, 7, 9, 3, 3, "size=3x3"},                                   /* ... of one output pixel each */
+        {1, 40, 40, 6, 10, 3, 3, "size=3x3 pad=1_1x1_1"},                     /* an image in pieces */
+        {5, 3, 3, 5, 6, 3, 3, "size=3x3"},                                    /* one output pixel */
+        {8, 12, 12, 300, 8, 3, 3, "size=3x3 pad=1_1x1_1"},                    /* reduction in chunks */
+        {2, 9, 9, 5, 7, 3, 3, "size=3x3 stride=2x2 pad=0_2x1_0 lhs_dilate=2x1 rhs_dilate=1x2 rhs_reversal=1x0"},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && fails < 3; i++)
+        for (int md = 0; md < 3; md++) {
+            ct_nhwc(text, &r, fixed[i].N, fixed[i].S0, fixed[i].S1, fixed[i].Cig, fixed[i].Cout, 1, 1, fixed[i].K0,
+                    fixed[i].K1, fixed[i].win, prec[md]);
+            fails += !ct_check(ctx, &r, text, fixed[i].Cig * fixed[i].K0 * fixed[i].K1,
+                               md == 2 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU, 0);
+        }
+    for (int i = 0; i < 120 && fails < 3; i++) {
+        int64_t G = mxt_int(&r, 0, 3) == 0 ? mxt_int(&r, 2, 3) : 1, BG = G == 1 && mxt_int(&r, 0, 4) == 0 ? 2 : 1;
+        int64_t Cig = mxt_int(&r, 2, 9), Cout = (G > 1 ? G : BG) * mxt_int(&r, 5, 9);
+        int64_t S0 = mxt_int(&r, 1, 9), S1 = mxt_int(&r, 1, 9), K0 = mxt_int(&r, 1, 3), K1 = mxt_int(&r, 1, 3);
+        int64_t st0 = mxt_int(&r, 1, 2), st1 = mxt_int(&r, 1, 2), ld0 = mxt_int(&r, 1, 2), rd1 = mxt_int(&r, 1, 2);
+        int64_t lo0 = mxt_int(&r, -1, 2), hi0 = mxt_int(&r, -1, 2), lo1 = mxt_int(&r, 0, 2), hi1 = mxt_int(&r, 0, 2);
+        int64_t pad0 = (S0 - 1) * ld0 + 1 + lo0 + hi0, pad1 = S1 + lo1 + hi1;
+        if (pad0 < K0 || pad1 < (K1 - 1) * rd1 + 1) continue;
+        char win[160];
+        snprintf(win, sizeof win, "size=%lldx%lld stride=%lldx%lld pad=%lld_%lldx%lld_%lld lhs_dilate=%lldx1 rhs_dilate=1x%lld rhs_reversal=%dx0",
+                 (long long)K0, (long long)K1, (long long)st0, (long long)st1, (long long)lo0, (long long)hi0, (long long)lo1,
+                 (long long)hi1, (long long)ld0, (long long)rd1, (int)(i % 2));
+        ct_nhwc(text, &r, mxt_int(&r, 1, 4), S0, S1, Cig, Cout, G, BG, K0, K1, win, prec[i % 3]);
+        fails += !ct_check(ctx, &r, text, Cig * K0 * K1, i % 4 == 3 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU, 0);
+    }
+    tpu_ctx_free(ctx);
+}

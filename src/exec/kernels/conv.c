@@ -15,6 +15,9 @@
  *     f32 (f64 for f64 and exact small-integer convs). The column buffer holds one chunk, never an im2col of
  *     the whole batch. Wide output rows gather along the output (Col[k][col]); short ones with long kernels
  *     (weight gradients) along the kernel (Col[col][k]).
+ *     With features innermost in both input and result (NHWC, f32), the patch is gathered as Col[col][(k, ci)]
+ *     (runs of input features), the kernel packed once per reduction chunk as [Cout][k][ci], and the product
+ *     Col . W^T written straight into the result (no transposing store): 1.9x faster on a 3x3, 32->64 layer.
  *   - direct: when each feature group has at most 4 output features (depthwise convs, and the
  *     batch-grouped weight gradients of depthwise convs), each (n, co) output plane is accumulated from
  *     padded input planes with vectorised loops.
@@ -621,6 +624,11 @@ typedef struct conv_gctx {
     int               xparts, wparts;
     void             *wfull[2];   /* the whole kernel packed once as [Cout][Cig*Kvol] (hi, lo), or NULL */
     int               flat;       /* 1x1 window mapping each image's outputs onto its inputs one to one */
+    /* channels last (NHWC-like input and output, f32): Col[col][r] with r = (k, ci) gathered as runs of
+     * input features, the kernel packed per reduction chunk as [Cout][k][ci], and the product
+     * C[col][co] = Col . W^T written straight into the result, rows cstride apart */
+    int               clast;
+    int64_t           cstride;
 } conv_gctx;
 
 typedef struct conv_ws {
@@ -713,6 +721,35 @@ static void conv_gather(const conv_gctx *c, const conv_blk *b, int64_t c0, int64
     }
 }
 
+/* Channels last: Col[col][r], r = (k0, k1, k2, ci - ci0), each (col, k) a run of input features. */
+static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
+                              void *col, exe_mx_part part)
+{
+    const conv_plan *p = c->p;
+    const tpu_tensor *x = c->x;
+    size_t esz = tpu_dtype_size(x->dtype);
+    int64_t cw = ci1 - ci0, kc = cw * p->Kvol, O1 = p->O[1], O2 = p->O[2];
+    for (int64_t cidx = c0; cidx < c1; cidx++) {
+        int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
+        int64_t o[CV_D] = {ol / (O2 * O1), (ol / O2) % O1, ol % O2};
+        const char *base = (const char *)x->data + (size_t)((b->bg * p->Nout + n) * p->xn + (b->g * p->Cig + ci0)) * esz;
+        float *d = (float *)col + (cidx - c0) * kc;
+        for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+            for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += cw) {
+                    int64_t k[CV_D] = {k0, k1, k2}, off = 0;
+                    int ok = 1;
+                    for (int j = 0; j < CV_D && ok; j++) {
+                        int64_t q = o[j] * p->st[j] + k[j] * p->rd[j] - p->plo[j];
+                        ok = q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
+                        off += ok ? q / p->ld[j] * p->xs[j] : 0;
+                    }
+                    if (ok) exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
+                    else memset(d, 0, (size_t)cw * sizeof(float));
+                }
+    }
+}
+
 /* Packs the kernel of block b, features [ci0, ci1) into W[co - co0][r]. */
 static void conv_pack_w(const conv_gctx *c, const conv_blk *b, int64_t ci0, int64_t ci1, void *W, exe_mx_part part)
 {
@@ -731,6 +768,19 @@ static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, i
     const exe_mx_num *nm = c->nm;
     int64_t kc = (ci1 - ci0) * c->p->Kvol, ncol = c1 - c0, M = b->co1 - b->co0;
     exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
+    if (c->clast) {
+        conv_gather_clast(c, b, c0, c1, ci0, ci1, w->col[0], hx);
+        if (c->xparts > 1) conv_gather_clast(c, b, c0, c1, ci0, ci1, w->col[1], EXE_MX_LO);
+        size_t woff = (size_t)(c->p->Cout * c->p->Kvol * ci0 + b->co0 * kc);
+        for (int term = 0; term < 3; term++) {
+            exe_mx_part px, pw;
+            if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
+            const float *col = w->col[px == EXE_MX_LO], *W = (const float *)c->wfull[pw == EXE_MX_LO] + woff;
+            exe_mx_gemm(0, 0, 1, ncol, M, kc, col, kc, W, kc, beta1, C, ldc);
+            beta1 = 1;
+        }
+        return;
+    }
     conv_gather(c, b, c0, c1, ci0, ci1, w->col[0], hx);
     if (c->xparts > 1) conv_gather(c, b, c0, c1, ci0, ci1, w->col[1], EXE_MX_LO);
     const void *wk[2];
@@ -798,6 +848,23 @@ static void cpw_chunk(void *ctx, int64_t co0, int64_t co1, int tid)
     (void)tid;
 }
 
+/* The whole kernel for the channels-last path: per reduction chunk [ci0, ci1) (cic features), [Cout][k][ci]. */
+static void cpw_clast_chunk(void *ctx, int64_t co0, int64_t co1, int tid)
+{
+    const cpw_job *J = ctx;
+    const conv_gctx *c = J->c;
+    const conv_plan *p = c->p;
+    float k[64];   /* Kvol <= 64 (conv_gemm) */
+    for (int64_t co = co0; co < co1; co++)
+        for (int64_t ci = 0; ci < p->Cig; ci++) {
+            conv_load_kernel(p, c->w, ci, co, k, 0, J->part);
+            int64_t ci0 = ci / c->cic * c->cic, cw = UT_MIN(p->Cig, ci0 + c->cic) - ci0;
+            float *d = (float *)c->wfull[J->i] + p->Cout * p->Kvol * ci0 + co * cw * p->Kvol + (ci - ci0);
+            for (int64_t r = 0; r < p->Kvol; r++) d[r * cw] = k[r];
+        }
+    (void)tid;
+}
+
 typedef struct cg_job {
     const conv_gctx *c;
     const conv_blk  *blk;
@@ -828,12 +895,18 @@ static void cg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
         }
         int64_t M = b->co1 - b->co0, ldc = c1 - c0;
         void *C = ws.c;
-        if (J->direct) {
+        if (c->clast) {
+            int64_t n0 = c0 / p->Ovol, ol0 = c0 % p->Ovol;
+            C = (float *)J->t->data + n0 * p->yn + ol0 * p->ys[2] + b->co0;
+            ldc = c->cstride;
+            if (J->nk == 0)
+                for (int64_t i = 0; i < c1 - c0; i++) memset((float *)C + i * ldc, 0, (size_t)M * sizeof(float));
+        } else if (J->direct) {
             int64_t n0 = c0 / p->Ovol, ol0 = c0 % p->Ovol;
             C = (char *)J->t->data + (size_t)(n0 * p->yn + b->co0 * p->yc + ol0) * c->es;
             ldc = p->yc;
         }
-        if (J->nk == 0)
+        if (J->nk == 0 && !c->clast)
             for (int64_t i = 0; i < M; i++) memset((char *)C + (size_t)(i * ldc) * c->es, 0, (size_t)(c1 - c0) * c->es);
         for (int64_t k = 0; k < J->nk; k++)
             conv_gemm_chunk(c, b, c0, c1, k * J->cic, UT_MIN(p->Cig, (k + 1) * J->cic), &ws, C, ldc, k > 0);
@@ -919,6 +992,17 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
      * in it (spatial dims innermost and in order; several images only when images are adjacent) */
     int direct = !ksplit && !nm->int_exact && t->dtype == (nm->dbl ? TPU_F64 : TPU_F32) && p->yc < INT32_MAX &&
                  (p->Ovol == 1 || (p->ys[2] == 1 && conv_flat_dims(p->O, p->ys))) && (imgs == 1 || p->yn == p->Ovol);
+    /* channels last (features innermost in input and result, f32): see conv_gctx.clast */
+    int64_t cstride = p->Ovol == 1 ? p->yn : p->ys[2];
+    c.clast = !direct && !ksplit && !nm->int_exact && !nm->dbl && t->dtype == TPU_F32 && p->xc == 1 && p->yc == 1 &&
+              p->Cig > 1 && p->Kvol <= 64 && kfull > 0 && (double)p->Cout * (double)kfull * c.wparts <= 8e6 && cstride >= p->Cout &&
+              cstride < INT32_MAX && (p->Ovol == 1 || conv_flat_dims(p->O, p->ys)) &&
+              (imgs == 1 || p->Ovol == 1 || p->yn == p->Ovol * p->ys[2]);
+    if (c.clast) {
+        c.flat = 0;
+        c.cstride = cstride;
+        direct = 1;   /* no accumulator workspace */
+    }
     int64_t ntask = nblk * nchunk;
     tpu_status st = TPU_OK;
     /* a kernel of modest size is packed once rather than per chunk */
@@ -935,7 +1019,7 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
             c.wfull[i] = (char *)wmem + (size_t)(i * p->Cout * kfull) * c.es;
             cpw_job pj = {&c, i, i ? EXE_MX_LO : hw, kfull};
             exe_par_for(nt > 1 && p->Cout * kfull > 65536 ? nt : 1, p->Cout, UT_MAX((int64_t)1, 16384 / UT_MAX(kfull, (int64_t)1)),
-                        cpw_chunk, &pj);
+                        c.clast ? cpw_clast_chunk : cpw_chunk, &pj);
         }
     }
     if (!ksplit) {
