@@ -45,6 +45,25 @@ static const kr_case kr_cases[] = {
      "HloModule s\n" KR_ADD KR_GE "ENTRY main {\n x = f32[4,32,32,8] parameter(0)\n g = f32[4,16,16,8] parameter(1)\n"
      " c = f32[] constant(0)\n ROOT s = f32[4,32,32,8] select-and-scatter(x, g, c), window={size=1x3x3x1 stride=1x2x2x1"
      " pad=0_0x1_1x1_1x0_0}, select=ge, scatter=add\n}\n", 0, 0},
+    /* the lane forms (last dim untouched by the window): ties (floor), NaN (log of negatives), odd widths */
+    {"reduce_window_min_lanes_nan",
+     "HloModule r\nmin { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+     "ENTRY main {\n x = f32[3,20,37] parameter(0)\n l = f32[3,20,37] log(x)\n c = f32[] constant(inf)\n"
+     " ROOT r = f32[2,11,37] reduce-window(l, c), window={size=2x3x1 stride=1x2x1 pad=0_0x1_2x0_0}, to_apply=min\n}\n", 0, 0},
+    {"reduce_window_sum_lanes_2d",
+     "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[41,50] parameter(0)\n c = f32[] constant(0)\n"
+     " ROOT r = f32[12,50] reduce-window(x, c), window={size=5x1 stride=3x1 pad=2_1x0_0 rhs_dilate=2x1}, to_apply=add\n}\n", 0, 0},
+    {"select_and_scatter_lanes_ties_gt",
+     "HloModule s\n" KR_ADD "gt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=GT }\n"
+     "ENTRY main {\n x = f32[2,12,12,19] parameter(0)\n k = f32[] constant(2)\n kb = f32[2,12,12,19] broadcast(k), dimensions={}\n"
+     " m = f32[2,12,12,19] multiply(x, kb)\n f = f32[2,12,12,19] floor(m)\n g = f32[2,11,11,19] parameter(1)\n"
+     " c = f32[] constant(0)\n ROOT s = f32[2,12,12,19] select-and-scatter(f, g, c), window={size=1x2x2x1 stride=1x1x1x1},"
+     " select=gt, scatter=add\n}\n", 0, 0},
+    {"select_and_scatter_lanes_ties_ge_pad",
+     "HloModule s\n" KR_ADD KR_GE "ENTRY main {\n x = f32[13,10,24] parameter(0)\n k = f32[] constant(2)\n"
+     " kb = f32[13,10,24] broadcast(k), dimensions={}\n m = f32[13,10,24] multiply(x, kb)\n f = f32[13,10,24] floor(m)\n"
+     " g = f32[5,5,24] parameter(1)\n c = f32[] constant(0)\n ROOT s = f32[13,10,24] select-and-scatter(f, g, c),"
+     " window={size=3x3x1 stride=3x2x1 pad=1_2x1_1x0_0}, select=ge, scatter=add\n}\n", 0, 0},
     {"sort_int_keys_stable",
      "HloModule s\ncmp { a = s32[] parameter(0)\n b = s32[] parameter(1)\n c = f32[] parameter(2)\n d = f32[] parameter(3)\n"
      " ROOT r = pred[] compare(a, b), direction=LT }\n"

@@ -114,6 +114,38 @@ static inline float wn_minf(float x, float y)
     return (x < y || (x == y && signbit(x))) ? x : y;
 }
 
+/* The last dimension passes through the window untouched (size 1, stride 1, no padding or dilation): each
+ * output row of F elements then folds whole input rows, F lanes at a time (NHWC pooling). */
+static int wn_last_is_lane(const wn_geom *w)
+{
+    int d = w->rank - 1;
+    return d >= 0 && w->size[d] == 1 && w->stride[d] == 1 && w->lo[d] == 0 && w->hi[d] == 0 && w->ld[d] == 1 &&
+           w->rd[d] == 1 && w->out[d] == w->in[d] && w->in[d] >= 8;
+}
+
+/* acc[j] = op(acc[j], x[j]), j < F, with wn_maxf/wn_minf's semantics written branch-free */
+EXE_VEC
+static void wn_fold_row(hlo_op op, float *acc, const float *x, int64_t F)
+{
+    switch (op) {
+    case HLO_ADD:
+        for (int64_t j = 0; j < F; j++) acc[j] += x[j];
+        break;
+    case HLO_MAXIMUM:
+        for (int64_t j = 0; j < F; j++) {
+            float a = acc[j], v = x[j];
+            acc[j] = a != a || v != v ? NAN : (a > v || (a == v && !signbit(a))) ? a : v;
+        }
+        break;
+    default:
+        for (int64_t j = 0; j < F; j++) {
+            float a = acc[j], v = x[j];
+            acc[j] = a != a || v != v ? NAN : (a < v || (a == v && signbit(a))) ? a : v;
+        }
+        break;
+    }
+}
+
 /* ---- reduce-window ---- */
 
 typedef struct rw_plan {
@@ -426,6 +458,38 @@ static void rwl_chunk(void *ctx, int64_t o0, int64_t o1, int tid)
     }
 }
 
+/* Output rows [r0, r1) of the lane form (wn_last_is_lane): the same taps in the same order as rwl_chunk. */
+static void rwl_lanes_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    const rwl_job *J = ctx;
+    const rw_plan *P = J->p;
+    const wn_geom *w = J->w;
+    int R1 = J->R - 1;
+    int64_t F = w->out[R1];
+    const float *x = (const float *)P->x[0]->data;
+    float *res = (float *)P->res[0]->data, init = (float)P->init[0].f;
+    (void)tid;
+    for (int64_t o = r0; o < r1; o++) {
+        int64_t opos[TPU_MAX_RANK], rem = o, k[TPU_MAX_RANK] = {0};
+        for (int d = R1 - 1; d >= 0; d--) {
+            opos[d] = rem % w->out[d];
+            rem /= w->out[d];
+        }
+        float *acc = res + o * F;
+        for (int64_t j = 0; j < F; j++) acc[j] = init;
+        for (int64_t t = 0; t < w->taps; t++, wn_next(k, w->size, R1)) {
+            int64_t base = 0;
+            int ok = 1;
+            for (int d = 0; d < R1; d++) {
+                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
+                if (c < 0) ok = 0;
+                base += c * J->istr[d];
+            }
+            if (ok) wn_fold_row(P->binop, acc, x + base, F);
+        }
+    }
+}
+
 EXE_KERNEL(exe_k_reduce_window)
 {
     if (exe_kernels_force_ref) return exe_k_reduce_window_ref(S, in, ops, out);
@@ -455,7 +519,14 @@ EXE_KERNEL(exe_k_reduce_window)
     }
     int fast = n == 1 && p.x[0]->dtype == TPU_F32 && (p.binop == HLO_ADD || p.binop == HLO_MAXIMUM || p.binop == HLO_MINIMUM);
     rwl_job J = {S, &p, w, R, n, tab, istr, fast};
-    exe_par_for(nout * w->taps > 65536 ? S->threads : 1, nout, UT_MAX((int64_t)1, 16384 / UT_MAX(w->taps, (int64_t)1)), rwl_chunk, &J);
+    if (fast && wn_last_is_lane(w)) {
+        int64_t F = w->out[R - 1], rows = nout / F;
+        exe_par_for(nout * w->taps > 65536 ? S->threads : 1, rows,
+                    UT_MAX((int64_t)1, 16384 / UT_MAX(w->taps * F, (int64_t)1)), rwl_lanes_chunk, &J);
+    } else {
+        exe_par_for(nout * w->taps > 65536 ? S->threads : 1, nout, UT_MAX((int64_t)1, 16384 / UT_MAX(w->taps, (int64_t)1)),
+                    rwl_chunk, &J);
+    }
     ut_free(buf);
     return rw_result(S, &p, out);
 }
@@ -602,7 +673,67 @@ typedef struct sel_job {
     tpu_dtype      xt;
     int64_t        per;
     tpu_tensor    *t;
+    int            lanes;   /* wn_last_is_lane, f32 GE/GT select, f32 add scatter */
 } sel_job;
+
+EXE_VEC
+static void sel_take(int ge, float *cur, int64_t *selb, const float *x, int64_t base, int64_t F)
+{
+    for (int64_t j = 0; j < F; j++) {
+        float c = cur[j], v = x[j];
+        int keep = ge == 1 ? c >= v : c > v;   /* select(cur, v) holds: the current one stays */
+        cur[j] = keep ? c : v;
+        selb[j] = keep ? selb[j] : base;
+    }
+}
+
+/* Source rows [r0, r1) of the lane form: per lane the same selection and scatter order as sel_chunk. */
+static int sel_lanes(const sel_job *J, int64_t r0, int64_t r1)
+{
+    const ss_plan *P = J->p;
+    const wn_geom *w = J->w;
+    int R1 = J->R - 1;
+    int64_t F = w->out[R1];
+    float *cur = ut_malloc((size_t)F * sizeof *cur);
+    int64_t *selb = ut_malloc((size_t)F * sizeof *selb);
+    if (!cur || !selb) {
+        ut_free(cur);
+        ut_free(selb);
+        return 0;
+    }
+    const float *x = (const float *)P->x->data, *src = (const float *)P->src->data;
+    float *out = (float *)J->t->data;
+    for (int64_t o = r0; o < r1; o++) {
+        int64_t opos[TPU_MAX_RANK], rem = o, k[TPU_MAX_RANK] = {0};
+        for (int d = R1 - 1; d >= 0; d--) {
+            opos[d] = rem % w->out[d];
+            rem /= w->out[d];
+        }
+        int have = 0;
+        for (int64_t t = 0; t < w->taps; t++, wn_next(k, w->size, R1)) {
+            int64_t base = 0;
+            int ok = 1;
+            for (int d = 0; d < R1; d++) {
+                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
+                if (c < 0) ok = 0;
+                base += c * J->istr[d];
+            }
+            if (!ok) continue;
+            if (!have) {
+                memcpy(cur, x + base, (size_t)F * sizeof *cur);
+                for (int64_t j = 0; j < F; j++) selb[j] = base;
+                have = 1;
+            } else {
+                sel_take(P->sel_ge, cur, selb, x + base, base, F);
+            }
+        }
+        if (have)
+            for (int64_t j = 0; j < F; j++) out[selb[j] + j] += src[o * F + j];
+    }
+    ut_free(cur);
+    ut_free(selb);
+    return 1;
+}
 
 static void sel_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 {
@@ -617,6 +748,10 @@ static void sel_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
     int64_t per = J->per;
     tpu_tensor *t = J->t;
     (void)tid;
+    if (J->lanes) {
+        int64_t F = w->out[R - 1];
+        if (sel_lanes(J, b0 * per / F, b1 * per / F)) return;
+    }
     for (int64_t bb = b0; bb < b1; bb++) {
     int64_t opos[TPU_MAX_RANK], rem = bb * per;
     for (int d = R - 1; d >= 0; d--) {
@@ -684,7 +819,8 @@ EXE_KERNEL(exe_k_select_and_scatter)
      * can run in parallel with the same result as the serial row-major order */
     int64_t nb = R > 0 && w->size[0] == 1 && w->stride[0] == 1 && w->lo[0] == 0 && w->hi[0] == 0 ? w->out[0] : 1;
     int64_t per = nb ? p.src->count / nb : 0;
-    sel_job J = {S, &p, w, R, tab, istr, xt, per, t};
+    int lanes = wn_last_is_lane(w) && p.sel_ge && p.sca_op == HLO_ADD && t->dtype == TPU_F32 && xt == TPU_F32;
+    sel_job J = {S, &p, w, R, tab, istr, xt, per, t, lanes};
     exe_par_for(nb > 1 && p.src->count * w->taps > 65536 ? S->threads : 1, nb, 1, sel_chunk, &J);
     ut_free(buf);
     return exe_out_array(S, t, out);
