@@ -585,6 +585,18 @@ static inline void ss_user_prefetch(ss_rd_user *u, int64_t cycle, int64_t *off)
     if (p > 0) *off += p;
 }
 
+/* One more new_prefetch() while a wanted set is not yet in the window; false (u->bad set) when it never
+ * will be. */
+static inline bool ss_user_slide(ss_rd_user *u, int64_t cycle, int64_t *off, int64_t *guard)
+{
+    if (++*guard > u->nsets + 2) {
+        if (!u->bad) u->bad = "an address never enters the active buffer";
+        return false;
+    }
+    ss_user_prefetch(u, cycle, off);
+    return true;
+}
+
 /* Serves one demand row; returns the offset SCALE-Sim adds to the cycle (1 + stalls). The row is either n
  * addresses (a), or n operand elements (e, overlapping IFMAP windows) of which the idle ones (-1 in
  * SCALE-Sim's matrix: no set recorded) are skipped; *valid counts the requests. */
@@ -607,14 +619,7 @@ static int64_t ss_user_service(ss_rd_user *u, const int64_t *a, const int64_t *e
             nv++;
             addr = a[i];
         }
-        int64_t guard = 0;
-        while (!ss_user_hit(u, addr)) {
-            if (++guard > u->nsets + 2) {
-                if (!u->bad) u->bad = "an address never enters the active buffer";
-                break;
-            }
-            ss_user_prefetch(u, cycle, &off);
-        }
+        for (int64_t guard = 0; !ss_user_hit(u, addr) && ss_user_slide(u, cycle, &off, &guard);) {}
     }
     *valid = nv;
     return off;
@@ -628,14 +633,7 @@ static int64_t ss_user_service_run(ss_rd_user *u, int64_t pos0, int64_t n, int64
     int64_t off = 1;
     if (n <= 0) return off;
     for (int64_t set = pos0 / u->eps, last = (pos0 + n - 1) / u->eps; set <= last; set++) {
-        int64_t guard = 0;
-        while (!ss_user_in_window(u, set)) {
-            if (++guard > u->nsets + 2) {
-                if (!u->bad) u->bad = "an address never enters the active buffer";
-                break;
-            }
-            ss_user_prefetch(u, cycle, &off);
-        }
+        for (int64_t guard = 0; !ss_user_in_window(u, set) && ss_user_slide(u, cycle, &off, &guard);) {}
     }
     return off;
 }

@@ -459,22 +459,7 @@ static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_valu
     if (d < 0 || sum != rs->dims[d])
         return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands add up to %lld in dimension %d, the result has %lld",
                         (long long)sum, d, d >= 0 ? (long long)rs->dims[d] : 1LL);
-    tpu_tensor *t;
-    tpu_status st = exe_alloc(S, in, &t);
-    if (st) return st;
-    size_t es = tpu_dtype_size(t->dtype);
-    int64_t outer = 1, inner = 1;
-    for (int k = 0; k < d; k++) outer *= rs->dims[k];
-    for (int k = d + 1; k < rs->rank; k++) inner *= rs->dims[k];
-    size_t orow = (size_t)(rs->dims[d] * inner) * es, off = 0;
-    for (int i = 0; i < in->nops; i++) {
-        const tpu_tensor *a = ops[i]->t;
-        size_t arow = (size_t)(a->dims[d] * inner) * es;
-        for (int64_t o = 0; o < outer; o++)
-            memcpy((char *)t->data + (size_t)o * orow + off, (const char *)a->data + (size_t)o * arow, arow);
-        off += arow;
-    }
-    return exe_out_array(S, t, out);
+    return exe_concat_dim(S, in, ops, d, out);
 }
 
 static EXE_KERNEL(exe_k_control)

@@ -201,6 +201,8 @@ EXE_KERNEL(exe_k_reduce);
 
 /* Strided N-d copy of elements of `esize` bytes: for every index i of dims[rank],
  * dst[sum i*dst_strides] = src[sum i*src_strides] (strides in elements, may be 0 or negative). */
+/* The result of `in` as the concatenation of its operands along dimension d (concatenate, ConcatBitcast). */
+tpu_status exe_concat_dim(exe_state *S, const hlo_instr *in, exe_value *const *ops, int d, exe_value **out);
 void exe_nd_copy(void *dst, const int64_t *dst_strides, const void *src, const int64_t *src_strides,
                  const int64_t *dims, int rank, size_t esize);
 /* Reads an integer index operand (any integer dtype, scalar) as int64. */

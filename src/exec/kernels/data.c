@@ -326,11 +326,8 @@ EXE_KERNEL(exe_k_slice)
     return exe_out_array(S, t, out);
 }
 
-EXE_KERNEL(exe_k_concatenate)
+tpu_status exe_concat_dim(exe_state *S, const hlo_instr *in, exe_value *const *ops, int d, exe_value **out)
 {
-    const int64_t *dim;
-    if (hlo_attr_ints(in, HK_DIMENSIONS, &dim) != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "needs dimensions={d}");
-    int d = (int)dim[0];
     tpu_tensor *t;
     tpu_status st = exe_alloc(S, in, &t);
     if (st) return st;
@@ -354,6 +351,13 @@ EXE_KERNEL(exe_k_concatenate)
         pos += a->dims[d];
     }
     return exe_out_array(S, t, out);
+}
+
+EXE_KERNEL(exe_k_concatenate)
+{
+    const int64_t *dim;
+    if (hlo_attr_ints(in, HK_DIMENSIONS, &dim) != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "needs dimensions={d}");
+    return exe_concat_dim(S, in, ops, (int)dim[0], out);
 }
 
 /* Fills t with the scalar value v (any dtype). */

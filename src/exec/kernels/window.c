@@ -123,7 +123,8 @@ static int wn_last_is_lane(const wn_geom *w)
            w->rd[d] == 1 && w->out[d] == w->in[d] && w->in[d] >= 8;
 }
 
-/* acc[j] = op(acc[j], x[j]), j < F, with wn_maxf/wn_minf's semantics written branch-free */
+/* acc[j] = op(acc[j], x[j]), j < F, with wn_maxf/wn_minf's semantics written out branch-free here: calling
+ * them (even inlined) leaves branches GCC does not vectorise (measured: 2x2 max pool 0.6 -> 10 ms) */
 EXE_VEC
 static void wn_fold_row(hlo_op op, float *acc, const float *x, int64_t F)
 {
