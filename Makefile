@@ -4,6 +4,8 @@
 #   make test       installs missing packages, builds, runs every test (unit, CLI, conformance)
 #   make demo       installs missing packages, builds, runs the demo
 #   make fuzz       builds the libFuzzer targets with clang (build/fuzz/)
+#   make plugin     the PJRT plugin: build/release/libtpusim_pjrt.so (jax: JAX_PLATFORMS=tpusim)
+#   make test-plugin  its pytest suite through jax (installs the pinned jax into build/venv)
 MODE ?= release
 CC ?= cc
 BUILD ?= build/$(MODE)
@@ -16,7 +18,8 @@ ifeq ($(findstring clang,$(shell $(CC) --version 2>/dev/null)),)
 else
   WARN += -Wno-pass-failed         # clang: omp simd loops it does not vectorise are not errors
 endif
-CFLAGS += -std=c11 $(WARN) -fopenmp -g
+# -fPIC: the same objects go into the PJRT plugin (a shared library)
+CFLAGS += -std=c11 $(WARN) -fopenmp -g -fPIC
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -fopenmp -lm -lpthread
 
 ifeq ($(MODE),release)
@@ -30,16 +33,19 @@ else
   $(error MODE must be release, debug or asan)
 endif
 
-LIB_SRC := $(shell find src -name '*.c' | sort)
+# src/pjrt is the PJRT plugin: a client of the library (like tools/), linked into its own shared object
+LIB_SRC := $(shell find src -name '*.c' -not -path 'src/pjrt/*' | sort)
+PJRT_SRC := $(sort $(wildcard src/pjrt/*.c))
+PJRT_OBJ := $(PJRT_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
-DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench
-all: $(BUILD)/tpusim $(BUILD)/libtpusim.a
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv
+all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
 	@./scripts/deps.sh
@@ -53,6 +59,17 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/src/pjrt/%.o: src/pjrt/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) -Ithird_party/pjrt $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Only GetPjrtApi is exported (src/pjrt/exports.map): the library inside stays private to the plugin.
+$(BUILD)/libtpusim_pjrt.so: $(PJRT_OBJ) $(BUILD)/libtpusim.a src/pjrt/exports.map
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/pjrt/exports.map -Wl,-z,defs -o $@ $(PJRT_OBJ) $(BUILD)/libtpusim.a $(LDLIBS) -ldl
+plugin: $(BUILD)/libtpusim_pjrt.so
 
 $(BUILD)/libtpusim.a: $(LIB_OBJ)
 	@rm -f $@

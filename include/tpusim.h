@@ -199,6 +199,15 @@ int         tpu_module_num_params(const tpu_module *m);
 int         tpu_module_num_instructions(const tpu_module *m);  /* all computations */
 /* Parameter shape of the entry computation, e.g. "f32[2,3]{1,0}". */
 tpu_status  tpu_module_param_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
+/* The entry computation's inputs and outputs as arrays: tuple-shaped parameters and results are flattened
+ * depth-first (the order tpu_run takes and returns tensors). Token leaves count as rank-0 TPU_TOKEN. */
+int         tpu_module_num_inputs(const tpu_module *m);
+int         tpu_module_num_outputs(const tpu_module *m);
+tpu_status  tpu_module_input_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
+tpu_status  tpu_module_output_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
+/* The input (flattened index) that output i may share its buffer with, per the module's input_output_alias
+ * (jax's donate_argnums), or -1. *must (if not NULL) is 1 for must-alias. */
+int         tpu_module_output_alias(const tpu_module *m, int i, int *must);
 void        tpu_free(void *p);
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -312,6 +321,24 @@ tpu_status  tpu_chips_print(tpu_ctx *ctx, FILE *f, int json);
 int         tpu_chips_count(void);
 const char *tpu_chips_name(int i);
 
+/* The devices of a slice as a framework sees them (what jax.devices() lists on the real slice): a TensorCore
+ * on v2, v3 and TPU7x (two per chip), a whole chip on the megacore chips v4 and v5p and on v5e/v6e. */
+int         tpu_chip_num_devices(const tpu_chip *chip);
+typedef struct tpu_device_info {
+    int     id;             /* 0 .. num_devices-1, chips in topology order, cores of a chip adjacent */
+    int     chip;           /* index of its chip in the slice */
+    int     core_on_chip;   /* 0 or 1 where a chip shows two devices, else 0 */
+    int     coords[3];      /* the chip's position in the slice's torus (x, y, z) */
+    int     host;           /* the host (Cloud TPU VM) its chip hangs off */
+    int     cores;          /* TensorCores the device drives (2 on megacore chips) */
+    int64_t hbm_bytes;      /* HBM its programs and buffers may use: the memory_stats() bytes_limit */
+    char    kind[32];       /* device_kind as the TPU runtime spells it: "TPU v3", "TPU v5 lite", "TPU7x" */
+} tpu_device_info;
+tpu_status  tpu_chip_device(tpu_ctx *ctx, const tpu_chip *chip, int d, tpu_device_info *out);
+/* Bytes an array takes in this chip's HBM with its tiling and padding (default row-major layout), or -1 if
+ * the size overflows. */
+int64_t     tpu_chip_array_bytes(const tpu_chip *chip, tpu_dtype dtype, int rank, const int64_t *dims);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Memory: will it fit? (design §5; docs/memory.md)
  *
@@ -339,6 +366,18 @@ const char *tpu_memory_report(const tpu_memory *mem);
 /* The report as a JSON object: peak_bytes, hbm_capacity_bytes, padded_bytes, unpadded_bytes, fits,
  * largest[{shape, padded_bytes, unpadded_bytes, op_name, ...}], and more. NULL if out of memory. */
 const char *tpu_memory_json(const tpu_memory *mem);
+/* The plan's figures in the terms of XLA's CompiledMemoryStats (bytes on one device, padded). */
+typedef struct tpu_memory_stats {
+    int64_t argument_bytes;   /* parameters */
+    int64_t output_bytes;     /* results (including those that alias parameters) */
+    int64_t alias_bytes;      /* results that share a parameter's buffer (input_output_alias) */
+    int64_t temp_bytes;       /* heap peak of temporaries, outputs and constants: the program's own share */
+    int64_t peak_bytes;       /* program + arguments: what must fit (tpu_memory_peak_bytes) */
+    int64_t unpadded_bytes;   /* everything live at the peak, without tiling padding */
+    int64_t capacity_bytes;   /* HBM one device's program may use */
+    int64_t reserved_bytes;   /* HBM the runtime keeps */
+} tpu_memory_stats;
+void        tpu_memory_get_stats(const tpu_memory *mem, tpu_memory_stats *out);
 /* The memory viewer: an SVG picture, or an HTML page that embeds it with the report. */
 tpu_status  tpu_memory_write_svg(tpu_ctx *ctx, const tpu_memory *mem, const char *path);
 tpu_status  tpu_memory_write_html(tpu_ctx *ctx, const tpu_memory *mem, const char *path);
@@ -378,6 +417,12 @@ int64_t     tpu_profile_batch(const tpu_profile *p);
 int         tpu_profile_fits(const tpu_profile *p);
 /* Devices (program instances) of the slice the profile is for. */
 int         tpu_profile_devices(const tpu_profile *p);
+/* Per step on one device: floating-point operations (a multiply-add counts 2), HBM bytes moved (padded),
+ * ICI bytes sent, and the device's busy time without the host's share. */
+double      tpu_profile_flops(const tpu_profile *p);
+double      tpu_profile_hbm_bytes(const tpu_profile *p);
+double      tpu_profile_ici_bytes(const tpu_profile *p);
+double      tpu_profile_device_time(const tpu_profile *p);
 /* Text summary with the `top` most expensive ops (0: 15). */
 const char *tpu_profile_summary(tpu_profile *p, int top);
 /* JSON: step_time_s, flops, mxu_utilization, hbm_bytes, bound, ops[{name, time_s, bound, ...}], ... */

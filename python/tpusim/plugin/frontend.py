@@ -1,0 +1,94 @@
+"""The PJRT plugin's front end for jax's programs (called from C: src/pjrt/pjrt_python.c).
+
+jax hands the plugin a StableHLO portable artifact. jaxlib's own converter turns it into HLO text, which
+tpusim reads. A program jit'ed over a mesh arrives unpartitioned (global shapes, sharding annotations,
+num_partitions > 1): XLA's own SPMD partitioner, as jaxlib ships it inside its CPU compiler, makes the
+per-device program. The partitioner runs as part of an XLA:CPU compile of the program over as many CPU
+devices as the TPU program has partitions; the module after the "spmd-partitioning" pass is taken from the
+compiler's dump, and the shardings it chose for parameters and outputs come from the compiled executable.
+This is a private jaxlib API, pinned with jax 0.10.2: failures say so.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+import threading
+
+_lock = threading.Lock()
+_cpu_clients: dict[int, object] = {}
+
+
+def _hlo_text(code: bytes) -> tuple[object, str]:
+    from jax._src.lib import _jax
+    comp = _jax.mlir.mlir_module_to_xla_computation(code, use_tuple_args=False, return_tuple=False)
+    return comp, comp.as_hlo_text()
+
+
+def _cpu_client(n: int):
+    from jax._src.lib import xla_client as xc
+    with _lock:
+        c = _cpu_clients.get(n)
+        if c is None:
+            c = _cpu_clients[n] = xc.make_cpu_client(num_devices=n)
+        return c
+
+
+def _partition(code: bytes, options: bytes) -> tuple[str, list[bytes], list[bytes]]:
+    """The per-device program of an SPMD program, and the parameter and output shardings chosen for it."""
+    import numpy as np
+    from jax._src.interpreters import mlir
+    from jax._src.lib import _jax
+    from jax._src.lib import xla_client as xc
+    from jax._src.lib.mlir import ir
+
+    co = xc.CompileOptions.ParseFromString(options)
+    eb = co.executable_build_options
+    n = max(1, eb.num_replicas) * max(1, eb.num_partitions)
+    client = _cpu_client(n)
+    # the CPU devices stand in for the TPU's: the partitioned program does not depend on which are used
+    eb.device_assignment = xc.DeviceAssignment.create(
+        np.arange(n, dtype=np.int32).reshape(max(1, eb.num_replicas), max(1, eb.num_partitions)))
+    co.env_option_overrides = []  # TPU compiler flags mean nothing to the CPU compiler
+    dump = tempfile.mkdtemp(prefix="tpusim-spmd-")
+    try:
+        dbg = eb.debug_options
+        dbg.xla_dump_to = dump
+        dbg.xla_dump_hlo_as_text = True
+        dbg.xla_dump_hlo_pass_re = "spmd-partitioning"
+        dbg.xla_dump_hlo_module_re = ".*"
+        with mlir.make_ir_context() as ctx:
+            module = ir.Module.parse(_jax.mlir.deserialize_portable_artifact(code), context=ctx)
+            exe = client.compile_and_load(module, xc.DeviceList(tuple(client.devices()[:n])), co)
+        files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
+        if not files:
+            raise RuntimeError("XLA's SPMD partitioner left no module behind (jaxlib changed? tpusim pins jax 0.10.2)")
+        with open(files[-1]) as f:
+            text = f.read()
+        ins = [s.SerializeToString() for s in exe.get_parameter_shardings() or []]
+        outs = [s.SerializeToString() for s in exe.get_output_shardings() or []]
+        return text, ins, outs
+    finally:
+        shutil.rmtree(dump, ignore_errors=True)
+
+
+def compile_program(code: bytes, fmt: str, options: bytes) -> tuple:
+    """("ok", hlo_text, param_shardings | None, output_shardings | None) or ("error", message)."""
+    try:
+        if fmt != "mlir":
+            return ("error", f"tpusim: the front end reads StableHLO ('mlir'), not '{fmt}'")
+        from jax._src.lib import xla_client as xc
+        co = xc.CompileOptions.ParseFromString(options) if options else None
+        eb = co.executable_build_options if co is not None else None
+        if eb is not None and eb.num_partitions > 1 and eb.use_spmd_partitioning:
+            text, ins, outs = _partition(code, options)
+            return ("ok", text, ins, outs)
+        _, text = _hlo_text(code)
+        return ("ok", text, None, None)
+    except ImportError as e:
+        return ("error", f"tpusim: jaxlib's StableHLO converter is missing ({e}); pip install jax==0.10.2")
+    except Exception as e:  # noqa: BLE001 - every failure becomes the compile error the user sees
+        msg = str(e)
+        return ("error", f"tpusim: jaxlib could not read the program: {type(e).__name__}: {msg}")
