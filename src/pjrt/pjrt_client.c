@@ -157,6 +157,7 @@ PJRT_Error *pj_client_new(const PJRT_Client_Create_Args *a, PJRT_Client **out)
         return err;
     }
     pj_report_found_system(c);
+    pj_report_track(c, 1);
     *out = c;
     return NULL;
 }
@@ -164,6 +165,7 @@ PJRT_Error *pj_client_new(const PJRT_Client_Create_Args *a, PJRT_Client **out)
 void pj_client_free(PJRT_Client *c)
 {
     if (!c) return;
+    pj_report_track(c, 0);
     if (c->devs) pj_report_summary(c);
     for (int i = 0; i < c->nsystems; i++) tpu_system_free(c->systems[i].sys);
     for (int i = 0; c->devs && i < c->ndev; i++)

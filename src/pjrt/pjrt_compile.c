@@ -47,13 +47,14 @@ void pj_executable_unref(PJRT_Executable *e)
     if (last) pj_executable_free(e);
 }
 
-/* FNV-1a over the program text: the same program gives the same fingerprint. */
-static char *pj_fingerprint(const char *text, int R, int P)
+/* FNV-1a over the program text and how it runs: the same program gives the same fingerprint. */
+static char *pj_fingerprint(const char *text, int R, int P, tpu_numerics num)
 {
     uint64_t h = 1469598103934665603ull;
     for (const unsigned char *p = (const unsigned char *)text; *p; p++) h = (h ^ *p) * 1099511628211ull;
     h = (h ^ (uint64_t)R) * 1099511628211ull;
     h = (h ^ (uint64_t)P) * 1099511628211ull;
+    h = (h ^ (uint64_t)num) * 1099511628211ull;
     char *s = malloc(40);
     if (s) snprintf(s, 40, "tpusim-%016llx", (unsigned long long)h);
     return s;
@@ -186,6 +187,7 @@ static PJRT_Error *pj_build(PJRT_Client *c, tpu_ctx *ctx, const PJRT_Program *pr
     e->name = strdup(tpu_module_name(e->m) ? tpu_module_name(e->m) : "program");
     if (!e->name) return pj_nomem();
     int64_t mr = tpu_module_replica_count(e->m), mp = tpu_module_num_partitions(e->m);
+    e->numerics = o->numerics == 1 ? TPU_NUMERICS_TPU : o->numerics == 2 ? TPU_NUMERICS_EXACT : c->numerics;
     e->nreplicas = (int)o->num_replicas;
     e->npartitions = (int)o->num_partitions;
     if ((mr > 1 && mr != e->nreplicas) || (mp > 1 && mp != e->npartitions))
@@ -194,7 +196,7 @@ static PJRT_Error *pj_build(PJRT_Client *c, tpu_ctx *ctx, const PJRT_Program *pr
                         e->name, (long long)mr, (long long)mp, e->nreplicas, e->npartitions);
     if ((err = pj_assign(c, e, o)) || (err = pj_describe_outputs(e)) || (err = pj_check_for_tpu(c, ctx, e))) return err;
     if (!e->optimized_hlo && tpu_module_to_string(ctx, e->m, &e->optimized_hlo)) return pj_nomem();
-    e->fingerprint = pj_fingerprint(e->optimized_hlo, e->nreplicas, e->npartitions);
+    e->fingerprint = pj_fingerprint(e->optimized_hlo, e->nreplicas, e->npartitions, e->numerics);
     return e->fingerprint ? NULL : pj_nomem();
 }
 

@@ -78,7 +78,7 @@ static PJRT_Error *pj_run(PJRT_Executable *e, int n, tpu_tensor ***ins, tpu_tens
 {
     PJRT_Client *c = e->client;
     tpu_run_opts o = tpu_run_opts_default();
-    o.numerics = c->numerics;
+    o.numerics = e->numerics;
     o.threads = c->threads;
     tpu_ctx *ctx = tpu_ctx_new();
     if (!ctx) return pj_nomem();

@@ -129,6 +129,7 @@ struct PJRT_Client {
     struct pj_exe_note *notes;      /* one per executable compiled, for the summary and the trace */
     int             nnotes, capnotes;
     int64_t         live_buffers, live_executables;
+    int             summarized;     /* the exit summary was written */
 };
 
 /* Environment and slice: TPUSIM_SLICE (default v3-8), TPUSIM_NUMERICS (tpu|exact), TPUSIM_THREADS. */
@@ -173,6 +174,7 @@ struct PJRT_Executable {
     tpu_module   *m;                 /* the per-device program (partitioned where the framework asked) */
     char         *name;
     int           nreplicas, npartitions;
+    tpu_numerics  numerics;          /* the client's, or the compiler option tpusim_numerics */
     int          *assignment;        /* device id of (replica r, partition p) at [r * npartitions + p] */
     int           ninputs, noutputs;
     PJRT_Buffer_Type *out_types;
@@ -222,6 +224,7 @@ typedef struct pj_compile_opts {
     int     have_assignment;
     int     da_replicas, da_computations;
     int    *da;                 /* device of (replica r, computation c) at [r * da_computations + c] */
+    int     numerics;           /* compiler option tpusim_numerics: 0 the client's, 1 tpu, 2 exact */
     int     have_matrix_precision;
     int     matrix_precision;   /* PrecisionConfig.Precision asked for every dot: 0 DEFAULT, 1 HIGH, 2 HIGHEST */
 } pj_compile_opts;
@@ -251,6 +254,7 @@ void        pj_report_found_system(PJRT_Client *c);
 void        pj_report_executable(PJRT_Client *c, PJRT_Executable *e);   /* TPUSIM_PROFILE_DIR: files per program */
 void        pj_report_execution(PJRT_Client *c, PJRT_Executable *e);
 void        pj_report_summary(PJRT_Client *c);                           /* at client destruction / exit */
+void        pj_report_track(PJRT_Client *c, int alive);                  /* the exit handler's list of clients */
 
 /* ---- the entry points implemented by the files above, named pjx_<function> (pjrt_api.c builds the table) ---- */
 #define PJ_IMPLEMENTED(X)                                                                                      \

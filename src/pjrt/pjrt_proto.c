@@ -144,6 +144,42 @@ static PJRT_Error *pj_build_options(pj_rd r, pj_compile_opts *o)
     return r.bad ? pj_bad("executable_build_options") : NULL;
 }
 
+static int pj_str_is(pj_rd r, const char *s)
+{
+    size_t n = strlen(s);
+    return (size_t)(r.end - r.p) == n && !memcmp(r.p, s, n);
+}
+
+/* env_option_overrides: map<string, OptionOverrideProto> (entry: key = 1, value = 2 { string_field = 1 }).
+ * jax passes jit(..., compiler_options={...}) here. tpusim's own options start with "tpusim_"; the others
+ * are the TPU compiler's flags and mean nothing to the simulator. */
+static PJRT_Error *pj_option_override(pj_rd entry, pj_compile_opts *o)
+{
+    int num, wt;
+    uint64_t v;
+    pj_rd sub, key = {0}, val = {0};
+    int have_val = 0;
+    while (pj_field(&entry, &num, &wt, &v, &sub)) {
+        if (num == 1 && wt == 2) key = sub;
+        else if (num == 2 && wt == 2) {
+            pj_rd r = sub;
+            while (pj_field(&r, &num, &wt, &v, &sub))
+                if (num == 1 && wt == 2) val = sub, have_val = 1;
+        }
+    }
+    if (entry.bad) return pj_bad("env_option_overrides");
+    if (!pj_str_is(key, "tpusim_numerics")) {
+        if ((size_t)(key.end - key.p) >= 7 && !memcmp(key.p, "tpusim_", 7))
+            return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "compiler option '%.*s': tpusim knows tpusim_numerics only",
+                            (int)(key.end - key.p), (const char *)key.p);
+        return NULL;
+    }
+    if (have_val && pj_str_is(val, "tpu")) o->numerics = 1;
+    else if (have_val && pj_str_is(val, "exact")) o->numerics = 2;
+    else return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "compiler option tpusim_numerics: expected \"tpu\" or \"exact\"");
+    return NULL;
+}
+
 PJRT_Error *pj_parse_compile_options(const char *buf, size_t len, pj_compile_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -155,6 +191,9 @@ PJRT_Error *pj_parse_compile_options(const char *buf, size_t len, pj_compile_opt
     while (buf && pj_field(&r, &num, &wt, &v, &sub)) {
         if (wt == 2 && num == 3) {
             PJRT_Error *e = pj_build_options(sub, o);
+            if (e) return e;
+        } else if (wt == 2 && num == 7) {
+            PJRT_Error *e = pj_option_override(sub, o);
             if (e) return e;
         } else if (wt == 0 && num == 10) {
             o->have_matrix_precision = 1;

@@ -167,9 +167,41 @@ static void pj_write_trace(PJRT_Client *c, const char *path)
     fclose(f);
 }
 
+/* Clients still alive when the process exits (frameworks rarely destroy theirs) report from an exit
+ * handler: the one process-wide list the plugin keeps. */
+static pthread_mutex_t pj_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static PJRT_Client *pj_live[16];
+static int pj_nlive, pj_atexit_set;
+
+static void pj_atexit(void)
+{
+    pthread_mutex_lock(&pj_live_mu);
+    for (int i = 0; i < pj_nlive; i++) pj_report_summary(pj_live[i]);
+    pj_nlive = 0;
+    pthread_mutex_unlock(&pj_live_mu);
+}
+
+void pj_report_track(PJRT_Client *c, int alive)
+{
+    if (!c->profile_dir) return;
+    pthread_mutex_lock(&pj_live_mu);
+    if (alive) {
+        if (!pj_atexit_set) pj_atexit_set = atexit(pj_atexit) == 0;
+        if (pj_nlive < (int)(sizeof pj_live / sizeof pj_live[0])) pj_live[pj_nlive++] = c;
+    } else {
+        for (int i = 0; i < pj_nlive; i++)
+            if (pj_live[i] == c) pj_live[i] = pj_live[--pj_nlive];
+    }
+    pthread_mutex_unlock(&pj_live_mu);
+}
+
 void pj_report_summary(PJRT_Client *c)
 {
-    if (!c->profile_dir || c->nnotes == 0) return;
+    pthread_mutex_lock(&c->mu);
+    int done = c->summarized;
+    c->summarized = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (done || !c->profile_dir || c->nnotes == 0) return;
     char path[4352], tot[32];
     pj_fmt_time(tot, sizeof tot, c->predicted_s);
     snprintf(path, sizeof path, "%s/trace.json", c->profile_dir);

@@ -59,8 +59,10 @@ def _partition(code: bytes, options: bytes) -> tuple[str, list[bytes], list[byte
         dbg.xla_dump_hlo_as_text = True
         dbg.xla_dump_hlo_pass_re = "spmd-partitioning"
         dbg.xla_dump_hlo_module_re = ".*"
-        with mlir.make_ir_context() as ctx:
-            module = ir.Module.parse(_jax.mlir.deserialize_portable_artifact(code), context=ctx)
+        with mlir.make_ir_context():
+            module = _jax.mlir.deserialize_portable_artifact(code)
+            if not isinstance(module, ir.Module):
+                module = ir.Module.parse(module)
             exe = client.compile_and_load(module, xc.DeviceList(tuple(client.devices()[:n])), co)
         files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
         if not files:
