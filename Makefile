@@ -80,16 +80,19 @@ $(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# tests/t_pjrt.c drives the plugin through its ABI header
+$(BUILD)/tests/t_pjrt.o: CPPFLAGS += -Ithird_party/pjrt
+
 $(BUILD)/unit-tests: $(TEST_OBJ) $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
 
 # The README's test command. Everything runs from the repository root (tests read ../shared/corpus).
 test: deps
 	$(MAKE) --no-print-directory test-unit test-cli
 
-test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim
-	TPUSIM_BIN=$(BUILD)/tpusim $(BUILD)/unit-tests
+test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
+	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
 
 test-cli: $(BUILD)/tpusim
 	TPUSIM_BIN=$(BUILD)/tpusim ./tests/cli/run.sh
