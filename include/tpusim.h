@@ -256,6 +256,11 @@ tpu_run_opts tpu_run_opts_default(void);
 tpu_status  tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, tpu_tensor *const *inputs,
                     int ninputs, tpu_tensor ***outputs, int *noutputs);
 
+/* Whether the executor can run every instruction of the module (a cheap scan, no data touched): TPU_OK, or
+ * TPU_ERR_UNSUPPORTED / TPU_ERR_UNRUNNABLE naming the first instruction it cannot run (file:line:col, why),
+ * e.g. a host callback or a custom-call without a kernel, or a constant elided as {...}. */
+tpu_status  tpu_module_runnable(tpu_ctx *ctx, const tpu_module *m);
+
 /* Deterministic random inputs for every entry parameter: floats uniform in [-1,1), integers in [0,8),
  * pred random. The generator (splitmix64 per parameter index and seed) is documented so scripts can
  * produce the same values. */

@@ -538,6 +538,7 @@ static EXE_KERNEL(exe_k_control)
     }
     case HLO_CUSTOM_CALL: {
         const char *target = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+        /* every target handled here is listed in exe_custom_call_targets (tpu_module_runnable) */
         if (target && in->nops == 1 &&
             (!strcmp(target, "Sharding") || !strcmp(target, "SPMDFullToShardShape") ||
              !strcmp(target, "SPMDShardToFullShape") || !strcmp(target, "LayoutConstraint") ||
@@ -672,6 +673,53 @@ static EXE_KERNEL(exe_k_control)
     default: break;
     }
     return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "opcode not supported by the executor");
+}
+
+/* ---- what the executor can run (checked before a run starts: tpu_module_runnable) ---- */
+
+static const char *const exe_custom_call_targets[] = {
+    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "MoveToDevice", "MoveToHost",
+    "annotate_device_placement", "X64Combine", "xla.sdy.FuncResultSharding", "AssumeGatherIndicesInBound",
+    "AllocateBuffer", "ConcatBitcast",
+};
+
+static tpu_status exe_instr_runnable(tpu_ctx *ctx, const hlo_module *m, const hlo_instr *in)
+{
+    char where[256];
+    hlo_op op = (hlo_op)in->op;
+    if (op == HLO_PARAMETER) return TPU_OK;
+    if (op == HLO_CONSTANT) {
+        if (in->literal && in->literal->elided)
+            return ut_err(ctx, TPU_ERR_UNRUNNABLE, "%s: constant '%s' was written as {...}: its values are not in the "
+                          "program, so it can be checked and timed but not run", hlo_where(m, in, where, sizeof where), in->name);
+        return TPU_OK;
+    }
+    if ((op == HLO_SEND || op == HLO_RECV || op == HLO_SEND_DONE || op == HLO_RECV_DONE) && hlo_attr_bool(in, HK_IS_HOST_TRANSFER, 0))
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: '%s' (%s) is a host transfer: tpusim does not run host callbacks "
+                      "(jax.debug.print, jax.pure_callback, io_callback, host_callback) inside a program yet; move them "
+                      "out of the jitted function", hlo_where(m, in, where, sizeof where), in->name, hlo_op_name(op));
+    if (op == HLO_CUSTOM_CALL) {
+        const char *t = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+        for (size_t i = 0; t && i < sizeof exe_custom_call_targets / sizeof exe_custom_call_targets[0]; i++)
+            if (!strcmp(t, exe_custom_call_targets[i])) return TPU_OK;
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: custom-call '%s' to \"%s\": tpusim's executor has no kernel for it",
+                      hlo_where(m, in, where, sizeof where), in->name, t ? t : "?");
+    }
+    if (!exe_kernels[op])
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: '%s': the executor cannot run %s", hlo_where(m, in, where, sizeof where),
+                      in->name, hlo_op_name(op));
+    return TPU_OK;
+}
+
+tpu_status tpu_module_runnable(tpu_ctx *ctx, const tpu_module *m)
+{
+    exe_init_kernels();
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            tpu_status st = exe_instr_runnable(ctx, m, m->comps[c]->instrs[i]);
+            if (st) return st;
+        }
+    return TPU_OK;
 }
 
 /* ---- running a computation ---- */

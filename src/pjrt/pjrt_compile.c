@@ -138,6 +138,8 @@ static PJRT_Error *pj_check_for_tpu(PJRT_Client *c, tpu_ctx *ctx, PJRT_Executabl
                        e->name, c->slice, tpu_report_text(r));
     tpu_report_free(r);
     if (err) return err;
+    st = tpu_module_runnable(ctx, e->m);
+    if (st) return pj_error_tpu(ctx, st, "tpusim cannot run this program");
     tpu_memory_opts mo = {.chip = c->slice, .top = 5};
     tpu_memory *mem = NULL;
     st = tpu_memory_plan(ctx, e->m, &mo, &mem);
