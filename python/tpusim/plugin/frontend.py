@@ -21,9 +21,17 @@ _lock = threading.Lock()
 _cpu_clients: dict[int, object] = {}
 
 
-def _hlo_text(code: bytes) -> tuple[object, str]:
+def _converter():
+    """jaxlib's StableHLO -> HLO converter (a private API: tpusim pins jax 0.10.2)."""
     from jax._src.lib import _jax
-    comp = _jax.mlir.mlir_module_to_xla_computation(code, use_tuple_args=False, return_tuple=False)
+    fn = getattr(getattr(_jax, "mlir", None), "mlir_module_to_xla_computation", None)
+    if fn is None:
+        raise ImportError("jaxlib has no _jax.mlir.mlir_module_to_xla_computation")
+    return fn
+
+
+def _hlo_text(code: bytes) -> tuple[object, str]:
+    comp = _converter()(code, use_tuple_args=False, return_tuple=False)
     return comp, comp.as_hlo_text()
 
 
