@@ -87,9 +87,20 @@ $(BUILD)/unit-tests: $(TEST_OBJ) $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
 
+# The Python environment of the plugin's tests and demo: the pinned jax from PyPI (scripts/requirements-plugin.txt).
+VENV := build/venv
+$(VENV)/.ok: scripts/requirements-plugin.txt
+	@echo "tpusim: setting up $(VENV) (jax 0.10.2 from PyPI)"
+	@python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r scripts/requirements-plugin.txt
+	@touch $@
+venv: deps $(VENV)/.ok
+
 # The README's test command. Everything runs from the repository root (tests read ../shared/corpus).
+# scripts/run_tests.sh runs each suite and closes with the totals ("N passed, N failed, N skipped").
 test: deps
-	$(MAKE) --no-print-directory test-unit test-cli
+	./scripts/run_tests.sh "$(MAKE) --no-print-directory test-unit" "$(MAKE) --no-print-directory test-cli" \
+	    "$(MAKE) --no-print-directory test-plugin"
 
 test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
@@ -97,9 +108,16 @@ test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 test-cli: $(BUILD)/tpusim
 	TPUSIM_BIN=$(BUILD)/tpusim ./tests/cli/run.sh
 
-# Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK).
+# The PJRT plugin under jax (python/tests/plugin), beside jax's CPU backend as the reference.
+test-plugin: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
+	JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 \
+	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/plugin
+
+# Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK). The plugin
+# is checked under the sanitizers through its ABI (tests/t_pjrt.c); inside Python it runs in the release build.
 test-asan: deps
-	TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-unit test-cli
+	./scripts/run_tests.sh "TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-unit" \
+	    "TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-cli"
 
 demo: deps $(BUILD)/tpusim
 	./examples/demo.sh $(BUILD)/tpusim
