@@ -119,8 +119,8 @@ test-asan: deps
 	./scripts/run_tests.sh "TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-unit" \
 	    "TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-cli"
 
-demo: deps $(BUILD)/tpusim
-	./examples/demo.sh $(BUILD)/tpusim
+demo: deps $(BUILD)/tpusim $(VENV)/.ok
+	./examples/demo.sh $(BUILD)/tpusim build/demo/digits_mlp_v3-8 $(VENV)
 
 FUZZ_TARGETS := $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 fuzz: deps $(FUZZ_TARGETS)

@@ -219,7 +219,7 @@ void pj_report_summary(PJRT_Client *c)
         FILE *o = outs[k];
         if (!o) continue;
         fprintf(o, "tpusim TPU summary (%s, simulated): %lld executions of %d programs, predicted device time %s, "
-                   "MXU utilization %.1f%%\n", c->slice, (long long)c->executions, c->nnotes, tot, 100 * mxu);
+                   "MXU utilization %.2g%%\n", c->slice, (long long)c->executions, c->nnotes, tot, 100 * mxu);
         for (int i = 0; i < c->nnotes && k == 0; i++) {
             char st[32];
             pj_fmt_time(st, sizeof st, c->notes[i].step_s);
