@@ -44,7 +44,7 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests
 all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
@@ -107,6 +107,11 @@ test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 
 test-cli: $(BUILD)/tpusim
 	TPUSIM_BIN=$(BUILD)/tpusim ./tests/cli/run.sh
+
+# jax's own test files (tests/jax/upstream) through the plugin: docs/jax-tests.md. Tens of minutes; not in `test`.
+jax-tests: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r scripts/requirements-jax-tests.txt
+	TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so $(VENV)/bin/python tests/jax/run.py
 
 # The PJRT plugin under jax (python/tests/plugin), beside jax's CPU backend as the reference.
 test-plugin: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so

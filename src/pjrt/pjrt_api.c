@@ -238,7 +238,7 @@ static PJRT_Error *pj_Plugin_Attributes(PJRT_Plugin_Attributes_Args *a)
     X(PJRT_Client_DmaMap) X(PJRT_Client_DmaUnmap) X(PJRT_Client_UpdateGlobalProcessInfo)                       \
     X(PJRT_Client_CreateAliasBuffer) X(PJRT_Client_FulfillAliasBuffer) X(PJRT_Client_CreateErrorBuffer)        \
     X(PJRT_Client_Load) X(PJRT_Executable_DeserializeAndLoad) X(PJRT_Executable_Serialize)                     \
-    X(PJRT_Buffer_UnsafePointer) X(PJRT_Buffer_OpaqueDeviceMemoryDataPointer) X(PJRT_Buffer_CopyRawToHostFuture) \
+    X(PJRT_Buffer_CopyRawToHostFuture) \
     X(PJRT_Buffer_DonateWithControlDependency) X(PJRT_Buffer_Bitcast)                                         \
     X(PJRT_CopyToDeviceStream_Destroy) X(PJRT_CopyToDeviceStream_AddChunk) X(PJRT_CopyToDeviceStream_TotalBytes) \
     X(PJRT_CopyToDeviceStream_GranuleSize) X(PJRT_CopyToDeviceStream_CurrentBytes)                            \

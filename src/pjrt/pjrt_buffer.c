@@ -372,3 +372,20 @@ PJRT_Error *pjx_PJRT_Buffer_DecreaseExternalReferenceCount(PJRT_Buffer_DecreaseE
     a->buffer->ext_refs--;
     return NULL;
 }
+
+/* The simulated device's memory is host memory: the array's address is its "device" address. */
+PJRT_Error *pjx_PJRT_Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *a)
+{
+    PJ_NEED(a, PJRT_Buffer_UnsafePointer_Args, buffer_pointer);
+    if (a->buffer->deleted || !a->buffer->t) return pj_deleted_error(a->buffer, "UnsafePointer");
+    a->buffer_pointer = (uintptr_t)tpu_tensor_data(a->buffer->t);
+    return NULL;
+}
+
+PJRT_Error *pjx_PJRT_Buffer_OpaqueDeviceMemoryDataPointer(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args *a)
+{
+    PJ_NEED(a, PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, device_memory_ptr);
+    if (a->buffer->deleted || !a->buffer->t) return pj_deleted_error(a->buffer, "OpaqueDeviceMemoryDataPointer");
+    a->device_memory_ptr = tpu_tensor_data(a->buffer->t);
+    return NULL;
+}

@@ -285,7 +285,8 @@ void        pj_report_track(PJRT_Client *c, int alive);                  /* the 
     X(PJRT_Buffer_Device) X(PJRT_Buffer_Memory) X(PJRT_Buffer_Delete) X(PJRT_Buffer_IsDeleted)                 \
     X(PJRT_Buffer_CopyToDevice) X(PJRT_Buffer_ToHostBuffer) X(PJRT_Buffer_IsOnCpu) X(PJRT_Buffer_ReadyEvent)   \
     X(PJRT_Buffer_IncreaseExternalReferenceCount) X(PJRT_Buffer_DecreaseExternalReferenceCount)               \
-    X(PJRT_Buffer_CopyToMemory) X(PJRT_Buffer_CopyRawToHost)                                                    \
+    X(PJRT_Buffer_CopyToMemory) X(PJRT_Buffer_CopyRawToHost) X(PJRT_Buffer_UnsafePointer)                       \
+    X(PJRT_Buffer_OpaqueDeviceMemoryDataPointer)                                                                \
     X(PJRT_TopologyDescription_Destroy) X(PJRT_TopologyDescription_PlatformName)                               \
     X(PJRT_TopologyDescription_PlatformVersion) X(PJRT_TopologyDescription_GetDeviceDescriptions)             \
     X(PJRT_TopologyDescription_Attributes)
