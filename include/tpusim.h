@@ -67,6 +67,13 @@ void        tpu_ctx_free(tpu_ctx *ctx);
 /* The message of the last failed call on this context ("" if none). */
 const char *tpu_errmsg(const tpu_ctx *ctx);
 const char *tpu_status_name(tpu_status st);
+/* Records an error message on the context and returns st: for callbacks the library calls (tpu_host_io) to
+ * say why they failed. */
+tpu_status  tpu_set_error(tpu_ctx *ctx, tpu_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 /* Warnings (e.g. unknown HLO attributes) collected since the last clear, one per line. */
 const char *tpu_warnings(const tpu_ctx *ctx);
 void        tpu_warnings_clear(tpu_ctx *ctx);
@@ -242,11 +249,23 @@ typedef enum tpu_numerics {
     TPU_NUMERICS_EXACT      /* every dot/conv at full f32, like XLA:CPU at HIGHEST precision */
 } tpu_numerics;
 
+/* Host transfers: send and recv instructions with is_host_transfer=true, which jax writes for host callbacks
+ * (jax.debug.print, jax.pure_callback, io_callback) on a TPU. The executor hands each send's array to send()
+ * and fills each recv's array from recv(), on the thread that runs the device; `device` is the device of a
+ * replicated run (replica * partitions + partition; 0 for tpu_run). A non-OK status (message on ctx) fails
+ * the run. Without a tpu_host_io such programs fail when they reach the transfer. */
+typedef struct tpu_host_io {
+    void      *user;
+    tpu_status (*send)(void *user, tpu_ctx *ctx, int device, int64_t channel_id, const tpu_tensor *value);
+    tpu_status (*recv)(void *user, tpu_ctx *ctx, int device, int64_t channel_id, tpu_tensor *value);
+} tpu_host_io;
+
 typedef struct tpu_run_opts {
     tpu_numerics numerics;
     int          threads;      /* 0: all cores */
     int          replica_id;   /* for replica-id when running one replica alone */
     int          verbose;
+    const tpu_host_io *host;   /* host transfers (NULL: none) */
 } tpu_run_opts;
 
 tpu_run_opts tpu_run_opts_default(void);

@@ -68,6 +68,8 @@ PJRT_Error *pj_error(PJRT_Error_Code code, const char *fmt, ...)
     return e;
 }
 
+void pj_error_free(PJRT_Error *e) { pj_vt_destroy(e); }
+
 PJRT_Error *pj_error_copy(const PJRT_Error *e)
 {
     if (!e) return NULL;
@@ -240,8 +242,6 @@ static PJRT_Error *pj_Plugin_Attributes(PJRT_Plugin_Attributes_Args *a)
     X(PJRT_Client_Load) X(PJRT_Executable_DeserializeAndLoad) X(PJRT_Executable_Serialize)                     \
     X(PJRT_Buffer_CopyRawToHostFuture) \
     X(PJRT_Buffer_DonateWithControlDependency) X(PJRT_Buffer_Bitcast)                                         \
-    X(PJRT_CopyToDeviceStream_Destroy) X(PJRT_CopyToDeviceStream_AddChunk) X(PJRT_CopyToDeviceStream_TotalBytes) \
-    X(PJRT_CopyToDeviceStream_GranuleSize) X(PJRT_CopyToDeviceStream_CurrentBytes)                            \
     X(PJRT_TopologyDescription_Create) X(PJRT_TopologyDescription_Serialize)                                  \
     X(PJRT_TopologyDescription_Deserialize) X(PJRT_TopologyDescription_Fingerprint)                           \
     X(PJRT_TopologyDescription_GetMemorySpaceKindIds) X(PJRT_Compile)                                         \

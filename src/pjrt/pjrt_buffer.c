@@ -129,6 +129,7 @@ PJRT_Error *pjx_PJRT_Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffe
     PJ_NEED(a, PJRT_Client_BufferFromHostBuffer_Args, buffer);
     PJRT_Device *d = a->device ? a->device : a->memory ? pj_mem(a->memory)->dev : NULL;
     if (!d) return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "BufferFromHostBuffer: neither a device nor a memory given");
+    pj_report_found_system(d->client);
     tpu_dtype t = pj_dtype_from_pjrt(a->type);
     if (t == TPU_INVALID || t == TPU_TOKEN)
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "BufferFromHostBuffer: element type %d has no array form on a TPU", (int)a->type);

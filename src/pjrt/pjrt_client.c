@@ -156,7 +156,6 @@ PJRT_Error *pj_client_new(const PJRT_Client_Create_Args *a, PJRT_Client **out)
         pj_client_free(c);
         return err;
     }
-    pj_report_found_system(c);
     pj_report_track(c, 1);
     *out = c;
     return NULL;

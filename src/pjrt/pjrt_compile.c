@@ -230,6 +230,7 @@ PJRT_Error *pj_compile(PJRT_Client *c, const PJRT_Program *prog, const char *opt
                        PJRT_LoadedExecutable **out)
 {
     *out = NULL;
+    pj_report_found_system(c);
     if (!prog || (!prog->code && prog->code_size))
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "PJRT_Client_Compile: no program");
     pj_compile_opts o;

@@ -73,13 +73,154 @@ static PJRT_Error *pj_system(PJRT_Client *c, int n, tpu_system **out)
     return NULL;
 }
 
+/* ---- host transfers: the framework's send and recv callbacks of this execution ---- */
+
+typedef struct pj_host {
+    const PJRT_ExecuteOptions *o;
+    int                        ndev;
+} pj_host;
+
+static PJRT_Error *pj_callback_error(PJRT_Error_Code code, const char *msg, size_t n)
+{
+    return pj_error(code, "%.*s", (int)n, msg ? msg : "");
+}
+
+static void pj_chunk_free(void *data, void *arg)
+{
+    (void)arg;
+    free(data);
+}
+
+/* A callback's error (made by pj_callback_error) as the run's error on ctx; the error is freed. */
+static tpu_status pj_host_fail(tpu_ctx *ctx, PJRT_Error *e, const char *what, int64_t ch)
+{
+    const char *m;
+    size_t n;
+    m = ((pj_error_obj *)e)->msg;
+    n = m ? strlen(m) : 0;
+    tpu_status st = tpu_set_error(ctx, TPU_ERR_INVALID, "the host callback (%s, channel %lld) failed: %.*s", what,
+                             (long long)ch, (int)n, m ? m : "");
+    pj_error_free(e);
+    return st;
+}
+
+static tpu_status pj_host_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v)
+{
+    const pj_host *h = user;
+    for (size_t i = 0; h->o && h->o->send_callbacks && device < h->ndev && i < h->o->num_send_ops; i++) {
+        PJRT_SendCallbackInfo *cb = &h->o->send_callbacks[device][i];
+        if (cb->channel_id != ch) continue;
+        size_t n = tpu_tensor_nbytes(v);
+        PJRT_Chunk chunk = {.data = malloc(n ? n : 1), .size = n, .deleter = pj_chunk_free};
+        if (!chunk.data) return tpu_set_error(ctx, TPU_ERR_NOMEM, "out of host memory for a host transfer");
+        memcpy(chunk.data, tpu_tensor_cdata(v), n);
+        PJRT_CallbackError errfn = pj_callback_error;
+        PJRT_Error *e = cb->send_callback(&chunk, &errfn, n, true, cb->user_arg);
+        return e ? pj_host_fail(ctx, e, "send", ch) : TPU_OK;
+    }
+    return tpu_set_error(ctx, TPU_ERR_INVALID, "the program sends to the host on channel %lld, but the framework gave no "
+                    "send callback for it", (long long)ch);
+}
+
+static void pj_stream_unref(PJRT_CopyToDeviceStream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int last = --s->refs == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!last) return;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+static tpu_status pj_host_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v)
+{
+    const pj_host *h = user;
+    for (size_t i = 0; h->o && h->o->recv_callbacks && device < h->ndev && i < h->o->num_recv_ops; i++) {
+        PJRT_RecvCallbackInfo *cb = &h->o->recv_callbacks[device][i];
+        if (cb->channel_id != ch) continue;
+        PJRT_CopyToDeviceStream *s = calloc(1, sizeof *s);
+        if (!s) return tpu_set_error(ctx, TPU_ERR_NOMEM, "out of host memory for a host transfer");
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->cv, NULL);
+        s->refs = 2;
+        s->dst = tpu_tensor_data(v);
+        s->total = (int64_t)tpu_tensor_nbytes(v);
+        cb->recv_callback(s, cb->user_arg);
+        /* the framework answers once the host function has run (it zero-fills the result if that failed,
+         * and the send reported the failure already) */
+        pthread_mutex_lock(&s->mu);
+        while (s->current < s->total) pthread_cond_wait(&s->cv, &s->mu);
+        s->dst = NULL;
+        pthread_mutex_unlock(&s->mu);
+        pj_stream_unref(s);
+        return TPU_OK;
+    }
+    return tpu_set_error(ctx, TPU_ERR_INVALID, "the program receives from the host on channel %lld, but the framework gave "
+                    "no recv callback for it", (long long)ch);
+}
+
+PJRT_Error *pjx_PJRT_CopyToDeviceStream_AddChunk(PJRT_CopyToDeviceStream_AddChunk_Args *a)
+{
+    PJ_NEED(a, PJRT_CopyToDeviceStream_AddChunk_Args, transfer_complete);
+    PJRT_CopyToDeviceStream *s = a->stream;
+    PJRT_Chunk *c = a->chunk;
+    PJRT_Error *err = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (!s->dst || (int64_t)c->size > s->total - s->current)
+        err = pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "CopyToDeviceStream: a chunk of %zu bytes where %lld remain",
+                       c->size, (long long)(s->total - s->current));
+    else {
+        memcpy(s->dst + s->current, c->data, c->size);
+        s->current += (int64_t)c->size;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (c->deleter) c->deleter(c->data, c->deleter_arg);
+    a->transfer_complete = pj_event_ready(err);
+    return err;
+}
+
+PJRT_Error *pjx_PJRT_CopyToDeviceStream_Destroy(PJRT_CopyToDeviceStream_Destroy_Args *a)
+{
+    PJ_NEED(a, PJRT_CopyToDeviceStream_Destroy_Args, stream);
+    if (a->stream) pj_stream_unref(a->stream);
+    return NULL;
+}
+
+PJRT_Error *pjx_PJRT_CopyToDeviceStream_TotalBytes(PJRT_CopyToDeviceStream_TotalBytes_Args *a)
+{
+    PJ_NEED(a, PJRT_CopyToDeviceStream_TotalBytes_Args, total_bytes);
+    a->total_bytes = a->stream->total;
+    return NULL;
+}
+
+PJRT_Error *pjx_PJRT_CopyToDeviceStream_GranuleSize(PJRT_CopyToDeviceStream_GranuleSize_Args *a)
+{
+    PJ_NEED(a, PJRT_CopyToDeviceStream_GranuleSize_Args, granule_size_in_bytes);
+    a->granule_size_in_bytes = a->stream->total > 0 ? a->stream->total : 1;
+    return NULL;
+}
+
+PJRT_Error *pjx_PJRT_CopyToDeviceStream_CurrentBytes(PJRT_CopyToDeviceStream_CurrentBytes_Args *a)
+{
+    PJ_NEED(a, PJRT_CopyToDeviceStream_CurrentBytes_Args, current_bytes);
+    pthread_mutex_lock(&a->stream->mu);
+    a->current_bytes = a->stream->current;
+    pthread_mutex_unlock(&a->stream->mu);
+    return NULL;
+}
+
 /* Runs e on its n devices: ins[d] are device d's argument tensors; outs[d] receive its results. */
-static PJRT_Error *pj_run(PJRT_Executable *e, int n, tpu_tensor ***ins, tpu_tensor ***outs)
+static PJRT_Error *pj_run(PJRT_Executable *e, int n, tpu_tensor ***ins, tpu_tensor ***outs, const PJRT_ExecuteOptions *xo)
 {
     PJRT_Client *c = e->client;
     tpu_run_opts o = tpu_run_opts_default();
     o.numerics = e->numerics;
     o.threads = c->threads;
+    pj_host host = {xo, n};
+    tpu_host_io hio = {&host, pj_host_send, pj_host_recv};
+    if (xo && (xo->num_send_ops || xo->num_recv_ops)) o.host = &hio;
     tpu_ctx *ctx = tpu_ctx_new();
     if (!ctx) return pj_nomem();
     PJRT_Error *err = NULL;
@@ -170,7 +311,7 @@ PJRT_Error *pj_execute(PJRT_LoadedExecutable_Execute_Args *a)
         ins[d] = flat + (size_t)d * (size_t)(e->ninputs + 1);
         for (int i = 0; i < e->ninputs; i++) ins[d][i] = a->argument_lists[d][i]->t;
     }
-    if (!err) err = pj_run(e, n, ins, outs);
+    if (!err) err = pj_run(e, n, ins, outs, a->options);
     if (!err) {
         for (int d = 0; d < n; d++) pj_donate(e, a->options, a->argument_lists[d]);
         int made = 0;

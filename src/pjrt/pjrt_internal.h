@@ -42,6 +42,7 @@ PJRT_Error *pj_error(PJRT_Error_Code code, const char *fmt, ...) __attribute__((
 /* The message of a failed tpusim call, with a code that fits its status (OOM -> RESOURCE_EXHAUSTED...). */
 PJRT_Error *pj_error_tpu(tpu_ctx *ctx, tpu_status st, const char *prefix);
 PJRT_Error *pj_error_copy(const PJRT_Error *e);
+void        pj_error_free(PJRT_Error *e);
 
 struct PJRT_Event {
     PJRT_Error *error;   /* NULL: succeeded */
@@ -130,6 +131,7 @@ struct PJRT_Client {
     int             nnotes, capnotes;
     int64_t         live_buffers, live_executables;
     int             summarized;     /* the exit summary was written */
+    int             announced;      /* the "Found TPU system" line was printed */
 };
 
 /* Environment and slice: TPUSIM_SLICE (default v3-8), TPUSIM_NUMERICS (tpu|exact), TPUSIM_THREADS. */
@@ -160,6 +162,17 @@ PJRT_Buffer_Type pj_dtype_to_pjrt(tpu_dtype t);
 /* Wraps a tensor (taken over) as a buffer on d, charging d's HBM. On failure the tensor is freed. */
 PJRT_Error *pj_buffer_wrap(PJRT_Device *d, tpu_tensor *t, PJRT_Buffer **out);
 void        pj_buffer_release(PJRT_Buffer *b);    /* frees the tensor and its HBM; the handle stays */
+
+/* ---- host transfers: jax's host callbacks (pjrt_execute.c) ----
+ * A recv asks the framework's recv callback for data through a stream the framework fills with chunks
+ * (possibly from another thread) and destroys when it is done with it: two owners, counted. */
+struct PJRT_CopyToDeviceStream {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    int             refs;       /* the waiting execution and the framework */
+    char           *dst;        /* the recv's array, filled in order */
+    int64_t         total, current;
+};
 
 /* ---- executables (pjrt_compile.c, pjrt_execute.c) ---- */
 typedef struct pj_exe_note {
@@ -250,7 +263,7 @@ PJRT_Error *pj_python_frontend(const char *code, size_t len, const char *format,
 void        pj_frontend_result_free(pj_frontend_result *r);
 
 /* ---- what a TPU user sees (pjrt_report.c) ---- */
-void        pj_report_found_system(PJRT_Client *c);
+void        pj_report_found_system(PJRT_Client *c);                      /* at first use */
 void        pj_report_executable(PJRT_Client *c, PJRT_Executable *e);   /* TPUSIM_PROFILE_DIR: files per program */
 void        pj_report_execution(PJRT_Client *c, PJRT_Executable *e);
 void        pj_report_summary(PJRT_Client *c);                           /* at client destruction / exit */
@@ -289,7 +302,9 @@ void        pj_report_track(PJRT_Client *c, int alive);                  /* the 
     X(PJRT_Buffer_OpaqueDeviceMemoryDataPointer)                                                                \
     X(PJRT_TopologyDescription_Destroy) X(PJRT_TopologyDescription_PlatformName)                               \
     X(PJRT_TopologyDescription_PlatformVersion) X(PJRT_TopologyDescription_GetDeviceDescriptions)             \
-    X(PJRT_TopologyDescription_Attributes)
+    X(PJRT_TopologyDescription_Attributes) X(PJRT_CopyToDeviceStream_Destroy) X(PJRT_CopyToDeviceStream_AddChunk) \
+    X(PJRT_CopyToDeviceStream_TotalBytes) X(PJRT_CopyToDeviceStream_GranuleSize)                              \
+    X(PJRT_CopyToDeviceStream_CurrentBytes)
 
 #define PJ_DECLARE(fn) PJRT_Error *pjx_##fn(fn##_Args *a);
 PJ_IMPLEMENTED(PJ_DECLARE)

@@ -16,9 +16,15 @@ static int pj_quiet(void)
     return q && *q && strcmp(q, "0");
 }
 
+/* Once per client, at first use (a compile or a buffer): frameworks create every registered backend at
+ * start-up, used or not. */
 void pj_report_found_system(PJRT_Client *c)
 {
-    if (pj_quiet()) return;
+    pthread_mutex_lock(&c->mu);
+    int done = c->announced;
+    c->announced = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (done || pj_quiet()) return;
     tpu_device_info d0;
     if (tpu_chip_device(c->ctx, c->chip, 0, &d0)) return;
     fprintf(stderr,

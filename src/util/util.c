@@ -396,3 +396,12 @@ double ut_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+tpu_status tpu_set_error(tpu_ctx *ctx, tpu_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tpu_status r = ut_verr(ctx, st, fmt, ap);
+    va_end(ap);
+    return r;
+}

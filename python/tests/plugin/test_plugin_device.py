@@ -78,10 +78,21 @@ def test_out_of_memory_at_compile_time_in_the_tpu_compilers_words(tpu):
     assert "Largest program allocations in hbm" in msg and "f32[4294967296]" in msg
 
 
-def test_host_callbacks_are_refused_at_compile_time(tpu):
-    f = jax.jit(lambda x: jax.pure_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct((4,), jnp.float32), x))
-    with pytest.raises(Exception, match="host callbacks"):
-        f(jnp.ones(4))
+def test_host_callbacks_run_on_the_host(tpu, capfd):
+    """jax.debug.print and jax.pure_callback: the program's sends and receives reach the framework's host
+    callbacks, also inside a loop and on every device of a partitioned program; a failing callback fails the
+    execution with its Python error."""
+    def f(x):
+        jax.debug.print("tpusim says {}", x)
+        return jax.pure_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct((4,), jnp.float32), x) + 1
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(jnp.arange(4.0))), [1, 3, 5, 7])
+    assert "tpusim says [0. 1. 2. 3.]" in capfd.readouterr().out
+    loop = jax.jit(lambda x: jax.lax.fori_loop(0, 3, lambda i, c: c + jax.pure_callback(
+        lambda v: np.ones_like(v), jax.ShapeDtypeStruct(c.shape, c.dtype), c), x))
+    np.testing.assert_array_equal(np.asarray(loop(jnp.zeros(3))), [3, 3, 3])
+    bad = jax.jit(lambda x: jax.pure_callback(lambda v: 1 / 0, jax.ShapeDtypeStruct((4,), jnp.float32), x))
+    with pytest.raises(Exception, match="host callback"):
+        bad(jnp.ones(4)).block_until_ready()
 
 
 def test_program_for_more_devices_than_the_slice(tpu):

@@ -1,6 +1,7 @@
 """tpusim as a PJRT device: unchanged JAX code runs on a simulated TPU slice.
 
     JAX_PLATFORMS=tpusim TPUSIM_SLICE=v3-8 python train.py
+    JAX_PLATFORMS=tpusim,cpu ...     # host callbacks (jax.debug.print, pure_callback) need jax's CPU backend
 
 jax finds the plugin through the ``jax_plugins`` namespace package (``jax_plugins.tpusim``, also advertised as
 an entry point) and calls :func:`initialize`, which registers ``libtpusim_pjrt.so`` under the name
@@ -63,4 +64,6 @@ def initialize() -> None:
         os.environ.setdefault("TPUSIM_STABLEHLO_VERSION", hlo.get_current_version())
     except Exception:  # noqa: BLE001 - the plugin then takes jax's default (older) version
         pass
-    xb.register_plugin("tpusim", priority=500, library_path=library_path())
+    # below jax's CPU backend (priority 0): installed, the plugin is a device jax can use; selected
+    # (JAX_PLATFORMS=tpusim or tpusim,cpu), it is the default one
+    xb.register_plugin("tpusim", priority=-10, library_path=library_path())
