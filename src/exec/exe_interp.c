@@ -624,6 +624,7 @@ static EXE_KERNEL(exe_k_control)
             return exe_identity(ops, out);
         }
         if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
+        if (target && !strcmp(target, "dce_sink")) return exe_token(S, out);   /* jax.lax.dce_sink: () */
         if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
             /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
             tpu_tensor *t;
@@ -753,7 +754,7 @@ static EXE_KERNEL(exe_k_control)
 static const char *const exe_custom_call_targets[] = {
     "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "MoveToDevice", "MoveToHost",
     "annotate_device_placement", "X64Combine", "xla.sdy.FuncResultSharding", "AssumeGatherIndicesInBound",
-    "AllocateBuffer", "ConcatBitcast",
+    "AllocateBuffer", "ConcatBitcast", "dce_sink",
 };
 
 static tpu_status exe_instr_runnable(tpu_ctx *ctx, const hlo_module *m, const hlo_instr *in)

@@ -133,3 +133,12 @@ def test_output_shardings_follow_the_partitioner(tpu):
     assert y[0].sharding.spec == P("data") or y[0].sharding.spec == P("data", None)
     assert y[1].sharding.is_fully_replicated
     assert len(y[0].addressable_shards) == 8 and y[0].addressable_shards[0].data.shape == (2, 8)
+
+
+def test_partitioned_program_keeps_its_large_constants(tpu):
+    """Constants of thousands of elements survive the partitioner's dump (XLA's text elides them as {...})."""
+    m = mesh8(tpu)
+    c = np.linspace(0, 1, 4000, dtype=np.float32)
+    x = jax.device_put(np.ones((8, 4000), np.float32), NamedSharding(m, P("data")))
+    got = jax.jit(lambda x: jnp.sum(x * c, axis=1))(x)
+    np.testing.assert_allclose(np.asarray(got), np.full(8, c.sum()), rtol=1e-5)

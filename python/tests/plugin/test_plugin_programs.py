@@ -188,6 +188,8 @@ PROGRAMS = [
     # shapes
     ("pad_concat_reverse", lambda x: (jnp.pad(x, ((1, 2), (0, 3))), jnp.concatenate([x, x[::-1]], 0), jnp.flip(x, 1)),
      (f32(3, 4),), None),
+    ("large_constant", lambda x: x * np.linspace(-3, 3, 3000, dtype=np.float32), (f32(3000),), None),
+    ("dce_sink", lambda x: (lax.dce_sink(x * 2, prevent_mlir_dce=True), x + 1)[1], (f32(4),), None),
     ("where_select_clip", lambda x, y: (jnp.where(x > y, x, y), jnp.clip(x, -0.5, 0.5), jnp.sign(x) * jnp.floor(y)),
      (f32(10), f32(10)), None),
     ("fft", lambda x: jnp.abs(jnp.fft.rfft(x)), (f32(4, 16),), None),

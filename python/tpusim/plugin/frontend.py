@@ -32,7 +32,7 @@ def _converter():
 
 def _hlo_text(code: bytes) -> tuple[object, str]:
     comp = _converter()(code, use_tuple_args=False, return_tuple=False)
-    return comp, comp.as_hlo_text()
+    return comp, comp.as_hlo_text(print_large_constants=True)
 
 
 def _cpu_client(n: int):
@@ -42,6 +42,38 @@ def _cpu_client(n: int):
         if c is None:
             c = _cpu_clients[n] = xc.make_cpu_client(num_devices=n)
         return c
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def _module_text(proto: bytes) -> str:
+    """HLO text, constants in full, of an HloProto as XLA dumps it (its field 1 is the HloModuleProto)."""
+    from jax._src.lib import xla_client as xc
+    i, module = 0, None
+    while i < len(proto):
+        key, i = _varint(proto, i)
+        wire = key & 7
+        if wire == 2:
+            n, i = _varint(proto, i)
+            if key >> 3 == 1:
+                module = proto[i:i + n]
+            i += n
+        elif wire == 0:
+            _, i = _varint(proto, i)
+        else:
+            i += 8 if wire == 1 else 4
+    if module is None:
+        raise RuntimeError("XLA's dump holds no HloModuleProto (jaxlib changed? tpusim pins jax 0.10.2)")
+    return xc.XlaComputation(module).as_hlo_text(print_large_constants=True)
 
 
 def _partition(code: bytes, options: bytes) -> tuple[str, list[bytes], list[bytes]]:
@@ -64,7 +96,7 @@ def _partition(code: bytes, options: bytes) -> tuple[str, list[bytes], list[byte
     try:
         dbg = eb.debug_options
         dbg.xla_dump_to = dump
-        dbg.xla_dump_hlo_as_text = True
+        dbg.xla_dump_hlo_as_proto = True   # read back below; the text dump elides large constants as {...}
         dbg.xla_dump_hlo_pass_re = "spmd-partitioning"
         dbg.xla_dump_hlo_module_re = ".*"
         with mlir.make_ir_context():
@@ -72,11 +104,11 @@ def _partition(code: bytes, options: bytes) -> tuple[str, list[bytes], list[byte
             if not isinstance(module, ir.Module):
                 module = ir.Module.parse(module)
             exe = client.compile_and_load(module, xc.DeviceList(tuple(client.devices()[:n])), co)
-        files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
+        files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*")))
         if not files:
             raise RuntimeError("XLA's SPMD partitioner left no module behind (jaxlib changed? tpusim pins jax 0.10.2)")
-        with open(files[-1]) as f:
-            text = f.read()
+        with open(files[-1], "rb") as f:
+            text = _module_text(f.read())
         ins = [s.SerializeToString() for s in exe.get_parameter_shardings() or []]
         outs = [s.SerializeToString() for s in exe.get_output_shardings() or []]
         return text, ins, outs
