@@ -31,6 +31,7 @@ static void pj_executable_free(PJRT_Executable *e)
     free(e->out_shard_len);
     free(e->fingerprint);
     free(e->optimized_hlo);
+    free(e->optimized_mlir);
     free(e->da_bytes);
     free(e->options);
     free(e);
@@ -382,12 +383,29 @@ PJRT_Error *pjx_PJRT_Executable_ParameterMemoryKinds(PJRT_Executable_ParameterMe
     return NULL;
 }
 
+/* The per-device program (what tpusim runs), as StableHLO ("mlir"): compiled.as_text() in jax. Asked twice:
+ * first for the size (code NULL), then with room for it. */
 PJRT_Error *pjx_PJRT_Executable_OptimizedProgram(PJRT_Executable_OptimizedProgram_Args *a)
 {
     PJ_NEED(a, PJRT_Executable_OptimizedProgram_Args, program);
-    return pj_error(PJRT_Error_Code_UNIMPLEMENTED,
-                    "tpusim: the optimized program is not available as an HloModuleProto (TPUSIM_PROFILE_DIR writes "
-                    "each program's HLO text)");
+    PJRT_Executable *e = a->executable;
+    PJRT_Program *p = a->program;
+    if (!p) return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "OptimizedProgram: no program to fill");
+    pthread_mutex_lock(&e->client->mu);
+    PJRT_Error *err = NULL;
+    if (!e->optimized_mlir) err = pj_python_optimized_program(e->optimized_hlo, &e->optimized_mlir, &e->optimized_mlir_len);
+    pthread_mutex_unlock(&e->client->mu);
+    if (err) return err;
+    p->format = "mlir";
+    p->format_size = 4;
+    if (p->code) {
+        if (p->code_size < e->optimized_mlir_len)
+            return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "OptimizedProgram: %zu bytes of room for %zu", p->code_size,
+                            e->optimized_mlir_len);
+        memcpy(p->code, e->optimized_mlir, e->optimized_mlir_len);
+    }
+    p->code_size = e->optimized_mlir_len;
+    return NULL;
 }
 
 PJRT_Error *pjx_PJRT_Executable_Fingerprint(PJRT_Executable_Fingerprint_Args *a)

@@ -207,6 +207,8 @@ struct PJRT_Executable {
     PJRT_NamedValue cost[6];
     char         *fingerprint;
     char         *optimized_hlo;     /* the per-device HLO text */
+    char         *optimized_mlir;    /* it as StableHLO bytecode, made on first request (under the client's mutex) */
+    size_t        optimized_mlir_len;
     char         *da_bytes;          /* serialized DeviceAssignmentProto */
     size_t        da_len;
     char         *options;           /* the compile options as received */
@@ -261,6 +263,8 @@ typedef struct pj_frontend_result {
 PJRT_Error *pj_python_frontend(const char *code, size_t len, const char *format, const char *opts, size_t opts_len,
                                pj_frontend_result *out);
 void        pj_frontend_result_free(pj_frontend_result *r);
+/* The per-device HLO as StableHLO bytecode (what OptimizedProgram returns as "mlir"), through jaxlib. */
+PJRT_Error *pj_python_optimized_program(const char *hlo, char **out, size_t *len);
 
 /* ---- what a TPU user sees (pjrt_report.c) ---- */
 void        pj_report_found_system(PJRT_Client *c);                      /* at first use */

@@ -208,3 +208,50 @@ void pj_frontend_result_free(pj_frontend_result *r)
     free(r->out_len);
     memset(r, 0, sizeof *r);
 }
+
+/* tpusim.plugin.frontend.optimized_program(hlo_text) -> ("ok", StableHLO bytecode) | ("error", message):
+ * the per-device program in the form PJRT_Executable_OptimizedProgram returns ("mlir"). */
+PJRT_Error *pj_python_optimized_program(const char *hlo, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    pthread_once(&py_once, pj_py_load);
+    if (!py.ok) return pj_error(PJRT_Error_Code_UNIMPLEMENTED, "tpusim: the optimized program needs jaxlib (%s)", py.why);
+    char why[1024];
+    PJRT_Error *err = NULL;
+    int g = py.GILState_Ensure();
+    PyObj *mod = py.Import_ImportModule("tpusim.plugin.frontend");
+    PyObj *fn = mod ? py.Object_GetAttrString(mod, "optimized_program") : NULL;
+    PyObj *args = fn ? py.Tuple_New(1) : NULL;
+    PyObj *res = NULL;
+    if (args) {
+        py.Tuple_SetItem(args, 0, py.Unicode_FromString(hlo));
+        res = py.Object_CallObject(fn, args);
+    }
+    ssize_t sl = 0;
+    PyObj *tag = res && py.Tuple_Size(res) == 2 ? py.Tuple_GetItem(res, 0) : NULL;
+    const char *t = tag ? py.Unicode_AsUTF8AndSize(tag, &sl) : NULL;
+    if (!t) {
+        pj_py_error(why, sizeof why, "a malformed answer");
+        err = pj_error(PJRT_Error_Code_INTERNAL, "tpusim.plugin.frontend.optimized_program: %s", why);
+    } else if (strcmp(t, "ok")) {
+        const char *m = py.Unicode_AsUTF8AndSize(py.Tuple_GetItem(res, 1), &sl);
+        err = pj_error(PJRT_Error_Code_UNIMPLEMENTED, "%s", m ? m : "no optimized program");
+    } else {
+        char *p;
+        ssize_t n;
+        if (py.Bytes_AsStringAndSize(py.Tuple_GetItem(res, 1), &p, &n) < 0 || !(*out = malloc(n > 0 ? (size_t)n : 1))) {
+            pj_py_error(why, sizeof why, "out of memory");
+            err = pj_error(PJRT_Error_Code_INTERNAL, "tpusim: reading the optimized program: %s", why);
+        } else {
+            memcpy(*out, p, (size_t)n);
+            *len = (size_t)n;
+        }
+    }
+    if (res) py.DecRef(res);
+    if (args) py.DecRef(args);
+    if (fn) py.DecRef(fn);
+    if (mod) py.DecRef(mod);
+    py.GILState_Release(g);
+    return err;
+}

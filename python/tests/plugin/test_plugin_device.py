@@ -65,6 +65,8 @@ def test_memory_analysis_and_cost_analysis(tpu):
     m = c.memory_analysis()
     assert m.argument_size_in_bytes == (256 * 512 + 512 * 128) * 4
     assert m.output_size_in_bytes == 256 * 128 * 4
+    text = c.as_text()   # the program tpusim runs, as jax shows a compiled program
+    assert "HloModule" in text and "dot(" in text and "tanh(" in text
     cost = c.cost_analysis()
     assert cost["flops"] >= 2 * 256 * 512 * 128
     assert cost["optimal_seconds"] > 0 and cost["bytes accessed"] >= m.argument_size_in_bytes

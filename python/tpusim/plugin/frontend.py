@@ -134,3 +134,14 @@ def compile_program(code: bytes, fmt: str, options: bytes) -> tuple:
     except Exception as e:  # noqa: BLE001 - every failure becomes the compile error the user sees
         msg = str(e)
         return ("error", f"tpusim: jaxlib could not read the program: {type(e).__name__}: {msg}")
+
+
+def optimized_program(hlo_text: str) -> tuple:
+    """("ok", StableHLO bytecode) of the per-device HLO tpusim runs (jax's compiled.as_text()), or ("error", msg)."""
+    try:
+        from jax._src.lib import _jax
+        from jaxlib import _hlo
+        proto = _hlo.hlo_module_from_text(hlo_text).as_serialized_hlo_module_proto()
+        return ("ok", _jax.mlir.hlo_to_stablehlo(proto))
+    except Exception as e:  # noqa: BLE001 - the framework gets the reason
+        return ("error", f"tpusim: the optimized program could not be converted: {type(e).__name__}: {e}")
