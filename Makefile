@@ -129,6 +129,10 @@ demo: deps $(BUILD)/tpusim $(VENV)/.ok
 
 FUZZ_TARGETS := $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 fuzz: deps $(FUZZ_TARGETS)
+# the plugin's target links the plugin's sources and reads its ABI header
+build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(LIB_SRC) $(PJRT_SRC)
+	@mkdir -p build/fuzz
+	clang $(CPPFLAGS) -Ithird_party/pjrt -std=c11 -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp=libomp -o $@ $< $(LIB_SRC) $(PJRT_SRC) $(LDLIBS) -ldl
 build/fuzz/%: fuzz/%.c $(LIB_SRC)
 	@mkdir -p build/fuzz
 	clang $(CPPFLAGS) -std=c11 -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp=libomp -o $@ $< $(LIB_SRC) $(LDLIBS)
