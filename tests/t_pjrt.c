@@ -380,3 +380,48 @@ TEST(pjrt_plugin_executes_from_several_threads)
     pj_exe_free(api, exe);
     pj_client_free(api, c);
 }
+
+TEST(pjrt_plugin_hbm_runs_out_like_the_device)
+{
+    /* a hypothetical v5e with 1 MiB of HBM (a chip file): buffers are charged with their tiled size */
+    const PJRT_Api *api = pj_api();
+    REQUIRE(api);
+    const char *path = "build/t_pjrt_tiny_hbm.json";
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fprintf(f, "{\"name\": \"tiny\", \"base\": \"v5e\", \"hbm_gib\": 0.0009765625, \"hbm_reserved_mib\": 0}\n");
+    fclose(f);
+    PJRT_Client *c = pj_client(api, path);
+    REQUIRE(c);
+    PJRT_Device *d = pj_device(api, c, 0);
+    PJRT_Device_MemoryStats_Args ms = {.struct_size = PJRT_Device_MemoryStats_Args_STRUCT_SIZE, .device = d};
+    PJ_OK(api, api->PJRT_Device_MemoryStats(&ms));
+    CHECK(ms.bytes_limit > 0 && ms.bytes_limit <= 1 << 20);
+    static float data[96 * 1024];   /* 384 KiB each: the third does not fit */
+    int64_t dims[1] = {96 * 1024};
+    PJRT_Buffer *b[3] = {NULL, NULL, NULL};
+    PJRT_Error_Code code = PJRT_Error_Code_OK;
+    char *m = NULL;
+    for (int i = 0; i < 3 && !m; i++) {
+        PJRT_Client_BufferFromHostBuffer_Args a = {.struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE,
+                                                   .client = c, .data = data, .type = PJRT_Buffer_Type_F32,
+                                                   .dims = dims, .num_dims = 1, .device = d};
+        m = pj_take_error(api, api->PJRT_Client_BufferFromHostBuffer(&a), &code);
+        if (!m) {
+            b[i] = a.buffer;
+            PJRT_Event_Destroy_Args ed = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = a.done_with_host_buffer};
+            api->PJRT_Event_Destroy(&ed);
+        }
+    }
+    CHECK(b[0] && b[1] && !b[2]);
+    CHECK(m && strstr(m, "Out of memory") && strstr(m, "f32[98304]"));
+    CHECK_EQ_INT(code, PJRT_Error_Code_RESOURCE_EXHAUSTED);
+    free(m);
+    int64_t used = pj_in_use(api, d);
+    CHECK(used >= 768 * 1024 && used <= ms.bytes_limit);
+    pj_buf_free(api, b[0]);
+    pj_buf_free(api, b[1]);
+    CHECK_EQ_INT(pj_in_use(api, d), 0);
+    pj_client_free(api, c);
+    remove(path);
+}
