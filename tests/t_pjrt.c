@@ -425,3 +425,93 @@ TEST(pjrt_plugin_hbm_runs_out_like_the_device)
     pj_client_free(api, c);
     remove(path);
 }
+
+/* ---- host transfers: a framework's send and recv callbacks (jax.pure_callback's protocol) ---- */
+
+typedef struct pj_cb_state {
+    const PJRT_Api *api;
+    float           got[4];
+    int             sends, recvs;
+} pj_cb_state;
+
+static PJRT_Error *pj_on_send(PJRT_Chunk *chunk, PJRT_CallbackError *err, size_t total, bool done, void *user)
+{
+    pj_cb_state *st = user;
+    (void)err;
+    if (chunk->size == sizeof st->got && total == sizeof st->got && done) memcpy(st->got, chunk->data, sizeof st->got);
+    if (chunk->deleter) chunk->deleter(chunk->data, chunk->deleter_arg);
+    st->sends++;
+    return NULL;
+}
+
+static void pj_on_recv(PJRT_CopyToDeviceStream *stream, void *user)
+{
+    pj_cb_state *st = user;
+    const PJRT_Api *api = st->api;
+    PJRT_CopyToDeviceStream_TotalBytes_Args tb = {.struct_size = PJRT_CopyToDeviceStream_TotalBytes_Args_STRUCT_SIZE,
+                                                  .stream = stream};
+    free(pj_take_error(api, api->PJRT_CopyToDeviceStream_TotalBytes(&tb), NULL));
+    float *reply = malloc((size_t)tb.total_bytes);
+    for (int i = 0; i < tb.total_bytes / 4; i++) reply[i] = st->got[i] * 10;   /* the "host function" */
+    for (int half = 0; half < 2; half++) {   /* in two chunks */
+        PJRT_Chunk c = {.data = (char *)reply + half * tb.total_bytes / 2, .size = (size_t)tb.total_bytes / 2};
+        PJRT_CopyToDeviceStream_AddChunk_Args ac = {.struct_size = PJRT_CopyToDeviceStream_AddChunk_Args_STRUCT_SIZE,
+                                                    .stream = stream, .chunk = &c};
+        free(pj_take_error(api, api->PJRT_CopyToDeviceStream_AddChunk(&ac), NULL));
+        PJRT_Event_Destroy_Args ed = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = ac.transfer_complete};
+        api->PJRT_Event_Destroy(&ed);
+    }
+    free(reply);
+    PJRT_CopyToDeviceStream_Destroy_Args d = {.struct_size = PJRT_CopyToDeviceStream_Destroy_Args_STRUCT_SIZE, .stream = stream};
+    free(pj_take_error(api, api->PJRT_CopyToDeviceStream_Destroy(&d), NULL));
+    st->recvs++;
+}
+
+TEST(pjrt_plugin_host_transfers_reach_the_frameworks_callbacks)
+{
+    const PJRT_Api *api = pj_api();
+    REQUIRE(api);
+    PJRT_Client *c = pj_client(api, "v3-8");
+    REQUIRE(c);
+    const char *prog =
+        "HloModule cb\nENTRY e {\n  x = f32[4] parameter(0)\n  t = token[] after-all()\n"
+        "  s = (f32[4], u32[], token[]) send(x, t), channel_id=2, is_host_transfer=true\n"
+        "  sd = token[] send-done(s), channel_id=2, is_host_transfer=true\n"
+        "  r = (f32[4], u32[], token[]) recv(sd), channel_id=3, is_host_transfer=true\n"
+        "  rd = (f32[4], token[]) recv-done(r), channel_id=3, is_host_transfer=true\n"
+        "  v = f32[4] get-tuple-element(rd), index=0\n  ROOT y = f32[4] add(v, x)\n}\n";
+    PJRT_LoadedExecutable *exe = NULL;
+    PJ_OK(api, pj_compile(api, c, prog, "hlo", 1, 1, &exe));
+    pj_cb_state st = {.api = api};
+    PJRT_SendCallbackInfo sinfo = {.channel_id = 2, .user_arg = &st, .send_callback = pj_on_send};
+    PJRT_RecvCallbackInfo rinfo = {.channel_id = 3, .user_arg = &st, .recv_callback = pj_on_recv};
+    PJRT_SendCallbackInfo *slist[1] = {&sinfo};
+    PJRT_RecvCallbackInfo *rlist[1] = {&rinfo};
+    float in[4] = {1, 2, 3, 4}, out[4] = {0};
+    PJRT_Buffer *arg = pj_put(api, c, pj_device(api, c, 0), in, 4), *res = NULL;
+    PJRT_Buffer *const *al[1] = {&arg};
+    PJRT_Buffer **ol[1] = {&res};
+    PJRT_ExecuteOptions o = {.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE, .send_callbacks = slist,
+                             .recv_callbacks = rlist, .num_send_ops = 1, .num_recv_ops = 1};
+    PJRT_LoadedExecutable_Execute_Args a = {.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE,
+                                            .executable = exe, .options = &o, .argument_lists = al, .num_devices = 1,
+                                            .num_args = 1, .output_lists = ol};
+    PJ_OK(api, api->PJRT_LoadedExecutable_Execute(&a));
+    pj_get(api, res, out, 4);
+    CHECK_EQ_INT(st.sends, 1);
+    CHECK_EQ_INT(st.recvs, 1);
+    CHECK(out[0] == 11 && out[1] == 22 && out[2] == 33 && out[3] == 44);
+    /* without callbacks the transfer is an error, not a hang */
+    PJRT_ExecuteOptions none = {.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE};
+    a.options = &none;
+    PJRT_Buffer *res2 = NULL;
+    PJRT_Buffer **ol2[1] = {&res2};
+    a.output_lists = ol2;
+    char *m = pj_take_error(api, api->PJRT_LoadedExecutable_Execute(&a), NULL);
+    CHECK(m && strstr(m, "host"));
+    free(m);
+    pj_buf_free(api, arg);
+    pj_buf_free(api, res);
+    pj_exe_free(api, exe);
+    pj_client_free(api, c);
+}
