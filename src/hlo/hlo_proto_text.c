@@ -6,7 +6,7 @@
  * so the module prints as HLO text and parses back equal. Fields the IR has no place for are skipped with a
  * warning; fields that change what the program computes and that tpusim cannot represent are errors.
  */
-#include "hlo.h"
+#include "hlo_proto.h"
 #include "util/tensor.h"
 
 #include <ctype.h>
@@ -15,17 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the field tree ---- */
-typedef struct pt_node {
-    const char     *name;
-    int             line, col;
-    int             is_msg;
-    const char     *val;      /* scalar: unescaped string or the token text */
-    size_t          vlen;     /* bytes in val (strings may hold NULs) */
-    int             is_str;
-    struct pt_node *child, *last, *next;
-} pt_node;
-
+/* ---- the reader's state (lexing the text, then building the module) ---- */
 typedef struct pt {
     tpu_ctx    *ctx;
     const char *src, *p, *end, *file;
@@ -33,6 +23,7 @@ typedef struct pt {
     int         line;
     const char *line_start;
     int         failed;
+    int         binary;        /* the tree came from the wire format: locations are byte offsets */
     int         depth;
     ut_arena    tree;          /* the field tree, freed after building */
     hlo_module *m;
@@ -46,22 +37,67 @@ typedef struct pt {
 
 #define PT_MAX_DEPTH 200
 
+static void pt_verror(pt *P, const pt_node *n, int line, int col, const char *fmt, va_list ap)
+{
+    if (P->failed) return;
+    P->failed = 1;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (!P->binary) {
+        ut_err(P->ctx, TPU_ERR_PARSE, "%s:%d:%d: %s", P->file, line + P->line_offset, col, msg);
+    } else if (n) {
+        char path[256];
+        hlo_proto_path(n, path, sizeof path);
+        ut_err(P->ctx, TPU_ERR_PARSE, "%s: byte %zu: %s%s%s", P->file, n->off, path, *path ? ": " : "", msg);
+    } else {
+        ut_err(P->ctx, TPU_ERR_PARSE, "%s: %s", P->file, msg);
+    }
+}
+
 static int pt_error_lc(pt *P, int line, int col, const char *fmt, ...) UT_PRINTF(4, 5);
 static int pt_error_lc(pt *P, int line, int col, const char *fmt, ...)
 {
-    if (P->failed) return 0;
-    P->failed = 1;
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    pt_verror(P, NULL, line, col, fmt, ap);
     va_end(ap);
-    ut_err(P->ctx, TPU_ERR_PARSE, "%s:%d:%d: %s", P->file, line + P->line_offset, col, msg);
+    return 0;
+}
+
+/* An error at a field of the tree: its line:col, or in a binary tree its byte offset and path. */
+static int pt_nerror(pt *P, const pt_node *n, const char *fmt, ...) UT_PRINTF(3, 4);
+static int pt_nerror(pt *P, const pt_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pt_verror(P, n, n ? n->line : P->line, n ? n->col : 1, fmt, ap);
+    va_end(ap);
     return 0;
 }
 
 #define pt_error(P, ...) pt_error_lc(P, (P)->line, (int)((P)->p - (P)->line_start) + 1, __VA_ARGS__)
-#define pt_nerror(P, n, ...) pt_error_lc(P, (n)->line, (n)->col, __VA_ARGS__)
+
+void hlo_proto_path(const pt_node *n, char *buf, size_t size)
+{
+    const pt_node *chain[64];
+    int k = 0;
+    const pt_node *q = n;
+    for (; q && q->parent && k < 64; q = q->parent) chain[k++] = q;
+    size_t len = 0;
+    buf[0] = 0;
+    if (q && q->parent) len = (size_t)snprintf(buf, size, "...");   /* deeper than we show */
+    for (int i = k - 1; i >= 0 && len < size; i--) {
+        q = chain[i];
+        int w = snprintf(buf + len, size - len, "%s%s", len ? "." : "", q->name);
+        if (w > 0) len += (size_t)w;
+        if (q->rep && len < size) {
+            int idx = 0;   /* counted on demand: paths are only made for messages */
+            for (const pt_node *s = q->parent->child; s && s != q; s = s->next) idx += !strcmp(s->name, q->name);
+            w = snprintf(buf + len, size - len, "[%d]", idx);
+            if (w > 0) len += (size_t)w;
+        }
+    }
+}
 
 static int pt_nomem(pt *P)
 {
@@ -195,6 +231,7 @@ static pt_node *pt_new(pt *P, pt_node *parent, const char *name, size_t nlen, in
     n->name = nm;
     n->line = line;
     n->col = col;
+    n->parent = parent;
     if (parent->last) parent->last->next = n;
     else parent->child = n;
     parent->last = n;
@@ -379,6 +416,13 @@ static void pt_warn_field(pt *P, const pt_node *n, const char *where)
         if (P->nwarned) memcpy(w, P->warned, (size_t)P->nwarned * sizeof(char *));
         w[P->nwarned++] = k;
         P->warned = w;
+    }
+    if (P->binary) {
+        char path[256];
+        hlo_proto_path(n, path, sizeof path);
+        ut_warn(P->ctx, "%s: byte %zu: %s: warning: %s field '%s' is not used by tpusim and was skipped", P->file,
+                n->off, path, where, n->name);
+        return;
     }
     ut_warn(P->ctx, "%s:%d:%d: warning: %s field '%s' is not used by tpusim and was skipped", P->file,
             n->line + P->line_offset, n->col, where, n->name);
@@ -1085,11 +1129,11 @@ static int pt_rgroups_explicit(pt *P, pt_attrs *as, const pt_node *msg, const pt
     return 1;
 }
 
-static int pt_collective_device_list(pt *P, pt_attrs *as, const pt_node *cd)
+/* replica_groups=[G,S]<=[dims]T(perm): an IotaReplicaGroupListProto (inside collective_device_list in older
+ * XLA, the instruction's iota_collective_device_list in newer) */
+static int pt_iota_groups(pt *P, pt_attrs *as, const pt_node *iota)
 {
-    const pt_node *iota = pt_get(cd, "iota_replica_group_list");
-    if (!iota) return pt_rgroups_explicit(P, as, cd, cd);
-    hlo_attr *a = pt_attr(P, as, HK_REPLICA_GROUPS, HA_RGROUPS, cd);
+    hlo_attr *a = pt_attr(P, as, HK_REPLICA_GROUPS, HA_RGROUPS, iota);
     if (!a) return 0;
     hlo_rgroups *g = a->v.rgroups = ut_arena_alloc(&P->m->arena, sizeof *g);
     if (!g) return pt_nomem(P);
@@ -1120,6 +1164,12 @@ static int pt_collective_device_list(pt *P, pt_attrs *as, const pt_node *cd)
         }
     }
     return 1;
+}
+
+static int pt_collective_device_list(pt *P, pt_attrs *as, const pt_node *cd)
+{
+    const pt_node *iota = pt_get(cd, "iota_replica_group_list");
+    return iota ? pt_iota_groups(P, as, iota) : pt_rgroups_explicit(P, as, cd, cd);
 }
 
 typedef struct pt_part {
@@ -1211,8 +1261,8 @@ static const char *const pt_instr_known[] = {
     "output_operand_aliasing", "custom_call_schedule", "delta", "indices_are_sorted", "frontend_attributes",
     "unique_indices", "rng_algorithm", "comparison_type", "cross_program_prefetch_index", "padding_type",
     "custom_call_api_version", "async_execution_thread", "k", "largest", "statistics_viz", "collective_device_list",
-    "is_composite", "is_cross_program_prefetch", "all_reduce_id", "async_group_id", "async_wrapped_computation",
-    "async_update_computation", NULL};
+    "is_composite", "is_cross_program_prefetch", "all_reduce_id", "iota_collective_device_list", "async_group_id",
+    "async_wrapped_computation", "async_update_computation", NULL};
 
 static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, hlo_instr *in)
 {
@@ -1311,8 +1361,10 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     case HLO_ALL_GATHER: case HLO_ALL_GATHER_START: case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
     case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL: case HLO_RAGGED_ALL_TO_ALL: case HLO_COLLECTIVE_BROADCAST: {
         if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, &as, HK_CHANNEL_ID, iv, im))) return 0;
-        const pt_node *cdl = pt_get(im, "collective_device_list");
-        if (cdl ? !pt_collective_device_list(P, &as, cdl) : !pt_rgroups_explicit(P, &as, im, im)) return 0;
+        const pt_node *cdl = pt_get(im, "collective_device_list"), *iota = pt_get(im, "iota_collective_device_list");
+        if (iota ? !pt_iota_groups(P, &as, iota)
+                 : cdl ? !pt_collective_device_list(P, &as, cdl) : !pt_rgroups_explicit(P, &as, im, im))
+            return 0;
         if (!pt_bool(P, im, "constrain_layout", &bv) || (bv && !pt_attr_bool(P, &as, HK_CONSTRAIN_LAYOUT, 1, im))) return 0;
         if ((o == HLO_ALL_GATHER || o == HLO_ALL_GATHER_START || o == HLO_REDUCE_SCATTER || o == HLO_ALL_TO_ALL) &&
             !pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 0))
@@ -1753,9 +1805,27 @@ static int pt_frames(pt *P, const pt_node *fm)
     return 1;
 }
 
+/* entry_computation_layout from host_program_shape, as XLA sets it when it makes a module from a proto */
+static int pt_entry_layout(pt *P, pt_attrs *as, const pt_node *ps)
+{
+    const pt_node *res = pt_get(ps, "result");
+    if (!res) return 1;
+    hlo_attr *a = pt_attr(P, as, HK_ENTRY_COMPUTATION_LAYOUT, HA_PROGSHAPE, ps);
+    if (!a) return 0;
+    int n = pt_count(ps, "parameters");
+    a->v.prog.result = ut_arena_alloc(&P->m->arena, sizeof(hlo_shape));
+    a->v.prog.params = ut_arena_alloc(&P->m->arena, (size_t)(n + 1) * sizeof(hlo_shape));
+    if (!a->v.prog.result || !a->v.prog.params) return pt_nomem(P);
+    for (const pt_node *c = ps->child; c; c = c->next)
+        if (pt_is(c, "parameters") && !pt_shape(P, c, &a->v.prog.params[a->v.prog.n++])) return 0;
+    return pt_shape(P, res, a->v.prog.result);
+}
+
+/* Header attributes in the order XLA prints them (HloModule::Print). */
 static int pt_module_attrs(pt *P, const pt_node *mm, const pt_node *config, pt_attrs *as)
 {
     const pt_node *n;
+    if ((n = pt_get(mm, "schedule")) && n->is_msg && !pt_attr_bool(P, as, HK_IS_SCHEDULED, 1, n)) return 0;
     if ((n = pt_get(mm, "input_output_alias")) && pt_count(n, "entries")) {
         int ne = pt_count(n, "entries");
         hlo_attr *a = pt_attr(P, as, HK_INPUT_OUTPUT_ALIAS, HA_ALIAS, n);
@@ -1800,6 +1870,7 @@ static int pt_module_attrs(pt *P, const pt_node *mm, const pt_node *config, pt_a
         ut_buf_free(&b);
         if (!ok) return P->failed ? 0 : pt_nomem(P);
     }
+    if ((n = pt_get(mm, "host_program_shape")) && n->is_msg && !pt_entry_layout(P, as, n)) return 0;
     if (config) {
         int64_t v;
         if (!pt_int(P, config, "replica_count", 1, &v)) return 0;
@@ -1946,8 +2017,8 @@ int hlo_is_proto_text(const char *text, size_t len)
     return 0;
 }
 
-tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, const char *filename, int line_offset,
-                                hlo_module **out)
+tpu_status hlo_proto_build(tpu_ctx *ctx, const pt_node *root, const char *file, int line_offset, int binary,
+                           hlo_module **out)
 {
     *out = NULL;
     hlo_module *m = ut_calloc(1, sizeof *m);
@@ -1957,23 +2028,14 @@ tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, cons
     memset(&P, 0, sizeof P);
     P.ctx = ctx;
     P.m = m;
-    P.file = filename ? filename : "<hlo>";
+    P.file = file ? file : "<hlo>";
     P.line_offset = line_offset;
-    P.src = P.p = text;
-    P.end = text + len;
-    P.line = 1;
-    P.line_start = text;
-    ut_arena_init(&P.tree);
+    P.binary = binary;
+    P.src = P.p = P.end = P.line_start = "";   /* no text: messages without a field have no position */
+    ut_arena_init(&P.tree);   /* scratch: id maps, warned paths */
     m->from_proto = 1;
     m->filename = ut_arena_strdup(&m->arena, P.file);
-    pt_node root;
-    memset(&root, 0, sizeof root);
-    root.name = "";
-    root.is_msg = 1;
-    int ok = m->filename != NULL;
-    if (ok && memchr(text, 0, len)) ok = pt_error(&P, "NUL byte in the text");
-    if (ok) ok = pt_body(&P, &root, 0);
-    if (ok) ok = pt_module(&P, &root);
+    int ok = m->filename != NULL && pt_module(&P, root);
     ut_arena_free(&P.tree);
     if (!ok) {
         tpu_status st = P.failed && ctx && ctx->err && !strcmp(ctx->err, "out of memory") ? TPU_ERR_NOMEM : TPU_ERR_PARSE;
@@ -1983,4 +2045,32 @@ tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, cons
     }
     *out = m;
     return TPU_OK;
+}
+
+tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, const char *filename, int line_offset,
+                                hlo_module **out)
+{
+    *out = NULL;
+    pt P;
+    memset(&P, 0, sizeof P);
+    P.ctx = ctx;
+    P.file = filename ? filename : "<hlo>";
+    P.line_offset = line_offset;
+    P.src = P.p = text;
+    P.end = text + len;
+    P.line = 1;
+    P.line_start = text;
+    ut_arena_init(&P.tree);
+    pt_node root;
+    memset(&root, 0, sizeof root);
+    root.name = "";
+    root.is_msg = 1;
+    int ok = 1;
+    if (memchr(text, 0, len)) ok = pt_error(&P, "NUL byte in the text");
+    if (ok) ok = pt_body(&P, &root, 0);
+    tpu_status st;
+    if (ok) st = hlo_proto_build(ctx, &root, P.file, line_offset, 0, out);
+    else st = ctx && ctx->err && !strcmp(ctx->err, "out of memory") ? TPU_ERR_NOMEM : TPU_ERR_PARSE;
+    ut_arena_free(&P.tree);
+    return st;
 }
