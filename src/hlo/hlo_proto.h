@@ -30,4 +30,8 @@ tpu_status hlo_proto_build(tpu_ctx *ctx, const pt_node *root, const char *file, 
  * fields of a binary tree). */
 void hlo_proto_path(const pt_node *n, char *buf, size_t size);
 
+/* Checks the binary reader's schema table (no field number or name twice, kinds consistent); on a fault
+ * says which in why. For the unit tests. */
+int hlo_proto_bin_schema_check(char *why, size_t size);
+
 #endif
