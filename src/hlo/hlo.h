@@ -310,7 +310,8 @@ int        hlo_is_proto_text(const char *text, size_t len);
  * from the bytes (hlo_proto_bin.c). Instructions get line 1 and column = byte offset + 1; messages name the
  * byte offset and the field path. */
 tpu_status hlo_parse_proto_bin(tpu_ctx *ctx, const void *bytes, size_t len, const char *filename, hlo_module **out);
-/* Are these bytes a binary proto rather than text (control bytes other than whitespace near the start)? */
+/* Are these bytes a binary proto rather than text (a field tag first, control bytes other than whitespace
+ * near the start)? */
 int        hlo_is_proto_bin(const char *data, size_t len);
 /* Can this opcode be written without its result shape (XLA's parser infers it)? */
 int        hlo_op_shape_optional(hlo_op op);

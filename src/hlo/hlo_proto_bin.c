@@ -777,15 +777,22 @@ static const pb_msg *pb_detect(const uint8_t *p, size_t n)
     return top_f2_len ? &pb_m_WithConfig : &pb_m_HloProto;
 }
 
+static int pb_is_control(unsigned char c)
+{
+    return c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v';
+}
+
 int hlo_is_proto_bin(const char *data, size_t len)
 {
-    /* text has no control characters but whitespace; a binary proto has tags and lengths below 0x20 within its
-     * first bytes (after the module's name at most) */
+    /* A serialized module or wrapper starts with the tag of field 1, 2 or 3 (below 0x20; 0x0a for field 1, which
+     * is also '\n') and has more tags and lengths below 0x20 within its first bytes (after the module's name at
+     * most). Text starts with a printable character or whitespace and has no other control characters: a NUL
+     * in the middle of HLO text is the text reader's error to report. */
+    if (!len || (unsigned char)data[0] >= 0x20) return 0;
+    if (pb_is_control((unsigned char)data[0])) return 1;
     size_t n = len < 4096 ? len : 4096;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)data[i];
-        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v') return 1;
-    }
+    for (size_t i = 1; i < n; i++)
+        if (pb_is_control((unsigned char)data[i])) return 1;
     return 0;
 }
 

@@ -16,13 +16,21 @@ static tpu_status ver_complete(tpu_ctx *ctx, tpu_status st, tpu_module **out)
     return st;
 }
 
+/* A file named *.pb holds a binary proto whatever its first bytes look like (XLA's dumps: *.hlo.pb). */
+static int ver_is_pb_name(const char *file)
+{
+    size_t n = file ? strlen(file) : 0;
+    return n > 3 && !strcmp(file + n - 3, ".pb");
+}
+
 /* Parses one module in whichever format the bytes are: binary proto, proto text or HLO text. */
 static tpu_status ver_parse_any(tpu_ctx *ctx, const char *text, size_t len, const char *file, int line_offset,
                                 tpu_module **out)
 {
     *out = NULL;
     tpu_status st;
-    if (hlo_is_proto_bin(text, len)) st = hlo_parse_proto_bin(ctx, text, len, file, out);
+    if (hlo_is_proto_bin(text, len) || (line_offset == 0 && ver_is_pb_name(file)))
+        st = hlo_parse_proto_bin(ctx, text, len, file, out);
     else if (hlo_is_proto_text(text, len)) st = hlo_parse_proto_text(ctx, text, len, file, line_offset, out);
     else st = hlo_parse(ctx, text, len, file, line_offset, out);
     return ver_complete(ctx, st, out);
@@ -93,7 +101,7 @@ tpu_status tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***o
     size_t len;
     tpu_status st = ut_read_file(ctx, path, &text, &len);
     if (st) return st;
-    if (hlo_is_proto_bin(text, len)) {   /* a binary proto holds one module: nothing to split */
+    if (hlo_is_proto_bin(text, len) || ver_is_pb_name(path)) {   /* a binary proto holds one module: no split */
         tpu_module **one = ut_calloc(1, sizeof *one);
         st = one ? ver_parse_any(ctx, text, len, path, 0, one) : ut_nomem(ctx);
         ut_free(text);
