@@ -113,7 +113,8 @@ static const pb_msg pb_m_Shape, pb_m_Layout, pb_m_Tile, pb_m_SplitConfig, pb_m_P
     pb_m_RaggedDotDims, pb_m_GatherDims, pb_m_ScatterDims, pb_m_PaddingDimension, pb_m_PaddingConfig,
     pb_m_Precision, pb_m_ReplicaGroup, pb_m_IotaGroups, pb_m_DeviceList, pb_m_SourceTarget, pb_m_MapEntry,
     pb_m_Frontend, pb_m_TriangularSolve, pb_m_Cholesky, pb_m_ParamReplication, pb_m_OutputOperandAlias,
-    pb_m_Statistic, pb_m_StatisticsViz, pb_m_Tolerance, pb_m_Accuracy, pb_m_SliceDimensions, pb_m_Instruction,
+    pb_m_Statistic, pb_m_StatisticsViz, pb_m_Tolerance, pb_m_Accuracy, pb_m_TensorSparsity, pb_m_Sparsity,
+    pb_m_SliceDimensions, pb_m_Instruction,
     pb_m_Computation, pb_m_AliasEntry, pb_m_IoAlias, pb_m_DonorEntry, pb_m_Donor, pb_m_FileLocation,
     pb_m_StackFrame, pb_m_FrameIndex, pb_m_Module, pb_m_Config, pb_m_HloProto, pb_m_Snapshot, pb_m_WithConfig,
     pb_m_Unoptimized;
@@ -204,6 +205,9 @@ static const pb_field pb_f_StatisticsViz[] = {
     F(1, INT64, "stat_index_to_visualize"), RM(2, "statistics", Statistic), PB_END};
 static const pb_field pb_f_Tolerance[] = {F(1, DOUBLE, "atol"), F(2, DOUBLE, "rtol"), F(3, INT64, "ulps"), PB_END};
 static const pb_field pb_f_Accuracy[] = {E(1, "mode", AccuracyMode), M(2, "tolerance", Tolerance), PB_END};
+static const pb_field pb_f_TensorSparsity[] = {
+    F(1, INT64, "num_non_zero"), F(2, INT64, "block_size"), F(3, INT64, "dimension"), F(4, INT64, "stride"), PB_END};
+static const pb_field pb_f_Sparsity[] = {M(1, "lhs", TensorSparsity), M(2, "rhs", TensorSparsity), PB_END};
 static const pb_field pb_f_SliceDimensions[] = {F(1, INT64, "start"), F(2, INT64, "limit"), F(3, INT64, "stride"), PB_END};
 
 /* hlo.proto */
@@ -238,7 +242,7 @@ static const pb_field pb_f_Instruction[] = {
     F(89, BOOL, "is_composite"), M(90, "ragged_dot_dimension_numbers", RaggedDotDims),
     M(91, "result_accuracy", Accuracy), M(92, "iota_collective_device_list", IotaGroups),
     F(93, OPAQUE, "mesh_axes_replica_group_list"), F(94, BOOL, "is_reverse"), F(95, INT64, "num_carries"),
-    E(96, "is_associative", TriState), E(97, "conv_kind", ConvolutionKind), F(98, OPAQUE, "sparsity_config"),
+    E(96, "is_associative", TriState), E(97, "conv_kind", ConvolutionKind), M(98, "sparsity_config", Sparsity),
     F(99, OPAQUE, "backend_config_payload"), PB_END};
 static const pb_field pb_f_Computation[] = {
     F(1, STRING, "name"), RM(2, "instructions", Instruction), M(4, "program_shape", ProgramShape), F(5, INT64, "id"),
@@ -314,6 +318,8 @@ PB_MSG_DEF(Statistic, "xla.Statistic");
 PB_MSG_DEF(StatisticsViz, "xla.StatisticsViz");
 PB_MSG_DEF(Tolerance, "xla.ResultAccuracy.Tolerance");
 PB_MSG_DEF(Accuracy, "xla.ResultAccuracy");
+PB_MSG_DEF(TensorSparsity, "xla.SparsityConfig.TensorSparsityConfig");
+PB_MSG_DEF(Sparsity, "xla.SparsityConfig");
 PB_MSG_DEF(SliceDimensions, "xla.HloInstructionProto.SliceDimensions");
 PB_MSG_DEF(Instruction, "xla.HloInstructionProto");
 PB_MSG_DEF(Computation, "xla.HloComputationProto");
@@ -338,7 +344,8 @@ static const pb_msg *const pb_all_msgs[] = {
     &pb_m_GatherDims, &pb_m_ScatterDims, &pb_m_PaddingDimension, &pb_m_PaddingConfig, &pb_m_Precision,
     &pb_m_ReplicaGroup, &pb_m_IotaGroups, &pb_m_DeviceList, &pb_m_SourceTarget, &pb_m_MapEntry, &pb_m_Frontend,
     &pb_m_TriangularSolve, &pb_m_Cholesky, &pb_m_ParamReplication, &pb_m_OutputOperandAlias, &pb_m_Statistic,
-    &pb_m_StatisticsViz, &pb_m_Tolerance, &pb_m_Accuracy, &pb_m_SliceDimensions, &pb_m_Instruction,
+    &pb_m_StatisticsViz, &pb_m_Tolerance, &pb_m_Accuracy, &pb_m_TensorSparsity, &pb_m_Sparsity,
+    &pb_m_SliceDimensions, &pb_m_Instruction,
     &pb_m_Computation, &pb_m_AliasEntry, &pb_m_IoAlias, &pb_m_DonorEntry, &pb_m_Donor, &pb_m_FileLocation,
     &pb_m_StackFrame, &pb_m_FrameIndex, &pb_m_Module, &pb_m_Config, &pb_m_HloProto, &pb_m_Snapshot,
     &pb_m_WithConfig, &pb_m_Unoptimized};

@@ -11,6 +11,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,7 +376,7 @@ static int pt_double_of(pt *P, const pt_node *n, double *v)
     const char *s = n->val;
     if (!strcmp(s, "inf") || !strcmp(s, "infinity")) { *v = 1.0 / 0.0; return 1; }
     if (!strcmp(s, "-inf") || !strcmp(s, "-infinity")) { *v = -1.0 / 0.0; return 1; }
-    if (!strcmp(s, "nan")) { *v = 0.0 / 0.0; return 1; }
+    if (!strcmp(s, "nan")) { *v = NAN; return 1; }   /* positive, as XLA writes it (0.0 / 0.0 is -nan on x86) */
     char *e;
     *v = strtod(s, &e);
     if (e < s + strlen(s) && (*e == 'f' || *e == 'F') && e[1] == 0) e++;
@@ -926,6 +927,12 @@ static hlo_comp *pt_find_comp(pt *P, int64_t id)
     return NULL;
 }
 
+static int pt_kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const hlo_kv *)a)->key, ((const hlo_kv *)b)->key);
+}
+
+/* frontend_attributes: a map, which XLA prints sorted by key */
 static int pt_kv_attr(pt *P, pt_attrs *as, hlo_attr_key key, const pt_node *fa)
 {
     int n = 0;
@@ -951,6 +958,7 @@ static int pt_kv_attr(pt *P, pt_attrs *as, hlo_attr_key key, const pt_node *fa)
         }
         if (!kv->key || !kv->val) return 0;
     }
+    qsort(a->v.kv.v, (size_t)n, sizeof(hlo_kv), pt_kv_cmp);
     return 1;
 }
 
@@ -1247,6 +1255,38 @@ static const char *pt_literal_text(pt *P, const hlo_literal *lit)
     return r;
 }
 
+/* Comparison::DefaultComparisonType */
+static const char *pt_default_compare_type(tpu_dtype t)
+{
+    char k = tpu_dtype_kind(t);
+    return k == 'f' || k == 'c' ? "FLOAT" : k == 's' ? "SIGNED" : "UNSIGNED";
+}
+
+/* s as a quoted string escaped the way XLA prints it (absl::CEscape: octal for other bytes). */
+static const char *pt_cescape(pt *P, const char *s)
+{
+    ut_buf b;
+    ut_buf_init(&b);
+    ut_buf_putc(&b, '"');
+    for (const char *q = s; *q; q++) {
+        unsigned char ch = (unsigned char)*q;
+        switch (ch) {
+        case '\n': ut_buf_puts(&b, "\\n"); break;
+        case '\r': ut_buf_puts(&b, "\\r"); break;
+        case '\t': ut_buf_puts(&b, "\\t"); break;
+        case '"': case '\'': case '\\': ut_buf_printf(&b, "\\%c", ch); break;
+        default:
+            if (ch < 0x20 || ch >= 0x7f) ut_buf_printf(&b, "\\%03o", ch);
+            else ut_buf_putc(&b, (char)ch);
+        }
+    }
+    ut_buf_putc(&b, '"');
+    const char *r = b.failed ? NULL : pt_mstrdup(P, b.data, b.len);
+    if (b.failed) pt_nomem(P);
+    ut_buf_free(&b);
+    return r;
+}
+
 static const char *const pt_instr_known[] = {
     "name", "opcode", "shape", "metadata", "literal", "parameter_number", "fusion_kind", "tuple_index", "dimensions",
     "window", "convolution_dimension_numbers", "feature_group_count", "batch_group_count", "slice_dimensions",
@@ -1262,7 +1302,7 @@ static const char *const pt_instr_known[] = {
     "unique_indices", "rng_algorithm", "comparison_type", "cross_program_prefetch_index", "padding_type",
     "custom_call_api_version", "async_execution_thread", "k", "largest", "statistics_viz", "collective_device_list",
     "is_composite", "is_cross_program_prefetch", "all_reduce_id", "iota_collective_device_list", "async_group_id",
-    "async_wrapped_computation", "async_update_computation", NULL};
+    "async_wrapped_computation", "async_update_computation", "sparsity_config", NULL};
 
 static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, hlo_instr *in)
 {
@@ -1336,10 +1376,16 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
         const char *d = pt_str(im, "comparison_direction");
         if (!d) return pt_nerror(P, im, "compare '%s' without comparison_direction", in->name);
         if (!pt_attr_text(P, &as, HK_DIRECTION, HA_IDENT, d, pt_get(im, "comparison_direction"))) return 0;
+        /* XLA prints type= only when it is not the default for the operands' element type */
         const char *t = pt_str(im, "comparison_type");
-        if (t && *t && !pt_attr_text(P, &as, HK_TYPE, HA_IDENT, t, pt_get(im, "comparison_type"))) return 0;
+        if (t && *t && !(nops && !strcmp(t, pt_default_compare_type((tpu_dtype)in->ops[0]->shape.dtype))) &&
+            !pt_attr_text(P, &as, HK_TYPE, HA_IDENT, t, pt_get(im, "comparison_type")))
+            return 0;
         break;
     }
+    case HLO_REDUCE_WINDOW: case HLO_SELECT_AND_SCATTER:
+        if ((n = pt_get(im, "window")) && !pt_window(P, &as, n)) return 0;
+        break;
     case HLO_TRIANGULAR_SOLVE: case HLO_CHOLESKY: {
         const pt_node *opt = pt_get(im, o == HLO_CHOLESKY ? "cholesky_options" : "triangular_solve_options");
         if (!opt) break;
@@ -1366,12 +1412,14 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
                  : cdl ? !pt_collective_device_list(P, &as, cdl) : !pt_rgroups_explicit(P, &as, im, im))
             return 0;
         if (!pt_bool(P, im, "constrain_layout", &bv) || (bv && !pt_attr_bool(P, &as, HK_CONSTRAIN_LAYOUT, 1, im))) return 0;
-        if ((o == HLO_ALL_GATHER || o == HLO_ALL_GATHER_START || o == HLO_REDUCE_SCATTER || o == HLO_ALL_TO_ALL) &&
+        /* XLA prints dimensions before use_global_device_ids, but after it on reduce-scatter */
+        if ((o == HLO_ALL_GATHER || o == HLO_ALL_GATHER_START || o == HLO_ALL_TO_ALL) &&
             !pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 0))
             return 0;
         if (o != HLO_ALL_TO_ALL && o != HLO_RAGGED_ALL_TO_ALL && o != HLO_COLLECTIVE_BROADCAST &&
             (!pt_bool(P, im, "use_global_device_ids", &bv) || (bv && !pt_attr_bool(P, &as, HK_USE_GLOBAL_DEVICE_IDS, 1, im))))
             return 0;
+        if (o == HLO_REDUCE_SCATTER && !pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 0)) return 0;
         break;
     }
     case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: {
@@ -1453,6 +1501,8 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
         if (!pt_int(P, im, "batch_group_count", 1, &iv) || (iv > 1 && !pt_attr_int(P, &as, HK_BATCH_GROUP_COUNT, iv, im))) return 0;
         if ((n = pt_get(im, "precision_config")) && !pt_precision(P, &as, n)) return 0;
         if (o == HLO_CONVOLUTION) {
+            /* XLA writes an empty sparsity_config on every convolution; a filled one tpusim cannot honour */
+            if ((n = pt_get(im, "sparsity_config")) && n->child) pt_warn_field(P, n, "instruction");
             if (!pt_get(im, "convolution_dimension_numbers"))
                 return pt_nerror(P, im, "convolution '%s' without convolution_dimension_numbers", in->name);
             break;
@@ -1666,22 +1716,8 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     const char *bc = pt_str(im, "backend_config");
     if (bc && *bc) {
         /* a JSON dict prints raw, anything else as an escaped string */
-        const char *txt = bc;
-        if (!pt_json_ok(bc)) {
-            ut_buf b;
-            ut_buf_init(&b);
-            ut_buf_putc(&b, '"');
-            for (const char *q = bc; *q; q++) {
-                unsigned char ch = (unsigned char)*q;
-                if (ch == '"' || ch == '\\') ut_buf_printf(&b, "\\%c", ch);
-                else if (ch < 0x20 || ch == 0x7f) ut_buf_printf(&b, "\\x%02x", ch);
-                else ut_buf_putc(&b, (char)ch);
-            }
-            ut_buf_putc(&b, '"');
-            txt = b.failed ? NULL : pt_mstrdup(P, b.data, b.len);
-            ut_buf_free(&b);
-            if (!txt) return pt_nomem(P);
-        }
+        const char *txt = pt_json_ok(bc) ? bc : pt_cescape(P, bc);
+        if (!txt) return 0;
         if (!pt_attr_text(P, &as, HK_BACKEND_CONFIG, HA_RAW, txt, pt_get(im, "backend_config"))) return 0;
     }
     if (pt_get(im, "output_operand_aliasing") || pt_get(im, "parameter_replication")) {
@@ -1715,7 +1751,7 @@ static int pt_computation(pt *P, const pt_node *cm, hlo_comp *c)
         if (!in) return pt_nomem(P);
         const char *nm = pt_str(im, "name");
         int64_t id;
-        if (!pt_int(P, im, "id", map.n + 1, &id)) return 0;
+        if (!pt_int(P, im, "id", 0, &id)) return 0;   /* proto3 leaves a zero id out */
         char fallback[64];
         if (!nm || !*nm) {
             const char *op = pt_str(im, "opcode");
@@ -1734,9 +1770,10 @@ static int pt_computation(pt *P, const pt_node *cm, hlo_comp *c)
         c->instrs[c->ninstrs++] = in;
         if (in->op == HLO_PARAMETER && in->param_no > maxp) maxp = in->param_no;
     }
+    /* root_id 0 is left out too; without it and without an instruction of id 0, the last instruction */
     int64_t root_id;
-    if (!pt_int(P, cm, "root_id", -1, &root_id)) return 0;
-    c->root = root_id >= 0 ? pt_find(&map, root_id) : c->instrs[c->ninstrs - 1];
+    if (!pt_int(P, cm, "root_id", 0, &root_id)) return 0;
+    c->root = pt_get(cm, "root_id") || pt_find(&map, 0) ? pt_find(&map, root_id) : c->instrs[c->ninstrs - 1];
     if (!c->root) return pt_nerror(P, cm, "computation '%s': root_id %lld is not one of its instructions", c->name,
                                    (long long)root_id);
     c->root->is_root = 1;
@@ -1941,7 +1978,7 @@ static int pt_module(pt *P, const pt_node *root)
         if (!c) return pt_nomem(P);
         const char *cn = pt_str(cm, "name");
         int64_t id;
-        if (!pt_int(P, cm, "id", P->ncomps + 1, &id)) return 0;
+        if (!pt_int(P, cm, "id", 0, &id)) return 0;
         char fallback[40];
         if (!cn || !*cn) {
             snprintf(fallback, sizeof fallback, "computation.%lld", (long long)id);
