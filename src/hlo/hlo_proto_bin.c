@@ -405,15 +405,25 @@ static int pb_nomem(pb *B)
     return 0;
 }
 
+static int pb_native_wt(int kind)
+{
+    switch (kind) {
+    case PB_FIXED32: case PB_SFIXED32: case PB_FLOAT: return PB_WT_I32;
+    case PB_FIXED64: case PB_SFIXED64: case PB_DOUBLE: return PB_WT_I64;
+    case PB_MSG: case PB_OPAQUE: case PB_STRING: case PB_BYTES: return PB_WT_LEN;
+    default: return PB_WT_VARINT;
+    }
+}
+
 /* "path.to.field[i]": the parent's path and, when given, the field being read (with the index its node would
- * get if it is repeated). */
+ * get if it is a repeated message; a packed scalar's values have no one index). */
 static void pb_path(const pt_node *parent, const pb_field *f, char *buf, size_t size)
 {
     hlo_proto_path(parent, buf, size);
     if (!f) return;
     size_t len = strlen(buf);
     int w = snprintf(buf + len, size - len, "%s%s", len ? "." : "", f->name);
-    if (w < 0 || (size_t)w >= size - len || !f->rep) return;
+    if (w < 0 || (size_t)w >= size - len || !f->rep || pb_native_wt(f->kind) != PB_WT_LEN) return;
     len += (size_t)w;
     int idx = 0;
     for (const pt_node *s = parent->child; s; s = s->next) idx += !strcmp(s->name, f->name);
@@ -545,15 +555,6 @@ static pt_node *pb_node(pb *B, pt_node *parent, const pb_field *f, size_t at)
     return n;
 }
 
-static int pb_native_wt(int kind)
-{
-    switch (kind) {
-    case PB_FIXED32: case PB_SFIXED32: case PB_FLOAT: return PB_WT_I32;
-    case PB_FIXED64: case PB_SFIXED64: case PB_DOUBLE: return PB_WT_I64;
-    case PB_MSG: case PB_OPAQUE: case PB_STRING: case PB_BYTES: return PB_WT_LEN;
-    default: return PB_WT_VARINT;
-    }
-}
 
 /* One scalar of wire type wt (varint, 32- or 64-bit little-endian) as 64 raw bits. */
 static int pb_value(pb *B, size_t *pos, size_t end, int wt, uint64_t *raw, const pt_node *parent, const pb_field *f)

@@ -603,6 +603,7 @@ static int pt_dtype(pt *P, const pt_node *n, uint8_t *out)
             *out = num[v];
             return 1;
         }
+        if (P->binary) return pt_nerror(P, n, "element_type %s is not a PrimitiveType tpusim knows", s);
         return pt_nerror(P, n, "element_type %s is not a type tpusim knows by number; write its name", s);
     }
     char low[32];
