@@ -208,7 +208,8 @@ static const pb_field pb_f_Accuracy[] = {E(1, "mode", AccuracyMode), M(2, "toler
 static const pb_field pb_f_TensorSparsity[] = {
     F(1, INT64, "num_non_zero"), F(2, INT64, "block_size"), F(3, INT64, "dimension"), F(4, INT64, "stride"), PB_END};
 static const pb_field pb_f_Sparsity[] = {M(1, "lhs", TensorSparsity), M(2, "rhs", TensorSparsity), PB_END};
-static const pb_field pb_f_SliceDimensions[] = {F(1, INT64, "start"), F(2, INT64, "limit"), F(3, INT64, "stride"), PB_END};
+static const pb_field pb_f_SliceDimensions[] = {
+    F(1, INT64, "start"), F(2, INT64, "limit"), F(3, INT64, "stride"), PB_END};
 
 /* hlo.proto */
 static const pb_field pb_f_Instruction[] = {
@@ -251,7 +252,8 @@ static const pb_field pb_f_AliasEntry[] = {
     R(1, INT64, "output_shape_index"), F(2, INT64, "parameter_number"), R(3, INT64, "parameter_shape_index"),
     E(4, "kind", AliasKind), PB_END};
 static const pb_field pb_f_IoAlias[] = {RM(1, "entries", AliasEntry), PB_END};
-static const pb_field pb_f_DonorEntry[] = {F(1, INT64, "parameter_number"), R(2, INT64, "parameter_shape_index"), PB_END};
+static const pb_field pb_f_DonorEntry[] = {
+    F(1, INT64, "parameter_number"), R(2, INT64, "parameter_shape_index"), PB_END};
 static const pb_field pb_f_Donor[] = {RM(1, "entries", DonorEntry), PB_END};
 static const pb_field pb_f_FileLocation[] = {
     F(1, INT32, "file_name_id"), F(2, INT32, "function_name_id"), F(3, INT32, "line"), F(4, INT32, "column"),
@@ -498,7 +500,8 @@ static int pb_skip(pb *B, size_t *pos, size_t end, int wt, uint64_t num, size_t 
         if (!pb_len(B, pos, end, &n, at, parent, NULL)) return 0;
         break;
     case PB_WT_SGROUP:
-        if (depth >= PB_MAX_DEPTH) return pb_error(B, at, parent, NULL, "groups nested more than %d deep", PB_MAX_DEPTH);
+        if (depth >= PB_MAX_DEPTH)
+            return pb_error(B, at, parent, NULL, "groups nested more than %d deep", PB_MAX_DEPTH);
         for (;;) {
             size_t fat = *pos;
             if (*pos >= end) return pb_error(B, at, parent, NULL, "group %llu is not closed", (unsigned long long)num);
