@@ -92,7 +92,7 @@ void hlo_proto_path(const pt_node *n, char *buf, size_t size)
         int w = snprintf(buf + len, size - len, "%s%s", len ? "." : "", q->name);
         if (w > 0) len += (size_t)w;
         if (q->rep && len < size) {
-            int idx = 0;   /* counted on demand: paths are only made for messages */
+            int idx = 0;   /* counted on demand: paths are made only for messages to the user */
             for (const pt_node *s = q->parent->child; s && s != q; s = s->next) idx += !strcmp(s->name, q->name);
             w = snprintf(buf + len, size - len, "[%d]", idx);
             if (w > 0) len += (size_t)w;
