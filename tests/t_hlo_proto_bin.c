@@ -432,6 +432,19 @@ TEST(proto_bin_malformed_bytes)
     w_msg(&x, 2, &in);
     w_module(&m, &x);
     pbt_bad(ctx, m.b, m.n, "computations[0].instructions[2].shape.element_type: element_type 99 is not a PrimitiveType");
+    /* replica groups over mesh axes: refused rather than read as one group of every device */
+    in.n = 0;
+    w_str(&in, 1, "ar");
+    w_str(&in, 2, "all-reduce");
+    w_shape_f32(&in, 3, 2);
+    w_int(&in, 35, 3);
+    w_int(&in, 36, 2);
+    w_bytes(&in, 93, "", 0);
+    x.n = 0;
+    w_msg(&x, 2, &in);
+    w_module(&m, &x);
+    pbt_bad(ctx, m.b, m.n, "computations[0].instructions[2].mesh_axes_replica_group_list: replica groups over mesh "
+                           "axes are not supported");
     /* HLO text handed to the binary entry point */
     const char *txt = "HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n";
     pbt_bad(ctx, txt, strlen(txt), "t.pb: byte ");

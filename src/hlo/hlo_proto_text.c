@@ -1303,7 +1303,7 @@ static const char *const pt_instr_known[] = {
     "unique_indices", "rng_algorithm", "comparison_type", "cross_program_prefetch_index", "padding_type",
     "custom_call_api_version", "async_execution_thread", "k", "largest", "statistics_viz", "collective_device_list",
     "is_composite", "is_cross_program_prefetch", "all_reduce_id", "iota_collective_device_list", "async_group_id",
-    "async_wrapped_computation", "async_update_computation", "sparsity_config", NULL};
+    "async_wrapped_computation", "async_update_computation", "sparsity_config", "mesh_axes_replica_group_list", NULL};
 
 static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, hlo_instr *in)
 {
@@ -1408,6 +1408,9 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     case HLO_ALL_GATHER: case HLO_ALL_GATHER_START: case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
     case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL: case HLO_RAGGED_ALL_TO_ALL: case HLO_COLLECTIVE_BROADCAST: {
         if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, &as, HK_CHANNEL_ID, iv, im))) return 0;
+        if ((n = pt_get(im, "mesh_axes_replica_group_list")))   /* dropping it would make one group of all */
+            return pt_nerror(P, n, "replica groups over mesh axes are not supported in protos; export the groups as "
+                             "replica_groups or an iota list");
         const pt_node *cdl = pt_get(im, "collective_device_list"), *iota = pt_get(im, "iota_collective_device_list");
         if (iota ? !pt_iota_groups(P, &as, iota)
                  : cdl ? !pt_collective_device_list(P, &as, cdl) : !pt_rgroups_explicit(P, &as, im, im))
