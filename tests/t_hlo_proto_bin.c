@@ -324,6 +324,48 @@ TEST(proto_bin_wire_rules)
     tpu_ctx_free(ctx);
 }
 
+/* Float literal values come through bit for bit: zeros of both signs, subnormals, extremes, infinities. */
+TEST(proto_bin_float_bits)
+{
+    static const uint32_t f32[] = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x7f7fffff, 0xff800000,
+                                   0x3f800000, 0xbdcccccd, 0x00800000, 0x7fc00000};
+    static const uint64_t f64[] = {0x0000000000000001ull, 0x8000000000000000ull, 0x7fefffffffffffffull,
+                                   0x3fb999999999999aull, 0xfff0000000000000ull, 0x000fffffffffffffull};
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (int dbl = 0; dbl < 2; dbl++) {
+        int n = dbl ? 6 : 10;
+        pbw shape = {{0}, 0}, lay = {{0}, 0}, lit = {{0}, 0}, in = {{0}, 0}, c = {{0}, 0}, m = {{0}, 0};
+        w_int(&shape, 2, dbl ? 12 : 11);   /* F64 / F32 */
+        w_int(&shape, 3, (uint64_t)n);
+        w_int(&lay, 1, 0);
+        w_msg(&shape, 5, &lay);
+        w_msg(&lit, 1, &shape);
+        uint8_t raw[80];
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < (dbl ? 8 : 4); k++)
+                raw[i * (dbl ? 8 : 4) + k] = (uint8_t)((dbl ? f64[i] : f32[i]) >> (8 * k));
+        w_bytes(&lit, dbl ? 9 : 8, raw, (size_t)n * (dbl ? 8 : 4));   /* packed f64s / f32s */
+        w_str(&in, 1, "c");
+        w_str(&in, 2, "constant");
+        w_msg(&in, 3, &shape);
+        w_msg(&in, 8, &lit);
+        w_int(&in, 35, 1);
+        w_str(&c, 1, "e");
+        w_msg(&c, 2, &in);
+        w_int(&c, 5, 1);
+        w_int(&c, 6, 1);
+        w_str(&m, 1, "m");
+        w_msg(&m, 3, &c);
+        tpu_module *mod = NULL;
+        REQUIRE_OK(ctx, pbt_parse(ctx, &m, &mod));
+        const hlo_literal *l = mod->entry->root->literal;
+        REQUIRE(l && l->nbytes == (size_t)n * (dbl ? 8 : 4));
+        CHECK_MSG(!memcmp(l->data, raw, l->nbytes), "%s literal bits differ", dbl ? "f64" : "f32");
+        tpu_module_free(mod);
+    }
+    tpu_ctx_free(ctx);
+}
+
 /* One malformed input: the status is PARSE and the message holds `want`. */
 static void pbt_bad(tpu_ctx *ctx, const void *bytes, size_t n, const char *want)
 {

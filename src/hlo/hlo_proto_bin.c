@@ -574,7 +574,7 @@ static int pb_value(pb *B, size_t *pos, size_t end, int wt, uint64_t *raw, const
     return 1;
 }
 
-/* The shortest decimal that reads back (through strtod, as the builder reads it) to the same value. */
+/* A decimal that reads back (through strtod, as the builder reads it) to the same value. */
 static void pb_real_text(char *buf, size_t size, double x, int is_float)
 {
     if (isnan(x)) {
@@ -585,48 +585,103 @@ static void pb_real_text(char *buf, size_t size, double x, int is_float)
         snprintf(buf, size, "%s", x < 0 ? "-inf" : "inf");
         return;
     }
-    for (int prec = is_float ? 6 : 15; prec <= (is_float ? 9 : 17); prec++) {
+    if (is_float) {   /* 9 digits always read back to the same float; literals hold many, so no search */
+        snprintf(buf, size, "%.9g", x);
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {   /* doubles are few (statistics, tolerances): keep them short */
         snprintf(buf, size, "%.*g", prec, x);
-        double y = strtod(buf, NULL);
-        if (is_float ? (float)y == (float)x : y == x) return;
+        if (strtod(buf, NULL) == x) return;
     }
 }
 
-/* A scalar field's value as the text the builder reads: decimal numbers, true/false, enum value names. */
+/* Decimal digits of v (and a '-' when neg) into tmp (at least 22 bytes); snprintf is slow for big literals. */
+static void pb_int_text(char *tmp, uint64_t v, int neg)
+{
+    char d[24];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (neg) *tmp++ = '-';
+    while (k) *tmp++ = d[--k];
+    *tmp = 0;
+}
+
+static void pb_signed_text(char *tmp, int64_t v) { pb_int_text(tmp, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0); }
+
+/* An IEEE value as an exact C hexadecimal float ("-0x1.8p+3"), which strtod reads back bit for bit: for the
+ * repeated float fields (literal values, often millions), where decimal conversion would dominate the read.
+ * mbits: 23 (float) or 52 (double). */
+static void pb_hex_real(char *tmp, uint64_t bits, int mbits)
+{
+    int ebits = mbits == 23 ? 8 : 11, bias = (1 << (ebits - 1)) - 1;
+    int neg = (int)(bits >> (mbits + ebits)) & 1;
+    int e = (int)(bits >> mbits) & ((1 << ebits) - 1);
+    uint64_t man = bits & (((uint64_t)1 << mbits) - 1);
+    char *q = tmp;
+    if (neg) *q++ = '-';
+    if (e == (1 << ebits) - 1) {
+        strcpy(q, man ? "nan" : "inf");
+        return;
+    }
+    if (!e && !man) {
+        strcpy(q, "0");
+        return;
+    }
+    int nhex = (mbits + 3) / 4;
+    man <<= nhex * 4 - mbits;   /* align the fraction to whole hex digits */
+    *q++ = '0';
+    *q++ = 'x';
+    *q++ = e ? '1' : '0';   /* subnormals: 0.fraction at the smallest exponent */
+    *q++ = '.';
+    for (int i = nhex - 1; i >= 0; i--) *q++ = "0123456789abcdef"[(man >> (4 * i)) & 15];
+    *q++ = 'p';
+    pb_signed_text(q, e ? e - bias : 1 - bias);
+    if (q[0] != '-') {   /* strtod wants a sign or digit after 'p'; a '+' reads better */
+        memmove(q + 1, q, strlen(q) + 1);
+        q[0] = '+';
+    }
+}
+
+/* A scalar field's value as the text the builder reads: decimal integers, true/false, enum value names; floats
+ * in decimal, or exactly in hexadecimal for repeated ones (literal values). */
 static const char *pb_scalar_text(const pb_field *f, uint64_t raw, char *tmp, size_t size)
 {
     switch (f->kind) {
-    case PB_INT32: case PB_SFIXED32: snprintf(tmp, size, "%d", (int)(int32_t)(uint32_t)raw); break;
-    case PB_UINT32: case PB_FIXED32: snprintf(tmp, size, "%u", (unsigned)(uint32_t)raw); break;
-    case PB_UINT64: case PB_FIXED64: snprintf(tmp, size, "%llu", (unsigned long long)raw); break;
+    case PB_INT32: case PB_SFIXED32: pb_signed_text(tmp, (int32_t)(uint32_t)raw); break;
+    case PB_UINT32: case PB_FIXED32: pb_int_text(tmp, (uint32_t)raw, 0); break;
+    case PB_UINT64: case PB_FIXED64: pb_int_text(tmp, raw, 0); break;
     case PB_SINT32: {
         uint32_t u = (uint32_t)raw;
-        snprintf(tmp, size, "%d", (int)(int32_t)((u >> 1) ^ (0u - (u & 1))));   /* zigzag */
+        pb_signed_text(tmp, (int32_t)((u >> 1) ^ (0u - (u & 1))));   /* zigzag */
         break;
     }
-    case PB_SINT64: snprintf(tmp, size, "%lld", (long long)(int64_t)((raw >> 1) ^ (0 - (raw & 1)))); break;
+    case PB_SINT64: pb_signed_text(tmp, (int64_t)((raw >> 1) ^ (0 - (raw & 1)))); break;
     case PB_BOOL: return raw ? "true" : "false";
     case PB_ENUM: {
         int32_t v = (int32_t)(uint32_t)raw;
         for (const pb_ev *e = f->ev; e->name; e++)
             if (e->num == v) return e->name;
-        snprintf(tmp, size, "%d", (int)v);   /* a value newer than this table: the builder says what it needs */
+        pb_signed_text(tmp, v);   /* a value newer than this table: the builder says what it needs */
         break;
     }
-    case PB_FLOAT: {
+    case PB_FLOAT: case PB_DOUBLE: {
+        int dbl = f->kind == PB_DOUBLE;
+        if (f->rep) {
+            pb_hex_real(tmp, dbl ? raw : (uint32_t)raw, dbl ? 52 : 23);
+            break;
+        }
         uint32_t u = (uint32_t)raw;
-        float x;
-        memcpy(&x, &u, sizeof x);
-        pb_real_text(tmp, size, x, 1);
+        float x32;
+        double x64;
+        memcpy(&x32, &u, sizeof x32);
+        memcpy(&x64, &raw, sizeof x64);
+        pb_real_text(tmp, size, dbl ? x64 : x32, !dbl);
         break;
     }
-    case PB_DOUBLE: {
-        double x;
-        memcpy(&x, &raw, sizeof x);
-        pb_real_text(tmp, size, x, 0);
-        break;
-    }
-    default: snprintf(tmp, size, "%lld", (long long)(int64_t)raw); break;   /* int64, sfixed64 */
+    default: pb_signed_text(tmp, (int64_t)raw); break;   /* int64, sfixed64 */
     }
     return NULL;
 }
