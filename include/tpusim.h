@@ -187,11 +187,18 @@ typedef struct tpu_module tpu_module;
 
 /* Parses one HLO module. `filename` is used in messages ("file:line:col: ..."). The text may be HLO text or an
  * HloModuleProto in protobuf text format (`hlo_module { name: ... computations { ... } }`, told apart by its
- * first token). Result shapes the text leaves out (XLA allows that for elementwise, shape-changing and
- * control-flow ops) are inferred, so the module is complete; one that cannot be inferred is TPU_ERR_SHAPE.
- * Unknown attributes are kept, ignored and reported by tpu_warnings(). */
+ * first token) or in binary wire format (see tpu_module_parse_proto; a file named *.pb is always read as one).
+ * Result shapes the text leaves out (XLA allows that for elementwise, shape-changing and control-flow ops) are
+ * inferred, so the module is complete; one that cannot be inferred is TPU_ERR_SHAPE. Unknown attributes are
+ * kept, ignored and reported by tpu_warnings(). */
 tpu_status  tpu_module_parse(tpu_ctx *ctx, const char *text, size_t len, const char *filename, tpu_module **out);
 tpu_status  tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out);
+/* Reads a serialized binary xla.HloModuleProto (what PyTorch/XLA hands a PJRT plugin), or an HloProto or
+ * HloSnapshot as XLA dumps them (`*.hlo.pb`), told apart from the bytes. `what` names the input in messages,
+ * which give the byte offset and field path ("prog.pb: byte 1234: computations[2].instructions[7].shape:
+ * ..."); instructions of such a module report line 1, column = byte offset + 1. tpu_module_parse and
+ * tpu_module_load accept binary protos too (told from text by its control bytes). */
+tpu_status  tpu_module_parse_proto(tpu_ctx *ctx, const void *bytes, size_t len, const char *what, tpu_module **out);
 /* Parses a file holding several modules separated by lines "// -----" (XLA's -split-input-file test
  * convention). Line numbers in messages are those of the whole file. */
 tpu_status  tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***out, int *count);

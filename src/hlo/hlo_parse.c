@@ -2271,8 +2271,9 @@ static int hp_check_acyclic(hp *P, hlo_module *m)
 /* The stack-frame index after the header:
  *   FileNames 1 "a.py" ...  FunctionNames 1 "f" ...
  *   FileLocations 1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9} ...
- *   StackFrames 1 {file_location_id=1 parent_frame_id=0} ...
- * The leading integers are labels and are not checked. */
+ *   StackFrames 1 {file_location_id=1 parent_frame_id=1} ...
+ * The leading integers are labels and are not checked. parent_frame_id is written one above the proto's value
+ * (XLA's printer adds 1, its parser takes 1 off), so the root frame says 1. */
 static int hp_frames(hp *P)
 {
     static const char *const sections[4] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
@@ -2339,7 +2340,7 @@ static int hp_frames(hp *P)
         }
         for (int i = 0; ok && i < v[3].n; i++) {
             const int64_t *x = v[3].v[i];
-            f->frames[i] = (hlo_frame){x[0], x[1]};
+            f->frames[i] = (hlo_frame){x[0], x[1] - 1};   /* XLA writes parent_frame_id one above the proto's */
         }
         if (ok) P->m->frames = f;
     }
