@@ -515,3 +515,48 @@ TEST(pjrt_plugin_host_transfers_reach_the_frameworks_callbacks)
     pj_exe_free(api, exe);
     pj_client_free(api, c);
 }
+
+/* The route PyTorch/XLA takes: format "hlo", a binary HloModuleProto (here one jax 0.10.2 serialized:
+ * tests/golden/proto/mlp.pb), compiled and run with random inputs, the same as its HLO text. */
+TEST(pjrt_plugin_compiles_binary_hlo_module_protos)
+{
+    const PJRT_Api *api = pj_api();
+    REQUIRE(api);
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE_OK(ctx, tpu_module_load(ctx, "tests/golden/proto/mlp.pb", &m));
+    FILE *f = fopen("tests/golden/proto/mlp.pb", "rb");
+    REQUIRE(f);
+    static char bytes[1 << 20];
+    size_t n = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    PJRT_Client *c = pj_client(api, "v3-8");
+    REQUIRE(c);
+    unsigned char opts[16];
+    size_t olen = pj_options(opts, 1, 1);
+    PJRT_Program prog = {.struct_size = PJRT_Program_STRUCT_SIZE, .code = bytes, .code_size = n, .format = "hlo",
+                         .format_size = 3};
+    PJRT_Client_Compile_Args ca = {.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE, .client = c, .program = &prog,
+                                   .compile_options = (const char *)opts, .compile_options_size = olen};
+    PJ_OK(api, api->PJRT_Client_Compile(&ca));
+    PJRT_Executable_NumOutputs_Args no = {.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE};
+    PJRT_LoadedExecutable_GetExecutable_Args ge = {.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE,
+                                                   .loaded_executable = ca.executable};
+    PJ_OK(api, api->PJRT_LoadedExecutable_GetExecutable(&ge));
+    no.executable = ge.executable;
+    PJ_OK(api, api->PJRT_Executable_NumOutputs(&no));
+    CHECK_EQ_INT(no.num_outputs, tpu_module_num_outputs(m));
+    PJRT_Executable_Destroy_Args ed = {.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE, .executable = ge.executable};
+    PJ_OK(api, api->PJRT_Executable_Destroy(&ed));
+    /* a damaged proto is an error naming the byte, not a crash */
+    PJRT_LoadedExecutable *exe = ca.executable;
+    prog.code_size = n / 2;
+    PJRT_Error_Code code;
+    char *msg = pj_take_error(api, api->PJRT_Client_Compile(&ca), &code);
+    CHECK(msg && strstr(msg, "byte"));
+    free(msg);
+    pj_exe_free(api, exe);
+    pj_client_free(api, c);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
