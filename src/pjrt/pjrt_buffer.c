@@ -50,9 +50,7 @@ PJRT_Error *pj_buffer_wrap(PJRT_Device *d, tpu_tensor *t, PJRT_Buffer **out)
     b->rank = tpu_tensor_rank(t);
     memcpy(b->dims, tpu_tensor_dims(t), (size_t)b->rank * sizeof b->dims[0]);
     int64_t bytes = b->dtype == TPU_TOKEN ? 0 : tpu_chip_array_bytes(d->client->chip, b->dtype, b->rank, b->dims);
-    char shape[128];
-    tpu_tensor_shape_str(t, shape, sizeof shape);
-    PJRT_Error *e = pj_hbm_alloc(d, bytes, shape);
+    PJRT_Error *e = pj_hbm_alloc(d, bytes, t);
     if (e) {
         tpu_tensor_free(t);
         free(b);

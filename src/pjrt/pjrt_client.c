@@ -197,7 +197,7 @@ static void pj_fmt_bytes(char *buf, size_t n, int64_t b)
     else snprintf(buf, n, "%lldB", (long long)b);
 }
 
-PJRT_Error *pj_hbm_alloc(PJRT_Device *d, int64_t bytes, const char *what)
+PJRT_Error *pj_hbm_alloc(PJRT_Device *d, int64_t bytes, const tpu_tensor *what)
 {
     PJRT_Client *c = d->client;
     pthread_mutex_lock(&c->mu);
@@ -205,13 +205,14 @@ PJRT_Error *pj_hbm_alloc(PJRT_Device *d, int64_t bytes, const char *what)
     if (bytes < 0 || d->in_use + bytes > limit) {
         int64_t in_use = d->in_use;
         pthread_mutex_unlock(&c->mu);
-        char want[32], used[32], cap[32];
+        char want[32], used[32], cap[32], shape[128] = "an array";
+        if (what) tpu_tensor_shape_str(what, shape, sizeof shape);
         pj_fmt_bytes(want, sizeof want, bytes);
         pj_fmt_bytes(used, sizeof used, in_use);
         pj_fmt_bytes(cap, sizeof cap, limit);
         return pj_error(PJRT_Error_Code_RESOURCE_EXHAUSTED,
                         "Out of memory while trying to allocate %s for %s on TPU_%d (%s, %s): %s of %s HBM in use",
-                        bytes < 0 ? "an overflowing size" : want, what, d->desc.info.id, d->desc.info.kind, c->slice,
+                        bytes < 0 ? "an overflowing size" : want, shape, d->desc.info.id, d->desc.info.kind, c->slice,
                         used, cap);
     }
     d->in_use += bytes;

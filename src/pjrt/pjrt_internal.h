@@ -140,7 +140,7 @@ void        pj_client_free(PJRT_Client *c);
 PJRT_Device *pj_client_device(PJRT_Client *c, int id);   /* NULL if out of range */
 
 /* HBM accounting: reserves bytes on a device, or fails with the TPU runtime's out-of-memory wording. */
-PJRT_Error *pj_hbm_alloc(PJRT_Device *d, int64_t bytes, const char *what);
+PJRT_Error *pj_hbm_alloc(PJRT_Device *d, int64_t bytes, const tpu_tensor *what);   /* what: named on failure */
 void        pj_hbm_free(PJRT_Device *d, int64_t bytes);
 
 /* ---- buffers (pjrt_buffer.c) ---- */
