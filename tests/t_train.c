@@ -16,7 +16,7 @@
 static int tt_has_digits(void)
 {
     if (access(DIGITS "/signature.json", R_OK) == 0) return 1;
-    printf("  (skipped: %s not found; run from the repository root)\n", DIGITS);
+    test_skip("%s not found; run from the repository root", DIGITS);
     return 0;
 }
 
@@ -624,7 +624,7 @@ TEST(train_replicated_batch_norm_stats_and_bf16)
     /* tests/train/bn_tiny: running mean/var ("stat") averaged over the replicas, a bf16 weight whose
      * gradient is all-reduced as f32 and rounded back */
     if (access("tests/train/bn_tiny/signature.json", R_OK)) {
-        printf("  (skipped: tests/train/bn_tiny not found)\n");
+        test_skip("tests/train/bn_tiny not found");
         return;
     }
     tpu_ctx *ctx = tpu_ctx_new();

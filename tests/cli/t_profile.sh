@@ -31,7 +31,7 @@ if [ -d "$corpus" ]; then
   pexpect 0 "$BIN" profile "$corpus/mobilenet_v2.hlo" --chip v3-8
   has "step time"; has "bound            memory"; has "top ops"; has "advice:"
 else
-  echo "  SKIP corpus profiles: $corpus absent" >&2
+  skip "corpus profiles: $corpus absent"
 fi
 
 # the validation programs (docs/timing-validation.md)
