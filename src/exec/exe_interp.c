@@ -4,6 +4,7 @@
  * tpu_random_inputs, the public entry points. */
 #include "exec.h"
 #include "exe_fuse.h"
+#include "verify/verify.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -981,6 +982,9 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
         S.coll = cfg->coll;
         S.trip_counts = cfg->trip_counts;
     }
+    /* nothing runs that does not verify: the kernels trust the shapes the verifier checked */
+    tpu_status vst = ver_require(ctx, m);
+    if (vst) return vst;
     const hlo_comp *e = m->entry;
     int want = 0;
     for (int i = 0; i < e->nparams; i++) want += exe_count_leaves(&e->params[i]->shape);

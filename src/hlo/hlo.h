@@ -274,6 +274,9 @@ struct tpu_module {
     int64_t     ninstrs;      /* all computations */
     hlo_frames *frames;       /* stack-frame index, NULL when absent */
     int         from_proto;   /* read from HloModuleProto text format (hlo_proto_text.c) */
+    int         verified;     /* ver_require's verdict, kept (modules do not change once loaded): 0 not yet,
+                                 1 verifies, -1 does not; read and written atomically (several threads run one
+                                 module) */
 };
 typedef struct tpu_module hlo_module;
 

@@ -7,6 +7,7 @@
  * Also evaluation, checkpoints (atomic), --resume, metrics.jsonl and the progress line. */
 #include "train/train.h"
 #include "chip/chip.h"
+#include "verify/verify.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -289,6 +290,11 @@ static tpu_status trn_load_programs(tpu_ctx *ctx, tpu_trainer *tr)
             return st;
         }
         tpu_warnings_clear(ctx);
+        st = ver_require(ctx, tr->prog[k]);   /* docs/step_dir.md section 10: a program must verify */
+        if (st) {
+            ut_err_prefix(ctx, "%s: programs.%s", s->path, trn_prog_kind[k]);
+            return st;
+        }
         st = trn_sig_check_program(ctx, s, k, tr->prog[k]);
         if (st) return st;
     }

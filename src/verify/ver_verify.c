@@ -97,3 +97,34 @@ int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r)
     ut_arena_free(&scratch);
     return r->nerrors - before;
 }
+
+tpu_status ver_require(tpu_ctx *ctx, const hlo_module *m)
+{
+    if (!m || !m->entry) return ut_err(ctx, TPU_ERR_INVALID, "no module (or a module without an entry computation)");
+    if (__atomic_load_n(&m->verified, __ATOMIC_ACQUIRE) > 0) return TPU_OK;
+    ver_report *r = ver_report_new(m->name, NULL);
+    if (!r) return ut_nomem(ctx);
+    int nerr = ver_verify_module(ctx, m, r);
+    tpu_status st = TPU_OK;
+    if (r->oom) {
+        st = ut_err(ctx, TPU_ERR_NOMEM, "out of memory while verifying %s", m->filename ? m->filename : m->name);
+    } else if (nerr > 0) {
+        ut_buf b;
+        ut_buf_init(&b);
+        int shown = 0;
+        for (int i = 0; i < r->nproblems && shown < 5; i++) {
+            const ver_problem *p = &r->problems[i];
+            if (p->sev != VER_ERROR) continue;
+            ut_buf_printf(&b, "\n  %s: %s%s%s", p->where ? p->where : "?", p->instr && *p->instr ? p->instr : "",
+                          p->instr && *p->instr ? ": " : "", p->msg);
+            shown++;
+        }
+        if (nerr > shown) ut_buf_printf(&b, "\n  ... and %d more (tpusim check lists them all)", nerr - shown);
+        st = ut_err(ctx, TPU_ERR_SHAPE, "%s does not verify (%d error%s):%s",
+                    m->filename ? m->filename : m->name, nerr, nerr == 1 ? "" : "s", b.failed || !b.data ? "" : b.data);
+        ut_buf_free(&b);
+    }
+    if (st != TPU_ERR_NOMEM) __atomic_store_n(&((hlo_module *)m)->verified, st ? -1 : 1, __ATOMIC_RELEASE);
+    tpu_report_free(r);
+    return st;
+}

@@ -76,4 +76,9 @@ void ver_report_add(ver_report *r, const hlo_module *m, const hlo_instr *in, ver
  * Returns the number of errors added. */
 int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r);
 
+/* The gate in front of everything that executes or plans a program (run, the replicated runtime, training,
+ * memory, profile): TPU_OK when m verifies, else TPU_ERR_SHAPE with "FILE does not verify (N errors)" and the
+ * first errors, each at file:line:col. The verdict is kept on the module, so a training loop pays once. */
+tpu_status ver_require(tpu_ctx *ctx, const hlo_module *m);
+
 #endif
