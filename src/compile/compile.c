@@ -23,11 +23,26 @@ const char *cmp_op_kind_name(cmp_op_kind k)
 
 /* ---- sizes ---- */
 
+/* a * b and a + b for sizes, saturating at INT64_MAX (shapes are user input; cmp_check_sizes bounds the
+ * totals the planner adds up) */
+static int64_t cmp_mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t cmp_add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 int64_t cmp_unpadded_bytes(const hlo_shape *s)
 {
     if (!hlo_shape_is_array(s)) return 0;
     int bits = tpu_dtype_bits((tpu_dtype)s->dtype);
-    return (hlo_shape_count(s) * bits + 7) / 8;
+    int64_t b = cmp_mul_sat(hlo_shape_count(s), bits);
+    return b == INT64_MAX ? b : (b + 7) / 8;
 }
 
 /* Bytes of an array with its layout. Tiles written in the layout (a program the TPU compiler produced)
@@ -48,20 +63,55 @@ int64_t cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s)
         } else if (t->n == 1 || s->rank == 1) {
             /* a 1-D tile over the minor dimension */
             int64_t tm = t->d[t->n - 1];
-            for (int i = 0; i < s->rank; i++) elems *= i == m2m[0] ? (s->dims[i] + tm - 1) / tm * tm : s->dims[i];
+            for (int i = 0; i < s->rank; i++)
+                elems = cmp_mul_sat(elems, i == m2m[0] ? cmp_mul_sat((s->dims[i] + tm - 1) / tm, tm) : s->dims[i]);
         } else {
             for (int i = 0; i < s->rank; i++) {
                 int64_t d = s->dims[i];
-                if (i == m2m[0]) d = (d + t->d[1] - 1) / t->d[1] * t->d[1];
-                else if (i == m2m[1]) d = (d + t->d[0] - 1) / t->d[0] * t->d[0];
-                elems *= d;
+                if (i == m2m[0]) d = cmp_mul_sat((d + t->d[1] - 1) / t->d[1], t->d[1]);
+                else if (i == m2m[1]) d = cmp_mul_sat((d + t->d[0] - 1) / t->d[0], t->d[0]);
+                elems = cmp_mul_sat(elems, d);
             }
         }
-        int64_t bytes = (elems * bits + 7) / 8;
+        int64_t bytes = cmp_mul_sat(elems, bits);
+        bytes = bytes == INT64_MAX ? bytes : (bytes + 7) / 8;
         int64_t minb = chip && chip->generation >= 5 ? 512 : 1024;
         return bytes < minb ? minb : bytes;
     }
     return chp_padded_bytes(chip, (tpu_dtype)s->dtype, s->rank, s->dims, m2m);
+}
+
+/* The most bytes the planner may add up (2 EiB). Every array leaf of every instruction counts with the most
+ * padding any layout could give it; past the limit the program is refused here, so the sums of buffer
+ * assignment (peaks, offsets, copies the compiler adds) cannot overflow. */
+#define CMP_MAX_TOTAL_BYTES ((int64_t)1 << 61)
+
+static int64_t cmp_leaf_bound(const chp_chip *chip, const hlo_shape *s)
+{
+    if (hlo_shape_is_tuple(s)) {
+        int64_t b = 0;
+        for (int i = 0; i < s->ntuple; i++) b = cmp_add_sat(b, cmp_leaf_bound(chip, &s->tuple[i]));
+        return b;
+    }
+    if (!hlo_shape_is_array(s)) return 0;
+    int64_t worst = cmp_mul_sat(cmp_unpadded_bytes(s), 4096), written = cmp_padded_bytes(chip, s);
+    return cmp_add_sat(worst > written ? worst : written, 4096);
+}
+
+static tpu_status cmp_check_sizes(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip)
+{
+    int64_t total = 0;
+    for (int ci = 0; ci < m->ncomps; ci++)
+        for (int i = 0; i < m->comps[ci]->ninstrs; i++) {
+            const hlo_instr *in = m->comps[ci]->instrs[i];
+            total = cmp_add_sat(total, cmp_leaf_bound(chip, &in->shape));
+            if (total > CMP_MAX_TOTAL_BYTES) {
+                char w[300];
+                return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: the program's arrays add up to more than 2^61 bytes by '%s': "
+                              "beyond what tpusim plans", hlo_where(m, in, w, sizeof w), in->name);
+            }
+        }
+    return TPU_OK;
 }
 
 /* The layout the TPU compiler gives an unconstrained array: size-1 dimensions major-most and, among the
@@ -1505,7 +1555,8 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
     C.ctx = ctx;
     C.p = p;
     C.chip = chip;
-    tpu_status st = TPU_OK;
+    tpu_status st = cmp_check_sizes(ctx, m, chip);
+    if (st) goto done;
     C.comp_base = ut_calloc((size_t)m->ncomps + 1, sizeof *C.comp_base);
     p->plans = ut_calloc((size_t)m->ncomps, sizeof *p->plans);
     C.plan_done = ut_calloc((size_t)m->ncomps, 1);

@@ -42,6 +42,31 @@ static void vv_diff(const hlo_shape *d, const hlo_shape *i, char *out, size_t n)
         }
 }
 
+/* Arrays larger than this (1 EiB, a million times any TPU's HBM) are refused, so every size the compiler and
+ * executor compute from a shape (padded to tiles, times a trip count) stays far from int64 overflow. */
+#define VV_MAX_ARRAY_BYTES ((int64_t)1 << 60)
+
+/* The first array leaf of s whose size in bytes overflows or passes VV_MAX_ARRAY_BYTES, or NULL. */
+static const hlo_shape *vv_too_large(const hlo_shape *s)
+{
+    if (hlo_shape_is_tuple(s)) {
+        for (int i = 0; i < s->ntuple; i++) {
+            const hlo_shape *t = vv_too_large(&s->tuple[i]);
+            if (t) return t;
+        }
+        return NULL;
+    }
+    if (!hlo_shape_is_array(s)) return NULL;
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        if (s->dims[i] <= 0) return NULL;   /* empty (or '?': checked elsewhere) */
+        if (__builtin_mul_overflow(n, s->dims[i], &n)) return s;
+    }
+    int64_t bytes;
+    if (__builtin_mul_overflow(n, (int64_t)tpu_dtype_size((tpu_dtype)s->dtype), &bytes)) return s;
+    return bytes > VV_MAX_ARRAY_BYTES ? s : NULL;
+}
+
 int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r)
 {
     (void)ctx;
@@ -54,6 +79,13 @@ int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r)
         const hlo_comp *c = m->comps[ci];
         for (int i = 0; i < c->ninstrs; i++) {
             const hlo_instr *in = c->instrs[i];
+            const hlo_shape *big = vv_too_large(&in->shape);
+            if (big) {
+                ver_report_add(r, m, in, VER_ERROR, "shape", "split the array, or fix its dimensions",
+                               "%s: %s is too large: more than 2^60 bytes, beyond what tpusim (or any TPU) addresses",
+                               hlo_op_name((hlo_op)in->op), vv_ss(big, a, sizeof a));
+                continue;
+            }
             hlo_shape inf;
             ver_infer_status st = ver_infer_shape(m, in, &scratch, &inf, msg, sizeof msg);
             if (st == VER_INFER_ERROR) {
