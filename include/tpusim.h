@@ -57,7 +57,9 @@ typedef enum tpu_status {
     TPU_ERR_UNSUPPORTED,  /* valid HLO that tpusim (or a TPU) cannot run */
     TPU_ERR_UNRUNNABLE,   /* analysable but not executable, e.g. constants elided as {...} */
     TPU_ERR_OOM,          /* the program does not fit in the modelled device memory */
-    TPU_ERR_INTERNAL      /* a bug in tpusim; please report it */
+    TPU_ERR_INTERNAL,     /* a bug in tpusim; please report it */
+    TPU_ERR_LIMIT         /* a limit was reached: an execution's step or time limit (tpu_run_opts), the size
+                             limit on inputs (tpu_ctx_set_input_limit) */
 } tpu_status;
 
 typedef struct tpu_ctx tpu_ctx;
@@ -238,6 +240,12 @@ typedef struct tpu_run_opts {
     int          threads;      /* 0: all cores */
     int          replica_id;   /* for replica-id when running one replica alone */
     int          verbose;
+    /* Limits, so a program from elsewhere (a while loop whose condition stays true) cannot run forever. The
+     * run stops with TPU_ERR_LIMIT, naming the instruction it reached, after executing max_steps instructions
+     * (every instruction of every computation run, each loop iteration's included) or max_seconds of wall
+     * time (checked between instructions). 0: no limit. Each device of a tpu_system counts its own. */
+    int64_t      max_steps;
+    double       max_seconds;
 } tpu_run_opts;
 
 tpu_run_opts tpu_run_opts_default(void);

@@ -25,4 +25,14 @@ int  cli_is_help(const char *arg);
 const char *cli_opt_value(int argc, char **argv, int *i, const char *opt);
 void cli_print_warnings(tpu_ctx *ctx);
 
+/* The one strict number parser for options: the whole value must be a decimal number within [lo, hi]
+ * (no NaN or infinity, no overflow, no sign where lo >= 0, nothing before or after it). Otherwise it prints
+ * "tpusim CMD: OPT wants ..." with the value and returns 0. */
+int  cli_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out);
+int  cli_int32(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out);
+int  cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
+int  cli_num(const char *cmd, const char *opt, const char *v, double lo, double hi, double *out);
+/* The same check without a message (for values inside a list, e.g. --price v4=3.22): 1 if v is a number. */
+int  cli_parse_num(const char *v, size_t len, double *out);
+
 #endif

@@ -62,28 +62,12 @@ static void train_usage(FILE *f)
             "exit status: 0 done, 1 a program failed while training, 2 bad command line, STEP_DIR or data.\n");
 }
 
-static int train_num(const char *opt, const char *v, double lo, double *out)
-{
-    char *end;
-    double d = strtod(v, &end);
-    if (!*v || *end || !(d >= lo) || !isfinite(d)) {
-        fprintf(stderr, "tpusim train: %s wants a number >= %g ('%s')\n", opt, lo, v);
-        return 0;
-    }
-    *out = d;
-    return 1;
-}
+static int train_num(const char *opt, const char *v, double lo, double *out) { return cli_num("train", opt, v, lo, 1e15, out); }
 
+/* counts up to 2^53: a step count that large is already years of training, and it stays exact in a double */
 static int train_int(const char *opt, const char *v, long long lo, int64_t *out)
 {
-    char *end;
-    long long d = strtoll(v, &end, 10);
-    if (!*v || *end || d < lo) {
-        fprintf(stderr, "tpusim train: %s wants an integer >= %lld ('%s')\n", opt, lo, v);
-        return 0;
-    }
-    *out = d;
-    return 1;
+    return cli_int("train", opt, v, lo, (int64_t)1 << 53, out);
 }
 
 static void train_fmt_time(char *b, size_t n, double s)

@@ -706,10 +706,31 @@ exe_value *exe_take_unique(exe_state *S, int k)
     return exe_take_operand(S, k);
 }
 
+/* Counts one step (an instruction run, or a computation called) against the caller's limits (only called when
+ * there are limits: a clock read costs less than the smallest kernel). */
+static tpu_status exe_tick(exe_state *S, const hlo_instr *in)
+{
+    S->steps++;
+    if (S->max_steps && S->steps > S->max_steps)
+        return exe_fail(S, in, TPU_ERR_LIMIT, "stopped: the step limit (%lld instructions run; tpu_run_opts.max_steps, "
+                        "tpusim run --max-steps) was reached here", (long long)S->max_steps);
+    if (S->deadline > 0 && ut_now() > S->deadline)
+        return exe_fail(S, in, TPU_ERR_LIMIT, "stopped: the time limit (tpu_run_opts.max_seconds, tpusim run --timeout) "
+                        "was reached here after %lld instructions", (long long)S->steps);
+    return TPU_OK;
+}
+
 tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, uint64_t owned,
                           exe_value **out)
 {
     *out = NULL;
+    if (S->max_steps || S->deadline > 0) {
+        tpu_status lst = exe_tick(S, c->root);
+        if (lst) {
+            exe_drop_owned(args, nargs, owned);
+            return lst;
+        }
+    }
     if (nargs != c->nparams) {
         exe_drop_owned(args, nargs, owned);
         return ut_err(S->ctx, TPU_ERR_SHAPE, "computation '%s' takes %d arguments, called with %d", c->name, c->nparams, nargs);
@@ -744,6 +765,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         const hlo_instr *in = c->instrs[i];
         hlo_op op = (hlo_op)in->op;
         int fg = ci->fgroup_of[i];
+        if ((S->max_steps || S->deadline > 0) && (st = exe_tick(S, in))) break;
         if (fg >= 0) {
             const exe_fgroup *G = &ci->fgroups[fg];
             if (G->root != in) continue;   /* computed inside its group's loop */
@@ -976,6 +998,11 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     S.threads = o.threads;
     S.replica_id = o.replica_id;
     S.verbose = o.verbose;
+    if (o.max_steps < 0 || !(o.max_seconds >= 0))
+        return ut_err(ctx, TPU_ERR_INVALID, "tpu_run_opts: max_steps (%lld) and max_seconds (%g) must be 0 (no limit) or "
+                      "positive", (long long)o.max_steps, o.max_seconds);
+    S.max_steps = o.max_steps;
+    S.deadline = o.max_seconds > 0 ? ut_now() + o.max_seconds : 0;
     if (cfg) {
         S.replica_id = cfg->replica_id;
         S.partition_id = cfg->partition_id;

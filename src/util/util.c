@@ -105,6 +105,7 @@ const char *tpu_status_name(tpu_status st)
     case TPU_ERR_UNRUNNABLE: return "not runnable";
     case TPU_ERR_OOM: return "out of device memory";
     case TPU_ERR_INTERNAL: return "internal error";
+    case TPU_ERR_LIMIT: return "limit reached";
     }
     return "unknown status";
 }
