@@ -161,11 +161,7 @@ const char *tpu_memory_json(const tpu_memory *mem)
 
 static tpu_status mem_write(tpu_ctx *ctx, const char *path, ut_buf *b)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int bad = fwrite(b->data, 1, b->len, f) != b->len;
-    bad |= fclose(f) != 0;
-    return bad ? ut_err(ctx, TPU_ERR_IO, "%s: write error", path) : TPU_OK;
+    return b->failed ? ut_nomem(ctx) : ut_write_file(ctx, path, b->data, b->len, 0);
 }
 
 tpu_status tpu_memory_write_svg(tpu_ctx *ctx, const tpu_memory *mem, const char *path)

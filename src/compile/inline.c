@@ -144,6 +144,7 @@ tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out)
     tpu_status st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &c);
     ut_buf_free(&b);
     if (st) return st;
+    hlo_copy_locations(c, m);
     uint8_t *done = ut_calloc((size_t)c->ncomps, 1);
     int counter = 0;
     int ok = done != NULL;
@@ -163,6 +164,7 @@ tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out)
     hlo_module *r = NULL;
     if (b.failed) st = ut_nomem(ctx);
     else st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &r);
+    if (!st) hlo_copy_locations(r, c);
     if (st == TPU_ERR_PARSE) ut_err_prefix(ctx, "internal: inlining calls produced unparsable text");
     ut_buf_free(&b);
     hlo_module_free(c);

@@ -1061,7 +1061,12 @@ static tpu_status exe_random_leaf(tpu_ctx *ctx, const hlo_shape *s, uint64_t see
     if (!hlo_shape_is_array(s)) return TPU_OK;
     if (s->dyn_mask) return ut_err(ctx, TPU_ERR_UNSUPPORTED, "parameter %d has a dynamic shape", k);
     tpu_tensor *t = ten_alloc_uninit((tpu_dtype)s->dtype, s->rank, s->dims);
-    if (!t) return ut_nomem(ctx);
+    if (!t) {
+        char b[128];
+        return ut_err(ctx, TPU_ERR_NOMEM, "input %d (%s, %.3g GB): out of memory (this machine has %.3g GB)", k,
+                      hlo_shape_str(s, b, sizeof b), (double)hlo_shape_count(s) * (double)tpu_dtype_size((tpu_dtype)s->dtype) / 1e9,
+                      (double)ten_max_bytes() / 1e9);
+    }
     uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(k + 1));
     char kind = tpu_dtype_kind(t->dtype);
     for (int64_t i = 0; i < t->count; i++) {
@@ -1099,6 +1104,8 @@ tpu_status tpu_random_inputs(tpu_ctx *ctx, const tpu_module *m, uint64_t seed, t
 {
     *inputs = NULL;
     *count = 0;
+    tpu_status vst = ver_require(ctx, m);   /* inputs for a program that will not run are not made */
+    if (vst) return vst;
     const hlo_comp *e = m->entry;
     int total = 0;
     for (int i = 0; i < e->nparams; i++) total += exe_count_leaves(&e->params[i]->shape);

@@ -705,21 +705,19 @@ tpu_status tpu_npy_save(tpu_ctx *ctx, const char *path, const tpu_tensor *t)
         ut_buf_free(&hdr);
         return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory", path);
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        st = ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-        goto done;
-    }
-    int bad = fwrite(hdr.data, 1, hdr.len, f) != hdr.len;
+    ut_out out;
+    if ((st = ut_out_open(ctx, path, &out))) goto done;
+    int bad = fwrite(hdr.data, 1, hdr.len, out.f) != hdr.len;
     for (size_t off = 0; off < t->nbytes && !bad; off += chunk) {
         size_t k = UT_MIN(chunk, t->nbytes - off);
         io_npy_encode(t, off, k, tmp);
-        bad = fwrite(tmp, 1, k, f) != k;
+        bad = fwrite(tmp, 1, k, out.f) != k;
     }
-    if (fclose(f) != 0) bad = 1;
     if (bad) {
-        st = ut_err(ctx, TPU_ERR_IO, "%s: write error: %s", path, strerror(errno));
-        remove(path);
+        st = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno ? errno : EIO));
+        ut_out_close(&out, 0, 0);
+    } else {
+        st = ut_out_close(&out, 1, 0);
     }
 done:
     ut_free(tmp);

@@ -595,10 +595,9 @@ tpu_status tpu_npz_save(tpu_ctx *ctx, const char *path, tpu_tensor *const *tenso
                 goto done;
             }
     }
-    if (!(w.f = fopen(path, "wb"))) {
-        st = ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-        goto done;
-    }
+    ut_out out;
+    if ((st = ut_out_open(ctx, path, &out))) goto done;
+    w.f = out.f;
     for (int i = 0; i < count && !st && !w.bad; i++)
         st = io_write_member(&w, tensors[i], &ms[i], compress, tmp, zout);
     if (!st && !w.bad) {
@@ -632,9 +631,9 @@ tpu_status tpu_npz_save(tpu_ctx *ctx, const char *path, tpu_tensor *const *tenso
         io_put32(&w, z64 ? IO_U32MAX : (uint32_t)cd_off);
         io_put16(&w, 0);
     }
-    if (fclose(w.f) != 0) w.bad = 1;
-    if (!st && w.bad) st = ut_err(ctx, TPU_ERR_IO, "%s: write error: %s", path, strerror(errno));
-    if (st) remove(path);
+    if (!st && w.bad) st = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno ? errno : EIO));
+    if (st) ut_out_close(&out, 0, 0);
+    else st = ut_out_close(&out, 1, 0);
 done:
     if (ms)
         for (int i = 0; i < count; i++) ut_free(ms[i].name);

@@ -100,14 +100,7 @@ static tpu_status trn_rename(tpu_ctx *ctx, const char *from, const char *to)
 
 tpu_status trn_write_atomic(tpu_ctx *ctx, const char *path, const void *data, size_t len)
 {
-    size_t n = strlen(path) + 5;
-    char *tmp = ut_malloc(n);
-    if (!tmp) return ut_nomem(ctx);
-    snprintf(tmp, n, "%s.tmp", path);
-    tpu_status st = trn_write_tmp(ctx, tmp, data, len);
-    if (!st) st = trn_rename(ctx, tmp, path);
-    ut_free(tmp);
-    return st;
+    return ut_write_file(ctx, path, data, len, 1);
 }
 
 static tpu_status trn_file_crc(tpu_ctx *ctx, const char *path, uint32_t *crc)

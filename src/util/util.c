@@ -3,9 +3,13 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- allocation ---- */
 
@@ -389,6 +393,124 @@ tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len
     *data = buf;
     *len = n;
     return TPU_OK;
+}
+
+static void ut_out_free(ut_out *o)
+{
+    ut_free(o->path);
+    free(o->dest);   /* from realpath, or ut_strdup'ed below: both malloc */
+    ut_free(o->tmp);
+    memset(o, 0, sizeof *o);
+}
+
+tpu_status ut_out_open(tpu_ctx *ctx, const char *path, ut_out *o)
+{
+    memset(o, 0, sizeof *o);
+    o->ctx = ctx;
+    struct stat st;
+    if (!path || !*path) return ut_err(ctx, TPU_ERR_INVALID, "no output file name given");
+    if (!(o->path = ut_strdup(path))) return ut_nomem(ctx);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket";
+        if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+            ut_out_free(o);
+            return ut_err(ctx, TPU_ERR_IO, "%s: is %s, not a file to write", path, what);
+        }
+        /* a character device or FIFO: written through, never replaced */
+        if (!(o->f = fopen(path, "wb"))) {
+            tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+            ut_out_free(o);
+            return e;
+        }
+        return TPU_OK;
+    }
+    /* the file the rename replaces: a symlink's target, so the link itself stays */
+    struct stat lst;
+    int link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    char *dest = link ? realpath(path, NULL) : strdup(path);
+    if (link && !dest) {
+        /* a link to nothing yet: fopen creates its target (not atomically, but the link stays a link) */
+        if (!(o->f = fopen(path, "wb"))) {
+            tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+            ut_out_free(o);
+            return e;
+        }
+        return TPU_OK;
+    }
+    size_t n = strlen(dest) + 16;
+    o->dest = dest;
+    o->tmp = ut_malloc(n);
+    if (!o->dest || !o->tmp) {
+        ut_out_free(o);
+        return ut_nomem(ctx);
+    }
+    snprintf(o->tmp, n, "%s.tmp.XXXXXX", dest);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        ut_out_free(o);
+        return e;
+    }
+    /* the mode an ordinary fopen would give: the old file's, or 0666 less the umask */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, stat(dest, &st) == 0 ? st.st_mode & 07777 : 0666 & ~um);
+    if (!(o->f = fdopen(fd, "wb"))) {
+        tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        close(fd);
+        unlink(o->tmp);
+        ut_out_free(o);
+        return e;
+    }
+    return TPU_OK;
+}
+
+tpu_status ut_out_close(ut_out *o, int ok, int durable)
+{
+    if (!o->f) {
+        tpu_ctx *ctx = o->ctx;
+        ut_out_free(o);
+        return ut_err(ctx, TPU_ERR_INTERNAL, "output closed twice");
+    }
+    int err = 0;
+    if (ok) {
+        if (fflush(o->f) || ferror(o->f)) err = errno ? errno : EIO;
+        if (!err && durable && o->tmp && fsync(fileno(o->f))) err = errno;
+    }
+    if (fclose(o->f) && ok && !err) err = errno ? errno : EIO;
+    o->f = NULL;
+    tpu_ctx *ctx = o->ctx;
+    tpu_status st = TPU_OK;
+    if (ok && !err && o->tmp && rename(o->tmp, o->dest)) err = errno;
+    if (ok && err) st = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", o->path, strerror(err));
+    if (o->tmp && (!ok || err)) unlink(o->tmp);
+    if (ok && !err && o->tmp && durable) {
+        /* the rename itself survives a crash once the directory is synced */
+        char *slash = strrchr(o->dest, '/');
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash == o->dest ? 1 : slash - o->dest) : 1, slash ? o->dest : ".");
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        if (fd >= 0) {
+            fsync(fd);
+            close(fd);
+        }
+    }
+    ut_out_free(o);
+    return ok ? st : TPU_ERR_IO;
+}
+
+tpu_status ut_write_file(tpu_ctx *ctx, const char *path, const void *data, size_t len, int durable)
+{
+    ut_out o;
+    tpu_status st = ut_out_open(ctx, path, &o);
+    if (st) return st;
+    int ok = fwrite(data ? data : "", 1, len, o.f) == len;
+    if (!ok) {
+        int e = errno;
+        ut_out_close(&o, 0, 0);
+        return ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(e ? e : EIO));
+    }
+    return ut_out_close(&o, 1, durable);
 }
 
 double ut_now(void)

@@ -80,6 +80,26 @@ char *ut_buf_take(ut_buf *b);
 /* Reads a whole file (NUL-terminated). */
 tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len);
 
+/* Output files. A regular file (or a new one) is written to a temporary beside it and renamed over it only
+ * when everything was written, so a full disk or a crash never leaves a truncated file and an old file stays
+ * whole; a symlink keeps pointing where it did (its target is replaced). A character device or FIFO
+ * (/dev/stdout, /dev/null, a pipe) is written through, deliberately; a directory, block device or socket is
+ * refused. Failures name the file and errno's reason ("out.npy: cannot write: No space left on device"). */
+typedef struct ut_out {
+    tpu_ctx *ctx;
+    FILE    *f;
+    char    *path;    /* as the caller named it (for messages) */
+    char    *dest;    /* the file renamed over (a symlink's target), NULL when writing through */
+    char    *tmp;     /* the temporary, NULL when writing through */
+} ut_out;
+
+tpu_status ut_out_open(tpu_ctx *ctx, const char *path, ut_out *o);
+/* Ends the output: when ok, flushes, (durable: fsyncs the file and its directory) and renames; otherwise,
+ * or if that fails, removes the temporary and reports why. Returns TPU_OK only if the file is complete. */
+tpu_status ut_out_close(ut_out *o, int ok, int durable);
+/* A whole buffer to a file, as above. */
+tpu_status ut_write_file(tpu_ctx *ctx, const char *path, const void *data, size_t len, int durable);
+
 /* ---- time ---- */
 double ut_now(void);   /* monotonic seconds */
 
