@@ -73,6 +73,11 @@ const char *tpu_status_name(tpu_status st);
 const char *tpu_warnings(const tpu_ctx *ctx);
 void        tpu_warnings_clear(tpu_ctx *ctx);
 
+/* The largest input this context reads into memory: one program or config file, one .npy, one .npz member
+ * once inflated (default 4 GiB). A larger one fails with TPU_ERR_LIMIT naming the file, its size and the
+ * limit, before anything that size is allocated (tpusim --max-input-size raises it). 0: the default. */
+void        tpu_ctx_set_input_limit(tpu_ctx *ctx, uint64_t bytes);
+
 /* One allocator hook for the whole library, so tests can fail allocation number N and check that the
  * failure is reported cleanly. Passing NULLs restores malloc/realloc/free. */
 typedef struct tpu_allocator {
@@ -173,6 +178,14 @@ tpu_status  tpu_npz_load(tpu_ctx *ctx, const char *path, tpu_tensor ***tensors, 
 tpu_status  tpu_npz_save(tpu_ctx *ctx, const char *path, tpu_tensor *const *tensors, const char *const *names,
                          int count, int compress);
 void        tpu_names_free(char **names, int count);
+/* tpu_npz_load that first shows each member's header (its name without ".npy", position, dtype and shape) to
+ * `filter` before the member is inflated or allocated: a filter that returns nonzero refuses the archive, and
+ * tpu_npz_load_filtered fails with TPU_ERR_INVALID and the sentence the filter wrote into why ("x.npz: member
+ * 'w': <why>"). So an archive whose small members inflate to gigabytes is refused by its headers. */
+typedef int (*tpu_npz_filter)(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
+                              char *why, size_t why_size);
+tpu_status  tpu_npz_load_filtered(tpu_ctx *ctx, const char *path, tpu_npz_filter filter, void *user,
+                                  tpu_tensor ***tensors, char ***names, int *count);
 
 /* ---------------------------------------------------------------------------------------------------------
  * HLO modules
@@ -208,6 +221,12 @@ void        tpu_free(void *p);
  * ------------------------------------------------------------------------------------------------------- */
 
 typedef struct tpu_report tpu_report;
+
+/* Verifies the module's shapes and signatures: TPU_OK, or TPU_ERR_SHAPE with the first errors, each at
+ * file:line:col. Everything that executes or plans a program (tpu_run, tpu_system_run, tpu_random_inputs,
+ * the trainer, memory, profile) verifies it first and refuses it the same way; the verdict is kept on the
+ * module. tpu_check adds the TPU's own rules on top. */
+tpu_status  tpu_module_verify(tpu_ctx *ctx, const tpu_module *m);
 
 /* Verifies shapes and the TPU's rules. Returns TPU_OK when the check ran (whatever it found); the report
  * says whether the program is compatible. `chip` may be NULL (generic TPU rules). */
@@ -498,6 +517,8 @@ typedef struct tpu_train_opts {
     double       input_rate;     /* > 0: samples/s for the timing model instead of the measured rate */
     FILE        *log;            /* progress and messages (NULL: quiet) */
     int          progress_bar;   /* 1: one line redrawn in place (a terminal); 0: a plain line per interval */
+    int          overwrite;      /* start over in a model_dir that holds a checkpoint, replacing it; without it
+                                    (or resume) tpu_trainer_new refuses such a model_dir */
 } tpu_train_opts;
 
 tpu_train_opts tpu_train_opts_default(void);

@@ -149,7 +149,7 @@ static int bench_matmul(int argc, char **argv)
         free(text);
         return 0;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     tpu_module *m = NULL, *once = NULL;
     tpu_profile *p = NULL;
     tpu_chip *c = NULL;

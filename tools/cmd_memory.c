@@ -83,7 +83,7 @@ static int memory_main(int argc, char **argv, int compile)
         memory_usage(stderr, cmd);
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) return 2;
     tpu_module *m = NULL;
     tpu_memory *mem = NULL;

@@ -288,7 +288,7 @@ int cmd_profile(int argc, char **argv)
         profile_usage(stderr);
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) return 2;
     tpu_module **ms = NULL;
     int nm = 0, rc = 0;

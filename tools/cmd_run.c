@@ -162,7 +162,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "tpusim run: give inputs one way: .npy files, --inputs FILE.npz or --random-inputs\n");
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) { fprintf(stderr, "tpusim run: out of memory\n"); return 2; }
     int rc = 0;
     tpu_module *m = NULL;
@@ -176,6 +176,11 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     cli_print_warnings(ctx);
+    if (tpu_module_verify(ctx, m) != TPU_OK) {   /* before any input is read for it */
+        fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
+        rc = 1;
+        goto done;
+    }
     if (tpu_module_replica_count(m) * tpu_module_num_partitions(m) > 1) {   /* compiled for several devices */
         tpu_module_free(m);
         tpu_ctx_free(ctx);
@@ -186,7 +191,7 @@ int cmd_run(int argc, char **argv)
     if (random) {
         st = tpu_random_inputs(ctx, m, seed, &ins, &nin);
     } else if (npz) {
-        st = tpu_npz_load(ctx, npz, &ins, &names, &nin);
+        st = tpu_npz_load_filtered(ctx, npz, cli_npz_params_filter, m, &ins, &names, &nin);
         nnames = nin;
         /* order members arg0, arg1, ... when they are named that way */
         if (!st) {

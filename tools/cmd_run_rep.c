@@ -141,7 +141,7 @@ int cmd_run_replicated(int argc, char **argv)
         fprintf(stderr, "tpusim run: --per-device-seeds goes with --random-inputs\n");
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) { fprintf(stderr, "tpusim run: out of memory\n"); return 2; }
     int rc = 0, n = 0, nin = 0, nout = 0, nnames = 0, nshared = 0;
     tpu_module *m = NULL;
@@ -224,7 +224,7 @@ int cmd_run_replicated(int argc, char **argv)
     } else if (npz) {
         tpu_tensor **all = NULL;
         int nall = 0;
-        st = tpu_npz_load(ctx, npz, &all, &names, &nall);
+        st = tpu_npz_load_filtered(ctx, npz, cli_npz_params_filter, m, &all, &names, &nall);
         if (!st) {
             nnames = nall;
             nshared = nall;

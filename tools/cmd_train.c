@@ -49,6 +49,8 @@ static void train_usage(FILE *f)
             "                         profile.html, trace.json, memory.html\n"
             "  --save-every C         checkpoint every C steps (always at the end)\n"
             "  --resume               continue DIR's checkpoint exactly (same data order, same result)\n"
+            "  --overwrite            start over in a DIR that holds a checkpoint, replacing it (without --resume\n"
+            "                         or --overwrite, training into such a DIR is refused)\n"
             "  --log-every L          a progress line every L steps (default: 20 per run)\n"
             "  --no-progress          no progress bar even on a terminal (plain lines)\n"
             "  --quiet                no progress output at all\n"
@@ -118,6 +120,8 @@ int cmd_train(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
+        } else if (!strcmp(a, "--overwrite")) {
+            o.overwrite = 1;
         } else if (!strcmp(a, "--cached")) {
             o.cached = 1;
         } else if (!strcmp(a, "--lr-find")) {
@@ -195,7 +199,7 @@ int cmd_train(int argc, char **argv)
     }
     o.log = quiet ? NULL : stderr;
     o.progress_bar = !quiet && !no_bar && isatty(fileno(stderr));
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) return 2;
     int rc = 0;
     if (lr_find) {

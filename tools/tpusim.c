@@ -26,11 +26,15 @@ static void cli_usage(FILE *f)
     fprintf(f, "usage: tpusim COMMAND [options]   (tpusim COMMAND --help for each)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
         fprintf(f, "  %-10s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
+    fprintf(f, "\noption for every command:\n"
+               "  --max-input-size SIZE  the largest input read into memory: a program or config file, one .npy,\n"
+               "                         one .npz member once inflated (default 4G; SIZE in bytes or with K, M, G, T)\n");
     fprintf(f, "\nSee README.md for a 5-minute tour.\n");
 }
 
 int main(int argc, char **argv)
 {
+    if (!cli_take_global_options(&argc, argv)) return 2;
     if (argc < 2 || cli_is_help(argv[1])) {
         cli_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -544,6 +544,12 @@ tpu_status io_npy_read(io_src *s, uint64_t size, const io_npy_opts *o, tpu_tenso
     if (count < 0 || (uint64_t)count > SIZE_MAX / 2 / es)
         return ut_err(s->ctx, TPU_ERR_PARSE, "%s: shape %s is too large", s->what, shape);
     uint64_t need = (uint64_t)count * es;
+    if (o && o->filter) {
+        char why[400] = "";
+        if (o->filter(o->filter_user, o->member ? o->member : "", o->index, t, h.rank, h.dims, why, sizeof why))
+            return ut_err(s->ctx, TPU_ERR_INVALID, "%s: %s", s->what, why[0] ? why : "refused by the caller");
+    }
+    if (need > ut_max_input(s->ctx)) return ut_too_large(s->ctx, s->what, need);
     if (size != UINT64_MAX) {
         uint64_t have = size - pos;
         if (have < need)

@@ -80,6 +80,30 @@ void tpu_ctx_free(tpu_ctx *ctx)
     ut_free(ctx);
 }
 
+void tpu_ctx_set_input_limit(tpu_ctx *ctx, uint64_t bytes)
+{
+    if (ctx) ctx->max_input = bytes;
+}
+
+uint64_t ut_max_input(const tpu_ctx *ctx) { return ctx && ctx->max_input ? ctx->max_input : UT_DEFAULT_MAX_INPUT; }
+
+static void ut_fmt_bytes(char *b, size_t n, uint64_t v)
+{
+    if (v >= ((uint64_t)1 << 30)) snprintf(b, n, "%.3g GiB", (double)v / (double)((uint64_t)1 << 30));
+    else if (v >= ((uint64_t)1 << 20)) snprintf(b, n, "%.3g MiB", (double)v / (double)((uint64_t)1 << 20));
+    else snprintf(b, n, "%llu bytes", (unsigned long long)v);
+}
+
+tpu_status ut_too_large(tpu_ctx *ctx, const char *what, uint64_t bytes)
+{
+    char a[32], l[32];
+    ut_fmt_bytes(a, sizeof a, bytes);
+    ut_fmt_bytes(l, sizeof l, ut_max_input(ctx));
+    return ut_err(ctx, TPU_ERR_LIMIT, "%s: %s%s is more than the input limit of %s (raise it with tpusim "
+                  "--max-input-size, or tpu_ctx_set_input_limit)", what, bytes == UINT64_MAX ? "more than " : "",
+                  bytes == UINT64_MAX ? l : a, l);
+}
+
 const char *tpu_errmsg(const tpu_ctx *ctx)
 {
     if (!ctx) return "no context (tpu_ctx_new failed: out of memory)";
@@ -356,17 +380,29 @@ char *ut_buf_take(ut_buf *b)
 
 /* ---- files ---- */
 
-tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len)
+static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_t *len, int text)
 {
     *data = NULL;
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            fclose(f);
+            return ut_err(ctx, TPU_ERR_IO, "%s: is a directory, not a file", path);
+        }
+        if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > ut_max_input(ctx)) {
+            fclose(f);
+            return ut_too_large(ctx, path, (uint64_t)sb.st_size);
+        }
+    }
+    uint64_t limit = ut_max_input(ctx);
     size_t cap = 1 << 16, n = 0;
     char *buf = ut_malloc(cap);
     if (!buf) {
         fclose(f);
-        return ut_nomem(ctx);
+        return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory", path);
     }
     for (;;) {
         if (n + 1 >= cap) {
@@ -374,25 +410,47 @@ tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len
             if (!nb) {
                 ut_free(buf);
                 fclose(f);
-                return ut_nomem(ctx);
+                return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory after reading %zu bytes", path, n);
             }
             buf = nb;
             cap *= 2;
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
+        const char *nul = text && r ? memchr(buf + n, 0, r) : NULL;
+        if (nul) {
+            size_t at = (size_t)(nul - buf);
+            ut_free(buf);
+            fclose(f);
+            return ut_err(ctx, TPU_ERR_PARSE, "%s: not a text file (a NUL byte at offset %zu)", path, at);
+        }
         n += r;
         if (r == 0) break;
+        if ((uint64_t)n > limit) {   /* a pipe or device that never ends */
+            ut_free(buf);
+            fclose(f);
+            return ut_too_large(ctx, path, UINT64_MAX);
+        }
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     fclose(f);
     if (bad) {
         ut_free(buf);
-        return ut_err(ctx, TPU_ERR_IO, "%s: read error", path);
+        return ut_err(ctx, TPU_ERR_IO, "%s: cannot read: %s", path, strerror(err));
     }
     buf[n] = 0;
     *data = buf;
     *len = n;
     return TPU_OK;
+}
+
+tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len)
+{
+    return ut_read_any(ctx, path, data, len, 0);
+}
+
+tpu_status ut_read_text(tpu_ctx *ctx, const char *path, char **data, size_t *len)
+{
+    return ut_read_any(ctx, path, data, len, 1);
 }
 
 static void ut_out_free(ut_out *o)

@@ -33,7 +33,14 @@ struct tpu_ctx {
     size_t warn_len, warn_cap;
     int    nwarn;
     int    max_warn;     /* warnings past this count are counted but not stored */
+    uint64_t max_input;  /* tpu_ctx_set_input_limit (0: UT_DEFAULT_MAX_INPUT) */
 };
+
+#define UT_DEFAULT_MAX_INPUT ((uint64_t)4 << 30)
+/* The input size limit of ctx (the default for a NULL ctx). */
+uint64_t ut_max_input(const tpu_ctx *ctx);
+/* "X: N bytes is more than the input limit of L (tpusim --max-input-size)", TPU_ERR_LIMIT */
+tpu_status ut_too_large(tpu_ctx *ctx, const char *what, uint64_t bytes);
 
 /* Sets the message and returns st, so callers can write `return ut_err(ctx, TPU_ERR_IO, "...")`. A NULL ctx
  * is allowed (the message is dropped). */
@@ -77,8 +84,12 @@ void ut_buf_vprintf(ut_buf *b, const char *fmt, va_list ap);
 char *ut_buf_take(ut_buf *b);
 
 /* ---- files ---- */
-/* Reads a whole file (NUL-terminated). */
+/* Reads a whole file (NUL-terminated), at most the context's input limit; a directory or a file that cannot be
+ * read is an error naming errno's reason. */
 tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len);
+/* The same for text (HLO, JSON, configs): a NUL byte stops the read at once ("not a text file"), so a binary
+ * file or /dev/zero fails in the first block, not after gigabytes. */
+tpu_status ut_read_text(tpu_ctx *ctx, const char *path, char **data, size_t *len);
 
 /* Output files. A regular file (or a new one) is written to a temporary beside it and renamed over it only
  * when everything was written, so a full disk or a crash never leaves a truncated file and an old file stays

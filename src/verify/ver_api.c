@@ -35,7 +35,7 @@ tpu_status tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out)
     if (!path) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_load: path is NULL");
     char *text;
     size_t len;
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ut_read_text(ctx, path, &text, &len);
     if (st) return st;
     st = ver_parse_any(ctx, text, len, path, 0, out);
     ut_free(text);
@@ -75,7 +75,7 @@ tpu_status tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***o
     if (!path) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_load_split: path is NULL");
     char *text;
     size_t len;
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ut_read_text(ctx, path, &text, &len);
     if (st) return st;
     tpu_module **mods = NULL;
     int n = 0, cap = 0;

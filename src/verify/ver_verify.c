@@ -130,6 +130,8 @@ int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r)
     return r->nerrors - before;
 }
 
+tpu_status tpu_module_verify(tpu_ctx *ctx, const tpu_module *m) { return ver_require(ctx, m); }
+
 tpu_status ver_require(tpu_ctx *ctx, const hlo_module *m)
 {
     if (!m || !m->entry) return ut_err(ctx, TPU_ERR_INVALID, "no module (or a module without an entry computation)");
