@@ -12,6 +12,8 @@
 
 #include <dirent.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define HOSTILE_DIR "tests/hostile"
 
@@ -112,4 +114,124 @@ TEST(hostile_programs)
         hostile_file(names[i]);
         free(names[i]);
     }
+}
+
+/* ---- lying inputs (issue 18, item 7): headers are compared before data are inflated or allocated ---- */
+
+static size_t hostile_biggest;   /* the largest single allocation since the last reset */
+static void *hostile_malloc(size_t n, void *u) { (void)u; if (n > hostile_biggest) hostile_biggest = n; return malloc(n); }
+static void *hostile_realloc(void *p, size_t n, void *u) { (void)u; if (n > hostile_biggest) hostile_biggest = n; return realloc(p, n); }
+static void hostile_free(void *p, void *u) { (void)u; free(p); }
+
+static int hostile_refuse_big(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
+                              char *why, size_t n)
+{
+    (void)user, (void)name, (void)index, (void)dtype;
+    if (rank == 1 && dims[0] > 1000) {
+        snprintf(why, n, "%lld elements is not what the program takes", (long long)dims[0]);
+        return 1;
+    }
+    return 0;
+}
+
+TEST(hostile_npz_headers_before_data)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char path[] = "/tmp/tpusim-bomb-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    /* 32 MiB of zeros deflate to about 32 KiB: a small file that inflates a thousandfold */
+    int64_t n = (int64_t)8 << 20;
+    tpu_tensor *z = NULL;
+    REQUIRE_OK(ctx, tpu_tensor_new(ctx, TPU_F32, 1, &n, &z));
+    const char *name = "w";
+    REQUIRE_OK(ctx, tpu_npz_save(ctx, path, &z, &name, 1, 1));
+    tpu_tensor_free(z);
+    tpu_tensor **ts = NULL;
+    char **names = NULL;
+    int cnt = 0;
+    tpu_allocator a = {hostile_malloc, hostile_realloc, hostile_free, NULL};
+    tpu_set_allocator(&a);
+    /* the filter sees the header and refuses: nothing near 32 MiB is allocated */
+    hostile_biggest = 0;
+    tpu_status st = tpu_npz_load_filtered(ctx, path, hostile_refuse_big, NULL, &ts, &names, &cnt);
+    size_t big1 = hostile_biggest;
+    /* the input limit does the same without a filter */
+    tpu_ctx_set_input_limit(ctx, 1 << 20);
+    hostile_biggest = 0;
+    tpu_status st2 = tpu_npz_load(ctx, path, &ts, &names, &cnt);
+    size_t big2 = hostile_biggest;
+    char msg2[512];
+    snprintf(msg2, sizeof msg2, "%s", tpu_errmsg(ctx));
+    tpu_set_allocator(NULL);
+    CHECK_EQ_INT(st, TPU_ERR_INVALID);
+    CHECK_MSG(big1 < (1 << 20), "the refused member still allocated %zu bytes", big1);
+    CHECK_EQ_INT(st2, TPU_ERR_LIMIT);
+    CHECK_MSG(strstr(msg2, "member 'w.npy': 32 MiB is more than the input limit of 1 MiB"), "%s", msg2);
+    CHECK_MSG(big2 < (1 << 20), "a member over the input limit still allocated %zu bytes", big2);
+    /* with the default limit and no filter it loads */
+    tpu_ctx_set_input_limit(ctx, 0);
+    CHECK_OK(ctx, tpu_npz_load(ctx, path, &ts, &names, &cnt));
+    CHECK_EQ_INT(cnt, 1);
+    tpu_tensors_free(ts, cnt);
+    tpu_names_free(names, cnt);
+    /* two members with one name */
+    CHECK_EQ_INT(tpu_npz_load(ctx, HOSTILE_DIR "/dup_members.npz", &ts, &names, &cnt), TPU_ERR_PARSE);
+    CHECK(strstr(tpu_errmsg(ctx), "two members are named 'a'") != NULL);
+    unlink(path);
+    tpu_ctx_free(ctx);
+}
+
+TEST(hostile_text_inputs)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    CHECK_EQ_INT(tpu_module_load(ctx, "/dev/zero", &m), TPU_ERR_PARSE);
+    CHECK(strstr(tpu_errmsg(ctx), "not a text file (a NUL byte at offset 0)") != NULL);
+    CHECK_EQ_INT(tpu_module_load(ctx, HOSTILE_DIR, &m), TPU_ERR_IO);
+    CHECK(strstr(tpu_errmsg(ctx), "is a directory") != NULL);
+    tpu_ctx_set_input_limit(ctx, 64);
+    CHECK_EQ_INT(tpu_module_load(ctx, HOSTILE_DIR "/while_forever.hlo", &m), TPU_ERR_LIMIT);
+    CHECK(strstr(tpu_errmsg(ctx), "more than the input limit of 64 bytes") != NULL);
+    CHECK(m == NULL);
+    tpu_ctx_free(ctx);
+}
+
+/* ---- outputs (item 8): whole or not at all, links kept, directories refused ---- */
+
+TEST(hostile_outputs)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    char dir[] = "/tmp/tpusim-out-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char target[128], link[128];
+    snprintf(target, sizeof target, "%s/target.npy", dir);
+    snprintf(link, sizeof link, "%s/link.npy", dir);
+    int64_t n = 3;
+    tpu_tensor *t = NULL;
+    REQUIRE_OK(ctx, tpu_tensor_new(ctx, TPU_F32, 1, &n, &t));
+    CHECK_OK(ctx, tpu_npy_save(ctx, target, t));
+    CHECK(symlink("target.npy", link) == 0);
+    ((float *)tpu_tensor_data(t))[0] = 5;
+    CHECK_OK(ctx, tpu_npy_save(ctx, link, t));
+    struct stat sb;
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+    tpu_tensor *back = NULL;
+    CHECK_OK(ctx, tpu_npy_load(ctx, target, &back));
+    CHECK(back && tpu_tensor_get_f64(back, 0) == 5);
+    tpu_tensor_free(back);
+    CHECK_EQ_INT(tpu_npy_save(ctx, dir, t), TPU_ERR_IO);
+    CHECK(strstr(tpu_errmsg(ctx), "is a directory") != NULL);
+    /* nothing but the two files: no temporaries left */
+    DIR *d = opendir(dir);
+    int files = 0;
+    for (struct dirent *e; d && (e = readdir(d));) files += e->d_name[0] != '.';
+    if (d) closedir(d);
+    CHECK_EQ_INT(files, 2);
+    unlink(link);
+    unlink(target);
+    rmdir(dir);
+    tpu_tensor_free(t);
+    tpu_ctx_free(ctx);
 }

@@ -95,8 +95,11 @@ int cli_npz_params_filter(void *user, const char *name, int index, tpu_dtype dty
     size_t gl = (size_t)snprintf(got, sizeof got, "%s[", tpu_dtype_name(dtype));
     for (int k = 0; k < rank && gl + 24 < sizeof got; k++)
         gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%lld", k ? "," : "", (long long)dims[k]);
-    snprintf(why, why_size, "%s (member %d '%s') is not the shape of any parameter of %s (%s); nothing was read",
-             got, index, name, tpu_module_name(m), np ? want : "it takes none");
+    if (gl + 2 < sizeof got) snprintf(got + gl, sizeof got - gl, "]");
+    (void)name;
+    (void)index;
+    snprintf(why, why_size, "%s is not the shape of any parameter of %s (%s); nothing was read", got,
+             tpu_module_name(m), np ? want : "it takes none");
     return 1;
 }
 

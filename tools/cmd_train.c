@@ -197,6 +197,10 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tpusim train: --steps N is required (e.g. --steps 165)\n");
         return 2;
     }
+    if (o.resume && o.overwrite) {
+        fprintf(stderr, "tpusim train: give --resume (continue the checkpoint) or --overwrite (start over), not both\n");
+        return 2;
+    }
     o.log = quiet ? NULL : stderr;
     o.progress_bar = !quiet && !no_bar && isatty(fileno(stderr));
     tpu_ctx *ctx = cli_ctx_new();
