@@ -4,7 +4,8 @@
  *   verify-error "TEXT"   it parses, the verifier reports TEXT, and run, memory and profile all refuse it
  *   run-ok                it verifies and runs on random inputs
  *   run-error "TEXT"      it verifies and running fails with TEXT (e.g. the step limit of 100000)
- *   plan-ok / plan-error "TEXT"   memory planning (and profiling) succeeds / fails with TEXT
+ *   plan-ok / plan-error "TEXT"   memory planning and profiling succeed / both fail with TEXT
+ *   memory-ok, profile-error "TEXT"   one of the two
  * Every file also goes through the oracle the differential fuzz target uses (fuzz/oracle.h): a program that does
  * not verify is never run, planned or profiled; one that verifies never fails as an internal error. */
 #include "test.h"
@@ -80,6 +81,11 @@ static void hostile_file(const char *path)
                       "%s: %s", path, want, tpu_status_name(r.run_st), r.run_msg);
         } else if (hostile_rule(rule, "plan-ok", want, sizeof want)) {
             CHECK_MSG(r.plan_st == TPU_OK && r.prof_st == TPU_OK, "%s: memory: %s; profile: %s", path, r.plan_msg, r.prof_msg);
+        } else if (hostile_rule(rule, "memory-ok", want, sizeof want)) {
+            CHECK_MSG(r.plan_st == TPU_OK, "%s: memory: %s", path, r.plan_msg);
+        } else if (hostile_rule(rule, "profile-error", want, sizeof want)) {
+            CHECK_MSG(r.prof_st != TPU_OK && strstr(r.prof_msg, want), "%s: wanted profile to fail with \"%s\", got \"%s\"",
+                      path, want, r.prof_msg);
         } else if (hostile_rule(rule, "plan-error", want, sizeof want)) {
             CHECK_MSG(r.plan_st != TPU_OK && strstr(r.plan_msg, want) && r.prof_st != TPU_OK,
                       "%s: wanted memory and profile to fail with \"%s\", got \"%s\" / \"%s\"", path, want, r.plan_msg,

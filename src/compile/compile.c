@@ -273,6 +273,7 @@ typedef struct cmp_state {
     const hlo_layout **lay;          /* assigned layout of each array-shaped instruction (NULL: as written) */
     int               auto_layout;   /* unoptimized program: unconstrained tuple leaves get min-padding layouts */
     int               compiled;      /* the TPU compiler's output (tiled layouts): no fusion of our own */
+    uint8_t          *is_body;       /* per computation: some while loop's body */
 } cmp_state;
 
 static int cmp_gid(const cmp_state *C, const hlo_instr *in) { return C->comp_base[in->parent->id] + in->id; }
@@ -1324,7 +1325,19 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         if (st) goto done;
     }
     if (is_entry) cmp_apply_io_alias(C);
-    /* 5. op inputs/outputs and live ranges (on owners) */
+    /* 5. op inputs/outputs and live ranges (on owners). Which op an instruction belongs to, and which values an
+     * op already reads, are stamps, so an op of many members or inputs costs no more than its size. */
+    int *op_of = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *seen_v = ut_malloc((size_t)(C->nvalues + 1) * sizeof(int));
+    if (!op_of || !seen_v) {
+        ut_free(op_of);
+        ut_free(seen_v);
+        st = ut_nomem(C->ctx);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) op_of[i] = -1;
+    for (int v = 0; v <= C->nvalues; v++) seen_v[v] = -1;
+    for (int k = 0; k < plan->nops; k++)
+        for (int m = 0; m < plan->ops[k].ninstrs; m++) op_of[plan->ops[k].instrs[m]->id] = k;
     for (int k = 0; k < plan->nops && !st; k++) {
         cmp_op *op = &plan->ops[k];
         if (op->kind == CMP_NOOP) continue;
@@ -1361,18 +1374,15 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
                     continue;
                 }
-                int outside = 1;
-                for (int q = 0; q < op->ninstrs && outside; q++) outside = op->instrs[q] != src;
-                if (!outside) continue;
+                if (src->parent == c && op_of[src->id] == k) continue;   /* inside the op */
                 int nsl = C->leaf_count[cmp_gid(C, src)];
                 int *sv = cmp_leaves(C, src);
                 for (int l = 0; l < nsl; l++) {
                     int v = cmp_owner(p, sv[l]);
                     if (v < 0) continue;
-                    int dupv = 0;
-                    for (int q = 0; q < nin && !dupv; q++) dupv = op->in[q] == v;
-                    if (dupv) continue;
+                    if (v < C->nvalues && seen_v[v] == k) continue;   /* read already */
                     if (nin == cap) break;
+                    if (v < C->nvalues) seen_v[v] = k;
                     op->in[nin++] = v;
                     if (p->values[v].comp == c->id && k > p->values[v].end) p->values[v].end = k;
                 }
@@ -1388,6 +1398,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             if (p->values[v].end < k) p->values[v].end = k;
         }
     }
+    ut_free(op_of);
+    ut_free(seen_v);
     if (st) goto done;
     /* 5c. in place: an elementwise op writes its result over an operand of the same shape that it reads for
      * the last time (XLA's buffer sharing between an elementwise user and its operand) */
@@ -1411,13 +1423,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     if (is_entry && C->auto_layout) st = cmp_conv_operand_copies(C, plan, dup);
     if (st) goto done;
     /* values reaching the computation's result live to the end; entry results are outputs */
-    int body_of_while = 0;
-    for (int ci = 0; ci < p->m->ncomps && !body_of_while && !is_entry; ci++)
-        for (int i = 0; i < p->m->comps[ci]->ninstrs && !body_of_while; i++) {
-            const hlo_instr *w = p->m->comps[ci]->instrs[i];
-            const hlo_attr *ba = w->op == HLO_WHILE ? hlo_attr_find(w, HK_BODY) : NULL;
-            body_of_while = ba && ba->v.comps.n > 0 && ba->v.comps.v[0] == c;
-        }
+    int body_of_while = !is_entry && C->is_body[c->id];
     {
         int nl = C->leaf_count[cmp_gid(C, c->root)];
         int *rv = cmp_leaves(C, c->root);
@@ -1613,6 +1619,17 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
         ut_free(fill);
         if (st) goto done;
     }
+    /* which computations are while bodies (a plan asks for its own computation: one pass, not one per plan) */
+    if (!(C.is_body = ut_calloc((size_t)m->ncomps + 1, 1))) {
+        st = ut_nomem(ctx);
+        goto done;
+    }
+    for (int ci = 0; ci < m->ncomps; ci++)
+        for (int i = 0; i < m->comps[ci]->ninstrs; i++) {
+            const hlo_instr *w = m->comps[ci]->instrs[i];
+            const hlo_attr *ba = w->op == HLO_WHILE ? hlo_attr_find(w, HK_BODY) : NULL;
+            if (ba && ba->v.comps.n > 0 && ba->v.comps.v[0]) C.is_body[ba->v.comps.v[0]->id] = 1;
+        }
     st = cmp_assign_layouts(&C);
     if (st) goto done;
     st = cmp_plan_comp(&C, m->entry, &p->entry);
@@ -1645,6 +1662,7 @@ done:
     ut_free(C.leaf_first);
     ut_free(C.leaf_val);
     ut_free(C.plan_done);
+    ut_free(C.is_body);
     p->comp_base = C.comp_base;   /* kept: the timing model asks for assigned layouts */
     p->lay = C.lay;
     if (st) {

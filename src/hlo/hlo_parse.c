@@ -2051,28 +2051,28 @@ static int hp_check_acyclic(hp *P, hlo_module *m)
 {
     int n = m->ncomps;
     uint8_t *state = ut_calloc((size_t)n, 1);
-    int *stack = ut_malloc((size_t)n * 2 * sizeof(int) + 1);
-    int *edges = ut_malloc((size_t)n * sizeof(int) + 1);
-    int ok = state && stack && edges;
+    /* frames of (computation, instruction, callee of that instruction): each call edge is visited once */
+    int *stack = ut_malloc((size_t)n * 3 * sizeof(int) + 1);
+    int ok = state && stack;
     if (!ok) hp_nomem(P);
     for (int r = 0; ok && r < n; r++) {
         if (state[r]) continue;
         int sp = 0;
         stack[sp++] = r;
         stack[sp++] = 0;
+        stack[sp++] = 0;
         state[r] = 1;
         while (ok && sp) {
-            hlo_comp *c = m->comps[stack[sp - 2]];
-            /* the k-th callee of c, counting over all its instructions */
-            int k = stack[sp - 1]++, seen = 0;
-            hlo_comp *next = NULL;
-            for (int i = 0; i < c->ninstrs && !next; i++) {
-                if (k < seen + c->instrs[i]->ncalled) next = c->instrs[i]->called[k - seen];
-                seen += c->instrs[i]->ncalled;
+            hlo_comp *c = m->comps[stack[sp - 3]];
+            int *i = &stack[sp - 2], *k = &stack[sp - 1];
+            while (*i < c->ninstrs && *k >= c->instrs[*i]->ncalled) {
+                (*i)++;
+                *k = 0;
             }
+            hlo_comp *next = *i < c->ninstrs ? c->instrs[*i]->called[(*k)++] : NULL;
             if (!next) {
                 state[c->id] = 2;
-                sp -= 2;
+                sp -= 3;
                 continue;
             }
             if (state[next->id] == 1) {
@@ -2082,12 +2082,12 @@ static int hp_check_acyclic(hp *P, hlo_module *m)
                 state[next->id] = 1;
                 stack[sp++] = next->id;
                 stack[sp++] = 0;
+                stack[sp++] = 0;
             }
         }
     }
     ut_free(state);
     ut_free(stack);
-    ut_free(edges);
     return ok;
 }
 

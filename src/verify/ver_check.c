@@ -153,22 +153,26 @@ const char *tpu_report_text(const tpu_report *rc)
         int total = sev == 0 ? r->nerrors : sev == 1 ? r->nwarnings : r->nnotes;
         if (!total) continue;
         ut_buf_printf(&b, "\n%d %s:\n", total, titles[sev][total != 1]);
-        /* groups in order of first appearance */
+        /* groups in order of first appearance: the categories are a few fixed names, so one pass finds them
+         * and one pass per category prints it (a report of 100000 problems stays linear) */
+        const char *cats[64];
+        int counts[64], ncat = 0;
         for (int i = 0; i < r->nproblems; i++) {
             const ver_problem *p = &r->problems[i];
             if ((int)p->sev != sev) continue;
-            int first = 1, count = 0;
+            int c = 0;
+            while (c < ncat && strcmp(cats[c], p->category)) c++;
+            if (c == ncat && ncat < 64) {
+                cats[ncat] = p->category;
+                counts[ncat++] = 0;
+            }
+            if (c < ncat) counts[c]++;
+        }
+        for (int c = 0; c < ncat; c++) {
+            ut_buf_printf(&b, "  [%s] %d\n", cats[c], counts[c]);
             for (int j = 0; j < r->nproblems; j++) {
                 const ver_problem *q = &r->problems[j];
-                if ((int)q->sev != sev || strcmp(q->category, p->category)) continue;
-                if (j < i) first = 0;
-                count++;
-            }
-            if (!first) continue;
-            ut_buf_printf(&b, "  [%s] %d\n", p->category, count);
-            for (int j = i; j < r->nproblems; j++) {
-                const ver_problem *q = &r->problems[j];
-                if ((int)q->sev != sev || strcmp(q->category, p->category)) continue;
+                if ((int)q->sev != sev || strcmp(q->category, cats[c])) continue;
                 ut_buf_printf(&b, "    %s: ", q->where);
                 if (q->instr && q->instr[0]) ut_buf_printf(&b, "%%%s (%s): ", q->instr, q->opcode);
                 ut_buf_printf(&b, "%s\n", q->msg);

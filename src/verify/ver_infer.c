@@ -2046,7 +2046,8 @@ tpu_status ver_fill_shapes(tpu_ctx *ctx, hlo_module *m)
     /* callees first: post-order over the (acyclic) call graph, iteratively */
     int n = m->ncomps;
     uint8_t *done = ut_calloc((size_t)n + 1, 1);
-    int *stack = ut_malloc((size_t)(n + 1) * 2 * sizeof(int));
+    /* frames of (computation, instruction, callee of that instruction): each call edge is visited once */
+    int *stack = ut_malloc((size_t)(n + 1) * 3 * sizeof(int));
     uint8_t *onstack = ut_calloc((size_t)n + 1, 1);
     tpu_status st = done && stack && onstack ? TPU_OK : ut_nomem(ctx);
     for (int r = 0; st == TPU_OK && r < n; r++) {
@@ -2054,22 +2055,24 @@ tpu_status ver_fill_shapes(tpu_ctx *ctx, hlo_module *m)
         int sp = 0;
         stack[sp++] = r;
         stack[sp++] = 0;
+        stack[sp++] = 0;
         onstack[r] = 1;
         while (st == TPU_OK && sp) {
-            hlo_comp *c = m->comps[stack[sp - 2]];
-            int k = stack[sp - 1]++, seen = 0;
-            hlo_comp *next = NULL;
-            for (int i = 0; i < c->ninstrs && !next; i++) {
-                if (k < seen + c->instrs[i]->ncalled) next = c->instrs[i]->called[k - seen];
-                seen += c->instrs[i]->ncalled;
+            hlo_comp *c = m->comps[stack[sp - 3]];
+            int *i = &stack[sp - 2], *k = &stack[sp - 1];
+            while (*i < c->ninstrs && *k >= c->instrs[*i]->ncalled) {
+                (*i)++;
+                *k = 0;
             }
+            hlo_comp *next = *i < c->ninstrs ? c->instrs[*i]->called[(*k)++] : NULL;
             if (!next) {
                 st = ver_fill_comp(ctx, m, c, done);
                 onstack[c->id] = 0;
-                sp -= 2;
+                sp -= 3;
             } else if (!done[next->id] && !onstack[next->id]) {
                 onstack[next->id] = 1;
                 stack[sp++] = next->id;
+                stack[sp++] = 0;
                 stack[sp++] = 0;
             }
         }

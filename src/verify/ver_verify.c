@@ -132,10 +132,85 @@ int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r)
 
 tpu_status tpu_module_verify(tpu_ctx *ctx, const tpu_module *m) { return ver_require(ctx, m); }
 
+/* Computations calling each other (call, while, conditional, fusion, to_apply ...) at most this deep. Valid HLO
+ * may nest deeper, but the passes that follow calls (inlining, planning, running) recurse once per level, so a
+ * program 100000 calls deep is refused here instead of overflowing the stack (the executor's own limit on
+ * nested calls at run time is 200 too). */
+#define VER_MAX_CALL_DEPTH 200
+
+/* The deepest chain of computations calling each other from the entry (1: the entry calls nothing), or -1
+ * when out of memory. Iterative: frames of (computation, instruction, callee of that instruction). */
+static int ver_call_depth(const hlo_module *m, const hlo_comp **deepest)
+{
+    int n = m->ncomps, best = 0;
+    int *depth = ut_calloc((size_t)n + 1, sizeof(int)), *stack = ut_malloc(((size_t)n + 1) * 3 * sizeof(int));
+    if (!depth || !stack) {
+        ut_free(depth);
+        ut_free(stack);
+        return -1;
+    }
+    int sp = 0;
+    stack[sp++] = m->entry->id;
+    stack[sp++] = 0;
+    stack[sp++] = 0;
+    depth[m->entry->id] = -1;   /* on the stack */
+    while (sp) {
+        const hlo_comp *c = m->comps[stack[sp - 3]];
+        int *i = &stack[sp - 2], *k = &stack[sp - 1];
+        while (*i < c->ninstrs && *k >= c->instrs[*i]->ncalled) {
+            (*i)++;
+            *k = 0;
+        }
+        if (*i == c->ninstrs) {   /* done: one more than its deepest callee */
+            int d = 1;
+            for (int q = 0; q < c->ninstrs; q++)
+                for (int r = 0; r < c->instrs[q]->ncalled; r++)
+                    if (depth[c->instrs[q]->called[r]->id] + 1 > d) d = depth[c->instrs[q]->called[r]->id] + 1;
+            depth[c->id] = d;
+            sp -= 3;
+            continue;
+        }
+        const hlo_comp *next = c->instrs[*i]->called[(*k)++];
+        if (depth[next->id] == 0) {   /* not seen (the parser refuses cycles, so -1 is never met again) */
+            depth[next->id] = -1;
+            stack[sp++] = next->id;
+            stack[sp++] = 0;
+            stack[sp++] = 0;
+        }
+    }
+    best = depth[m->entry->id];
+    if (deepest) {
+        /* follow the deepest path down for the message */
+        const hlo_comp *c = m->entry;
+        for (;;) {
+            const hlo_comp *nx = NULL;
+            for (int q = 0; q < c->ninstrs && !nx; q++)
+                for (int r = 0; r < c->instrs[q]->ncalled && !nx; r++)
+                    if (depth[c->instrs[q]->called[r]->id] == depth[c->id] - 1) nx = c->instrs[q]->called[r];
+            if (!nx) break;
+            c = nx;
+        }
+        *deepest = c;
+    }
+    ut_free(depth);
+    ut_free(stack);
+    return best;
+}
+
 tpu_status ver_require(tpu_ctx *ctx, const hlo_module *m)
 {
     if (!m || !m->entry) return ut_err(ctx, TPU_ERR_INVALID, "no module (or a module without an entry computation)");
     if (__atomic_load_n(&m->verified, __ATOMIC_ACQUIRE) > 0) return TPU_OK;
+    const hlo_comp *deep = NULL;
+    int depth = ver_call_depth(m, &deep);
+    if (depth < 0) return ut_nomem(ctx);
+    if (depth > VER_MAX_CALL_DEPTH) {
+        char w[300] = "";
+        if (deep && deep->root) hlo_where(m, deep->root, w, sizeof w);
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: computations call each other %d deep (down to '%s' at %s); tpusim "
+                      "runs and plans at most %d levels", m->filename ? m->filename : m->name, depth,
+                      deep ? deep->name : "?", w, VER_MAX_CALL_DEPTH);
+    }
     ver_report *r = ver_report_new(m->name, NULL);
     if (!r) return ut_nomem(ctx);
     int nerr = ver_verify_module(ctx, m, r);
