@@ -5,7 +5,7 @@
   wide    N independent adds of the parameter, summed by a tree of adds at the end
   calls   N call instructions in a chain, each calling the same small computation
   nested  N computations, each calling the next (a call chain N deep)
-  attrs   N instructions, each with 10 attributes the parser does not know (10 N unknown attributes)
+  attrs   N attributes the parser does not know, 10 on each of N/10 chained adds
   while   a loop of N iterations whose body is a chain of 10 adds (run time grows with N, program size does not)
 """
 import sys
@@ -47,9 +47,10 @@ def gen(kind, n, w):
     elif kind == "attrs":
         w("ENTRY e {\n  p = f32[8] parameter(0)\n  a0 = f32[8] add(p, p)\n")
         extra = ", ".join("tpusim_unknown_%d=%d" % (k, k) for k in range(10))
-        for i in range(1, n):
+        m = max(2, n // 10)
+        for i in range(1, m):
             w("  a%d = f32[8] add(a%d, p), %s\n" % (i, i - 1, extra))
-        w("  ROOT r = f32[8] negate(a%d)\n}\n" % (n - 1))
+        w("  ROOT r = f32[8] negate(a%d)\n}\n" % (m - 1))
     elif kind == "while":
         w("cond {\n  s = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
           "  n = s32[] constant(%d)\n  ROOT c = pred[] compare(i, n), direction=LT\n}\n\n" % n)

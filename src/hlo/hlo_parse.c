@@ -1363,7 +1363,31 @@ static int hp_attr_value(hp *P, hlo_attr *a)
 
 /* ", name=value" lists. For instruction attributes `in` is set; header attributes pass NULL. Stops when no
  * comma follows. */
-static int hp_attrs(hp *P, hp_vec *out, int header)
+/* Was an attribute of this name given already? A scan while the list is short, then a hash map (an instruction
+ * with 100000 unknown attributes parses in linear time). */
+static int hp_attr_seen(hp *P, hp_vec *out, hp_map *names, const char *name, int *oom)
+{
+    if (out->n < 16) {
+        for (int i = 0; i < out->n; i++)
+            if (!strcmp(((hlo_attr *)out->v[i])->name, name)) return 1;
+        return 0;
+    }
+    if (!names->cap)
+        for (int i = 0; i < out->n; i++)
+            if (!hp_map_put(names, ((hlo_attr *)out->v[i])->name, out->v[i])) {
+                hp_nomem(P);
+                *oom = 1;
+                return 0;
+            }
+    if (hp_map_get(names, name)) return 1;
+    if (!hp_map_put(names, name, (void *)name)) {
+        hp_nomem(P);
+        *oom = 1;
+    }
+    return 0;
+}
+
+static int hp_attrs_list(hp *P, hp_vec *out, hp_map *names)
 {
     for (;;) {
         const char *save = P->p;
@@ -1399,12 +1423,20 @@ static int hp_attrs(hp *P, hp_vec *out, int header)
                     a->col, a->name);
         /* backend_config="..." is a string; keep both forms as RAW text including the quotes */
         if (!hp_attr_value(P, a)) return 0;
-        for (int i = 0; i < out->n; i++)
-            if (!strcmp(((hlo_attr *)out->v[i])->name, a->name))
-                return hp_error_at(P, at, "attribute '%s' given twice", a->name);
-        (void)header;
+        int oom = 0;
+        if (hp_attr_seen(P, out, names, a->name, &oom)) return hp_error_at(P, at, "attribute '%s' given twice", a->name);
+        if (oom) return 0;
         if (!hp_vec_push(out, a)) return hp_nomem(P);
     }
+}
+
+static int hp_attrs(hp *P, hp_vec *out, int header)
+{
+    (void)header;
+    hp_map names = {0};
+    int ok = hp_attrs_list(P, out, &names);
+    hp_map_free(&names);
+    return ok;
 }
 
 static int hp_attrs_finish(hp *P, hp_vec *v, int *n, hlo_attr **out)

@@ -80,9 +80,15 @@ void ver_report_add(ver_report *r, const hlo_module *m, const hlo_instr *in, ver
         p->where = vc_dup(r, hlo_where(m, in, w, sizeof w));
         p->instr = vc_dup(r, in->name);
         p->opcode = vc_dup(r, hlo_op_name((hlo_op)in->op));
-        p->op_name = vc_dup(r, hlo_meta(in, "op_name"));
-        const char *sf = hlo_meta(in, "source_file"), *sl = hlo_meta(in, "source_line");
-        const char *frame = hlo_meta(in, "stack_frame_id");
+        if (r->meta_in != in) {
+            r->meta_in = in;
+            r->meta_op_name = hlo_meta(in, "op_name");
+            r->meta_sf = hlo_meta(in, "source_file");
+            r->meta_sl = hlo_meta(in, "source_line");
+            r->meta_frame = hlo_meta(in, "stack_frame_id");
+        }
+        p->op_name = vc_dup(r, r->meta_op_name);
+        const char *sf = r->meta_sf, *sl = r->meta_sl, *frame = r->meta_frame;
         int64_t line = 0;
         if (sf) {
             snprintf(w, sizeof w, "%s:%s", sf, sl ? sl : "?");

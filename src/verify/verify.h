@@ -61,6 +61,10 @@ struct tpu_report {
     int          oom;          /* an allocation failed while building: the report is incomplete */
     char        *text;         /* built on demand */
     char        *json;
+    /* the metadata of the last instruction reported on (one instruction with 100000 unknown attributes gets
+     * 100000 notes: its attributes are searched once, not once per note) */
+    const hlo_instr *meta_in;
+    const char      *meta_op_name, *meta_sf, *meta_sl, *meta_frame;
 };
 typedef struct tpu_report ver_report;
 
