@@ -241,3 +241,61 @@ TEST(hostile_outputs)
     tpu_tensor_free(t);
     tpu_ctx_free(ctx);
 }
+
+/* ---- size (item 6): large generated programs go through every pass. A pass that turned quadratic again
+ * would make this test take minutes instead of about a second (bench/scale.py measures the growth). ---- */
+
+static char *hostile_gen(const char *kind, int n, size_t *len)
+{
+    size_t cap = (size_t)n * 400 + 4096, used = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+#define EMIT(...) used += (size_t)snprintf(b + used, cap - used, __VA_ARGS__)
+    EMIT("HloModule big\n");
+    if (!strcmp(kind, "chain")) {
+        EMIT("ENTRY e {\n  p = f32[8] parameter(0)\n  a0 = f32[8] add(p, p)\n");
+        for (int i = 1; i < n; i++) EMIT("  a%d = f32[8] add(a%d, p)\n", i, i - 1);
+        EMIT("  ROOT r = f32[8] negate(a%d)\n}\n", n - 1);
+    } else if (!strcmp(kind, "calls")) {
+        EMIT("f {\n  x = f32[8] parameter(0)\n  ROOT y = f32[8] negate(x)\n}\n");
+        EMIT("ENTRY e {\n  p = f32[8] parameter(0)\n  c0 = f32[8] call(p), to_apply=f\n");
+        for (int i = 1; i < n; i++) EMIT("  c%d = f32[8] call(c%d), to_apply=f\n", i, i - 1);
+        EMIT("  ROOT r = f32[8] negate(c%d)\n}\n", n - 1);
+    } else {   /* one instruction with n unknown attributes */
+        EMIT("ENTRY e {\n  p = f32[8] parameter(0)\n  ROOT r = f32[8] negate(p)");
+        for (int i = 0; i < n; i++) EMIT(", unknown_%d=%d", i, i);
+        EMIT("\n}\n");
+    }
+#undef EMIT
+    *len = used;
+    return b;
+}
+
+TEST(hostile_large_programs)
+{
+    static const struct { const char *kind; int n; } cases[] = {{"chain", 100000}, {"calls", 30000}, {"attrs", 50000}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t len = 0;
+        char *text = hostile_gen(cases[c].kind, cases[c].n, &len);
+        REQUIRE(text != NULL);
+        tpu_ctx *ctx = tpu_ctx_new();
+        tpu_module *m = NULL;
+        tpu_status st = tpu_module_parse(ctx, text, len, cases[c].kind, &m);
+        CHECK_MSG(st == TPU_OK, "%s: %s", cases[c].kind, tpu_errmsg(ctx));
+        if (!st) {
+            oracle_result r;
+            oracle_opts o = {0, 0, 0};
+            const char *bad = oracle_check(ctx, m, &o, &r);
+            CHECK_MSG(!bad, "%s: %s", cases[c].kind, bad);
+            CHECK_MSG(r.verifies && r.run_st == TPU_OK && r.plan_st == TPU_OK && r.prof_st == TPU_OK, "%s: %s %s %s %s",
+                      cases[c].kind, r.verify_msg, r.run_msg, r.plan_msg, r.prof_msg);
+            tpu_report *rep = NULL;
+            CHECK_OK(ctx, tpu_check(ctx, m, NULL, &rep));
+            CHECK(rep && strlen(tpu_report_text(rep)) > 0);
+            tpu_report_free(rep);
+        }
+        tpu_module_free(m);
+        tpu_ctx_free(ctx);
+        free(text);
+    }
+}
