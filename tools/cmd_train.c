@@ -100,7 +100,6 @@ int cmd_train(int argc, char **argv)
     const char *dir = NULL, *lr_out = NULL;
     int lr_find = 0, quiet = 0, no_bar = 0;
     double lr_min = 1e-6, lr_max = 1.0, d;
-    int64_t v64;
     int have_steps = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -131,16 +130,14 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--no-progress")) {
             no_bar = 1;
         } else if (OPT("--steps-per-exec")) {
-            if (!train_int("--steps-per-exec", v, 1, &v64)) return 2;
-            o.steps_per_exec = (int)(v64 > 1000000 ? 1000000 : v64);
+            if (!cli_int32("train", "--steps-per-exec", v, 1, 1000000, &o.steps_per_exec)) return 2;
         } else if (OPT("--steps")) {
             if (!train_int("--steps", v, 1, &o.steps)) return 2;
             have_steps = 1;
         } else if (OPT("--slice") || OPT("--chip")) {
             o.slice = v;
         } else if (OPT("--cores")) {
-            if (!train_int("--cores", v, 1, &v64)) return 2;
-            o.cores = (int)(v64 > 100000 ? 100000 : v64);
+            if (!cli_int32("train", "--cores", v, 1, 100000, &o.cores)) return 2;
         } else if (OPT("--data")) {
             o.data = v;
         } else if (OPT("--eval-data")) {
@@ -156,8 +153,7 @@ int cmd_train(int argc, char **argv)
         } else if (OPT("--log-every")) {
             if (!train_int("--log-every", v, 0, &o.log_every)) return 2;
         } else if (OPT("--prefetch")) {
-            if (!train_int("--prefetch", v, 1, &v64)) return 2;
-            o.prefetch = (int)(v64 > 4096 ? 4096 : v64);
+            if (!cli_int32("train", "--prefetch", v, 1, 4096, &o.prefetch)) return 2;
         } else if (OPT("--numerics")) {
             if (!strcmp(v, "tpu")) o.numerics = TPU_NUMERICS_TPU;
             else if (!strcmp(v, "exact")) o.numerics = TPU_NUMERICS_EXACT;
