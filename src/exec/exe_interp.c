@@ -439,8 +439,9 @@ static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_valu
         tpu_status st = exe_alloc(S, in, &t);
         if (st) return st;
         if (nb != t->nbytes) {
+            size_t tb = t->nbytes;   /* read before t is released */
             exe_tensor_release(t);
-            return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands hold %zu bytes, the result %zu", nb, t->nbytes);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands hold %zu bytes, the result %zu", nb, tb);
         }
         size_t off = 0;
         for (int i = 0; i < in->nops; i++) {
