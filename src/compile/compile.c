@@ -37,6 +37,13 @@ static int64_t cmp_add_sat(int64_t a, int64_t b)
     return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+/* n rounded up to a multiple of m (m > 0), saturating */
+static int64_t cmp_round_up_sat(int64_t n, int64_t m)
+{
+    if (n <= 0 || m <= 1) return n < 0 ? 0 : n;
+    return cmp_mul_sat(n / m + (n % m != 0), m);
+}
+
 int64_t cmp_unpadded_bytes(const hlo_shape *s)
 {
     if (!hlo_shape_is_array(s)) return 0;
@@ -64,12 +71,12 @@ int64_t cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s)
             /* a 1-D tile over the minor dimension */
             int64_t tm = t->d[t->n - 1];
             for (int i = 0; i < s->rank; i++)
-                elems = cmp_mul_sat(elems, i == m2m[0] ? cmp_mul_sat((s->dims[i] + tm - 1) / tm, tm) : s->dims[i]);
+                elems = cmp_mul_sat(elems, i == m2m[0] ? cmp_round_up_sat(s->dims[i], tm) : s->dims[i]);
         } else {
             for (int i = 0; i < s->rank; i++) {
                 int64_t d = s->dims[i];
-                if (i == m2m[0]) d = cmp_mul_sat((d + t->d[1] - 1) / t->d[1], t->d[1]);
-                else if (i == m2m[1]) d = cmp_mul_sat((d + t->d[0] - 1) / t->d[0], t->d[0]);
+                if (i == m2m[0]) d = cmp_round_up_sat(d, t->d[1]);
+                else if (i == m2m[1]) d = cmp_round_up_sat(d, t->d[0]);
                 elems = cmp_mul_sat(elems, d);
             }
         }
