@@ -4,6 +4,8 @@
 #   make test       installs missing packages, builds, runs every test (unit, CLI, conformance)
 #   make demo       installs missing packages, builds, runs the demo
 #   make fuzz       builds the libFuzzer targets with clang (build/fuzz/)
+#   make plugin     the PJRT plugin: build/release/libtpusim_pjrt.so (jax: JAX_PLATFORMS=tpusim)
+#   make test-plugin  its pytest suite through jax (installs the pinned jax into build/venv)
 MODE ?= release
 CC ?= cc
 BUILD ?= build/$(MODE)
@@ -16,7 +18,8 @@ ifeq ($(findstring clang,$(shell $(CC) --version 2>/dev/null)),)
 else
   WARN += -Wno-pass-failed         # clang: omp simd loops it does not vectorise are not errors
 endif
-CFLAGS += -std=c11 $(WARN) -fopenmp -g
+# -fPIC: the same objects go into the PJRT plugin (a shared library)
+CFLAGS += -std=c11 $(WARN) -fopenmp -g -fPIC
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -fopenmp -lm -lpthread
 
 ifeq ($(MODE),release)
@@ -30,16 +33,19 @@ else
   $(error MODE must be release, debug or asan)
 endif
 
-LIB_SRC := $(shell find src -name '*.c' | sort)
+# src/pjrt is the PJRT plugin: a client of the library (like tools/), linked into its own shared object
+LIB_SRC := $(shell find src -name '*.c' -not -path 'src/pjrt/*' | sort)
+PJRT_SRC := $(sort $(wildcard src/pjrt/*.c))
+PJRT_OBJ := $(PJRT_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
-DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench
-all: $(BUILD)/tpusim $(BUILD)/libtpusim.a
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests
+all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
 	@./scripts/deps.sh
@@ -54,6 +60,17 @@ $(BUILD)/%.o: %.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/src/pjrt/%.o: src/pjrt/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) -Ithird_party/pjrt $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Only GetPjrtApi is exported (src/pjrt/exports.map): the library inside stays private to the plugin.
+$(BUILD)/libtpusim_pjrt.so: $(PJRT_OBJ) $(BUILD)/libtpusim.a src/pjrt/exports.map
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/pjrt/exports.map -Wl,-z,defs -o $@ $(PJRT_OBJ) $(BUILD)/libtpusim.a $(LDLIBS) -ldl
+plugin: $(BUILD)/libtpusim_pjrt.so
+
 $(BUILD)/libtpusim.a: $(LIB_OBJ)
 	@rm -f $@
 	@$(if $(Q),echo "  AR      $@")
@@ -63,26 +80,52 @@ $(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# tests/t_pjrt.c drives the plugin through its ABI header
+$(BUILD)/tests/t_pjrt.o: CPPFLAGS += -Ithird_party/pjrt
+
 $(BUILD)/unit-tests: $(TEST_OBJ) $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
+
+# The Python environment of the plugin's tests and demo: the pinned jax from PyPI (scripts/requirements-plugin.txt).
+VENV := build/venv
+$(VENV)/.ok: scripts/requirements-plugin.txt
+	@echo "tpusim: setting up $(VENV) (jax 0.10.2 from PyPI)"
+	@python3 -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r scripts/requirements-plugin.txt
+	@touch $@
+venv: deps $(VENV)/.ok
 
 # The README's test command. Everything runs from the repository root (tests read ../shared/corpus).
+# scripts/run_tests.sh runs each suite and closes with the totals ("N passed, N failed, N skipped").
 test: deps
-	$(MAKE) --no-print-directory test-unit test-cli
+	./scripts/run_tests.sh "$(MAKE) --no-print-directory test-unit" "$(MAKE) --no-print-directory test-cli" \
+	    "$(MAKE) --no-print-directory test-plugin"
 
-test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim
-	TPUSIM_BIN=$(BUILD)/tpusim $(BUILD)/unit-tests
+test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
+	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
 
 test-cli: $(BUILD)/tpusim
 	TPUSIM_BIN=$(BUILD)/tpusim ./tests/cli/run.sh
 
-# Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK).
-test-asan: deps
-	TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-unit test-cli
+# jax's own test files (tests/jax/upstream) through the plugin: docs/jax-tests.md. Tens of minutes; not in `test`.
+jax-tests: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -r scripts/requirements-jax-tests.txt
+	TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so $(VENV)/bin/python tests/jax/run.py
 
-demo: deps $(BUILD)/tpusim
-	./examples/demo.sh $(BUILD)/tpusim
+# The PJRT plugin under jax (python/tests/plugin), beside jax's CPU backend as the reference.
+test-plugin: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
+	JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 \
+	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/plugin
+
+# Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK). The plugin
+# is checked under the sanitizers through its ABI (tests/t_pjrt.c); inside Python it runs in the release build.
+test-asan: deps
+	./scripts/run_tests.sh "TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-unit" \
+	    "TPUSIM_QUICK=1 $(MAKE) --no-print-directory MODE=asan test-cli"
+
+demo: deps $(BUILD)/tpusim $(VENV)/.ok
+	./examples/demo.sh $(BUILD)/tpusim build/demo/digits_mlp_v3-8 $(VENV)
 
 # The library is compiled once for all targets (instrumented for coverage, ASan and UBSan), then each target links it.
 FUZZ_TARGETS := $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/fuzz_*.c))
@@ -96,6 +139,11 @@ build/fuzz/obj/%.o: %.c
 build/fuzz/libtpusim.a: $(FUZZ_OBJ)
 	@rm -f $@
 	$(Q)ar rcs $@ $^
+# the plugin's target links the plugin's sources and reads its ABI header
+build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(PJRT_SRC) build/fuzz/libtpusim.a
+	@mkdir -p build/fuzz
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -Ithird_party/pjrt -fsanitize=fuzzer,address,undefined -o $@ $< $(PJRT_SRC) build/fuzz/libtpusim.a $(LDLIBS) -ldl
 build/fuzz/%: fuzz/%.c fuzz/oracle.h build/fuzz/libtpusim.a
 	@mkdir -p build/fuzz
 	@$(if $(Q),echo "  LINK    $@")

@@ -27,3 +27,19 @@ awk -v a="$acc" -v s="$start" -v e="$end" -v load="$(cut -d' ' -f1-3 /proc/loada
     if (a + 0 < 0.95) { print "demo FAILED: the test accuracy is below 95%"; exit 1 }
 }'
 echo "   open $RUN/profile.html in a browser, $RUN/trace.json in ui.perfetto.dev, $RUN/memory.html for the memory viewer"
+
+# Part 2: an unchanged JAX script (examples/jax/train_digits.py: nothing in it knows tpusim) on the simulated
+# v3-8 through the PJRT plugin, installed with pip into the venv like a user would (make venv made it).
+VENV=${3:-build/venv}
+if [ -x "$VENV/bin/python" ]; then
+  JAXRUN=build/demo/jax_digits_v3-8
+  rm -rf "$JAXRUN"
+  echo
+  echo "== pip install . (the Python package with the PJRT plugin), then an ordinary JAX training script on TPU v3-8"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation . >/dev/null
+  JAX_PLATFORMS=tpusim TPUSIM_SLICE=v3-8 TPUSIM_PROFILE_DIR="$JAXRUN" "$VENV/bin/python" examples/jax/train_digits.py \
+    2>&1 | grep -v "is experimental" | tee "$JAXRUN.log"
+  acc=$(sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p' "$JAXRUN.log")
+  awk -v a="$acc" 'BEGIN { if (a + 0 < 95) { print "demo FAILED: the JAX script reached " a "%, below 95%"; exit 1 } }'
+  echo "   per-program profiles, memory plans, summary.txt and trace.json (all executions): $JAXRUN"
+fi

@@ -69,6 +69,13 @@ void        tpu_ctx_free(tpu_ctx *ctx);
 /* The message of the last failed call on this context ("" if none). */
 const char *tpu_errmsg(const tpu_ctx *ctx);
 const char *tpu_status_name(tpu_status st);
+/* Records an error message on the context and returns st: for callbacks the library calls (tpu_host_io) to
+ * say why they failed. */
+tpu_status  tpu_set_error(tpu_ctx *ctx, tpu_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 /* Warnings (e.g. unknown HLO attributes) collected since the last clear, one per line. */
 const char *tpu_warnings(const tpu_ctx *ctx);
 void        tpu_warnings_clear(tpu_ctx *ctx);
@@ -195,11 +202,18 @@ typedef struct tpu_module tpu_module;
 
 /* Parses one HLO module. `filename` is used in messages ("file:line:col: ..."). The text may be HLO text or an
  * HloModuleProto in protobuf text format (`hlo_module { name: ... computations { ... } }`, told apart by its
- * first token). Result shapes the text leaves out (XLA allows that for elementwise, shape-changing and
- * control-flow ops) are inferred, so the module is complete; one that cannot be inferred is TPU_ERR_SHAPE.
- * Unknown attributes are kept, ignored and reported by tpu_warnings(). */
+ * first token) or in binary wire format (see tpu_module_parse_proto; a file named *.pb is always read as one).
+ * Result shapes the text leaves out (XLA allows that for elementwise, shape-changing and control-flow ops) are
+ * inferred, so the module is complete; one that cannot be inferred is TPU_ERR_SHAPE. Unknown attributes are
+ * kept, ignored and reported by tpu_warnings(). */
 tpu_status  tpu_module_parse(tpu_ctx *ctx, const char *text, size_t len, const char *filename, tpu_module **out);
 tpu_status  tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out);
+/* Reads a serialized binary xla.HloModuleProto (what PyTorch/XLA hands a PJRT plugin), or an HloProto or
+ * HloSnapshot as XLA dumps them (`*.hlo.pb`), told apart from the bytes. `what` names the input in messages,
+ * which give the byte offset and field path ("prog.pb: byte 1234: computations[2].instructions[7].shape:
+ * ..."); instructions of such a module report line 1, column = byte offset + 1. tpu_module_parse and
+ * tpu_module_load accept binary protos too (told from text by its control bytes). */
+tpu_status  tpu_module_parse_proto(tpu_ctx *ctx, const void *bytes, size_t len, const char *what, tpu_module **out);
 /* Parses a file holding several modules separated by lines "// -----" (XLA's -split-input-file test
  * convention). Line numbers in messages are those of the whole file. */
 tpu_status  tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***out, int *count);
@@ -214,6 +228,15 @@ int         tpu_module_num_params(const tpu_module *m);
 int         tpu_module_num_instructions(const tpu_module *m);  /* all computations */
 /* Parameter shape of the entry computation, e.g. "f32[2,3]{1,0}". */
 tpu_status  tpu_module_param_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
+/* The entry computation's inputs and outputs as arrays: tuple-shaped parameters and results are flattened
+ * depth-first (the order tpu_run takes and returns tensors). Token leaves count as rank-0 TPU_TOKEN. */
+int         tpu_module_num_inputs(const tpu_module *m);
+int         tpu_module_num_outputs(const tpu_module *m);
+tpu_status  tpu_module_input_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
+tpu_status  tpu_module_output_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
+/* The input (flattened index) that output i may share its buffer with, per the module's input_output_alias
+ * (jax's donate_argnums), or -1. *must (if not NULL) is 1 for must-alias. */
+int         tpu_module_output_alias(const tpu_module *m, int i, int *must);
 void        tpu_free(void *p);
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -254,11 +277,23 @@ typedef enum tpu_numerics {
     TPU_NUMERICS_EXACT      /* every dot/conv at full f32, like XLA:CPU at HIGHEST precision */
 } tpu_numerics;
 
+/* Host transfers: send and recv instructions with is_host_transfer=true, which jax writes for host callbacks
+ * (jax.debug.print, jax.pure_callback, io_callback) on a TPU. The executor hands each send's array to send()
+ * and fills each recv's array from recv(), on the thread that runs the device; `device` is the device of a
+ * replicated run (replica * partitions + partition; 0 for tpu_run). A non-OK status (message on ctx) fails
+ * the run. Without a tpu_host_io such programs fail when they reach the transfer. */
+typedef struct tpu_host_io {
+    void      *user;
+    tpu_status (*send)(void *user, tpu_ctx *ctx, int device, int64_t channel_id, const tpu_tensor *value);
+    tpu_status (*recv)(void *user, tpu_ctx *ctx, int device, int64_t channel_id, tpu_tensor *value);
+} tpu_host_io;
+
 typedef struct tpu_run_opts {
     tpu_numerics numerics;
     int          threads;      /* 0: all cores */
     int          replica_id;   /* for replica-id when running one replica alone */
     int          verbose;
+    const tpu_host_io *host;   /* host transfers (NULL: none) */
     /* Limits, so a program from elsewhere (a while loop whose condition stays true) cannot run forever. The
      * run stops with TPU_ERR_LIMIT, naming the instruction it reached, after executing max_steps instructions
      * (every instruction of every computation run, each loop iteration's included) or max_seconds of wall
@@ -273,6 +308,11 @@ tpu_run_opts tpu_run_opts_default(void);
  * receives the results (a tuple result flattened in order, nested tuples depth-first). */
 tpu_status  tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, tpu_tensor *const *inputs,
                     int ninputs, tpu_tensor ***outputs, int *noutputs);
+
+/* Whether the executor can run every instruction of the module (a cheap scan, no data touched): TPU_OK, or
+ * TPU_ERR_UNSUPPORTED / TPU_ERR_UNRUNNABLE naming the first instruction it cannot run (file:line:col, why),
+ * e.g. a host callback or a custom-call without a kernel, or a constant elided as {...}. */
+tpu_status  tpu_module_runnable(tpu_ctx *ctx, const tpu_module *m);
 
 /* Deterministic random inputs for every entry parameter: floats uniform in [-1,1), integers in [0,8),
  * pred random. The generator (splitmix64 per parameter index and seed) is documented so scripts can
@@ -339,6 +379,24 @@ tpu_status  tpu_chips_print(tpu_ctx *ctx, FILE *f, int json);
 int         tpu_chips_count(void);
 const char *tpu_chips_name(int i);
 
+/* The devices of a slice as a framework sees them (what jax.devices() lists on the real slice): a TensorCore
+ * on v2, v3 and TPU7x (two per chip), a whole chip on the megacore chips v4 and v5p and on v5e/v6e. */
+int         tpu_chip_num_devices(const tpu_chip *chip);
+typedef struct tpu_device_info {
+    int     id;             /* 0 .. num_devices-1, chips in topology order, cores of a chip adjacent */
+    int     chip;           /* index of its chip in the slice */
+    int     core_on_chip;   /* 0 or 1 where a chip shows two devices, else 0 */
+    int     coords[3];      /* the chip's position in the slice's torus (x, y, z) */
+    int     host;           /* the host (Cloud TPU VM) its chip hangs off */
+    int     cores;          /* TensorCores the device drives (2 on megacore chips) */
+    int64_t hbm_bytes;      /* HBM its programs and buffers may use: the memory_stats() bytes_limit */
+    char    kind[32];       /* device_kind as the TPU runtime spells it: "TPU v3", "TPU v5 lite", "TPU7x" */
+} tpu_device_info;
+tpu_status  tpu_chip_device(tpu_ctx *ctx, const tpu_chip *chip, int d, tpu_device_info *out);
+/* Bytes an array takes in this chip's HBM with its tiling and padding (default row-major layout), or -1 if
+ * the size overflows. */
+int64_t     tpu_chip_array_bytes(const tpu_chip *chip, tpu_dtype dtype, int rank, const int64_t *dims);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Memory: will it fit? (design §5; docs/memory.md)
  *
@@ -366,6 +424,18 @@ const char *tpu_memory_report(const tpu_memory *mem);
 /* The report as a JSON object: peak_bytes, hbm_capacity_bytes, padded_bytes, unpadded_bytes, fits,
  * largest[{shape, padded_bytes, unpadded_bytes, op_name, ...}], and more. NULL if out of memory. */
 const char *tpu_memory_json(const tpu_memory *mem);
+/* The plan's figures in the terms of XLA's CompiledMemoryStats (bytes on one device, padded). */
+typedef struct tpu_memory_stats {
+    int64_t argument_bytes;   /* parameters */
+    int64_t output_bytes;     /* results (including those that alias parameters) */
+    int64_t alias_bytes;      /* results that share a parameter's buffer (input_output_alias) */
+    int64_t temp_bytes;       /* heap peak of temporaries, outputs and constants: the program's own share */
+    int64_t peak_bytes;       /* program + arguments: what must fit (tpu_memory_peak_bytes) */
+    int64_t unpadded_bytes;   /* everything live at the peak, without tiling padding */
+    int64_t capacity_bytes;   /* HBM one device's program may use */
+    int64_t reserved_bytes;   /* HBM the runtime keeps */
+} tpu_memory_stats;
+void        tpu_memory_get_stats(const tpu_memory *mem, tpu_memory_stats *out);
 /* The memory viewer: an SVG picture, or an HTML page that embeds it with the report. */
 tpu_status  tpu_memory_write_svg(tpu_ctx *ctx, const tpu_memory *mem, const char *path);
 tpu_status  tpu_memory_write_html(tpu_ctx *ctx, const tpu_memory *mem, const char *path);
@@ -405,6 +475,12 @@ int64_t     tpu_profile_batch(const tpu_profile *p);
 int         tpu_profile_fits(const tpu_profile *p);
 /* Devices (program instances) of the slice the profile is for. */
 int         tpu_profile_devices(const tpu_profile *p);
+/* Per step on one device: floating-point operations (a multiply-add counts 2), HBM bytes moved (padded),
+ * ICI bytes sent, and the device's busy time without the host's share. */
+double      tpu_profile_flops(const tpu_profile *p);
+double      tpu_profile_hbm_bytes(const tpu_profile *p);
+double      tpu_profile_ici_bytes(const tpu_profile *p);
+double      tpu_profile_device_time(const tpu_profile *p);
 /* Text summary with the `top` most expensive ops (0: 15). */
 const char *tpu_profile_summary(tpu_profile *p, int top);
 /* JSON: step_time_s, flops, mxu_utilization, hbm_bytes, bound, ops[{name, time_s, bound, ...}], ... */

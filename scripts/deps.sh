@@ -10,6 +10,10 @@ fi
 if [ "${TPUSIM_WITH_CHROMIUM:-1}" = 1 ]; then
   pkgs+=(chromium)
 fi
+# the plugin's tests and demo make a venv under build/ (python3 with venv and pip; Debian splits them out)
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  pkgs+=(python3 python3-venv python3-pip)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,7 @@
 /* t_fuzz_regress.c — replays every file under fuzz/regress/ through the reader it once crashed, in the normal
  * build, so `make test` keeps covering them: fuzz/regress/hlo/ (HLO and HloModuleProto text: parse, and when
- * it parses, print -> parse -> equal), fuzz/regress/npy/ (.npy and .npz readers). Other directories are
- * replayed through every reader. */
+ * it parses, print -> parse -> equal), fuzz/regress/hlo_proto/ (binary HloModuleProto, the same checks),
+ * fuzz/regress/npy/ (.npy and .npz readers). Other directories are replayed through every reader. */
 #include "test.h"
 #include "hlo/hlo.h"
 
@@ -29,10 +29,12 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
-static void replay_hlo(tpu_ctx *ctx, const char *path, const char *data, size_t len)
+static void replay_hlo(tpu_ctx *ctx, const char *path, const char *data, size_t len, int binary)
 {
     tpu_module *m = NULL;
-    if (tpu_module_parse(ctx, data, len, path, &m) != TPU_OK) return;   /* an error is fine; a crash is not */
+    tpu_status st0 = binary ? tpu_module_parse_proto(ctx, data, len, path, &m)
+                            : tpu_module_parse(ctx, data, len, path, &m);
+    if (st0 != TPU_OK) return;   /* an error is fine; a crash is not */
     char *s1 = NULL, *s2 = NULL;
     tpu_module *m2 = NULL;
     REQUIRE_OK(ctx, tpu_module_to_string(ctx, m, &s1));
@@ -92,8 +94,10 @@ TEST(fuzz_regress_files)
             char *data = read_all(path, &len);
             if (!data) continue;
             int is_hlo = !strcmp(e->d_name, "hlo"), is_npy = !strcmp(e->d_name, "npy");
-            if (is_hlo || !is_npy) replay_hlo(ctx, path, data, len);
-            if (is_npy || !is_hlo) replay_npy(ctx, path, data, len);
+            int is_pb = !strcmp(e->d_name, "hlo_proto");
+            if (is_pb) replay_hlo(ctx, path, data, len, 1);
+            else if (is_hlo || !is_npy) replay_hlo(ctx, path, data, len, 0);
+            if (!is_pb && (is_npy || !is_hlo)) replay_npy(ctx, path, data, len);
             free(data);
             files++;
         }

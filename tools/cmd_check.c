@@ -15,7 +15,7 @@ static void check_usage(FILE *f)
             "types the chip lacks, host round trips, constants elided as {...}. Every problem is listed (not just\n"
             "the first) with file:line:col, the instruction, its op_name and source line when the metadata has\n"
             "them, and a one-line fix; then a one-line verdict. PROGRAM may be HLO text or an HloModuleProto in\n"
-            "protobuf text format.\n"
+            "protobuf text or binary format (binary HloProto and HloSnapshot too, as XLA dumps them: *.hlo.pb).\n"
             "\n"
             "options:\n"
             "  --chip GEN            check against one TPU generation: v2, v3, v4, v5e, v5p, v6e or v7 (also\n"
@@ -34,7 +34,7 @@ static void print_usage(FILE *f)
     fprintf(f,
             "usage: tpusim print PROGRAM.hlo [--split-input-file]\n"
             "\n"
-            "Parses PROGRAM.hlo (HLO text, or an HloModuleProto in protobuf text format) and prints it as\n"
+            "Parses PROGRAM.hlo (HLO text, or an HloModuleProto in protobuf text or binary format) and prints it as\n"
             "canonical HLO text: every result shape written out (shapes the text left out are inferred), operand\n"
             "shapes, nested operand instructions and inline computation bodies made into named instructions and\n"
             "computations. The output parses back to the same module.\n"

@@ -26,6 +26,8 @@ static void cli_usage(FILE *f)
     fprintf(f, "usage: tpusim COMMAND [options]   (tpusim COMMAND --help for each)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
         fprintf(f, "  %-10s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
+    fprintf(f, "\nA PROGRAM may be HLO text, an HloModuleProto in protobuf text format, or a binary HloModuleProto,\n"
+               "HloProto or HloSnapshot (XLA's *.hlo.pb dumps, what PyTorch/XLA hands a PJRT plugin).\n");
     fprintf(f, "\noption for every command:\n"
                "  --max-input-size SIZE  the largest input read into memory: a program or config file, one .npy,\n"
                "                         one .npz member once inflated (default 4G; SIZE in bytes or with K, M, G, T)\n");

@@ -329,3 +329,50 @@ tpu_status tpu_chips_print(tpu_ctx *ctx, FILE *f, int json)
     chp_print_table(&b, json);
     return chp_write(ctx, &b, f);
 }
+
+/* ---- the devices a framework sees ---- */
+
+int tpu_chip_num_devices(const tpu_chip *chip) { return chip->s.devices; }
+
+/* device_kind as libtpu reports it (and jax's mesh_utils and Pallas expect it) per generation. */
+static const char *chp_device_kind(const chp_chip *c)
+{
+    static const struct { const char *gen, *kind; } kinds[] = {
+        {"v2", "TPU v2"}, {"v3", "TPU v3"}, {"v4", "TPU v4"}, {"v5e", "TPU v5 lite"},
+        {"v5p", "TPU v5"}, {"v6e", "TPU v6 lite"}, {"v7", "TPU7x"},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (c->builtin && !strcmp(c->name, kinds[i].gen)) return kinds[i].kind;
+    return NULL;
+}
+
+tpu_status tpu_chip_device(tpu_ctx *ctx, const tpu_chip *chip, int d, tpu_device_info *out)
+{
+    const chp_slice *s = &chip->s;
+    if (d < 0 || d >= s->devices)
+        return ut_err(ctx, TPU_ERR_INVALID, "device %d: %s has devices 0..%d", d, s->name, s->devices - 1);
+    memset(out, 0, sizeof *out);
+    int per_chip = s->devices / (s->chips > 0 ? s->chips : 1);
+    if (per_chip < 1) per_chip = 1;
+    out->id = d;
+    out->chip = d / per_chip;
+    out->core_on_chip = d % per_chip;
+    int x = s->ndims > 0 && s->dims[0] > 0 ? s->dims[0] : 1, y = s->ndims > 1 && s->dims[1] > 0 ? s->dims[1] : 1;
+    out->coords[0] = out->chip % x;
+    out->coords[1] = (out->chip / x) % y;
+    out->coords[2] = out->chip / (x * y);
+    int per_host = s->hosts > 1 ? s->chip.chips_per_host_multi : s->chip.chips_per_host;
+    out->host = per_host > 0 ? out->chip / per_host : 0;
+    out->cores = s->chip.cores_per_device;
+    out->hbm_bytes = s->chip.hbm_usable_bytes;
+    const char *k = chp_device_kind(&s->chip);
+    if (k) snprintf(out->kind, sizeof out->kind, "%s", k);
+    else snprintf(out->kind, sizeof out->kind, "TPU %s", s->chip.name);
+    return TPU_OK;
+}
+
+int64_t tpu_chip_array_bytes(const tpu_chip *chip, tpu_dtype dtype, int rank, const int64_t *dims)
+{
+    int64_t b = chp_padded_bytes(&chip->s.chip, dtype, rank, dims, NULL);
+    return b == INT64_MAX ? -1 : b;
+}

@@ -183,3 +183,22 @@ tpu_status tpu_memory_write_html(tpu_ctx *ctx, const tpu_memory *mem, const char
     ut_buf_free(&b);
     return st;
 }
+
+void tpu_memory_get_stats(const tpu_memory *mem, tpu_memory_stats *out)
+{
+    const cmp_memory_stats *ms = &mem->ms;
+    memset(out, 0, sizeof *out);
+    out->argument_bytes = ms->args_padded;
+    out->output_bytes = ms->outputs_padded;
+    /* outputs written into a donated argument's buffer: the argument's bytes are shared */
+    for (int v = 0; v < mem->prog->nvalues; v++) {
+        const cmp_value *val = &mem->prog->values[v];
+        if (val->kind == CMP_V_ARG && val->donated) out->alias_bytes += val->padded;
+    }
+    out->output_bytes += out->alias_bytes;
+    out->temp_bytes = ms->program;
+    out->peak_bytes = ms->used;
+    out->unpadded_bytes = ms->unpadded_total;
+    out->capacity_bytes = ms->capacity;
+    out->reserved_bytes = ms->reserved;
+}

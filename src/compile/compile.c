@@ -919,8 +919,11 @@ static int64_t cmp_order_peak(int ng, const int *order, const int64_t *out, cons
     return peak;
 }
 
-/* The ops a member's operand comes from: its own op, or, through duplicated producers, their operands' ops. */
-static int cmp_producer_groups(const hlo_instr *src, const int *group, const uint8_t *dup, int *out, int n, int cap)
+/* The ops a member's operand comes from: its own op, or, through duplicated producers, their operands' ops.
+ * seen[id] == stamp marks duplicated producers already walked for this member: chains of them that share
+ * operands (an RNG's bit mixing) would otherwise be walked once per path, exponentially many. */
+static int cmp_producer_groups(const hlo_instr *src, const int *group, const uint8_t *dup, int *seen, int stamp,
+                               int *out, int n, int cap)
 {
     if (!dup || !dup[src->id]) {
         for (int q = 0; q < n; q++)
@@ -928,7 +931,9 @@ static int cmp_producer_groups(const hlo_instr *src, const int *group, const uin
         if (n < cap) out[n++] = group[src->id];
         return n;
     }
-    for (int k = 0; k < src->nops; k++) n = cmp_producer_groups(src->ops[k], group, dup, out, n, cap);
+    if (seen[src->id] == stamp) return n;
+    seen[src->id] = stamp;
+    for (int k = 0; k < src->nops; k++) n = cmp_producer_groups(src->ops[k], group, dup, seen, stamp, out, n, cap);
     return n;
 }
 
@@ -947,8 +952,9 @@ static tpu_status cmp_schedule(cmp_state *C, const hlo_comp *c, const int *group
     int *remaining = ut_malloc((size_t)(ng ? ng : 1) * sizeof *remaining);
     uint8_t *persist = ut_calloc((size_t)ng + 1, 1), *done = ut_calloc((size_t)ng + 1, 1);
     int *ready = ut_malloc((size_t)(ng ? ng : 1) * sizeof *ready);
+    int *walked = ut_calloc((size_t)n + 1, sizeof *walked), stamp = 0;
     if (!out || !nreaders || !indeg || !preds || !succs || !npred || !nsucc || !text || !list || !remaining || !persist ||
-        !done || !ready) {
+        !done || !ready || !walked) {
         st = ut_nomem(C->ctx);
         goto out;
     }
@@ -959,7 +965,8 @@ static tpu_status cmp_schedule(cmp_state *C, const hlo_comp *c, const int *group
             int g = group[i];
             if (g < 0) continue;   /* duplicated producers belong to no op */
             int hs[64], nh = 0;
-            for (int k = 0; k < in->nops; k++) nh = cmp_producer_groups(in->ops[k], group, dup, hs, nh, 64);
+            stamp++;
+            for (int k = 0; k < in->nops; k++) nh = cmp_producer_groups(in->ops[k], group, dup, walked, stamp, hs, nh, 64);
             for (int q = 0; q < nh; q++) {
                 int h = hs[q];
                 if (h == g || h < 0) continue;
@@ -1062,6 +1069,7 @@ out:
     ut_free(persist);
     ut_free(done);
     ut_free(ready);
+    ut_free(walked);
     return st;
 }
 
@@ -1076,6 +1084,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     C->plan_done[c->id] = 1;
     tpu_status st = TPU_OK;
     int n = c->ninstrs;
+    int *walked = NULL, stamp = 0;
     int *group = ut_malloc((size_t)n * sizeof *group);        /* op index (by creation) of each instruction */
     int *root_of = ut_malloc((size_t)n * sizeof *root_of);    /* per group: root instruction id */
     uint8_t *gkind = ut_malloc((size_t)n);
@@ -1332,10 +1341,13 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         if (st) goto done;
     }
     if (is_entry) cmp_apply_io_alias(C);
-    /* 5. op inputs/outputs and live ranges (on owners). Which op an instruction belongs to, and which values an
-     * op already reads, are stamps, so an op of many members or inputs costs no more than its size. */
+    /* 5. op inputs/outputs and live ranges (on owners). Walking operands through duplicated producers visits
+     * each instruction once per op (stamps): chains of them that share operands would otherwise be walked once
+     * per path. Which op an instruction belongs to, and which values an op already reads, are looked up the
+     * same way, so an op of many members or inputs costs no more than its size. */
+    walked = ut_calloc((size_t)n + 1, sizeof *walked);
     int *op_of = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *seen_v = ut_malloc((size_t)(C->nvalues + 1) * sizeof(int));
-    if (!op_of || !seen_v) {
+    if (!walked || !op_of || !seen_v) {
         ut_free(op_of);
         ut_free(seen_v);
         st = ut_nomem(C->ctx);
@@ -1349,12 +1361,15 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         cmp_op *op = &plan->ops[k];
         if (op->kind == CMP_NOOP) continue;
         int nin = 0, cap = 0;
+        stamp++;
         for (int m = 0; m < op->ninstrs; m++) {
             const hlo_instr *stack[256];
             int sp = 0;
             for (int o = 0; o < op->instrs[m]->nops && sp < 256; o++) stack[sp++] = op->instrs[m]->ops[o];
             while (sp > 0) {
                 const hlo_instr *src = stack[--sp];
+                if (walked[src->id] == stamp) continue;
+                walked[src->id] = stamp;
                 if (dup[src->id]) {
                     for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
                     continue;
@@ -1369,6 +1384,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             st = ut_nomem(C->ctx);
             break;
         }
+        stamp++;
         for (int m = 0; m < op->ninstrs; m++) {
             const hlo_instr *in = op->instrs[m];
             /* operands, looking through duplicated producers to what they read */
@@ -1377,6 +1393,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             for (int o = 0; o < in->nops && sp < 256; o++) stack[sp++] = in->ops[o];
             while (sp > 0) {
                 const hlo_instr *src = stack[--sp];
+                if (walked[src->id] == stamp) continue;
+                walked[src->id] = stamp;
                 if (dup[src->id]) {
                     for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
                     continue;
@@ -1518,6 +1536,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     C->plan_done[c->id] = 2;
     *out = plan;
 done:
+    ut_free(walked);
     for (int i = 0; effs && i < n; i++) ut_free(effs[i]);
     ut_free(effs);
     ut_free(neff);

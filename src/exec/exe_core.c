@@ -75,7 +75,7 @@ exe_pool *exe_pool_push(void)
     if (p) pthread_setspecific(exe_pool_key, NULL);
     else p = ut_calloc(1, sizeof *p);
     if (p) {
-        p->limit = exe_pool_limit();
+        if (!p->limit) p->limit = exe_pool_limit();   /* once per pool: sysconf asks the kernel each time */
         exe_tls_pool = p;
     }
     return prev;

@@ -155,6 +155,7 @@ static void exe_init_kernels_once(void)
         HLO_COLLECTIVE_PERMUTE, HLO_COLLECTIVE_BROADCAST, HLO_ALL_REDUCE_START, HLO_ALL_REDUCE_DONE,
         HLO_ALL_GATHER_START, HLO_ALL_GATHER_DONE, HLO_COLLECTIVE_PERMUTE_START, HLO_COLLECTIVE_PERMUTE_DONE,
         HLO_ASYNC_START, HLO_ASYNC_DONE, HLO_ASYNC_UPDATE, HLO_COPY_START, HLO_COPY_DONE, HLO_GET_DIMENSION_SIZE,
+        HLO_SEND, HLO_SEND_DONE, HLO_RECV, HLO_RECV_DONE,
     };
     for (size_t i = 0; i < sizeof control / sizeof control[0]; i++) exe_kernels[control[i]] = exe_k_control;
 }
@@ -394,6 +395,77 @@ static tpu_status exe_scalar_int(exe_state *S, const hlo_instr *in, int64_t v, e
     return exe_out_array(S, t, out);
 }
 
+/* A tuple of `n` values (references taken over); frees them on failure. */
+static tpu_status exe_tuple_of(exe_state *S, exe_value **v, int n, exe_value **out)
+{
+    for (int i = 0; i < n; i++)
+        if (!v[i]) {
+            for (int k = 0; k < n; k++) exe_value_unref(v[k]);
+            return ut_nomem(S->ctx);
+        }
+    *out = exe_value_tuple(v, n);
+    if (!*out) {
+        for (int k = 0; k < n; k++) exe_value_unref(v[k]);
+        return ut_nomem(S->ctx);
+    }
+    return TPU_OK;
+}
+
+/* send / send-done / recv / recv-done to the host (jax's host callbacks). The transfer happens at send and
+ * recv; the -done halves pass their token (and recv's value) on. send(x, token) -> (x, u32[] context, token);
+ * recv(token) -> (value, u32[] context, token); recv-done -> (value, token). */
+static tpu_status exe_host_transfer(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out)
+{
+    hlo_op op = (hlo_op)in->op;
+    if (!hlo_attr_bool(in, HK_IS_HOST_TRANSFER, 0))
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "device-to-device send/recv is not supported by the executor");
+    if (!S->host)
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "a host transfer (a host callback such as jax.debug.print) needs a "
+                        "host to talk to: it runs through the PJRT plugin, not in tpusim run");
+    int64_t ch = hlo_attr_int(in, HK_CHANNEL_ID, 0);
+    int device = (int)(S->replica_id * (S->coll ? S->coll->num_partitions : 1) + S->partition_id);
+    if (op == HLO_SEND_DONE) return exe_token(S, out);
+    if (op == HLO_RECV_DONE) {
+        if (ops[0]->t || ops[0]->ntuple < 3) return exe_fail(S, in, TPU_ERR_SHAPE, "operand is not a recv tuple");
+        exe_value *v[2] = {exe_value_ref(ops[0]->elems[0]), exe_value_ref(ops[0]->elems[2])};
+        return exe_tuple_of(S, v, 2, out);
+    }
+    if (!hlo_shape_is_tuple(&in->shape) || in->shape.ntuple < 3 || !hlo_shape_is_array(&in->shape.tuple[0]))
+        return exe_fail(S, in, TPU_ERR_SHAPE, "expected a (value, u32[], token[]) result");
+    exe_value *v[3] = {NULL, NULL, NULL};
+    tpu_status st = TPU_OK;
+    if (op == HLO_SEND) {
+        if (!ops[0]->t) return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "sending a tuple to the host");
+        st = S->host->send(S->host->user, S->ctx, device, ch, ops[0]->t);
+        v[0] = exe_value_ref(ops[0]);
+    } else {
+        tpu_tensor *t;
+        st = exe_alloc_shape(S, &in->shape.tuple[0], &t);
+        if (!st) st = S->host->recv(S->host->user, S->ctx, device, ch, t);
+        if (!st) st = exe_out_array(S, t, &v[0]);
+        else exe_tensor_release(t);
+    }
+    if (st) {
+        exe_value_unref(v[0]);
+        char where[256];
+        ut_err_prefix(S->ctx, "%s: host transfer '%s' (channel %lld)", hlo_where(S->m, in, where, sizeof where),
+                      in->name, (long long)ch);
+        return st;
+    }
+    tpu_tensor *ctxt;
+    st = exe_alloc_shape(S, &in->shape.tuple[1], &ctxt);
+    if (st) {
+        exe_value_unref(v[0]);
+        return st;
+    }
+    memset(ctxt->data, 0, ctxt->nbytes);
+    if (exe_out_array(S, ctxt, &v[1]) || exe_token(S, &v[2])) {
+        for (int k = 0; k < 3; k++) exe_value_unref(v[k]);
+        return ut_nomem(S->ctx);
+    }
+    return exe_tuple_of(S, v, 3, out);
+}
+
 /* Group size of a collective from replica_groups (all devices when the attribute is empty or absent). */
 static int64_t exe_group_size(exe_state *S, const hlo_instr *in)
 {
@@ -540,6 +612,7 @@ static EXE_KERNEL(exe_k_control)
     }
     case HLO_CUSTOM_CALL: {
         const char *target = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+        /* every target handled here is listed in exe_custom_call_targets (tpu_module_runnable) */
         if (target && in->nops == 1 &&
             (!strcmp(target, "Sharding") || !strcmp(target, "SPMDFullToShardShape") ||
              !strcmp(target, "SPMDShardToFullShape") || !strcmp(target, "LayoutConstraint") ||
@@ -553,6 +626,7 @@ static EXE_KERNEL(exe_k_control)
             return exe_identity(ops, out);
         }
         if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
+        if (target && !strcmp(target, "dce_sink")) return exe_token(S, out);   /* jax.lax.dce_sink: () */
         if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
             /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
             tpu_tensor *t;
@@ -574,6 +648,7 @@ static EXE_KERNEL(exe_k_control)
     case HLO_OPT_BARRIER: case HLO_DOMAIN: case HLO_ADD_DEPENDENCY:
         return exe_identity(ops, out);
     case HLO_AFTER_ALL: return exe_token(S, out);
+    case HLO_SEND: case HLO_SEND_DONE: case HLO_RECV: case HLO_RECV_DONE: return exe_host_transfer(S, in, ops, out);
     case HLO_REPLICA_ID: return exe_scalar_int(S, in, S->replica_id, out);
     case HLO_PARTITION_ID: return exe_scalar_int(S, in, S->partition_id, out);
     case HLO_GET_DIMENSION_SIZE: {
@@ -674,6 +749,52 @@ static EXE_KERNEL(exe_k_control)
     default: break;
     }
     return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "opcode not supported by the executor");
+}
+
+/* ---- what the executor can run (checked before a run starts: tpu_module_runnable) ---- */
+
+static const char *const exe_custom_call_targets[] = {
+    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "MoveToDevice", "MoveToHost",
+    "annotate_device_placement", "X64Combine", "xla.sdy.FuncResultSharding", "AssumeGatherIndicesInBound",
+    "AllocateBuffer", "ConcatBitcast", "dce_sink",
+};
+
+static tpu_status exe_instr_runnable(tpu_ctx *ctx, const hlo_module *m, const hlo_instr *in)
+{
+    char where[256];
+    hlo_op op = (hlo_op)in->op;
+    if (op == HLO_PARAMETER) return TPU_OK;
+    if (op == HLO_CONSTANT) {
+        if (in->literal && in->literal->elided)
+            return ut_err(ctx, TPU_ERR_UNRUNNABLE, "%s: constant '%s' was written as {...}: its values are not in the "
+                          "program, so it can be checked and timed but not run", hlo_where(m, in, where, sizeof where), in->name);
+        return TPU_OK;
+    }
+    if ((op == HLO_SEND || op == HLO_RECV || op == HLO_SEND_DONE || op == HLO_RECV_DONE) && !hlo_attr_bool(in, HK_IS_HOST_TRANSFER, 0))
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: '%s' (%s) between devices: the executor runs send/recv only to "
+                      "and from the host", hlo_where(m, in, where, sizeof where), in->name, hlo_op_name(op));
+    if (op == HLO_CUSTOM_CALL) {
+        const char *t = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+        for (size_t i = 0; t && i < sizeof exe_custom_call_targets / sizeof exe_custom_call_targets[0]; i++)
+            if (!strcmp(t, exe_custom_call_targets[i])) return TPU_OK;
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: custom-call '%s' to \"%s\": tpusim's executor has no kernel for it",
+                      hlo_where(m, in, where, sizeof where), in->name, t ? t : "?");
+    }
+    if (!exe_kernels[op])
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: '%s': the executor cannot run %s", hlo_where(m, in, where, sizeof where),
+                      in->name, hlo_op_name(op));
+    return TPU_OK;
+}
+
+tpu_status tpu_module_runnable(tpu_ctx *ctx, const tpu_module *m)
+{
+    exe_init_kernels();
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            tpu_status st = exe_instr_runnable(ctx, m, m->comps[c]->instrs[i]);
+            if (st) return st;
+        }
+    return TPU_OK;
 }
 
 /* ---- running a computation ---- */
@@ -999,6 +1120,7 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     S.threads = o.threads;
     S.replica_id = o.replica_id;
     S.verbose = o.verbose;
+    S.host = o.host;
     if (o.max_steps < 0 || !(o.max_seconds >= 0))
         return ut_err(ctx, TPU_ERR_INVALID, "tpu_run_opts: max_steps (%lld) and max_seconds (%g) must be 0 (no limit) or "
                       "positive", (long long)o.max_steps, o.max_seconds);

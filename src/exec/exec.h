@@ -58,6 +58,7 @@ typedef struct exe_state {
     int               verbose;
     uint64_t          rng_calls;    /* rng instructions run so far in this run (rng.c seeds each from it) */
     const exe_collectives *coll;    /* NULL: one device (collectives over one device are identities) */
+    const tpu_host_io *host;        /* host transfers (jax's host callbacks), or NULL */
     int64_t          *trip_counts;  /* if not NULL: while iterations observed, by global instruction index */
     /* the instruction being run by exe_call, for exe_take_operand */
     struct exe_value **cur_vals;    /* its computation's value slots */

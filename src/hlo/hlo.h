@@ -246,8 +246,8 @@ typedef struct hlo_comp {
 } hlo_comp;
 
 /* The stack-frame index (text: FileNames / FunctionNames / FileLocations / StackFrames after the header;
- * proto: stack_frame_index). Ids are 1-based as in XLA's proto; 0 means none. metadata={stack_frame_id=N}
- * points into frames. */
+ * proto: stack_frame_index). Ids are 1-based as in XLA's proto; 0 means none (XLA's text writes
+ * parent_frame_id one higher: the parser and printer convert). metadata={stack_frame_id=N} points into frames. */
 typedef struct hlo_file_loc {
     int64_t file_id, func_id, line, end_line, column, end_column;
 } hlo_file_loc;
@@ -273,7 +273,7 @@ struct tpu_module {
     hlo_comp   *entry;
     int64_t     ninstrs;      /* all computations */
     hlo_frames *frames;       /* stack-frame index, NULL when absent */
-    int         from_proto;   /* read from HloModuleProto text format (hlo_proto_text.c) */
+    int         from_proto;   /* read from an HloModuleProto, text or binary (hlo_proto_text.c, hlo_proto_bin.c) */
     int         verified;     /* ver_require's verdict, kept (modules do not change once loaded): 0 not yet,
                                  1 verifies, -1 does not; read and written atomically (several threads run one
                                  module) */
@@ -309,6 +309,13 @@ tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, cons
                                 int line_offset, hlo_module **out);
 /* Does the text look like protobuf text (first token `hlo_module {`, `name:` or a proto field)? */
 int        hlo_is_proto_text(const char *text, size_t len);
+/* Reads a binary (wire format) HloModuleProto, HloProto, HloSnapshot or HloModuleProtoWithConfig, told apart
+ * from the bytes (hlo_proto_bin.c). Instructions get line 1 and column = byte offset + 1; messages name the
+ * byte offset and the field path. */
+tpu_status hlo_parse_proto_bin(tpu_ctx *ctx, const void *bytes, size_t len, const char *filename, hlo_module **out);
+/* Are these bytes a binary proto rather than text (a field tag first, control bytes other than whitespace
+ * near the start)? */
+int        hlo_is_proto_bin(const char *data, size_t len);
 /* Can this opcode be written without its result shape (XLA's parser infers it)? */
 int        hlo_op_shape_optional(hlo_op op);
 void       hlo_module_free(hlo_module *m);

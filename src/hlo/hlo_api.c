@@ -47,3 +47,110 @@ tpu_status tpu_module_param_info(const tpu_module *m, int i, tpu_dtype *dtype, i
         for (int k = 0; k < s->rank; k++) dims[k] = s->dims[k];
     return TPU_OK;
 }
+
+/* ---- the entry's inputs and outputs as flat lists of leaves (tuples depth-first) ---- */
+
+static int hlo_api_leaves(const hlo_shape *s)
+{
+    if (!hlo_shape_is_tuple(s)) return 1;
+    int n = 0;
+    for (int i = 0; i < s->ntuple; i++) n += hlo_api_leaves(&s->tuple[i]);
+    return n;
+}
+
+/* Leaf *k of s (counting down), or NULL when s has fewer leaves; the flat index path goes into idx. */
+static const hlo_shape *hlo_api_leaf(const hlo_shape *s, int *k, int64_t *idx, int *nidx)
+{
+    if (!hlo_shape_is_tuple(s)) return (*k)-- == 0 ? s : NULL;
+    for (int i = 0; i < s->ntuple; i++) {
+        int depth = *nidx;
+        if (depth < TPU_MAX_RANK) idx[(*nidx)++] = i;
+        const hlo_shape *r = hlo_api_leaf(&s->tuple[i], k, idx, nidx);
+        if (r) return r;
+        *nidx = depth;
+    }
+    return NULL;
+}
+
+static tpu_status hlo_api_leaf_info(const hlo_shape *s, tpu_dtype *dtype, int *rank, int64_t *dims)
+{
+    if (dtype) *dtype = (tpu_dtype)s->dtype;
+    if (rank) *rank = hlo_shape_is_array(s) ? s->rank : 0;
+    if (dims && hlo_shape_is_array(s))
+        for (int k = 0; k < s->rank; k++) dims[k] = s->dims[k];
+    return TPU_OK;
+}
+
+int tpu_module_num_inputs(const tpu_module *m)
+{
+    int n = 0;
+    for (int i = 0; i < m->entry->nparams; i++) n += hlo_api_leaves(&m->entry->params[i]->shape);
+    return n;
+}
+
+int tpu_module_num_outputs(const tpu_module *m) { return hlo_api_leaves(&m->entry->root->shape); }
+
+/* Parameter number and tuple index path of flat input i. */
+static const hlo_shape *hlo_api_input(const tpu_module *m, int i, int64_t *param, int64_t *idx, int *nidx)
+{
+    if (i < 0) return NULL;
+    int k = i;
+    for (int p = 0; p < m->entry->nparams; p++) {
+        *nidx = 0;
+        const hlo_shape *s = hlo_api_leaf(&m->entry->params[p]->shape, &k, idx, nidx);
+        if (s) {
+            *param = p;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+tpu_status tpu_module_input_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims)
+{
+    int64_t param, idx[TPU_MAX_RANK];
+    int nidx;
+    const hlo_shape *s = hlo_api_input(m, i, &param, idx, &nidx);
+    return s ? hlo_api_leaf_info(s, dtype, rank, dims) : TPU_ERR_INVALID;
+}
+
+tpu_status tpu_module_output_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims)
+{
+    int64_t idx[TPU_MAX_RANK];
+    int nidx = 0, k = i;
+    const hlo_shape *s = i < 0 ? NULL : hlo_api_leaf(&m->entry->root->shape, &k, idx, &nidx);
+    return s ? hlo_api_leaf_info(s, dtype, rank, dims) : TPU_ERR_INVALID;
+}
+
+static int hlo_api_same_path(const int64_t *a, int na, const int64_t *b, int nb)
+{
+    if (na != nb) return 0;
+    for (int k = 0; k < na; k++)
+        if (a[k] != b[k]) return 0;
+    return 1;
+}
+
+int tpu_module_output_alias(const tpu_module *m, int i, int *must)
+{
+    if (must) *must = 0;
+    const hlo_attr *a = hlo_module_attr(m, HK_INPUT_OUTPUT_ALIAS);
+    int64_t oidx[TPU_MAX_RANK];
+    int onidx = 0, k = i;
+    if (!a || i < 0 || !hlo_api_leaf(&m->entry->root->shape, &k, oidx, &onidx)) return -1;
+    /* a non-tuple result is written {} in the alias config */
+    for (int e = 0; e < a->v.alias.n; e++) {
+        const hlo_alias_entry *ae = &a->v.alias.v[e];
+        if (!hlo_api_same_path(ae->out, ae->nout, oidx, onidx)) continue;
+        int n = tpu_module_num_inputs(m);
+        for (int j = 0; j < n; j++) {
+            int64_t param, idx[TPU_MAX_RANK];
+            int nidx;
+            if (hlo_api_input(m, j, &param, idx, &nidx) && param == ae->param &&
+                hlo_api_same_path(idx, nidx, ae->param_idx, ae->nparam_idx)) {
+                if (must) *must = ae->kind == 2;
+                return j;
+            }
+        }
+    }
+    return -1;
+}

@@ -1127,9 +1127,214 @@ static int hp_dimlabels(hp *P, hlo_dimlabels *dl)
     return dl->text != NULL;
 }
 
+/* ---- replica groups over a named mesh (XLA's MeshAxesReplicaGroupList), kept as explicit groups:
+ *   mesh['x'=2,'y'=4] {'y'}                      groups vary 'y' with 'x' fixed: {0,1,2,3},{4,5,6,7}
+ *   mesh['a'=4], device_ids=(3,1,0,2) {'a'}      the mesh's devices listed (or an iota: ([2,2]T(1,0)))
+ *   {'a':(2)2}                                    a sub-axis: the part of 'a' of size 2 after a major part of 2
+ * Devices are laid out row-major over the axes; an axis referenced in parts splits into major-to-minor
+ * pieces at the parts' boundaries. */
+#define HP_MESH_MAX 16
+
+typedef struct hp_mesh {
+    int         naxes;
+    const char *names[HP_MESH_MAX];
+    size_t      name_len[HP_MESH_MAX];
+    int64_t     sizes[HP_MESH_MAX];
+    int         nrefs;
+    int         ref_axis[HP_MESH_MAX];
+    int64_t     ref_pre[HP_MESH_MAX], ref_size[HP_MESH_MAX];
+} hp_mesh;
+
+static int hp_quoted_span(hp *P, const char **s, size_t *n)
+{
+    if (hp_peek(P) != '\'') return hp_error(P, "expected a quoted mesh axis name");
+    const char *b = ++P->p;
+    while (P->p < P->end && *P->p != '\'' && *P->p != '\n') P->p++;
+    if (P->p >= P->end || *P->p != '\'') return hp_error(P, "unterminated mesh axis name");
+    *s = b;
+    *n = (size_t)(P->p++ - b);
+    return 1;
+}
+
+/* device_ids=(d0,d1,...) or device_ids=([dims]T(perm)): the mesh's devices in row-major order. */
+static int hp_mesh_devices(hp *P, int64_t total, int64_t *dev)
+{
+    if (!hp_expect(P, '=', "after device_ids") || !hp_expect(P, '(', "to open device_ids")) return 0;
+    if (hp_peek(P) == '[') {
+        hlo_rgroups io;
+        memset(&io, 0, sizeof io);
+        P->p++;
+        while (hp_peek(P) != ']') {
+            if (io.nreshape == TPU_MAX_RANK) return hp_error(P, "too many dimensions in device_ids");
+            if (!hp_int(P, &io.reshape[io.nreshape++], "in device_ids")) return 0;
+            if (!hp_accept(P, ',')) break;
+        }
+        if (!hp_expect(P, ']', "in device_ids")) return 0;
+        if (P->p < P->end && *P->p == 'T') {
+            P->p++;
+            if (!hp_expect(P, '(', "after T in device_ids")) return 0;
+            while (hp_peek(P) != ')') {
+                if (io.nperm == TPU_MAX_RANK) return hp_error(P, "too many dimensions in device_ids");
+                if (!hp_small_int(P, &io.perm[io.nperm++], 0, TPU_MAX_RANK - 1, "permutation entry")) return 0;
+                if (!hp_accept(P, ',')) break;
+            }
+            if (!hp_expect(P, ')', "in device_ids") || (io.nperm && io.nperm != io.nreshape))
+                return P->failed ? 0 : hp_error(P, "device_ids transpose has the wrong length");
+        }
+        int64_t prod = 1;
+        for (int i = 0; i < io.nreshape; i++)
+            if (io.reshape[i] <= 0 || __builtin_mul_overflow(prod, io.reshape[i], &prod)) return hp_error(P, "bad device_ids dimensions");
+        if (prod != total) return hp_error(P, "device_ids has %lld devices, the mesh %lld", (long long)prod, (long long)total);
+        /* element j of the transposed iota: its index in the transposed shape, mapped back */
+        for (int64_t j = 0; j < total; j++) {
+            int64_t rem = j, idx[TPU_MAX_RANK], stride[TPU_MAX_RANK], st = 1, id = 0;
+            for (int k = io.nreshape - 1; k >= 0; k--) stride[k] = st, st *= io.reshape[k];
+            for (int k = io.nreshape - 1; k >= 0; k--) {
+                int d = io.nperm ? io.perm[k] : k;
+                idx[k] = rem % io.reshape[d];
+                rem /= io.reshape[d];
+            }
+            for (int k = 0; k < io.nreshape; k++) id += idx[k] * stride[io.nperm ? io.perm[k] : k];
+            dev[j] = id;
+        }
+    } else {
+        for (int64_t j = 0; j < total; j++) {
+            if (!hp_int(P, &dev[j], "in device_ids")) return 0;
+            if (j + 1 < total && !hp_expect(P, ',', "in device_ids")) return 0;
+        }
+    }
+    return hp_expect(P, ')', "to close device_ids");
+}
+
+/* {'y', 'x':(2)2}: the axes (or sub-axes) a group varies, major first. */
+static int hp_mesh_refs(hp *P, hp_mesh *M)
+{
+    if (!hp_expect(P, '{', "to open the mesh axes of the replica groups")) return 0;
+    while (hp_peek(P) != '}') {
+        const char *s;
+        size_t n;
+        if (M->nrefs == HP_MESH_MAX) return hp_error(P, "too many mesh axes in replica groups");
+        if (!hp_quoted_span(P, &s, &n)) return 0;
+        int a = -1;
+        for (int i = 0; i < M->naxes; i++)
+            if (M->name_len[i] == n && !memcmp(M->names[i], s, n)) a = i;
+        if (a < 0) return hp_error(P, "replica groups name the axis '%.*s', which the mesh does not have", (int)n, s);
+        int64_t pre = 1, size = M->sizes[a];
+        if (hp_accept(P, ':')) {
+            if (!hp_expect(P, '(', "to open a sub-axis") || !hp_int(P, &pre, "sub-axis pre-size") ||
+                !hp_expect(P, ')', "to close a sub-axis pre-size") || !hp_int(P, &size, "sub-axis size"))
+                return 0;
+            int64_t span;
+            if (pre <= 0 || size <= 0 || __builtin_mul_overflow(pre, size, &span) || M->sizes[a] % span)
+                return hp_error(P, "sub-axis (%lld)%lld does not divide the axis of size %lld", (long long)pre,
+                                (long long)size, (long long)M->sizes[a]);
+        }
+        M->ref_axis[M->nrefs] = a, M->ref_pre[M->nrefs] = pre, M->ref_size[M->nrefs] = size;
+        M->nrefs++;
+        if (!hp_accept(P, ',')) break;
+    }
+    return hp_expect(P, '}', "to close the mesh axes of the replica groups");
+}
+
+/* The explicit groups of a mesh. Every axis is cut into pieces at its sub-axes' boundaries (a sub-axis
+ * (pre)size spans the factors between pre and pre*size counted from the axis's major end). A device's group
+ * number comes from the pieces no reference covers (mesh order, major first), its place in the group from
+ * the referenced pieces (reference order, major first). */
+static int hp_mesh_groups(hp *P, const hp_mesh *M, const int64_t *dev, int64_t total, hlo_rgroups *g)
+{
+    int64_t pdim[HP_MESH_MAX * 3];
+    int pref[HP_MESH_MAX * 3], first[HP_MESH_MAX], np = 0;
+    for (int a = 0; a < M->naxes; a++) {
+        int64_t b[HP_MESH_MAX * 2 + 2];
+        int nb = 0;
+        b[nb++] = 1, b[nb++] = M->sizes[a];
+        for (int r = 0; r < M->nrefs; r++)
+            if (M->ref_axis[r] == a) b[nb++] = M->ref_pre[r], b[nb++] = M->ref_pre[r] * M->ref_size[r];
+        for (int i = 1; i < nb; i++)   /* sort and dedupe the boundaries */
+            for (int k = i; k > 0 && b[k] < b[k - 1]; k--) { int64_t t = b[k]; b[k] = b[k - 1]; b[k - 1] = t; }
+        int u = 1;
+        for (int i = 1; i < nb; i++) if (b[i] != b[u - 1]) b[u++] = b[i];
+        first[a] = np;
+        for (int i = 0; i + 1 < u; i++) {
+            if (b[i + 1] % b[i]) return hp_error(P, "sub-axes of '%.*s' do not nest", (int)M->name_len[a], M->names[a]);
+            pdim[np] = b[i + 1] / b[i];
+            pref[np] = -1;
+            for (int r = 0; r < M->nrefs; r++)
+                if (M->ref_axis[r] == a && M->ref_pre[r] <= b[i] && b[i + 1] <= M->ref_pre[r] * M->ref_size[r]) {
+                    if (pref[np] >= 0) return hp_error(P, "replica groups name a part of '%.*s' twice", (int)M->name_len[a], M->names[a]);
+                    pref[np] = r;
+                }
+            np++;
+        }
+    }
+    int64_t S = 1;
+    for (int r = 0; r < M->nrefs; r++) S *= M->ref_size[r];
+    int64_t G = total / S;
+    g->ngroups = (int)G;
+    g->len = hp_alloc(P, (size_t)G * sizeof *g->len);
+    g->ids = hp_alloc(P, (size_t)G * sizeof *g->ids);
+    if (!g->len || !g->ids) return 0;
+    for (int64_t k = 0; k < G; k++) {
+        g->len[k] = (int)S;
+        if (!(g->ids[k] = hp_alloc(P, (size_t)S * sizeof(int64_t)))) return 0;
+    }
+    int64_t idx[HP_MESH_MAX * 3];
+    for (int64_t j = 0; j < total; j++) {
+        int64_t rem = j;
+        for (int a = M->naxes - 1; a >= 0; a--) {   /* row-major over the axes */
+            int64_t ax = rem % M->sizes[a];
+            rem /= M->sizes[a];
+            int last = a + 1 < M->naxes ? first[a + 1] : np;
+            for (int i = last - 1; i >= first[a]; i--) {   /* the axis's pieces, major first */
+                idx[i] = ax % pdim[i];
+                ax /= pdim[i];
+            }
+        }
+        int64_t grp = 0, pos = 0;
+        for (int i = 0; i < np; i++)
+            if (pref[i] < 0) grp = grp * pdim[i] + idx[i];
+        for (int r = 0; r < M->nrefs; r++) {
+            int64_t sub = 0;
+            for (int i = 0; i < np; i++)
+                if (pref[i] == r) sub = sub * pdim[i] + idx[i];
+            pos = pos * M->ref_size[r] + sub;
+        }
+        g->ids[grp][pos] = dev[j];
+    }
+    return 1;
+}
+
+static int hp_rgroups_mesh(hp *P, hlo_rgroups *g)
+{
+    hp_mesh M;
+    memset(&M, 0, sizeof M);
+    if (!hp_expect(P, '[', "after mesh")) return 0;
+    int64_t total = 1;
+    while (hp_peek(P) != ']') {
+        if (M.naxes == HP_MESH_MAX) return hp_error(P, "too many mesh axes");
+        if (!hp_quoted_span(P, &M.names[M.naxes], &M.name_len[M.naxes]) || !hp_expect(P, '=', "after a mesh axis name") ||
+            !hp_int(P, &M.sizes[M.naxes], "mesh axis size"))
+            return 0;
+        if (M.sizes[M.naxes] <= 0 || __builtin_mul_overflow(total, M.sizes[M.naxes], &total) || total > (1 << 20))
+            return hp_error(P, "mesh axis sizes must be positive and multiply to at most 2^20 devices");
+        M.naxes++;
+        if (!hp_accept(P, ',')) break;
+    }
+    if (!hp_expect(P, ']', "to close the mesh")) return 0;
+    int64_t *dev = ut_malloc((size_t)total * sizeof *dev);
+    if (!dev) return hp_nomem(P);
+    for (int64_t j = 0; j < total; j++) dev[j] = j;
+    int ok = 1;
+    if (hp_accept(P, ',')) ok = hp_accept_word(P, "device_ids") ? hp_mesh_devices(P, total, dev) : hp_error(P, "expected device_ids");
+    ok = ok && hp_mesh_refs(P, &M) && hp_mesh_groups(P, &M, dev, total, g);
+    ut_free(dev);
+    return ok;
+}
+
 static int hp_rgroups(hp *P, hlo_rgroups *g)
 {
     int c = hp_peek(P);
+    if (c == 'm' && hp_accept_word(P, "mesh")) return hp_rgroups_mesh(P, g);
     if (c == '[') {
         /* [G,S]<=[d0,d1,...]T(p0,p1,...) */
         g->iota = 1;
@@ -2126,8 +2331,9 @@ static int hp_check_acyclic(hp *P, hlo_module *m)
 /* The stack-frame index after the header:
  *   FileNames 1 "a.py" ...  FunctionNames 1 "f" ...
  *   FileLocations 1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9} ...
- *   StackFrames 1 {file_location_id=1 parent_frame_id=0} ...
- * The leading integers are labels and are not checked. */
+ *   StackFrames 1 {file_location_id=1 parent_frame_id=1} ...
+ * The leading integers are labels and are not checked. parent_frame_id is written one above the proto's value
+ * (XLA's printer adds 1, its parser takes 1 off), so the root frame says 1. */
 static int hp_frames(hp *P)
 {
     static const char *const sections[4] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
@@ -2194,7 +2400,7 @@ static int hp_frames(hp *P)
         }
         for (int i = 0; ok && i < v[3].n; i++) {
             const int64_t *x = v[3].v[i];
-            f->frames[i] = (hlo_frame){x[0], x[1]};
+            f->frames[i] = (hlo_frame){x[0], x[1] - 1};   /* XLA writes parent_frame_id one above the proto's */
         }
         if (ok) P->m->frames = f;
     }

@@ -385,7 +385,7 @@ static void hpr_frames(ut_buf *b, const hlo_frames *f)
     if (f->nframes) ut_buf_puts(b, "StackFrames\n");
     for (int i = 0; i < f->nframes; i++)
         ut_buf_printf(b, "%d {file_location_id=%lld parent_frame_id=%lld}\n", i + 1, (long long)f->frames[i].loc_id,
-                      (long long)f->frames[i].parent_id);
+                      (long long)f->frames[i].parent_id + 1);   /* as XLA prints it */
     ut_buf_putc(b, '\n');
 }
 

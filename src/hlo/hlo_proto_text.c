@@ -6,26 +6,17 @@
  * so the module prints as HLO text and parses back equal. Fields the IR has no place for are skipped with a
  * warning; fields that change what the program computes and that tpusim cannot represent are errors.
  */
-#include "hlo.h"
+#include "hlo_proto.h"
 #include "util/tensor.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the field tree ---- */
-typedef struct pt_node {
-    const char     *name;
-    int             line, col;
-    int             is_msg;
-    const char     *val;      /* scalar: unescaped string or the token text */
-    size_t          vlen;     /* bytes in val (strings may hold NULs) */
-    int             is_str;
-    struct pt_node *child, *last, *next;
-} pt_node;
-
+/* ---- the reader's state (lexing the text, then building the module) ---- */
 typedef struct pt {
     tpu_ctx    *ctx;
     const char *src, *p, *end, *file;
@@ -33,6 +24,7 @@ typedef struct pt {
     int         line;
     const char *line_start;
     int         failed;
+    int         binary;        /* the tree came from the wire format: locations are byte offsets */
     int         depth;
     ut_arena    tree;          /* the field tree, freed after building */
     hlo_module *m;
@@ -46,22 +38,67 @@ typedef struct pt {
 
 #define PT_MAX_DEPTH 200
 
+static void pt_verror(pt *P, const pt_node *n, int line, int col, const char *fmt, va_list ap)
+{
+    if (P->failed) return;
+    P->failed = 1;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (!P->binary) {
+        ut_err(P->ctx, TPU_ERR_PARSE, "%s:%d:%d: %s", P->file, line + P->line_offset, col, msg);
+    } else if (n) {
+        char path[256];
+        hlo_proto_path(n, path, sizeof path);
+        ut_err(P->ctx, TPU_ERR_PARSE, "%s: byte %zu: %s%s%s", P->file, n->off, path, *path ? ": " : "", msg);
+    } else {
+        ut_err(P->ctx, TPU_ERR_PARSE, "%s: %s", P->file, msg);
+    }
+}
+
 static int pt_error_lc(pt *P, int line, int col, const char *fmt, ...) UT_PRINTF(4, 5);
 static int pt_error_lc(pt *P, int line, int col, const char *fmt, ...)
 {
-    if (P->failed) return 0;
-    P->failed = 1;
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    pt_verror(P, NULL, line, col, fmt, ap);
     va_end(ap);
-    ut_err(P->ctx, TPU_ERR_PARSE, "%s:%d:%d: %s", P->file, line + P->line_offset, col, msg);
+    return 0;
+}
+
+/* An error at a field of the tree: its line:col, or in a binary tree its byte offset and path. */
+static int pt_nerror(pt *P, const pt_node *n, const char *fmt, ...) UT_PRINTF(3, 4);
+static int pt_nerror(pt *P, const pt_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pt_verror(P, n, n ? n->line : P->line, n ? n->col : 1, fmt, ap);
+    va_end(ap);
     return 0;
 }
 
 #define pt_error(P, ...) pt_error_lc(P, (P)->line, (int)((P)->p - (P)->line_start) + 1, __VA_ARGS__)
-#define pt_nerror(P, n, ...) pt_error_lc(P, (n)->line, (n)->col, __VA_ARGS__)
+
+void hlo_proto_path(const pt_node *n, char *buf, size_t size)
+{
+    const pt_node *chain[64];
+    int k = 0;
+    const pt_node *q = n;
+    for (; q && q->parent && k < 64; q = q->parent) chain[k++] = q;
+    size_t len = 0;
+    buf[0] = 0;
+    if (q && q->parent) len = (size_t)snprintf(buf, size, "...");   /* deeper than we show */
+    for (int i = k - 1; i >= 0 && len < size; i--) {
+        q = chain[i];
+        int w = snprintf(buf + len, size - len, "%s%s", len ? "." : "", q->name);
+        if (w > 0) len += (size_t)w;
+        if (q->rep && len < size) {
+            int idx = 0;   /* counted on demand: paths are made only for messages to the user */
+            for (const pt_node *s = q->parent->child; s && s != q; s = s->next) idx += !strcmp(s->name, q->name);
+            w = snprintf(buf + len, size - len, "[%d]", idx);
+            if (w > 0) len += (size_t)w;
+        }
+    }
+}
 
 static int pt_nomem(pt *P)
 {
@@ -195,6 +232,7 @@ static pt_node *pt_new(pt *P, pt_node *parent, const char *name, size_t nlen, in
     n->name = nm;
     n->line = line;
     n->col = col;
+    n->parent = parent;
     if (parent->last) parent->last->next = n;
     else parent->child = n;
     parent->last = n;
@@ -338,7 +376,7 @@ static int pt_double_of(pt *P, const pt_node *n, double *v)
     const char *s = n->val;
     if (!strcmp(s, "inf") || !strcmp(s, "infinity")) { *v = 1.0 / 0.0; return 1; }
     if (!strcmp(s, "-inf") || !strcmp(s, "-infinity")) { *v = -1.0 / 0.0; return 1; }
-    if (!strcmp(s, "nan")) { *v = 0.0 / 0.0; return 1; }
+    if (!strcmp(s, "nan")) { *v = NAN; return 1; }   /* positive, as XLA writes it (0.0 / 0.0 is -nan on x86) */
     char *e;
     *v = strtod(s, &e);
     if (e < s + strlen(s) && (*e == 'f' || *e == 'F') && e[1] == 0) e++;
@@ -379,6 +417,13 @@ static void pt_warn_field(pt *P, const pt_node *n, const char *where)
         if (P->nwarned) memcpy(w, P->warned, (size_t)P->nwarned * sizeof(char *));
         w[P->nwarned++] = k;
         P->warned = w;
+    }
+    if (P->binary) {
+        char path[256];
+        hlo_proto_path(n, path, sizeof path);
+        ut_warn(P->ctx, "%s: byte %zu: %s: warning: %s field '%s' is not used by tpusim and was skipped", P->file,
+                n->off, path, where, n->name);
+        return;
     }
     ut_warn(P->ctx, "%s:%d:%d: warning: %s field '%s' is not used by tpusim and was skipped", P->file,
             n->line + P->line_offset, n->col, where, n->name);
@@ -558,6 +603,7 @@ static int pt_dtype(pt *P, const pt_node *n, uint8_t *out)
             *out = num[v];
             return 1;
         }
+        if (P->binary) return pt_nerror(P, n, "element_type %s is not a PrimitiveType tpusim knows", s);
         return pt_nerror(P, n, "element_type %s is not a type tpusim knows by number; write its name", s);
     }
     char low[32];
@@ -882,6 +928,12 @@ static hlo_comp *pt_find_comp(pt *P, int64_t id)
     return NULL;
 }
 
+static int pt_kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const hlo_kv *)a)->key, ((const hlo_kv *)b)->key);
+}
+
+/* frontend_attributes: a map, which XLA prints sorted by key */
 static int pt_kv_attr(pt *P, pt_attrs *as, hlo_attr_key key, const pt_node *fa)
 {
     int n = 0;
@@ -907,6 +959,7 @@ static int pt_kv_attr(pt *P, pt_attrs *as, hlo_attr_key key, const pt_node *fa)
         }
         if (!kv->key || !kv->val) return 0;
     }
+    qsort(a->v.kv.v, (size_t)n, sizeof(hlo_kv), pt_kv_cmp);
     return 1;
 }
 
@@ -1085,11 +1138,11 @@ static int pt_rgroups_explicit(pt *P, pt_attrs *as, const pt_node *msg, const pt
     return 1;
 }
 
-static int pt_collective_device_list(pt *P, pt_attrs *as, const pt_node *cd)
+/* replica_groups=[G,S]<=[dims]T(perm): an IotaReplicaGroupListProto (inside collective_device_list in older
+ * XLA, the instruction's iota_collective_device_list in newer) */
+static int pt_iota_groups(pt *P, pt_attrs *as, const pt_node *iota)
 {
-    const pt_node *iota = pt_get(cd, "iota_replica_group_list");
-    if (!iota) return pt_rgroups_explicit(P, as, cd, cd);
-    hlo_attr *a = pt_attr(P, as, HK_REPLICA_GROUPS, HA_RGROUPS, cd);
+    hlo_attr *a = pt_attr(P, as, HK_REPLICA_GROUPS, HA_RGROUPS, iota);
     if (!a) return 0;
     hlo_rgroups *g = a->v.rgroups = ut_arena_alloc(&P->m->arena, sizeof *g);
     if (!g) return pt_nomem(P);
@@ -1120,6 +1173,12 @@ static int pt_collective_device_list(pt *P, pt_attrs *as, const pt_node *cd)
         }
     }
     return 1;
+}
+
+static int pt_collective_device_list(pt *P, pt_attrs *as, const pt_node *cd)
+{
+    const pt_node *iota = pt_get(cd, "iota_replica_group_list");
+    return iota ? pt_iota_groups(P, as, iota) : pt_rgroups_explicit(P, as, cd, cd);
 }
 
 typedef struct pt_part {
@@ -1197,6 +1256,38 @@ static const char *pt_literal_text(pt *P, const hlo_literal *lit)
     return r;
 }
 
+/* Comparison::DefaultComparisonType */
+static const char *pt_default_compare_type(tpu_dtype t)
+{
+    char k = tpu_dtype_kind(t);
+    return k == 'f' || k == 'c' ? "FLOAT" : k == 's' ? "SIGNED" : "UNSIGNED";
+}
+
+/* s as a quoted string escaped the way XLA prints it (absl::CEscape: octal for other bytes). */
+static const char *pt_cescape(pt *P, const char *s)
+{
+    ut_buf b;
+    ut_buf_init(&b);
+    ut_buf_putc(&b, '"');
+    for (const char *q = s; *q; q++) {
+        unsigned char ch = (unsigned char)*q;
+        switch (ch) {
+        case '\n': ut_buf_puts(&b, "\\n"); break;
+        case '\r': ut_buf_puts(&b, "\\r"); break;
+        case '\t': ut_buf_puts(&b, "\\t"); break;
+        case '"': case '\'': case '\\': ut_buf_printf(&b, "\\%c", ch); break;
+        default:
+            if (ch < 0x20 || ch >= 0x7f) ut_buf_printf(&b, "\\%03o", ch);
+            else ut_buf_putc(&b, (char)ch);
+        }
+    }
+    ut_buf_putc(&b, '"');
+    const char *r = b.failed ? NULL : pt_mstrdup(P, b.data, b.len);
+    if (b.failed) pt_nomem(P);
+    ut_buf_free(&b);
+    return r;
+}
+
 static const char *const pt_instr_known[] = {
     "name", "opcode", "shape", "metadata", "literal", "parameter_number", "fusion_kind", "tuple_index", "dimensions",
     "window", "convolution_dimension_numbers", "feature_group_count", "batch_group_count", "slice_dimensions",
@@ -1211,8 +1302,8 @@ static const char *const pt_instr_known[] = {
     "output_operand_aliasing", "custom_call_schedule", "delta", "indices_are_sorted", "frontend_attributes",
     "unique_indices", "rng_algorithm", "comparison_type", "cross_program_prefetch_index", "padding_type",
     "custom_call_api_version", "async_execution_thread", "k", "largest", "statistics_viz", "collective_device_list",
-    "is_composite", "is_cross_program_prefetch", "all_reduce_id", "async_group_id", "async_wrapped_computation",
-    "async_update_computation", NULL};
+    "is_composite", "is_cross_program_prefetch", "all_reduce_id", "iota_collective_device_list", "async_group_id",
+    "async_wrapped_computation", "async_update_computation", "sparsity_config", "mesh_axes_replica_group_list", NULL};
 
 static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, hlo_instr *in)
 {
@@ -1286,10 +1377,16 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
         const char *d = pt_str(im, "comparison_direction");
         if (!d) return pt_nerror(P, im, "compare '%s' without comparison_direction", in->name);
         if (!pt_attr_text(P, &as, HK_DIRECTION, HA_IDENT, d, pt_get(im, "comparison_direction"))) return 0;
+        /* XLA prints type= only when it is not the default for the operands' element type */
         const char *t = pt_str(im, "comparison_type");
-        if (t && *t && !pt_attr_text(P, &as, HK_TYPE, HA_IDENT, t, pt_get(im, "comparison_type"))) return 0;
+        if (t && *t && !(nops && !strcmp(t, pt_default_compare_type((tpu_dtype)in->ops[0]->shape.dtype))) &&
+            !pt_attr_text(P, &as, HK_TYPE, HA_IDENT, t, pt_get(im, "comparison_type")))
+            return 0;
         break;
     }
+    case HLO_REDUCE_WINDOW: case HLO_SELECT_AND_SCATTER:
+        if ((n = pt_get(im, "window")) && !pt_window(P, &as, n)) return 0;
+        break;
     case HLO_TRIANGULAR_SOLVE: case HLO_CHOLESKY: {
         const pt_node *opt = pt_get(im, o == HLO_CHOLESKY ? "cholesky_options" : "triangular_solve_options");
         if (!opt) break;
@@ -1311,15 +1408,22 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     case HLO_ALL_GATHER: case HLO_ALL_GATHER_START: case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
     case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL: case HLO_RAGGED_ALL_TO_ALL: case HLO_COLLECTIVE_BROADCAST: {
         if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, &as, HK_CHANNEL_ID, iv, im))) return 0;
-        const pt_node *cdl = pt_get(im, "collective_device_list");
-        if (cdl ? !pt_collective_device_list(P, &as, cdl) : !pt_rgroups_explicit(P, &as, im, im)) return 0;
+        if ((n = pt_get(im, "mesh_axes_replica_group_list")))   /* dropping it would make one group of all */
+            return pt_nerror(P, n, "replica groups over mesh axes are not supported in protos; export the groups as "
+                             "replica_groups or an iota list");
+        const pt_node *cdl = pt_get(im, "collective_device_list"), *iota = pt_get(im, "iota_collective_device_list");
+        if (iota ? !pt_iota_groups(P, &as, iota)
+                 : cdl ? !pt_collective_device_list(P, &as, cdl) : !pt_rgroups_explicit(P, &as, im, im))
+            return 0;
         if (!pt_bool(P, im, "constrain_layout", &bv) || (bv && !pt_attr_bool(P, &as, HK_CONSTRAIN_LAYOUT, 1, im))) return 0;
-        if ((o == HLO_ALL_GATHER || o == HLO_ALL_GATHER_START || o == HLO_REDUCE_SCATTER || o == HLO_ALL_TO_ALL) &&
+        /* XLA prints dimensions before use_global_device_ids, but after it on reduce-scatter */
+        if ((o == HLO_ALL_GATHER || o == HLO_ALL_GATHER_START || o == HLO_ALL_TO_ALL) &&
             !pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 0))
             return 0;
         if (o != HLO_ALL_TO_ALL && o != HLO_RAGGED_ALL_TO_ALL && o != HLO_COLLECTIVE_BROADCAST &&
             (!pt_bool(P, im, "use_global_device_ids", &bv) || (bv && !pt_attr_bool(P, &as, HK_USE_GLOBAL_DEVICE_IDS, 1, im))))
             return 0;
+        if (o == HLO_REDUCE_SCATTER && !pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 0)) return 0;
         break;
     }
     case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: {
@@ -1401,6 +1505,8 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
         if (!pt_int(P, im, "batch_group_count", 1, &iv) || (iv > 1 && !pt_attr_int(P, &as, HK_BATCH_GROUP_COUNT, iv, im))) return 0;
         if ((n = pt_get(im, "precision_config")) && !pt_precision(P, &as, n)) return 0;
         if (o == HLO_CONVOLUTION) {
+            /* XLA writes an empty sparsity_config on every convolution; a filled one tpusim cannot honour */
+            if ((n = pt_get(im, "sparsity_config")) && n->child) pt_warn_field(P, n, "instruction");
             if (!pt_get(im, "convolution_dimension_numbers"))
                 return pt_nerror(P, im, "convolution '%s' without convolution_dimension_numbers", in->name);
             break;
@@ -1614,22 +1720,8 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     const char *bc = pt_str(im, "backend_config");
     if (bc && *bc) {
         /* a JSON dict prints raw, anything else as an escaped string */
-        const char *txt = bc;
-        if (!pt_json_ok(bc)) {
-            ut_buf b;
-            ut_buf_init(&b);
-            ut_buf_putc(&b, '"');
-            for (const char *q = bc; *q; q++) {
-                unsigned char ch = (unsigned char)*q;
-                if (ch == '"' || ch == '\\') ut_buf_printf(&b, "\\%c", ch);
-                else if (ch < 0x20 || ch == 0x7f) ut_buf_printf(&b, "\\x%02x", ch);
-                else ut_buf_putc(&b, (char)ch);
-            }
-            ut_buf_putc(&b, '"');
-            txt = b.failed ? NULL : pt_mstrdup(P, b.data, b.len);
-            ut_buf_free(&b);
-            if (!txt) return pt_nomem(P);
-        }
+        const char *txt = pt_json_ok(bc) ? bc : pt_cescape(P, bc);
+        if (!txt) return 0;
         if (!pt_attr_text(P, &as, HK_BACKEND_CONFIG, HA_RAW, txt, pt_get(im, "backend_config"))) return 0;
     }
     if (pt_get(im, "output_operand_aliasing") || pt_get(im, "parameter_replication")) {
@@ -1663,7 +1755,7 @@ static int pt_computation(pt *P, const pt_node *cm, hlo_comp *c)
         if (!in) return pt_nomem(P);
         const char *nm = pt_str(im, "name");
         int64_t id;
-        if (!pt_int(P, im, "id", map.n + 1, &id)) return 0;
+        if (!pt_int(P, im, "id", 0, &id)) return 0;   /* proto3 leaves a zero id out */
         char fallback[64];
         if (!nm || !*nm) {
             const char *op = pt_str(im, "opcode");
@@ -1682,9 +1774,10 @@ static int pt_computation(pt *P, const pt_node *cm, hlo_comp *c)
         c->instrs[c->ninstrs++] = in;
         if (in->op == HLO_PARAMETER && in->param_no > maxp) maxp = in->param_no;
     }
+    /* root_id 0 is left out too; without it and without an instruction of id 0, the last instruction */
     int64_t root_id;
-    if (!pt_int(P, cm, "root_id", -1, &root_id)) return 0;
-    c->root = root_id >= 0 ? pt_find(&map, root_id) : c->instrs[c->ninstrs - 1];
+    if (!pt_int(P, cm, "root_id", 0, &root_id)) return 0;
+    c->root = pt_get(cm, "root_id") || pt_find(&map, 0) ? pt_find(&map, root_id) : c->instrs[c->ninstrs - 1];
     if (!c->root) return pt_nerror(P, cm, "computation '%s': root_id %lld is not one of its instructions", c->name,
                                    (long long)root_id);
     c->root->is_root = 1;
@@ -1753,9 +1846,27 @@ static int pt_frames(pt *P, const pt_node *fm)
     return 1;
 }
 
+/* entry_computation_layout from host_program_shape, as XLA sets it when it makes a module from a proto */
+static int pt_entry_layout(pt *P, pt_attrs *as, const pt_node *ps)
+{
+    const pt_node *res = pt_get(ps, "result");
+    if (!res) return 1;
+    hlo_attr *a = pt_attr(P, as, HK_ENTRY_COMPUTATION_LAYOUT, HA_PROGSHAPE, ps);
+    if (!a) return 0;
+    int n = pt_count(ps, "parameters");
+    a->v.prog.result = ut_arena_alloc(&P->m->arena, sizeof(hlo_shape));
+    a->v.prog.params = ut_arena_alloc(&P->m->arena, (size_t)(n + 1) * sizeof(hlo_shape));
+    if (!a->v.prog.result || !a->v.prog.params) return pt_nomem(P);
+    for (const pt_node *c = ps->child; c; c = c->next)
+        if (pt_is(c, "parameters") && !pt_shape(P, c, &a->v.prog.params[a->v.prog.n++])) return 0;
+    return pt_shape(P, res, a->v.prog.result);
+}
+
+/* Header attributes in the order XLA prints them (HloModule::Print). */
 static int pt_module_attrs(pt *P, const pt_node *mm, const pt_node *config, pt_attrs *as)
 {
     const pt_node *n;
+    if ((n = pt_get(mm, "schedule")) && n->is_msg && !pt_attr_bool(P, as, HK_IS_SCHEDULED, 1, n)) return 0;
     if ((n = pt_get(mm, "input_output_alias")) && pt_count(n, "entries")) {
         int ne = pt_count(n, "entries");
         hlo_attr *a = pt_attr(P, as, HK_INPUT_OUTPUT_ALIAS, HA_ALIAS, n);
@@ -1800,6 +1911,7 @@ static int pt_module_attrs(pt *P, const pt_node *mm, const pt_node *config, pt_a
         ut_buf_free(&b);
         if (!ok) return P->failed ? 0 : pt_nomem(P);
     }
+    if ((n = pt_get(mm, "host_program_shape")) && n->is_msg && !pt_entry_layout(P, as, n)) return 0;
     if (config) {
         int64_t v;
         if (!pt_int(P, config, "replica_count", 1, &v)) return 0;
@@ -1870,7 +1982,7 @@ static int pt_module(pt *P, const pt_node *root)
         if (!c) return pt_nomem(P);
         const char *cn = pt_str(cm, "name");
         int64_t id;
-        if (!pt_int(P, cm, "id", P->ncomps + 1, &id)) return 0;
+        if (!pt_int(P, cm, "id", 0, &id)) return 0;
         char fallback[40];
         if (!cn || !*cn) {
             snprintf(fallback, sizeof fallback, "computation.%lld", (long long)id);
@@ -1946,8 +2058,8 @@ int hlo_is_proto_text(const char *text, size_t len)
     return 0;
 }
 
-tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, const char *filename, int line_offset,
-                                hlo_module **out)
+tpu_status hlo_proto_build(tpu_ctx *ctx, const pt_node *root, const char *file, int line_offset, int binary,
+                           hlo_module **out)
 {
     *out = NULL;
     hlo_module *m = ut_calloc(1, sizeof *m);
@@ -1957,23 +2069,14 @@ tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, cons
     memset(&P, 0, sizeof P);
     P.ctx = ctx;
     P.m = m;
-    P.file = filename ? filename : "<hlo>";
+    P.file = file ? file : "<hlo>";
     P.line_offset = line_offset;
-    P.src = P.p = text;
-    P.end = text + len;
-    P.line = 1;
-    P.line_start = text;
-    ut_arena_init(&P.tree);
+    P.binary = binary;
+    P.src = P.p = P.end = P.line_start = "";   /* no text: messages without a field have no position */
+    ut_arena_init(&P.tree);   /* scratch: id maps, warned paths */
     m->from_proto = 1;
     m->filename = ut_arena_strdup(&m->arena, P.file);
-    pt_node root;
-    memset(&root, 0, sizeof root);
-    root.name = "";
-    root.is_msg = 1;
-    int ok = m->filename != NULL;
-    if (ok && memchr(text, 0, len)) ok = pt_error(&P, "NUL byte in the text");
-    if (ok) ok = pt_body(&P, &root, 0);
-    if (ok) ok = pt_module(&P, &root);
+    int ok = m->filename != NULL && pt_module(&P, root);
     ut_arena_free(&P.tree);
     if (!ok) {
         tpu_status st = P.failed && ctx && ctx->err && !strcmp(ctx->err, "out of memory") ? TPU_ERR_NOMEM : TPU_ERR_PARSE;
@@ -1983,4 +2086,32 @@ tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, cons
     }
     *out = m;
     return TPU_OK;
+}
+
+tpu_status hlo_parse_proto_text(tpu_ctx *ctx, const char *text, size_t len, const char *filename, int line_offset,
+                                hlo_module **out)
+{
+    *out = NULL;
+    pt P;
+    memset(&P, 0, sizeof P);
+    P.ctx = ctx;
+    P.file = filename ? filename : "<hlo>";
+    P.line_offset = line_offset;
+    P.src = P.p = text;
+    P.end = text + len;
+    P.line = 1;
+    P.line_start = text;
+    ut_arena_init(&P.tree);
+    pt_node root;
+    memset(&root, 0, sizeof root);
+    root.name = "";
+    root.is_msg = 1;
+    int ok = 1;
+    if (memchr(text, 0, len)) ok = pt_error(&P, "NUL byte in the text");
+    if (ok) ok = pt_body(&P, &root, 0);
+    tpu_status st;
+    if (ok) st = hlo_proto_build(ctx, &root, P.file, line_offset, 0, out);
+    else st = ctx && ctx->err && !strcmp(ctx->err, "out of memory") ? TPU_ERR_NOMEM : TPU_ERR_PARSE;
+    ut_arena_free(&P.tree);
+    return st;
 }

@@ -286,3 +286,8 @@ tpu_status tpu_profile_write_html(tpu_ctx *ctx, const tpu_profile *p, const char
     ut_buf_free(&b);
     return st;
 }
+
+double tpu_profile_flops(const tpu_profile *p) { return p->tim->flops; }
+double tpu_profile_hbm_bytes(const tpu_profile *p) { return (double)p->tim->hbm_bytes; }
+double tpu_profile_ici_bytes(const tpu_profile *p) { return (double)p->tim->ici_bytes; }
+double tpu_profile_device_time(const tpu_profile *p) { return p->tim->device_s; }

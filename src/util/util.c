@@ -380,7 +380,8 @@ char *ut_buf_take(ut_buf *b)
 
 /* ---- files ---- */
 
-static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_t *len, int text)
+static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_t *len, int text,
+                              int (*binary)(const char *head, size_t n))
 {
     *data = NULL;
     *len = 0;
@@ -416,6 +417,7 @@ static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_
             cap *= 2;
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
+        if (text && binary && n == 0 && binary(buf, r)) text = 0;
         const char *nul = text && r ? memchr(buf + n, 0, r) : NULL;
         if (nul) {
             size_t at = (size_t)(nul - buf);
@@ -445,12 +447,18 @@ static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_
 
 tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len)
 {
-    return ut_read_any(ctx, path, data, len, 0);
+    return ut_read_any(ctx, path, data, len, 0, NULL);
 }
 
 tpu_status ut_read_text(tpu_ctx *ctx, const char *path, char **data, size_t *len)
 {
-    return ut_read_any(ctx, path, data, len, 1);
+    return ut_read_any(ctx, path, data, len, 1, NULL);
+}
+
+tpu_status ut_read_text_or_binary(tpu_ctx *ctx, const char *path, int (*binary)(const char *head, size_t n), char **data,
+                                  size_t *len)
+{
+    return ut_read_any(ctx, path, data, len, 1, binary);
 }
 
 static void ut_out_free(ut_out *o)
@@ -576,4 +584,13 @@ double ut_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+tpu_status tpu_set_error(tpu_ctx *ctx, tpu_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tpu_status r = ut_verr(ctx, st, fmt, ap);
+    va_end(ap);
+    return r;
 }

@@ -90,6 +90,9 @@ tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len
 /* The same for text (HLO, JSON, configs): a NUL byte stops the read at once ("not a text file"), so a binary
  * file or /dev/zero fails in the first block, not after gigabytes. */
 tpu_status ut_read_text(tpu_ctx *ctx, const char *path, char **data, size_t *len);
+/* Text, unless binary(first block, its length) says the file is in a binary format: then it is read as bytes. */
+tpu_status ut_read_text_or_binary(tpu_ctx *ctx, const char *path, int (*binary)(const char *head, size_t n), char **data,
+                                  size_t *len);
 
 /* Output files. A regular file (or a new one) is written to a temporary beside it and renamed over it only
  * when everything was written, so a full disk or a crash never leaves a truncated file and an old file stays

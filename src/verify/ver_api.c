@@ -1,16 +1,12 @@
-/* ver_api.c — the public loaders: read HLO text or HloModuleProto text, then infer the shapes the text left
- * out, so every module handed out is complete. */
+/* ver_api.c — the public loaders: read HLO text or an HloModuleProto (protobuf text or binary), then infer
+ * the shapes the text left out, so every module handed out is complete. */
 #include "verify.h"
 
 #include <string.h>
 
-/* Parses one module in whichever format the text is, then fills in omitted shapes. */
-static tpu_status ver_parse_any(tpu_ctx *ctx, const char *text, size_t len, const char *file, int line_offset,
-                                tpu_module **out)
+/* Fills in the shapes a freshly parsed module left out; frees it on failure. */
+static tpu_status ver_complete(tpu_ctx *ctx, tpu_status st, tpu_module **out)
 {
-    *out = NULL;
-    tpu_status st = hlo_is_proto_text(text, len) ? hlo_parse_proto_text(ctx, text, len, file, line_offset, out)
-                                                 : hlo_parse(ctx, text, len, file, line_offset, out);
     if (st) return st;
     st = ver_fill_shapes(ctx, *out);
     if (st) {
@@ -18,6 +14,34 @@ static tpu_status ver_parse_any(tpu_ctx *ctx, const char *text, size_t len, cons
         *out = NULL;
     }
     return st;
+}
+
+/* A file named *.pb holds a binary proto whatever its first bytes look like (XLA's dumps: *.hlo.pb). */
+static int ver_is_pb_name(const char *file)
+{
+    size_t n = file ? strlen(file) : 0;
+    return n > 3 && !strcmp(file + n - 3, ".pb");
+}
+
+/* Whether a file's first block is a binary proto: it starts with the tag of field 1, 2 or 3 (bytes 0x0a, 0x12,
+ * 0x1a) and looks binary. Anything else is read as text, which stops at the first NUL byte (/dev/zero, a
+ * binary file of another kind) instead of reading up to the input limit. */
+static int ver_head_is_binary(const char *head, size_t n)
+{
+    return n > 0 && (head[0] == 0x0a || head[0] == 0x12 || head[0] == 0x1a) && hlo_is_proto_bin(head, n);
+}
+
+/* Parses one module in whichever format the bytes are: binary proto, proto text or HLO text. */
+static tpu_status ver_parse_any(tpu_ctx *ctx, const char *text, size_t len, const char *file, int line_offset,
+                                tpu_module **out)
+{
+    *out = NULL;
+    tpu_status st;
+    if (hlo_is_proto_bin(text, len) || (line_offset == 0 && ver_is_pb_name(file)))
+        st = hlo_parse_proto_bin(ctx, text, len, file, out);
+    else if (hlo_is_proto_text(text, len)) st = hlo_parse_proto_text(ctx, text, len, file, line_offset, out);
+    else st = hlo_parse(ctx, text, len, file, line_offset, out);
+    return ver_complete(ctx, st, out);
 }
 
 tpu_status tpu_module_parse(tpu_ctx *ctx, const char *text, size_t len, const char *filename, tpu_module **out)
@@ -28,6 +52,14 @@ tpu_status tpu_module_parse(tpu_ctx *ctx, const char *text, size_t len, const ch
     return ver_parse_any(ctx, text, len, filename, 0, out);
 }
 
+tpu_status tpu_module_parse_proto(tpu_ctx *ctx, const void *bytes, size_t len, const char *what, tpu_module **out)
+{
+    if (!out) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_parse_proto: out is NULL");
+    *out = NULL;
+    if (!bytes && len) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_parse_proto: bytes is NULL");
+    return ver_complete(ctx, hlo_parse_proto_bin(ctx, bytes ? bytes : "", len, what, out), out);
+}
+
 tpu_status tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out)
 {
     if (!out) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_load: out is NULL");
@@ -35,7 +67,8 @@ tpu_status tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out)
     if (!path) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_load: path is NULL");
     char *text;
     size_t len;
-    tpu_status st = ut_read_text(ctx, path, &text, &len);
+    tpu_status st = ver_is_pb_name(path) ? ut_read_file(ctx, path, &text, &len)
+                                         : ut_read_text_or_binary(ctx, path, ver_head_is_binary, &text, &len);
     if (st) return st;
     st = ver_parse_any(ctx, text, len, path, 0, out);
     ut_free(text);
@@ -75,8 +108,21 @@ tpu_status tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***o
     if (!path) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_load_split: path is NULL");
     char *text;
     size_t len;
-    tpu_status st = ut_read_text(ctx, path, &text, &len);
+    tpu_status st = ver_is_pb_name(path) ? ut_read_file(ctx, path, &text, &len)
+                                         : ut_read_text_or_binary(ctx, path, ver_head_is_binary, &text, &len);
     if (st) return st;
+    if (hlo_is_proto_bin(text, len) || ver_is_pb_name(path)) {   /* a binary proto holds one module: no split */
+        tpu_module **one = ut_calloc(1, sizeof *one);
+        st = one ? ver_parse_any(ctx, text, len, path, 0, one) : ut_nomem(ctx);
+        ut_free(text);
+        if (st) {
+            ut_free(one);
+            return st;
+        }
+        *out = one;
+        *count = 1;
+        return TPU_OK;
+    }
     tpu_module **mods = NULL;
     int n = 0, cap = 0;
     const char *chunk = text, *line = text, *end = text + len;

@@ -366,6 +366,8 @@ static vc_cc_kind vc_custom_call_kind(const char *t)
     static const char *const noop[] = {
         "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",   /* SPMD partitioner markers */
         "MoveToHost", "MoveToDevice", "LayoutConstraint",             /* placement and layout markers */
+        "dce_sink",                                                   /* jax.lax.dce_sink: keeps a value alive */
+        "xla.sdy.FuncResultSharding",   /* Shardy's result-sharding marker, removed by XLA's Shardy import */
         NULL};
     static const char *const tpu[] = {"tpu_custom_call", "ApproxTopK", "PartialReduce", "TopK", "X64Combine",
                                       "X64SplitLow", "X64SplitHigh", "PadToStatic", "SliceToDynamic", NULL};

@@ -1458,6 +1458,7 @@ static ver_infer_status vi_while(vi *v)
 
 static ver_infer_status vi_conditional(vi *v)
 {
+    if (NOPS < 1) return vi_fail(v, "needs at least one operand (the branch selector)");
     VI_TRY(vi_need_array(v, 0, "the branch selector"));
     const hlo_shape *sel = OPS(0);
     if (sel->rank != 0 || (sel->dtype != TPU_PRED && sel->dtype != TPU_S32))

@@ -38,4 +38,14 @@ expect_out 0 "ROOT %r = f64\[4\] add\(f64\[4\] %p, f64\[4\] %p\)" "$BIN" print "
 # print's output parses back and prints the same
 "$BIN" print "$ck_tmp/f64.hlo" >"$ck_tmp/p1.hlo" 2>&1 && "$BIN" print "$ck_tmp/p1.hlo" >"$ck_tmp/p2.hlo" 2>&1 &&
     cmp -s "$ck_tmp/p1.hlo" "$ck_tmp/p2.hlo" && ok || bad "print is not a fixed point"
+# binary HloModuleProto / HloProto / HloSnapshot files (tests/golden/proto/): every command reads them
+PB=tests/golden/proto
+expect_out 0 "^verdict: compatible with a TPU" "$BIN" check "$PB/mlp.pb"
+expect_out 0 "ROOT %reduce_sum.0 = f32\[2\]\{0\} reduce" "$BIN" print "$PB/dump_after.pb"
+expect_out 0 "out0 +f32\[4,3\]" "$BIN" run "$PB/mlp.pb" --random-inputs
+expect_out 0 "^Fits in hbm" "$BIN" memory "$PB/conv.pb" --chip v3-8
+expect_out 0 "step time" "$BIN" profile "$PB/dump_snapshot.pb" --chip v3-8
+expect_out 0 "8 outputs on 4 devices" "$BIN" run "$PB/collectives.pb" --random-inputs --replicas 4
+head -c 500 "$PB/control.pb" >"$ck_tmp/cut.pb"
+expect_out 2 "cut.pb: byte 22: computations\[0\]: length 1021 runs past the end of the message" "$BIN" check "$ck_tmp/cut.pb"
 rm -rf "$ck_tmp"
