@@ -299,3 +299,33 @@ TEST(hostile_large_programs)
         free(text);
     }
 }
+
+/* The replicated runtime verifies the module with the counts its devices see (an all-gather's result depends
+ * on the group size), and keeps that verdict only for those counts. */
+TEST(hostile_replicated_views_verify)
+{
+    static const char *text = "HloModule ag\nENTRY e {\n  p = f32[2] parameter(0)\n"
+                              "  ROOT g = f32[8] all-gather(p), replica_groups={}, dimensions={0}\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE_OK(ctx, tpu_module_parse(ctx, text, strlen(text), "ag.hlo", &m));
+    int64_t two = 2;
+    tpu_tensor *x = NULL;
+    REQUIRE_OK(ctx, tpu_tensor_new(ctx, TPU_F32, 1, &two, &x));
+    for (int round = 0; round < 2; round++) {
+        tpu_system *s4 = NULL, *s2 = NULL;
+        tpu_tensor **in[4] = {&x, &x, &x, &x}, **out[4] = {NULL};
+        int nout = 0;
+        REQUIRE_OK(ctx, tpu_system_new(ctx, "4", &s4));
+        CHECK_OK(ctx, tpu_system_run(ctx, s4, m, NULL, in, 1, out, &nout));
+        tpu_system_outputs_free(out, 4, nout);
+        REQUIRE_OK(ctx, tpu_system_new(ctx, "2", &s2));
+        CHECK_EQ_INT(tpu_system_run(ctx, s2, m, NULL, in, 1, out, &nout), TPU_ERR_SHAPE);
+        CHECK(strstr(tpu_errmsg(ctx), "does not verify") != NULL);
+        tpu_system_free(s4);
+        tpu_system_free(s2);
+    }
+    tpu_tensor_free(x);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

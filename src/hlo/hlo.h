@@ -277,6 +277,8 @@ struct tpu_module {
     int         verified;     /* ver_require's verdict, kept (modules do not change once loaded): 0 not yet,
                                  1 verifies, -1 does not; read and written atomically (several threads run one
                                  module) */
+    int64_t     verified_split;   /* replicas << 32 | partitions of the last replicated run's view that
+                                     verified (the runtime's view of the module with other counts), or 0 */
 };
 typedef struct tpu_module hlo_module;
 
