@@ -2496,6 +2496,7 @@ tpu_status hlo_parse(tpu_ctx *ctx, const char *text, size_t len, const char *fil
     if (!ok) {
         tpu_status st = P.failed && ctx && ctx->err && !strcmp(ctx->err, "out of memory") ? TPU_ERR_NOMEM : TPU_ERR_PARSE;
         if (!P.failed) st = ut_nomem(ctx);
+        if (st == TPU_ERR_NOMEM) ut_err_prefix(ctx, "%s: parsing %zu bytes of HLO text", P.file, len);
         hlo_module_free(m);
         return st;
     }
