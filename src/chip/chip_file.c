@@ -387,7 +387,7 @@ tpu_status chp_chip_load(tpu_ctx *ctx, const char *path, chp_slice *out)
 {
     char *text;
     size_t len;
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ut_read_text(ctx, path, &text, &len);
     if (st) return st;
     st = chp_chip_parse_json(ctx, text, len, path, out);
     ut_free(text);

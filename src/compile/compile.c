@@ -23,11 +23,33 @@ const char *cmp_op_kind_name(cmp_op_kind k)
 
 /* ---- sizes ---- */
 
+/* a * b and a + b for sizes, saturating at INT64_MAX (shapes are user input; cmp_check_sizes bounds the
+ * totals the planner adds up) */
+static int64_t cmp_mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t cmp_add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* n rounded up to a multiple of m (m > 0), saturating */
+static int64_t cmp_round_up_sat(int64_t n, int64_t m)
+{
+    if (n <= 0 || m <= 1) return n < 0 ? 0 : n;
+    return cmp_mul_sat(n / m + (n % m != 0), m);
+}
+
 int64_t cmp_unpadded_bytes(const hlo_shape *s)
 {
     if (!hlo_shape_is_array(s)) return 0;
     int bits = tpu_dtype_bits((tpu_dtype)s->dtype);
-    return (hlo_shape_count(s) * bits + 7) / 8;
+    int64_t b = cmp_mul_sat(hlo_shape_count(s), bits);
+    return b == INT64_MAX ? b : (b + 7) / 8;
 }
 
 /* Bytes of an array with its layout. Tiles written in the layout (a program the TPU compiler produced)
@@ -48,20 +70,55 @@ int64_t cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s)
         } else if (t->n == 1 || s->rank == 1) {
             /* a 1-D tile over the minor dimension */
             int64_t tm = t->d[t->n - 1];
-            for (int i = 0; i < s->rank; i++) elems *= i == m2m[0] ? (s->dims[i] + tm - 1) / tm * tm : s->dims[i];
+            for (int i = 0; i < s->rank; i++)
+                elems = cmp_mul_sat(elems, i == m2m[0] ? cmp_round_up_sat(s->dims[i], tm) : s->dims[i]);
         } else {
             for (int i = 0; i < s->rank; i++) {
                 int64_t d = s->dims[i];
-                if (i == m2m[0]) d = (d + t->d[1] - 1) / t->d[1] * t->d[1];
-                else if (i == m2m[1]) d = (d + t->d[0] - 1) / t->d[0] * t->d[0];
-                elems *= d;
+                if (i == m2m[0]) d = cmp_round_up_sat(d, t->d[1]);
+                else if (i == m2m[1]) d = cmp_round_up_sat(d, t->d[0]);
+                elems = cmp_mul_sat(elems, d);
             }
         }
-        int64_t bytes = (elems * bits + 7) / 8;
+        int64_t bytes = cmp_mul_sat(elems, bits);
+        bytes = bytes == INT64_MAX ? bytes : (bytes + 7) / 8;
         int64_t minb = chip && chip->generation >= 5 ? 512 : 1024;
         return bytes < minb ? minb : bytes;
     }
     return chp_padded_bytes(chip, (tpu_dtype)s->dtype, s->rank, s->dims, m2m);
+}
+
+/* The most bytes the planner may add up (2 EiB). Every array leaf of every instruction counts with the most
+ * padding any layout could give it; past the limit the program is refused here, so the sums of buffer
+ * assignment (peaks, offsets, copies the compiler adds) cannot overflow. */
+#define CMP_MAX_TOTAL_BYTES ((int64_t)1 << 61)
+
+static int64_t cmp_leaf_bound(const chp_chip *chip, const hlo_shape *s)
+{
+    if (hlo_shape_is_tuple(s)) {
+        int64_t b = 0;
+        for (int i = 0; i < s->ntuple; i++) b = cmp_add_sat(b, cmp_leaf_bound(chip, &s->tuple[i]));
+        return b;
+    }
+    if (!hlo_shape_is_array(s)) return 0;
+    int64_t worst = cmp_mul_sat(cmp_unpadded_bytes(s), 4096), written = cmp_padded_bytes(chip, s);
+    return cmp_add_sat(worst > written ? worst : written, 4096);
+}
+
+static tpu_status cmp_check_sizes(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip)
+{
+    int64_t total = 0;
+    for (int ci = 0; ci < m->ncomps; ci++)
+        for (int i = 0; i < m->comps[ci]->ninstrs; i++) {
+            const hlo_instr *in = m->comps[ci]->instrs[i];
+            total = cmp_add_sat(total, cmp_leaf_bound(chip, &in->shape));
+            if (total > CMP_MAX_TOTAL_BYTES) {
+                char w[300];
+                return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: the program's arrays add up to more than 2^61 bytes by '%s': "
+                              "beyond what tpusim plans", hlo_where(m, in, w, sizeof w), in->name);
+            }
+        }
+    return TPU_OK;
 }
 
 /* The layout the TPU compiler gives an unconstrained array: size-1 dimensions major-most and, among the
@@ -223,6 +280,7 @@ typedef struct cmp_state {
     const hlo_layout **lay;          /* assigned layout of each array-shaped instruction (NULL: as written) */
     int               auto_layout;   /* unoptimized program: unconstrained tuple leaves get min-padding layouts */
     int               compiled;      /* the TPU compiler's output (tiled layouts): no fusion of our own */
+    uint8_t          *is_body;       /* per computation: some while loop's body */
 } cmp_state;
 
 static int cmp_gid(const cmp_state *C, const hlo_instr *in) { return C->comp_base[in->parent->id] + in->id; }
@@ -1283,11 +1341,22 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         if (st) goto done;
     }
     if (is_entry) cmp_apply_io_alias(C);
-    /* 5. op inputs/outputs and live ranges (on owners) */
-    /* walking operands through duplicated producers visits each instruction once per op (stamps): chains of
-     * them that share operands would otherwise be walked once per path */
+    /* 5. op inputs/outputs and live ranges (on owners). Walking operands through duplicated producers visits
+     * each instruction once per op (stamps): chains of them that share operands would otherwise be walked once
+     * per path. Which op an instruction belongs to, and which values an op already reads, are looked up the
+     * same way, so an op of many members or inputs costs no more than its size. */
     walked = ut_calloc((size_t)n + 1, sizeof *walked);
-    if (!walked) st = ut_nomem(C->ctx);
+    int *op_of = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *seen_v = ut_malloc((size_t)(C->nvalues + 1) * sizeof(int));
+    if (!walked || !op_of || !seen_v) {
+        ut_free(op_of);
+        ut_free(seen_v);
+        st = ut_nomem(C->ctx);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) op_of[i] = -1;
+    for (int v = 0; v <= C->nvalues; v++) seen_v[v] = -1;
+    for (int k = 0; k < plan->nops; k++)
+        for (int m = 0; m < plan->ops[k].ninstrs; m++) op_of[plan->ops[k].instrs[m]->id] = k;
     for (int k = 0; k < plan->nops && !st; k++) {
         cmp_op *op = &plan->ops[k];
         if (op->kind == CMP_NOOP) continue;
@@ -1330,18 +1399,15 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
                     continue;
                 }
-                int outside = 1;
-                for (int q = 0; q < op->ninstrs && outside; q++) outside = op->instrs[q] != src;
-                if (!outside) continue;
+                if (src->parent == c && op_of[src->id] == k) continue;   /* inside the op */
                 int nsl = C->leaf_count[cmp_gid(C, src)];
                 int *sv = cmp_leaves(C, src);
                 for (int l = 0; l < nsl; l++) {
                     int v = cmp_owner(p, sv[l]);
                     if (v < 0) continue;
-                    int dupv = 0;
-                    for (int q = 0; q < nin && !dupv; q++) dupv = op->in[q] == v;
-                    if (dupv) continue;
+                    if (v < C->nvalues && seen_v[v] == k) continue;   /* read already */
                     if (nin == cap) break;
+                    if (v < C->nvalues) seen_v[v] = k;
                     op->in[nin++] = v;
                     if (p->values[v].comp == c->id && k > p->values[v].end) p->values[v].end = k;
                 }
@@ -1357,6 +1423,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             if (p->values[v].end < k) p->values[v].end = k;
         }
     }
+    ut_free(op_of);
+    ut_free(seen_v);
     if (st) goto done;
     /* 5c. in place: an elementwise op writes its result over an operand of the same shape that it reads for
      * the last time (XLA's buffer sharing between an elementwise user and its operand) */
@@ -1380,13 +1448,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     if (is_entry && C->auto_layout) st = cmp_conv_operand_copies(C, plan, dup);
     if (st) goto done;
     /* values reaching the computation's result live to the end; entry results are outputs */
-    int body_of_while = 0;
-    for (int ci = 0; ci < p->m->ncomps && !body_of_while && !is_entry; ci++)
-        for (int i = 0; i < p->m->comps[ci]->ninstrs && !body_of_while; i++) {
-            const hlo_instr *w = p->m->comps[ci]->instrs[i];
-            const hlo_attr *ba = w->op == HLO_WHILE ? hlo_attr_find(w, HK_BODY) : NULL;
-            body_of_while = ba && ba->v.comps.n > 0 && ba->v.comps.v[0] == c;
-        }
+    int body_of_while = !is_entry && C->is_body[c->id];
     {
         int nl = C->leaf_count[cmp_gid(C, c->root)];
         int *rv = cmp_leaves(C, c->root);
@@ -1525,7 +1587,8 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
     C.ctx = ctx;
     C.p = p;
     C.chip = chip;
-    tpu_status st = TPU_OK;
+    tpu_status st = cmp_check_sizes(ctx, m, chip);
+    if (st) goto done;
     C.comp_base = ut_calloc((size_t)m->ncomps + 1, sizeof *C.comp_base);
     p->plans = ut_calloc((size_t)m->ncomps, sizeof *p->plans);
     C.plan_done = ut_calloc((size_t)m->ncomps, 1);
@@ -1582,6 +1645,17 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
         ut_free(fill);
         if (st) goto done;
     }
+    /* which computations are while bodies (a plan asks for its own computation: one pass, not one per plan) */
+    if (!(C.is_body = ut_calloc((size_t)m->ncomps + 1, 1))) {
+        st = ut_nomem(ctx);
+        goto done;
+    }
+    for (int ci = 0; ci < m->ncomps; ci++)
+        for (int i = 0; i < m->comps[ci]->ninstrs; i++) {
+            const hlo_instr *w = m->comps[ci]->instrs[i];
+            const hlo_attr *ba = w->op == HLO_WHILE ? hlo_attr_find(w, HK_BODY) : NULL;
+            if (ba && ba->v.comps.n > 0 && ba->v.comps.v[0]) C.is_body[ba->v.comps.v[0]->id] = 1;
+        }
     st = cmp_assign_layouts(&C);
     if (st) goto done;
     st = cmp_plan_comp(&C, m->entry, &p->entry);
@@ -1614,6 +1688,7 @@ done:
     ut_free(C.leaf_first);
     ut_free(C.leaf_val);
     ut_free(C.plan_done);
+    ut_free(C.is_body);
     p->comp_base = C.comp_base;   /* kept: the timing model asks for assigned layouts */
     p->lay = C.lay;
     if (st) {

@@ -4,6 +4,7 @@
  * tpu_random_inputs, the public entry points. */
 #include "exec.h"
 #include "exe_fuse.h"
+#include "verify/verify.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -510,8 +511,9 @@ static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_valu
         tpu_status st = exe_alloc(S, in, &t);
         if (st) return st;
         if (nb != t->nbytes) {
+            size_t tb = t->nbytes;   /* read before t is released */
             exe_tensor_release(t);
-            return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands hold %zu bytes, the result %zu", nb, t->nbytes);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands hold %zu bytes, the result %zu", nb, tb);
         }
         size_t off = 0;
         for (int i = 0; i < in->nops; i++) {
@@ -826,10 +828,31 @@ exe_value *exe_take_unique(exe_state *S, int k)
     return exe_take_operand(S, k);
 }
 
+/* Counts one step (an instruction run, or a computation called) against the caller's limits (only called when
+ * there are limits: a clock read costs less than the smallest kernel). */
+static tpu_status exe_tick(exe_state *S, const hlo_instr *in)
+{
+    S->steps++;
+    if (S->max_steps && S->steps > S->max_steps)
+        return exe_fail(S, in, TPU_ERR_LIMIT, "stopped: the step limit (%lld instructions run; tpu_run_opts.max_steps, "
+                        "tpusim run --max-steps) was reached here", (long long)S->max_steps);
+    if (S->deadline > 0 && ut_now() > S->deadline)
+        return exe_fail(S, in, TPU_ERR_LIMIT, "stopped: the time limit (tpu_run_opts.max_seconds, tpusim run --timeout) "
+                        "was reached here after %lld instructions", (long long)S->steps);
+    return TPU_OK;
+}
+
 tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, uint64_t owned,
                           exe_value **out)
 {
     *out = NULL;
+    if (S->max_steps || S->deadline > 0) {
+        tpu_status lst = exe_tick(S, c->root);
+        if (lst) {
+            exe_drop_owned(args, nargs, owned);
+            return lst;
+        }
+    }
     if (nargs != c->nparams) {
         exe_drop_owned(args, nargs, owned);
         return ut_err(S->ctx, TPU_ERR_SHAPE, "computation '%s' takes %d arguments, called with %d", c->name, c->nparams, nargs);
@@ -864,6 +887,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         const hlo_instr *in = c->instrs[i];
         hlo_op op = (hlo_op)in->op;
         int fg = ci->fgroup_of[i];
+        if ((S->max_steps || S->deadline > 0) && (st = exe_tick(S, in))) break;
         if (fg >= 0) {
             const exe_fgroup *G = &ci->fgroups[fg];
             if (G->root != in) continue;   /* computed inside its group's loop */
@@ -1097,12 +1121,20 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     S.replica_id = o.replica_id;
     S.verbose = o.verbose;
     S.host = o.host;
+    if (o.max_steps < 0 || !(o.max_seconds >= 0))
+        return ut_err(ctx, TPU_ERR_INVALID, "tpu_run_opts: max_steps (%lld) and max_seconds (%g) must be 0 (no limit) or "
+                      "positive", (long long)o.max_steps, o.max_seconds);
+    S.max_steps = o.max_steps;
+    S.deadline = o.max_seconds > 0 ? ut_now() + o.max_seconds : 0;
     if (cfg) {
         S.replica_id = cfg->replica_id;
         S.partition_id = cfg->partition_id;
         S.coll = cfg->coll;
         S.trip_counts = cfg->trip_counts;
     }
+    /* nothing runs that does not verify: the kernels trust the shapes the verifier checked */
+    tpu_status vst = ver_require(ctx, m);
+    if (vst) return vst;
     const hlo_comp *e = m->entry;
     int want = 0;
     for (int i = 0; i < e->nparams; i++) want += exe_count_leaves(&e->params[i]->shape);
@@ -1152,7 +1184,12 @@ static tpu_status exe_random_leaf(tpu_ctx *ctx, const hlo_shape *s, uint64_t see
     if (!hlo_shape_is_array(s)) return TPU_OK;
     if (s->dyn_mask) return ut_err(ctx, TPU_ERR_UNSUPPORTED, "parameter %d has a dynamic shape", k);
     tpu_tensor *t = ten_alloc_uninit((tpu_dtype)s->dtype, s->rank, s->dims);
-    if (!t) return ut_nomem(ctx);
+    if (!t) {
+        char b[128];
+        return ut_err(ctx, TPU_ERR_NOMEM, "input %d (%s, %.3g GB): out of memory (this machine has %.3g GB)", k,
+                      hlo_shape_str(s, b, sizeof b), (double)hlo_shape_count(s) * (double)tpu_dtype_size((tpu_dtype)s->dtype) / 1e9,
+                      (double)ten_max_bytes() / 1e9);
+    }
     uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(k + 1));
     char kind = tpu_dtype_kind(t->dtype);
     for (int64_t i = 0; i < t->count; i++) {
@@ -1190,6 +1227,8 @@ tpu_status tpu_random_inputs(tpu_ctx *ctx, const tpu_module *m, uint64_t seed, t
 {
     *inputs = NULL;
     *count = 0;
+    tpu_status vst = ver_require(ctx, m);   /* inputs for a program that will not run are not made */
+    if (vst) return vst;
     const hlo_comp *e = m->entry;
     int total = 0;
     for (int i = 0; i < e->nparams; i++) total += exe_count_leaves(&e->params[i]->shape);

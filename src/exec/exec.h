@@ -68,6 +68,9 @@ typedef struct exe_state {
      * transpose's result directly (this shape), as the swapped product rhs^T . lhs^T, and the transpose passes
      * it on (XLA:CPU folds the same transposes into its dots) */
     const hlo_shape  *cur_dot_out;
+    /* the caller's limits (tpu_run_opts.max_steps, max_seconds): instructions run so far, and when to stop */
+    int64_t           steps, max_steps;
+    double            deadline;     /* ut_now() past which the run stops; 0: none */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);

@@ -265,14 +265,7 @@ const char *tpu_profile_advice(tpu_profile *p)
     return p->advice;
 }
 
-static tpu_status prf_write(tpu_ctx *ctx, const char *path, ut_buf *b)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int bad = fwrite(b->data, 1, b->len, f) != b->len;
-    bad |= fclose(f) != 0;
-    return bad ? ut_err(ctx, TPU_ERR_IO, "%s: write error", path) : TPU_OK;
-}
+static tpu_status prf_write(tpu_ctx *ctx, const char *path, ut_buf *b) { return ut_write_file(ctx, path, b->data, b->len, 0); }
 
 tpu_status tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path)
 {

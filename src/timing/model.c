@@ -565,9 +565,17 @@ static tim_op *tim_push(tim_state *T)
     return t;
 }
 
+/* Op executions the timeline of one step may list: sub-plans are walked once per call site, so calls that
+ * fan out (f calls g twice, g calls h twice, ...) could list exponentially many. */
+#define TIM_MAX_OPS 1000000
+
 static tpu_status tim_walk(tim_state *T, const cmp_plan *plan, int depth, double count)
 {
     if (depth > 64) return ut_err(T->ctx, TPU_ERR_UNSUPPORTED, "control flow nested more than 64 deep");
+    if (T->n + plan->nops > TIM_MAX_OPS)
+        return ut_err(T->ctx, TPU_ERR_UNSUPPORTED, "the step's timeline passes %d op executions at '%s' (computations "
+                      "called from many places, each call walked once); tpusim stops there", TIM_MAX_OPS,
+                      plan->comp ? plan->comp->name : "?");
     int inst = ++T->inst_next;
     for (int k = 0; k < plan->nops; k++) {
         T->ninst = inst;   /* ops after a nested plan belong to this walk again */

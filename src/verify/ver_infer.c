@@ -35,7 +35,11 @@ static ver_infer_status vi_fail(vi *v, const char *fmt, ...)
     return VER_INFER_ERROR;
 }
 
-#define OPS(k) (&v->in->ops[k]->shape)
+/* Operand k's shape; past the last operand, a shape of no type (so no rule reads outside the operand list:
+ * every array check fails on it). */
+static const hlo_shape vi_missing;
+static const hlo_shape *vi_op(const vi *v, int k) { return k < v->in->nops ? &v->in->ops[k]->shape : &vi_missing; }
+#define OPS(k) vi_op(v, k)
 #define NOPS (v->in->nops)
 #define VI_TRY(x)                                  \
     do {                                           \
@@ -95,6 +99,7 @@ static ver_infer_status vi_tuple(vi *v, hlo_shape *out, int n, const hlo_shape *
 static ver_infer_status vi_need_array(vi *v, int k, const char *what)
 {
     const hlo_shape *s = OPS(k);
+    if (k >= NOPS) return vi_fail(v, "%s (operand %d) is missing: %d operand%s given", what, k, NOPS, NOPS == 1 ? "" : "s");
     if (!hlo_shape_is_array(s))
         return vi_fail(v, "%s (operand %d) must be an array, got %s", what, k, vi_ss(s));
     return VER_INFER_OK;
@@ -1839,6 +1844,22 @@ static ver_infer_status vi_custom_call(vi *v)
 
 /* ---- dispatch ---- */
 
+/* The fewest operands a variadic op can have (its rule reads that many before counting them itself). */
+static int vi_min_operands(hlo_op op)
+{
+    switch (op) {
+    case HLO_SCATTER: return 3;
+    case HLO_CONVOLUTION: case HLO_DYNAMIC_UPDATE_SLICE: case HLO_REDUCE: case HLO_REDUCE_WINDOW: case HLO_RNG:
+        return 2;
+    case HLO_ALL_GATHER: case HLO_ALL_GATHER_START: case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
+    case HLO_ALL_TO_ALL: case HLO_ASYNC_UPDATE: case HLO_COLLECTIVE_BROADCAST: case HLO_COLLECTIVE_PERMUTE:
+    case HLO_COLLECTIVE_PERMUTE_START: case HLO_COLLECTIVE_REDUCE: case HLO_CONCATENATE: case HLO_CONDITIONAL:
+    case HLO_DYNAMIC_RESHAPE: case HLO_DYNAMIC_SLICE: case HLO_MAP: case HLO_REDUCE_SCATTER: case HLO_SORT:
+        return 1;
+    default: return 0;
+    }
+}
+
 ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_arena *arena, hlo_shape *out,
                                  char *msg, size_t msg_size)
 {
@@ -1850,9 +1871,11 @@ ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_ar
     for (int k = 0; k < in->nops; k++)
         if (in->ops[k]->shape.dtype == TPU_INVALID)
             return vi_fail(v, "operand %d ('%s') has no known shape", k, in->ops[k]->name);
-    int ar = hlo_op_arity(op);
+    int ar = hlo_op_arity(op), least = vi_min_operands(op);
     if (ar >= 0 && in->nops != ar)
         return vi_fail(v, "takes %d operand%s, got %d", ar, ar == 1 ? "" : "s", in->nops);
+    if (in->nops < least)
+        return vi_fail(v, "takes at least %d operand%s, got %d", least, least == 1 ? "" : "s", in->nops);
     switch (hlo_op_class(op)) {
     case HLO_CLASS_EW1:
         if (op == HLO_CONVERT) return vi_convert(v);
@@ -2024,7 +2047,8 @@ tpu_status ver_fill_shapes(tpu_ctx *ctx, hlo_module *m)
     /* callees first: post-order over the (acyclic) call graph, iteratively */
     int n = m->ncomps;
     uint8_t *done = ut_calloc((size_t)n + 1, 1);
-    int *stack = ut_malloc((size_t)(n + 1) * 2 * sizeof(int));
+    /* frames of (computation, instruction, callee of that instruction): each call edge is visited once */
+    int *stack = ut_malloc((size_t)(n + 1) * 3 * sizeof(int));
     uint8_t *onstack = ut_calloc((size_t)n + 1, 1);
     tpu_status st = done && stack && onstack ? TPU_OK : ut_nomem(ctx);
     for (int r = 0; st == TPU_OK && r < n; r++) {
@@ -2032,22 +2056,24 @@ tpu_status ver_fill_shapes(tpu_ctx *ctx, hlo_module *m)
         int sp = 0;
         stack[sp++] = r;
         stack[sp++] = 0;
+        stack[sp++] = 0;
         onstack[r] = 1;
         while (st == TPU_OK && sp) {
-            hlo_comp *c = m->comps[stack[sp - 2]];
-            int k = stack[sp - 1]++, seen = 0;
-            hlo_comp *next = NULL;
-            for (int i = 0; i < c->ninstrs && !next; i++) {
-                if (k < seen + c->instrs[i]->ncalled) next = c->instrs[i]->called[k - seen];
-                seen += c->instrs[i]->ncalled;
+            hlo_comp *c = m->comps[stack[sp - 3]];
+            int *i = &stack[sp - 2], *k = &stack[sp - 1];
+            while (*i < c->ninstrs && *k >= c->instrs[*i]->ncalled) {
+                (*i)++;
+                *k = 0;
             }
+            hlo_comp *next = *i < c->ninstrs ? c->instrs[*i]->called[(*k)++] : NULL;
             if (!next) {
                 st = ver_fill_comp(ctx, m, c, done);
                 onstack[c->id] = 0;
-                sp -= 2;
+                sp -= 3;
             } else if (!done[next->id] && !onstack[next->id]) {
                 onstack[next->id] = 1;
                 stack[sp++] = next->id;
+                stack[sp++] = 0;
                 stack[sp++] = 0;
             }
         }
