@@ -560,6 +560,12 @@ static EXE_KERNEL(exe_k_control)
             return exe_out_array(S, t, out);
         }
         if (target && !strcmp(target, "ConcatBitcast")) return exe_concat_bitcast(S, in, ops, out);
+        /* the TPU's linear algebra, as jax.numpy.linalg lowers it for TPUs */
+        if (target && !strcmp(target, "LuDecomposition")) return exe_k_lu(S, in, ops, out);
+        if (target && !strcmp(target, "Qr")) return exe_k_qr(S, in, ops, out);
+        if (target && !strcmp(target, "ProductOfElementaryHouseholderReflectors"))
+            return exe_k_householder_product(S, in, ops, out);
+        if (target && !strcmp(target, "Eigh")) return exe_k_eigh(S, in, ops, out);
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
                         "custom-call target \"%s\" is not something a TPU can run (like PyFunc on a real TPU, it "
                         "calls code outside the program); express it in HLO ops", target ? target : "?");
