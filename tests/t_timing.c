@@ -566,3 +566,42 @@ TEST(timing_advice_vector_lanes)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* The TPU's linear-algebra custom-calls are timed by their textbook FLOPs (LU 2/3 n^3, QR 4/3 n^3 for a
+ * square matrix, Q from its reflectors 4/3 n^3, eigh 9 n^3): trailing updates on the MXU at f32 precision, the
+ * 128-column panels on the vector unit (n^2 work per panel column): doubling n costs between 4x (panels) and 8x
+ * (MXU updates). */
+TEST(timing_linalg_custom_calls)
+{
+    static const struct { const char *target, *result; double per_n3; } cc[] = {
+        {"LuDecomposition", "(f32[%d,%d], s32[%d], s32[%d])", 2.0 / 3.0},
+        {"Qr", "(f32[%d,%d], f32[%d])", 4.0 / 3.0},
+        {"Eigh", "(f32[%d,%d], f32[%d])", 9.0},
+    };
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (size_t c = 0; c < sizeof cc / sizeof *cc; c++) {
+        double prev = 0;
+        for (int n = 1024; n <= 8192; n *= 2) {
+            char res[128], h[512];
+            snprintf(res, sizeof res, cc[c].result, n, n, n, n);
+            snprintf(h, sizeof h, "HloModule la\nENTRY e {\n  a = f32[%d,%d] parameter(0)\n  ROOT r = %s custom-call(a), "
+                     "custom_call_target=\"%s\"\n}\n", n, n, res, cc[c].target);
+            tpu_profile_opts o = {0};
+            o.chip = "v5e";
+            tpu_module *m = NULL;
+            tpu_profile *p = prof_opts(ctx, h, o, &m);
+            if (!p) continue;
+            const tim_op *t = first_mxu_op(p);
+            double n3 = (double)n * n * n;
+            CHECK_MSG(t && fabs(t->flops / (cc[c].per_n3 * n3) - 1) < 0.01, "%s %d: %g FLOPs", cc[c].target, n,
+                      t ? t->flops : -1);
+            double s = t ? t->time_s - t->overhead_s : 0;
+            if (prev > 0) CHECK_MSG(s > 3.9 * prev && s < 8.5 * prev, "%s: %d^3 takes %g s, half the size %g s",
+                                    cc[c].target, n, s, prev);
+            prev = s;
+            tpu_profile_free(p);
+            tpu_module_free(m);
+        }
+    }
+    tpu_ctx_free(ctx);
+}

@@ -216,6 +216,40 @@ static double tim_vpu_cost(const hlo_instr *in)
     }
 }
 
+/* ---- the TPU's linear-algebra custom-calls ----
+ * LuDecomposition, Qr, ProductOfElementaryHouseholderReflectors and Eigh run as blocked algorithms: a panel
+ * of 128 columns factored on the vector unit, then the trailing matrix updated with matrix products on the MXU
+ * at f32 precision (6 bf16 passes). FLOPs per matrix are the textbook counts (Golub & Van Loan, "Matrix
+ * Computations", 4th ed.: LU 2/3 n^3 (m n k - (m+n) k^2/2 + k^3/3, k = min(m,n), doubled), Householder QR
+ * 2 m n^2 - 2/3 n^3, forming Q (orgqr) 4 m n k - 2 (m+n) k^2 + 4/3 k^3, symmetric eigensolver with vectors
+ * 9 n^3); the panel share is m x n x 128 multiply-adds. Returns 0 when `in` is not one of them. */
+static int tim_linalg_flops(const hlo_instr *in, double *flops, double *panel)
+{
+    const char *t = in->op == HLO_CUSTOM_CALL ? hlo_attr_str(in, HK_CUSTOM_CALL_TARGET) : NULL;
+    if (!t || in->nops < 1 || !hlo_shape_is_array(&in->ops[0]->shape) || in->ops[0]->shape.rank < 2) return 0;
+    const hlo_shape *a = &in->ops[0]->shape;
+    double m = (double)a->dims[a->rank - 2], n = (double)a->dims[a->rank - 1], k = m < n ? m : n;
+    double batch = m * n > 0 ? (double)hlo_shape_count(a) / (m * n) : 0, f;
+    if (!strcmp(t, "LuDecomposition")) {
+        f = 2 * (m * n * k - (m + n) * k * k / 2 + k * k * k / 3);
+    } else if (!strcmp(t, "Qr")) {
+        f = 2 * m * n * k - 2.0 / 3.0 * k * k * k;
+    } else if (!strcmp(t, "ProductOfElementaryHouseholderReflectors")) {
+        const hlo_shape *tau = in->nops > 1 ? &in->ops[1]->shape : NULL;
+        double r = tau && tau->rank ? (double)tau->dims[tau->rank - 1] : k;
+        f = 4 * m * n * r - 2 * (m + n) * r * r + 4.0 / 3.0 * r * r * r;
+    } else if (!strcmp(t, "Eigh")) {
+        f = 9 * n * n * n;
+    } else {
+        return 0;
+    }
+    if (f < 0) f = 0;
+    double p = 2 * m * n * (k < 128 ? k : 128);
+    *flops = batch * f;
+    *panel = batch * (p < f ? p : f);
+    return 1;
+}
+
 typedef struct tim_state tim_state;
 
 /* ---- collectives ---- */
@@ -470,6 +504,15 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
                 t->mxu_passes = st.mxu_passes;
                 t->pad_waste = st.pad_waste;
             }
+            continue;
+        }
+        double lf, lp;
+        if (tim_linalg_flops(in, &lf, &lp)) {
+            double mp = tim_mxu_peak_flops(chip);
+            t->flops += lf;
+            t->mxu_flops += lf - lp;
+            t->mxu_s += mp > 0 ? (lf - lp) * 6 / mp : 0;
+            vpu_ops += lp;
             continue;
         }
         double cost = tim_vpu_cost(in);
