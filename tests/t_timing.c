@@ -333,6 +333,53 @@ TEST(timing_while_trip_counts)
     tpu_ctx_free(ctx);
 }
 
+/* Loops as a compiler's optimized program writes them, without backend_config: the counter starts from a
+ * copied constant, the step is loop-invariant state, the increment is fused, and the condition may stop early
+ * (and(converged, i < 7): its own bound, 7, is the count). */
+static const char *loop_compiled_hlo =
+    "HloModule w\n"
+    "inc { p0 = s32[] parameter(0)\n p1 = s32[] parameter(1)\n ROOT a = s32[] add(p0, p1) }\n"
+    "body { t = (s32[], f32[1024,1024], s32[], pred[]) parameter(0)\n i = s32[] get-tuple-element(t), index=0\n"
+    " x = f32[1024,1024] get-tuple-element(t), index=1\n s = s32[] get-tuple-element(t), index=2\n"
+    " f = pred[] get-tuple-element(t), index=3\n"
+    " y = f32[1024,1024] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    " n = s32[] fusion(i, s), kind=kLoop, calls=inc\n"
+    " ROOT r = (s32[], f32[1024,1024], s32[], pred[]) tuple(n, y, s, f) }\n"
+    "cond { t = (s32[], f32[1024,1024], s32[], pred[]) parameter(0)\n i = s32[] get-tuple-element(t), index=0\n"
+    " f = pred[] get-tuple-element(t), index=3\n k = s32[] constant(7)\n"
+    " lt = pred[] compare(i, k), direction=LT\n ROOT a = pred[] and(f, lt) }\n"
+    "ENTRY main { x = f32[1024,1024] parameter(0)\n z = s32[] constant(0)\n c = s32[] copy(z)\n"
+    " one = s32[] constant(1)\n go = pred[] constant(true)\n"
+    " t = (s32[], f32[1024,1024], s32[], pred[]) tuple(c, x, one, go)\n"
+    " w = (s32[], f32[1024,1024], s32[], pred[]) while(t), condition=cond, body=body\n"
+    " ROOT o = f32[1024,1024] get-tuple-element(w), index=1 }\n";
+
+TEST(timing_while_trip_counts_without_backend_config)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_profile_opts o = {0};
+    o.chip = "v5e";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, loop_compiled_hlo, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    int found = 0;
+    for (int i = 0; i < pp->tim->nops; i++) {
+        const tim_op *t = &pp->tim->ops[i];
+        if (t->root->op == HLO_WHILE) {
+            found = 1;
+            CHECK(t->trip_known);
+            CHECK_NEAR(t->trips, 7, 0);
+        }
+        if (t->root->op == HLO_DOT) CHECK_NEAR(t->count, 7, 0);
+    }
+    CHECK(found);
+    CHECK_EQ_INT(pp->tim->unknown_trips, 0);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
 static char *allreduce_hlo(int group)
 {
     char *s = malloc(2048), groups[512] = "";

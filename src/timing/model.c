@@ -319,7 +319,59 @@ static int tim_param_index(const hlo_instr *in)
     return -1;
 }
 
-/* known_trip_count in backend_config, or the pattern i = c0; while (i < N) i += s. */
+/* Through the no-op wrappers a compiled program puts around loop state (copies, bitcasts, converts). */
+static const hlo_instr *tim_strip(const hlo_instr *x)
+{
+    while ((x->op == HLO_COPY || x->op == HLO_BITCAST || x->op == HLO_CONVERT || x->op == HLO_RESHAPE) && x->nops == 1)
+        x = x->ops[0];
+    return x;
+}
+
+/* The instruction computing x: a fusion's fused root (*fus = the fusion), or x itself (*fus = NULL). */
+static const hlo_instr *tim_unfuse(const hlo_instr *x, const hlo_instr **fus)
+{
+    x = tim_strip(x);
+    *fus = NULL;
+    if (x->op == HLO_FUSION && x->ncalled == 1) {
+        *fus = x;
+        x = tim_strip(x->called[0]->root);
+    }
+    return x;
+}
+
+/* An operand seen from the loop computation: a fused parameter maps back to the fusion's operand. */
+static const hlo_instr *tim_outer(const hlo_instr *x, const hlo_instr *fus)
+{
+    x = tim_strip(x);
+    if (fus && x->op == HLO_PARAMETER && x->param_no >= 0 && x->param_no < fus->nops) x = tim_strip(fus->ops[x->param_no]);
+    return x;
+}
+
+/* Loop state element idx is the same after the body (root element = the parameter's element idx). */
+static int tim_state_invariant(const hlo_comp *body, int idx)
+{
+    const hlo_instr *r = body->root;
+    return r->op == HLO_TUPLE && idx < r->nops && tim_param_index(tim_strip(r->ops[idx])) == idx;
+}
+
+/* A scalar integer fixed for the whole loop: a constant, or a state element the body never changes whose
+ * initial value (in the while's operand tuple) is a constant. */
+static int tim_loop_const(const hlo_instr *w, const hlo_comp *body, const hlo_instr *x, int64_t *v)
+{
+    x = tim_strip(x);
+    if (tim_const_int(x, v)) return 1;
+    int idx = tim_param_index(x);
+    if (idx < 0 || !tim_state_invariant(body, idx)) return 0;
+    const hlo_instr *init = tim_strip(w->ops[0]);
+    return init->op == HLO_TUPLE && idx < init->nops && tim_const_int(tim_strip(init->ops[idx]), v);
+}
+
+static int tim_compare_trips(const hlo_instr *w, const hlo_comp *body, const hlo_instr *r, const hlo_instr *cf,
+                             double *trips, int depth);
+
+/* known_trip_count in backend_config, or the loop's own bounds: i = c0; while (i OP N) i += s, where c0, N
+ * and s are constants or loop-invariant state, through the copies, converts and fusions of a compiled
+ * program (whose backend_config may have been stripped). */
 static int tim_trip_count(const hlo_instr *w, double *trips)
 {
     const char *bc = hlo_attr_str(w, HK_BACKEND_CONFIG);
@@ -339,32 +391,53 @@ static int tim_trip_count(const hlo_instr *w, double *trips)
         }
     }
     const hlo_attr *ca = hlo_attr_find(w, HK_CONDITION), *ba = hlo_attr_find(w, HK_BODY);
-    if (!ca || !ba) return 0;
+    if (!ca || !ba || (ca->kind != HA_COMP && ca->kind != HA_COMPS) || (ba->kind != HA_COMP && ba->kind != HA_COMPS) ||
+        !ca->v.comps.n || !ba->v.comps.n)
+        return 0;
     const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
-    const hlo_instr *r = cond->root;
-    if (r->op != HLO_COMPARE) return 0;
+    const hlo_instr *cf, *r = tim_unfuse(cond->root, &cf);
+    return tim_compare_trips(w, body, r, cf, trips, 0);
+}
+
+/* Trips of the loop `w` whose condition is `r` (in fusion cf, or NULL): a compare of the induction variable
+ * with a bound, or an `and` of conditions (a loop that may stop early, like jax's QDWH iteration: its own
+ * bound, the most it can run, is the count). */
+static int tim_compare_trips(const hlo_instr *w, const hlo_comp *body, const hlo_instr *r, const hlo_instr *cf,
+                             double *trips, int depth)
+{
+    if (r->op == HLO_AND && r->nops == 2 && depth < 8) {
+        double a, b;
+        int ka = tim_compare_trips(w, body, tim_outer(r->ops[0], NULL), cf, &a, depth + 1);
+        int kb = tim_compare_trips(w, body, tim_outer(r->ops[1], NULL), cf, &b, depth + 1);
+        if (ka && kb) *trips = a < b ? a : b;
+        else if (ka) *trips = a;
+        else if (kb) *trips = b;
+        return ka || kb;
+    }
+    if (r->op != HLO_COMPARE || r->nops != 2) return 0;
     const char *dir = hlo_attr_str(r, HK_DIRECTION);
-    int idx = tim_param_index(r->ops[0]);
+    const hlo_instr *lhs = tim_outer(r->ops[0], cf), *rhs = tim_outer(r->ops[1], cf);
+    int idx = tim_param_index(lhs), flipped = 0;
     int64_t limit;
-    int flipped = 0;
-    if (idx < 0 || !tim_const_int(r->ops[1], &limit)) {
-        idx = tim_param_index(r->ops[1]);
-        if (idx < 0 || !tim_const_int(r->ops[0], &limit)) return 0;
+    if (idx < 0 || !tim_loop_const(w, body, rhs, &limit)) {
+        idx = tim_param_index(rhs);
+        if (idx < 0 || !tim_loop_const(w, body, lhs, &limit)) return 0;
         flipped = 1;
     }
     /* init value: element idx of the while's operand tuple */
-    const hlo_instr *init = w->ops[0];
+    const hlo_instr *init = tim_strip(w->ops[0]);
     if (init->op != HLO_TUPLE || idx >= init->nops) return 0;
     int64_t c0;
-    if (!tim_const_int(init->ops[idx], &c0)) return 0;
-    /* step: body root tuple element idx = add(gte(param, idx), const) */
+    if (!tim_const_int(tim_strip(init->ops[idx]), &c0)) return 0;
+    /* step: body root tuple element idx = add(element idx, loop constant), possibly fused */
     const hlo_instr *br = body->root;
     if (br->op != HLO_TUPLE || idx >= br->nops) return 0;
-    const hlo_instr *upd = br->ops[idx];
+    const hlo_instr *uf, *upd = tim_unfuse(br->ops[idx], &uf);
     int64_t step;
     if (upd->op != HLO_ADD) return 0;
-    if (tim_param_index(upd->ops[0]) == idx && tim_const_int(upd->ops[1], &step)) {
-    } else if (tim_param_index(upd->ops[1]) == idx && tim_const_int(upd->ops[0], &step)) {
+    const hlo_instr *u0 = tim_outer(upd->ops[0], uf), *u1 = tim_outer(upd->ops[1], uf);
+    if (tim_param_index(u0) == idx && tim_loop_const(w, body, u1, &step)) {
+    } else if (tim_param_index(u1) == idx && tim_loop_const(w, body, u0, &step)) {
     } else {
         return 0;
     }
