@@ -26,6 +26,8 @@
  *             1.25G" (erfanzar/EasyDeL#166, v4-32); v5e "of 15.75G" (several v5litepod-1/v5e-8 reports);
  *             v5p "of 95.74G"; v6e "of 31.25G", "reserved 260.00M"; TPU7x "of 94.75G" (MaxText/vLLM notes).
  *             G and M there are GiB and MiB.
+ *   [LIBTPU-REF] tests/reference/libtpu_memory.json: programs compiled ahead of time by libtpu 0.0.42.1
+ *             (docs/libtpu-reference.md); the VMEM figures are its memory-usage reports per memory space
  */
 #include "chip.h"
 
@@ -403,6 +405,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 256 * MiB,     /* derived: 16 GiB - 15.75 GiB (no report with the line found) */
         .hbm_bw = 819e9,                     /* [DOC-v5e] 819 GBps (another revision says 800 GiBps) */
         .vmem_bytes = 128 * MiB,             /* [JAX-info] 128 MiB */
+        .vmem_temp_bytes = 112 * MiB,        /* [LIBTPU-REF] temporaries in VMEM up to 112.0 MiB (128 less the
+                                              * 16 MiB scoped default); a 98 MiB buffer goes there, 2 x 49 fit */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB, .sparse_cores = 0,
         .ici_links = 4,                      /* [DOC-v5e] 4 ICI ports per chip */
         .ici_link_bw = 50e9,                 /* [DOC-v5e] 400 GBps bidirectional per chip / 4 ports / 2; older
@@ -437,6 +441,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 266 * MiB,     /* derived: 96 GiB - 95.74 GiB */
         .hbm_bw = 2765e9,                    /* [DOC-v5p] 2765 GBps (one revision: 2575 GiBps) */
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
+        .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 37 MiB of temporaries in VMEM,
+                                              * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-v5p] 4 SparseCores per chip */
         .ici_links = 6,                      /* 3-D torus ([SCALE]: "connected to the nearest 6 neighbors") */
@@ -470,6 +476,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 260 * MiB,     /* [OOM-v6e] "reserved 260.00M" */
         .hbm_bw = 1638e9,                    /* [DOC-v6e] 1638 GBps */
         .vmem_bytes = 128 * MiB,             /* [JAX-info] */
+        .vmem_temp_bytes = 96 * MiB,         /* [LIBTPU-REF] temporaries in VMEM up to 95.9 MiB (128 less the
+                                              * 32 MiB scoped default); a 98 MiB buffer stays in HBM, one 49 fits */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 2,                   /* [DOC-7x] table: 2 SparseCores per v6e chip */
         .ici_links = 4,                      /* [DOC-v6e] 4 ICI ports */
@@ -505,6 +513,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 1280 * MiB,    /* derived: 96 GiB - 94.75 GiB (as v4's reported 1.25G) */
         .hbm_bw = 7380e9,                    /* [DOC-7x] 7380 GB/s per chip */
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
+        .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 41 MiB of temporaries in VMEM,
+                                              * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-7x] */
         .ici_links = 6,                      /* assumed: 3-D torus like v5p ([DOC-7x] "shares many similarities

@@ -69,6 +69,9 @@ typedef struct chp_chip {
     int64_t     hbm_reserved_bytes;   /* per device, held back by the runtime: the report's "reserved" line */
     double      hbm_bw;               /* HBM bandwidth per chip, bytes/s */
     int64_t     vmem_bytes;           /* vector memory per core */
+    int64_t     vmem_temp_bytes;      /* VMEM the compiler's memory-space assignment may give a program's
+                                       * temporaries, per device (VMEM less the scoped share its kernels keep);
+                                       * 0: temporaries stay in HBM (v2-v4) */
     int64_t     cmem_bytes;           /* common memory per chip (v4); 0 = none */
     int64_t     smem_bytes;           /* scalar memory per core */
     int         sparse_cores;         /* SparseCores per chip (embedding accelerators); 0 = none */

@@ -150,19 +150,16 @@ static int cmp_is_fusible(const hlo_instr *in)
     }
 }
 
-/* Producers cheap enough to recompute inside each consumer rather than write to HBM once (XLA duplicates
- * them the same way): broadcasts, iotas, reshapes, converts, slices and the elementwise ops that are not
- * "expensive" (transcendentals, divides). */
+/* Producers the TPU compiler recomputes inside each consumer rather than write to HBM once: broadcasts, iotas,
+ * reshapes, converts, slices and every elementwise op, the transcendental and divide ones included (libtpu's
+ * optimized programs recompute exp(x - max) in both the softmax sum and the division fused into the next
+ * matmul: tests/reference/hlo/long_attention_bf16.opt.hlo). */
 static int cmp_is_cheap(const hlo_instr *in)
 {
     switch ((hlo_op)in->op) {
     case HLO_BROADCAST: case HLO_IOTA: case HLO_RESHAPE: case HLO_CONVERT: case HLO_CONSTANT: case HLO_SLICE:
     case HLO_DYNAMIC_SLICE: case HLO_COPY:
         return 1;
-    case HLO_EXP: case HLO_EXPM1: case HLO_LOG: case HLO_LOG1P: case HLO_LOGISTIC: case HLO_TANH: case HLO_ERF:
-    case HLO_POWER: case HLO_ATAN2: case HLO_SQRT: case HLO_RSQRT: case HLO_CBRT: case HLO_DIVIDE: case HLO_REMAINDER:
-    case HLO_SIN: case HLO_COS: case HLO_TAN:
-        return 0;
     default: {
         hlo_class c = hlo_op_class((hlo_op)in->op);
         return c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP;
@@ -170,13 +167,17 @@ static int cmp_is_cheap(const hlo_instr *in)
     }
 }
 
-/* Producers a dot/convolution op takes in: layout and type changes of its operands. */
+/* Producers a dot/convolution op takes in: layout and type changes of its operands, and (on TPUs, whose
+ * MXU ops fuse their operands' elementwise producers) any elementwise computation. */
 static int cmp_fuses_into_mxu(const hlo_instr *in)
 {
     switch ((hlo_op)in->op) {
     case HLO_CONVERT: case HLO_BROADCAST: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_COPY: case HLO_CONSTANT:
         return 1;
-    default: return 0;
+    default: {
+        hlo_class c = hlo_op_class((hlo_op)in->op);
+        return c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP;
+    }
     }
 }
 
@@ -817,6 +818,37 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     return TPU_OK;
 }
 
+/* Memory-space assignment (XLA's MSA on v5e and later): temporaries go to VMEM, largest first, while the
+ * VMEM they occupy at every point of their live range stays within the chip's budget for them
+ * (chip->vmem_temp_bytes); what is left is the HBM heap. Entry outputs, loop state written by a sub-plan and
+ * sub-plan reservations stay in HBM. Removes the chosen buffers from bufs (*n shrinks). */
+static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
+{
+    cmp_program *p = C->p;
+    int np = plan->nops + 1;
+    int64_t *used = ut_calloc((size_t)np, sizeof *used);
+    if (!used) return ut_nomem(C->ctx);
+    qsort(bufs, (size_t)*n, sizeof *bufs, cmp_buf_cmp);   /* largest first */
+    int keep = 0;
+    for (int i = 0; i < *n; i++) {
+        cmp_buf b = bufs[i];
+        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0;
+        for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
+        if (!ok) {
+            bufs[keep++] = b;
+            continue;
+        }
+        for (int q = b.start; q <= b.end && q < np; q++) {
+            used[q] += b.size;
+            if (used[q] > plan->vmem_peak) plan->vmem_peak = used[q];
+        }
+        p->values[b.v].vmem = 1;
+    }
+    *n = keep;
+    ut_free(used);
+    return TPU_OK;
+}
+
 /* ---- scheduling ----
  * The order ops run in decides how many buffers are alive at once. Like XLA's default memory scheduler,
  * tpusim tries more than one order and keeps the one with the lower peak: the order of the text (post
@@ -1005,6 +1037,85 @@ out:
     ut_free(done);
     ut_free(ready);
     return st;
+}
+
+/* Whether `def` (in computation c) is read by an op scheduled after op k, other than through `via`. */
+static int cmp_read_after(cmp_state *C, const hlo_instr *def, const hlo_instr *via, int k, const int *group,
+                          const int *pos_of_group, const uint8_t *dup, int depth)
+{
+    const hlo_comp *c = def->parent;
+    int gi = cmp_gid(C, def);
+    for (int u = 0; u < C->users_n[gi]; u++) {
+        const hlo_instr *user = c->instrs[C->users[gi][u] - C->comp_base[c->id]];
+        if (user == via) continue;
+        if (dup[user->id]) {   /* recomputed in its consumers: they read def */
+            if (depth < 8 && cmp_read_after(C, user, via, k, group, pos_of_group, dup, depth + 1)) return 1;
+            continue;
+        }
+        if (group[user->id] >= 0 && pos_of_group[group[user->id]] > k) return 1;
+    }
+    return 0;
+}
+
+/* Whether every reader of `in`'s value, following it through the elementwise and layout instructions that
+ * are recomputed in their consumers (dup), is a dot or convolution that rounds its operands to bf16 (one MXU
+ * pass) or a comparison (a ReLU mask: the sign survives rounding). Then the TPU compiler stores the value as
+ * bf16, the rounding the MXU does anyway (libtpu keeps f32 activations saved for the backward pass as bf16:
+ * cnn_nhwc_train, transformer_train in tests/reference). */
+static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup, int depth)
+{
+    if (depth > 12 || in == in->parent->root) return 0;
+    const hlo_comp *c = in->parent;
+    int gi = cmp_gid(C, in), any = 0;
+    for (int k = 0; k < C->users_n[gi]; k++) {
+        const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+        any = 1;
+        if (u->op == HLO_DOT || u->op == HLO_CONVOLUTION) {
+            if (cmp_mxu_passes(u) != 1) return 0;
+            continue;
+        }
+        if (u->op == HLO_COMPARE) continue;
+        hlo_class uc = hlo_op_class((hlo_op)u->op);
+        int flows = uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3 || u->op == HLO_BROADCAST ||
+                    u->op == HLO_RESHAPE || u->op == HLO_TRANSPOSE || u->op == HLO_SLICE || u->op == HLO_COPY;
+        if (u->op == HLO_CONVERT && u->shape.dtype == TPU_BF16) continue;
+        if (!flows || !dup[u->id] || !cmp_bf16_enough(C, u, dup, depth + 1)) return 0;
+    }
+    return any;
+}
+
+/* XLA's copy insertion for a while loop (op k): every leaf of the loop state is a buffer the body may
+ * overwrite, so a leaf whose initial value is an argument or constant, appears twice in the state, is still
+ * read after the loop, or was never materialized (a broadcast recomputed in its consumers) gets a buffer
+ * of its own, allocated when the loop starts. 0 when out of memory. */
+static int cmp_while_copies(cmp_state *C, const hlo_instr *w, int k, const int *group, const int *pos_of_group,
+                            const uint8_t *dup)
+{
+    cmp_program *p = C->p;
+    const hlo_instr *init = w->ops[0];
+    int n = C->leaf_count[cmp_gid(C, w)];
+    int *lv = cmp_leaves(C, w);
+    for (int l = 0; l < n; l++) {
+        int v = lv[l] >= 0 ? cmp_owner(p, lv[l]) : -1, copy = v < 0;
+        if (!copy) {
+            const cmp_value *val = &p->values[v];
+            copy = val->kind == CMP_V_ARG || val->kind == CMP_V_CONST || val->kind == CMP_V_CALLER;
+            for (int q = 0; q < l && !copy; q++) copy = lv[q] >= 0 && cmp_owner(p, lv[q]) == v;
+            if (!copy && val->def->parent == w->parent) {
+                const hlo_instr *via = init->op == HLO_TUPLE ? init : w;
+                copy = cmp_read_after(C, val->def, via, k, group, pos_of_group, dup, 0);
+            }
+        }
+        if (!copy) continue;
+        int kk = l;
+        const hlo_shape *s = cmp_leaf_shape(&w->shape, &kk);
+        if (!s || !hlo_shape_is_array(s)) continue;
+        int nv = cmp_new_value(C, w, l, s, CMP_V_TEMP);
+        if (nv < 0) return 0;
+        p->values[nv].start = k;
+        lv[l] = nv;
+    }
+    return 1;
 }
 
 static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
@@ -1201,6 +1312,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         case CMP_CONTROL:
             if (r->op == HLO_WHILE) {
                 cmp_alias_leaves(C, r, r->ops[0], 0);   /* the loop state is updated in place */
+                if (!C->compiled && !cmp_while_copies(C, r, k, group, pos_of_group, dup)) st = ut_nomem(C->ctx);
             } else if (!cmp_define_all(C, r, CMP_V_TEMP)) {
                 st = ut_nomem(C->ctx);
             }
@@ -1231,6 +1343,17 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     }
                 }
             }
+            if (r->op == HLO_SCATTER && !C->compiled && hlo_shape_is_array(&r->shape) && r->nops >= 3) {
+                /* scatter updates its operand in place when nothing else reads it (XLA's buffer sharing): a
+                 * scatter-add into a broadcast zero table (an embedding gradient) takes one table, not two */
+                int gi = cmp_gid(C, r->ops[0]);
+                int src = cmp_leaves(C, r->ops[0])[0];
+                if (C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP &&
+                    p->values[cmp_owner(p, src)].padded >= cmp_padded_bytes(C->chip, &r->shape)) {
+                    cmp_alias_leaves(C, r, r->ops[0], 0);
+                    break;
+                }
+            }
             if (r->op == HLO_DYNAMIC_UPDATE_SLICE) {
                 /* in place (also as the root of a fusion) when the operand comes from outside the op and
                  * nothing else reads it afterwards */
@@ -1250,6 +1373,12 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             if (!cmp_define_all(C, r, CMP_V_TEMP)) {
                 st = ut_nomem(C->ctx);
                 break;
+            }
+            if (!C->compiled && hlo_shape_is_array(&r->shape) && r->shape.dtype == TPU_F32 && cmp_bf16_enough(C, r, dup, 0)) {
+                cmp_value *v = &p->values[cmp_leaves(C, r)[0]];
+                v->shape.dtype = TPU_BF16;
+                v->unpadded = cmp_unpadded_bytes(&v->shape);
+                v->padded = cmp_padded_bytes(C->chip, &v->shape);
             }
             if (r->op == HLO_FUSION && r->ncalled == 1 && hlo_shape_is_tuple(&r->shape)) {
                 /* multi-output fusion: each output that is a dynamic-update-slice of a parameter updates that
@@ -1425,7 +1554,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         for (int k = 0; k < plan->nops; k++)
             if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0)
                 bufs[b++] = (cmp_buf){-1, plan->ops[k].sub_peak, k, k, 0};
-        st = cmp_assign_heap(C, plan, bufs, nb);
+        if (!C->compiled && C->chip->vmem_temp_bytes > 0) st = cmp_vmem_assign(C, plan, bufs, &nb);
+        if (!st) st = cmp_assign_heap(C, plan, bufs, nb);
         /* live bytes per position (for fragmentation and the viewer) */
         if (!st) {
             int np = plan->nops + 1;

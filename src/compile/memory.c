@@ -109,7 +109,7 @@ tpu_status cmp_memory_compute(const cmp_program *p, cmp_memory_stats *ms, int to
     if (!idx) return TPU_ERR_NOMEM;
     for (int v = 0; v < p->nvalues; v++) {
         const cmp_value *val = &p->values[v];
-        if (val->alias >= 0 || val->kind == CMP_V_ARG || val->kind == CMP_V_CALLER) continue;
+        if (val->alias >= 0 || val->kind == CMP_V_ARG || val->kind == CMP_V_CALLER || val->vmem) continue;
         if (!p->plans[val->comp]) continue;
         idx[n++] = v;
     }
