@@ -693,6 +693,30 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
                 int minor = lr[side][0], second = lr[side][1];
                 if (cur.layout && cur.layout->m2m[0] == minor && cur.layout->m2m[1] == second) continue;
                 if (!cur.layout && minor == x->shape.rank - 1 && second == x->shape.rank - 2) continue;
+                {
+                    /* the compiler chooses entry layouts: when the convolution's pads no more than the compact
+                     * one, the parameter can arrive in it (conv_bn_relu_infer: 64 features, no copy;
+                     * conv_small_features: 3 features, a bf16 copy) */
+                    hlo_shape conv_l = x->shape;
+                    conv_l.layout = cmp_make_layout(&p->arena, conv_l.rank, minor, second);
+                    hlo_shape compact = x->shape;
+                    compact.layout = cmp_min_padding_layout(&p->arena, C->chip, &x->shape);
+                    /* read by one convolution only: converted on the fly (a bf16 copy pays off when several
+                     * convolutions read it, e.g. the forward one and its kernel gradient: resnet_block_train) */
+                    int readers = 0;
+                    for (int q = 0; q < c->ninstrs; q++) {
+                        const hlo_instr *u = c->instrs[q];
+                        if (u->op != HLO_CONVOLUTION) continue;
+                        for (int o = 0; o < u->nops && o < 2; o++) {
+                            const hlo_instr *y = u->ops[o];
+                            while ((y->op == HLO_CONVERT || y->op == HLO_COPY) && y->nops == 1) y = y->ops[0];
+                            readers += y == x;
+                        }
+                    }
+                    if (readers < 2 && conv_l.layout &&
+                        cmp_padded_bytes(C->chip, &conv_l) <= cmp_padded_bytes(C->chip, &compact))
+                        continue;
+                }
                 int v = copy_of[x->id];
                 if (v < 0) {
                     hlo_shape s = opnd->shape;
@@ -818,20 +842,49 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     return TPU_OK;
 }
 
-/* Memory-space assignment (XLA's MSA on v5e and later): temporaries go to VMEM, largest first, while the
- * VMEM they occupy at every point of their live range stays within the chip's budget for them
- * (chip->vmem_temp_bytes); what is left is the HBM heap. Entry outputs, loop state written by a sub-plan and
- * sub-plan reservations stay in HBM. Removes the chosen buffers from bufs (*n shrinks). */
+/* Memory-space assignment (XLA's MSA on v5e and later): temporaries go to VMEM while the VMEM they occupy at
+ * every point of their live range stays within the chip's budget for them (chip->vmem_temp_bytes); what is
+ * left is the HBM heap. Candidates are taken densest first — the most reads per position of the live range,
+ * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. Entry
+ * outputs, loop state a sub-plan writes and sub-plan reservations stay in HBM. Removes the chosen buffers from
+ * bufs (*n shrinks). */
+typedef struct cmp_vcand {
+    cmp_buf b;
+    double  density;
+} cmp_vcand;
+
+static int cmp_vcand_cmp(const void *x, const void *y)
+{
+    const cmp_vcand *a = x, *b = y;
+    if (a->density != b->density) return a->density < b->density ? 1 : -1;
+    if (a->b.size != b->b.size) return a->b.size < b->b.size ? 1 : -1;
+    return a->b.v - b->b.v;
+}
+
 static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
 {
     cmp_program *p = C->p;
     int np = plan->nops + 1;
     int64_t *used = ut_calloc((size_t)np, sizeof *used);
-    if (!used) return ut_nomem(C->ctx);
-    qsort(bufs, (size_t)*n, sizeof *bufs, cmp_buf_cmp);   /* largest first */
+    int *reads = ut_calloc((size_t)C->nvalues + 1, sizeof *reads);
+    cmp_vcand *cand = ut_malloc((size_t)(*n ? *n : 1) * sizeof *cand);
+    if (!used || !reads || !cand) {
+        ut_free(used);
+        ut_free(reads);
+        ut_free(cand);
+        return ut_nomem(C->ctx);
+    }
+    for (int k = 0; k < plan->nops; k++)
+        for (int q = 0; q < plan->ops[k].nin; q++)
+            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) reads[plan->ops[k].in[q]]++;
+    for (int i = 0; i < *n; i++) {
+        cand[i].b = bufs[i];
+        cand[i].density = bufs[i].v >= 0 ? (reads[bufs[i].v] + 1.0) / (bufs[i].end - bufs[i].start + 1.0) : 0;
+    }
+    qsort(cand, (size_t)*n, sizeof *cand, cmp_vcand_cmp);
     int keep = 0;
     for (int i = 0; i < *n; i++) {
-        cmp_buf b = bufs[i];
+        cmp_buf b = cand[i].b;
         int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0;
         for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
         if (!ok) {
@@ -846,6 +899,8 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     }
     *n = keep;
     ut_free(used);
+    ut_free(reads);
+    ut_free(cand);
     return TPU_OK;
 }
 
@@ -1169,7 +1224,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             gkind[g] = in->op == HLO_DOT || in->op == HLO_CONVOLUTION ? CMP_OUTPUT : CMP_LOOP;
         } else if (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
             /* the ops this value flows into (through duplicated producers) */
-            int ug[8], nug = 0, overflow = 0;
+            int ug[64], nug = 0, overflow = 0;
             for (int k = 0; k < nu && !overflow; k++) {
                 int uid = C->users[gi][k] - C->comp_base[c->id];
                 int cnt = dup[uid] ? neff[uid] : 1;
@@ -1178,7 +1233,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     int seen = 0;
                     for (int q = 0; q < nug && !seen; q++) seen = ug[q] == g2;
                     if (seen) continue;
-                    if (nug == 8) { overflow = 1; break; }
+                    if (nug == 64) { overflow = 1; break; }
                     ug[nug++] = g2;
                 }
             }
