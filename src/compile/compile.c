@@ -87,7 +87,9 @@ static const hlo_layout *cmp_min_padding_layout(ut_arena *a, const chp_chip *chi
     for (int mi = 0; mi < r; mi++) {
         if (s->dims[mi] == 1) continue;
         for (int se = 0; se < r; se++) {
-            if (se == mi || s->dims[se] == 1) continue;
+            /* a size-1 second-minor dimension is a candidate too: v5e and later tile it T(1,128) (libtpu:
+             * f32[1,1000,1,3] as {1,2,3,0:T(1,128)}, 12 KiB, not 16 KiB with 3 rows padded to 4) */
+            if (se == mi) continue;
             hlo_layout c = {0};
             c.rank = r;
             int k = 0;
@@ -560,6 +562,10 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
                         const hlo_instr *o = in->ops[k];
                         int og = cmp_gid(C, o);
                         if (fixed[og] || o->shape.rank != C->lay[g]->rank || !cmp_layout_free(o, &o->shape)) continue;
+                        /* entry parameters keep the layout that pads least (libtpu: depthwise_train's input
+                         * f32[32,56,56,32] arrives W-minor, 28 MiB, though the residual add beside the
+                         * convolutions reads it feature-minor) */
+                        if (o->op == HLO_PARAMETER && o->parent == m->entry) continue;
                         if (!cmp_is_layout_transparent(o) && o->op != HLO_BROADCAST && o->op != HLO_PARAMETER) continue;
                         C->lay[og] = C->lay[g];
                         fixed[og] = 1;
@@ -751,6 +757,27 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
         }
     }
     ut_free(copy_of);
+    return TPU_OK;
+}
+
+/* TopK reads its operand with the sorted (last) dimension major: libtpu copies a row-major operand into that
+ * layout first (topk: f32[1024,32000]{1,0} -> copy {0,1}, then the TopK custom-call), a temporary as large as
+ * the operand for the length of the op. */
+static tpu_status cmp_topk_copies(cmp_state *C, cmp_plan *plan)
+{
+    cmp_program *p = C->p;
+    for (int k = 0; k < plan->nops; k++) {
+        cmp_op *op = &plan->ops[k];
+        const hlo_instr *t = op->root;
+        if (op->kind == CMP_NOOP || t->op != HLO_TOPK || t->nops != 1 || t->ops[0]->shape.rank < 2) continue;
+        hlo_shape s = t->ops[0]->shape;
+        s.layout = cmp_make_layout(&p->arena, s.rank, s.rank - 2, s.rank - 1);
+        if (!s.layout) return ut_nomem(C->ctx);
+        int v = cmp_new_value(C, t, 0, &s, CMP_V_TEMP);
+        if (v < 0) return ut_nomem(C->ctx);
+        p->values[v].copy_of = t->ops[0];
+        p->values[v].start = p->values[v].end = k;
+    }
     return TPU_OK;
 }
 
@@ -1543,6 +1570,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     /* 5b. an entry parameter read by a convolution keeps its own layout: the compiler copies it once into
      * the convolution's layout (bf16 when the MXU rounds it anyway), a temporary live across its readers */
     if (is_entry && C->auto_layout) st = cmp_conv_operand_copies(C, plan, dup);
+    if (!st && C->auto_layout) st = cmp_topk_copies(C, plan);
     if (st) goto done;
     /* values reaching the computation's result live to the end; entry results are outputs */
     int body_of_while = 0;
@@ -1676,6 +1704,25 @@ static void cmp_apply_io_alias(cmp_state *C)
     }
 }
 
+/* XLA gives every scalar of a computation called by an op that is not fused (sort's comparator, the reducer
+ * of a reduce-window, scatter or select-and-scatter) a thread-local allocation of the smallest size, 1 KiB on
+ * v2-v4 and 512 B later (libtpu's buffer assignments: 37 of them, 47 KiB, in rank1_degenerate). */
+static int64_t cmp_thread_local_bytes(const hlo_module *m, const chp_chip *chip)
+{
+    int64_t n = 0;
+    for (int ci = 0; ci < m->ncomps; ci++) {
+        const hlo_comp *c = m->comps[ci];
+        for (int i = 0; i < c->ninstrs; i++) {
+            const hlo_instr *in = c->instrs[i];
+            if (in->op != HLO_SORT && in->op != HLO_REDUCE_WINDOW && in->op != HLO_SCATTER &&
+                in->op != HLO_SELECT_AND_SCATTER)
+                continue;
+            for (int k = 0; k < in->ncalled; k++) n += in->called[k]->ninstrs;
+        }
+    }
+    return n * (chip && chip->generation >= 5 ? 512 : 1024);
+}
+
 tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, const cmp_opts *opts, cmp_program **out)
 {
     (void)opts;
@@ -1767,6 +1814,7 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
         }
     }
     p->temp_peak = p->entry->peak;
+    p->thread_local = cmp_thread_local_bytes(m, chip);
     for (int ci = 0; ci < m->ncomps; ci++)
         if (p->plans[ci])
             for (int k = 0; k < p->plans[ci]->nops; k++) p->fused_instrs += p->plans[ci]->ops[k].ninstrs;

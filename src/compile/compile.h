@@ -88,6 +88,8 @@ typedef struct cmp_program {
     int64_t           outputs_padded, outputs_unpadded;   /* outputs not aliased to arguments */
     int64_t           consts_padded;
     int64_t           temp_peak;   /* entry heap peak: temps and outputs together */
+    int64_t           thread_local;/* scalars of the computations unfused ops call (sort comparators, reduce-window
+                                    * and scatter reducers): one smallest allocation each, outside the heap */
     int64_t           fused_instrs, ops_total;
 } cmp_program;
 

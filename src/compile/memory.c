@@ -97,7 +97,7 @@ tpu_status cmp_memory_compute(const cmp_program *p, cmp_memory_stats *ms, int to
     ms->temp_live_unpadded = p->entry->peak_live_unpadded;
     ms->fragmentation = ms->temp_peak - ms->temp_live_padded;
     /* "program" is everything the compiled program allocates besides its arguments */
-    ms->program = ms->temp_peak + ms->consts_padded;
+    ms->program = ms->temp_peak + ms->consts_padded + p->thread_local;
     ms->used = ms->program + ms->args_padded;
     ms->fits = ms->used <= ms->capacity;
     /* totals of everything allocated at the peak (arguments included) */
