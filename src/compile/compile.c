@@ -1166,6 +1166,27 @@ static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup
     return any;
 }
 
+/* Whether a value the loop body reads (`x`, following slices, reshapes and copies) only ever reaches bf16:
+ * converts to bf16 and dots/convolutions that round their operands to bf16 (one MXU pass). */
+static int cmp_read_as_bf16(cmp_state *C, const hlo_instr *x, int depth)
+{
+    if (depth > 8) return 0;
+    const hlo_comp *c = x->parent;
+    int gi = cmp_gid(C, x), any = 0;
+    for (int k = 0; k < C->users_n[gi]; k++) {
+        const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+        if (u == c->root && u->op == HLO_TUPLE) continue;   /* passed through to the next iteration */
+        any = 1;
+        if (u->op == HLO_CONVERT && u->shape.dtype == TPU_BF16) continue;
+        if ((u->op == HLO_DOT || u->op == HLO_CONVOLUTION) && cmp_mxu_passes(u) == 1) continue;
+        if ((u->op == HLO_DYNAMIC_SLICE || u->op == HLO_SLICE || u->op == HLO_RESHAPE || u->op == HLO_BITCAST ||
+             u->op == HLO_COPY || u->op == HLO_TRANSPOSE) && u->ops[0] == x && cmp_read_as_bf16(C, u, depth + 1))
+            continue;
+        return 0;
+    }
+    return any;
+}
+
 /* XLA's copy insertion for a while loop (op k): every leaf of the loop state is a buffer the body may
  * overwrite, so a leaf whose initial value is an argument or constant, appears twice in the state, is still
  * read after the loop, or was never materialized (a broadcast recomputed in its consumers) gets a buffer
@@ -1177,8 +1198,38 @@ static int cmp_while_copies(cmp_state *C, const hlo_instr *w, int k, const int *
     const hlo_instr *init = w->ops[0];
     int n = C->leaf_count[cmp_gid(C, w)];
     int *lv = cmp_leaves(C, w);
+    const hlo_attr *ba = hlo_attr_find(w, HK_BODY);
+    const hlo_instr *broot = ba && ba->v.comps.n ? ba->v.comps.v[0]->root : NULL;
     for (int l = 0; l < n; l++) {
         int v = lv[l] >= 0 ? cmp_owner(p, lv[l]) : -1, copy = v < 0;
+        if (!copy && broot && broot->op == HLO_TUPLE && l < broot->nops && hlo_shape_is_tuple(&w->shape) &&
+            w->shape.ntuple == broot->nops && cmp_leaf_offset(&w->shape, l) == l) {
+            /* a state element the body passes through unchanged (loop-invariant weights) is only read: it
+             * shares its initial value's buffer */
+            const hlo_instr *e = broot->ops[l];
+            while ((e->op == HLO_BITCAST || e->op == HLO_COPY) && e->nops == 1) e = e->ops[0];
+            if (e->op == HLO_GET_TUPLE_ELEMENT && e->ops[0]->op == HLO_PARAMETER && hlo_attr_int(e, HK_INDEX, -1) == l) {
+                /* ... unless the body only reads it as bf16 (f32 weights cast per layer): the compiler hoists the
+                 * convert and the loop carries a bf16 copy (libtpu: transformer_remat_train's stacked weights,
+                 * dus_loop's bf16 w) */
+                const hlo_comp *body = ba->v.comps.v[0];
+                const hlo_shape *ls = &w->shape.tuple[l];
+                int bf16 = hlo_shape_is_array(ls) && ls->dtype == TPU_F32;
+                for (int i = 0; i < body->ninstrs && bf16; i++) {
+                    const hlo_instr *g = body->instrs[i];
+                    if (g->op == HLO_GET_TUPLE_ELEMENT && g->ops[0]->op == HLO_PARAMETER && hlo_attr_int(g, HK_INDEX, -1) == l)
+                        bf16 = cmp_read_as_bf16(C, g, 0);
+                }
+                if (!bf16) continue;
+                hlo_shape hs = *ls;
+                hs.dtype = TPU_BF16;
+                int nv = cmp_new_value(C, w, l, &hs, CMP_V_TEMP);
+                if (nv < 0) return 0;
+                p->values[nv].start = k;
+                lv[l] = nv;
+                continue;
+            }
+        }
         if (!copy) {
             const cmp_value *val = &p->values[v];
             copy = val->kind == CMP_V_ARG || val->kind == CMP_V_CONST || val->kind == CMP_V_CALLER;
@@ -1443,11 +1494,20 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                 int src = cmp_leaves(C, r->ops[0])[0];
                 int member = 0;
                 for (int q = 0; q < op->ninstrs && !member; q++) member = op->instrs[q] == r->ops[0];
-                if (!member && C->users_n[gi] == 1 && src < 0 && !is_entry && cmp_from_param(r->ops[0])) {
+                /* other readers scheduled before this op do not stop the update in place (XLA orders them) */
+                int others_before = 1;
+                for (int u = 0; u < C->users_n[gi] && others_before; u++) {
+                    const hlo_instr *user = c->instrs[C->users[gi][u] - C->comp_base[c->id]];
+                    if (user == r) continue;
+                    int in_op = 0;
+                    for (int q = 0; q < op->ninstrs && !in_op; q++) in_op = op->instrs[q] == user;
+                    others_before = in_op || (group[user->id] >= 0 && pos_of_group[group[user->id]] < k);
+                }
+                if (!member && others_before && src < 0 && !is_entry && cmp_from_param(r->ops[0])) {
                     if (!cmp_define_all(C, r, CMP_V_CALLER)) st = ut_nomem(C->ctx);
                     break;
                 }
-                if (!member && C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
+                if (!member && others_before && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
                     cmp_alias_leaves(C, r, r->ops[0], 0);
                     break;
                 }
