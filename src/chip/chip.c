@@ -912,3 +912,11 @@ tpu_status chp_slice_parse(tpu_ctx *ctx, const char *name, chp_slice *out)
     chp_slice_set_name(out, false);
     return TPU_OK;
 }
+
+const char *chp_device_desc(const chp_chip *c)
+{
+    if (c->cores_per_device > 1) return "chip (megacore: its TensorCores run one program)";
+    if (c->cores_per_chip == 1) return "chip (1 TensorCore)";
+    if (c->generation >= 7) return "chiplet (1 TensorCore)";
+    return "TensorCore";
+}

@@ -137,6 +137,10 @@ tpu_status chp_chip_parse_json(tpu_ctx *ctx, const char *text, size_t len, const
 /* Checks a chip's figures for sanity (positive, consistent); messages name the field. */
 tpu_status chp_chip_validate(tpu_ctx *ctx, const chp_chip *c, const char *what);
 
+/* What one device of the chip is, for reports: "chip (megacore: 2 TensorCores)" on v4 and v5p,
+ * "chip (1 TensorCore)" on v5e and v6e, "TensorCore" on v2 and v3, "chiplet (1 TensorCore)" on TPU7x. */
+const char *chp_device_desc(const chp_chip *c);
+
 /* ---- derived figures ---- */
 /* The MXU clock: clock_hz where public, else peak_bf16 / (2 x rows x cols x MXUs x cores). */
 double  chp_mxu_clock_hz(const chp_chip *c);

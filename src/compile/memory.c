@@ -1,4 +1,4 @@
-/* memory.c — the memory report of a compiled program: per core arguments, outputs, temporaries, reserved
+/* memory.c — the memory report of a compiled program: per device arguments, outputs, temporaries, reserved
  * and program peak; padded vs unpadded bytes; utilization and fragmentation; the largest allocations with
  * their op_type/op_name, tiled shape and padding expansion. When the program does not fit, the report has
  * the shape of the TPU compiler's own out-of-memory message (design §5), which users know how to read. */
@@ -173,12 +173,17 @@ void cmp_memory_text(ut_buf *b, const cmp_program *p, const cmp_memory_stats *ms
     double util = ms->temp_live_padded ? 100.0 * (double)ms->temp_live_unpadded / (double)ms->temp_live_padded : 100.0;
     double fragp = ms->temp_peak ? 100.0 * (double)ms->fragmentation / (double)ms->temp_peak : 0.0;
     if (!ms->fits) {
-        ut_buf_printf(b, "Ran out of memory in memory space hbm. Used %s of %s hbm. Exceeded hbm capacity by %s.\n", used,
-                      cap, over);
+        /* the current compiler's wording (libtpu 0.0.42.1): the error the framework raises, then the compiler's
+         * own line (docs/libtpu-reference.md) */
+        ut_buf_printf(b, "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (%s) "
+                      "exceeds available HBM (%s).\n", used, cap);
+        ut_buf_printf(b, "XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used %s of %s hbm. "
+                      "Exceeded hbm capacity by %s.\n", used, cap, over);
     } else {
         ut_buf_printf(b, "Fits in hbm. Used %s of %s hbm (%.1f%%).\n", used, cap,
                       ms->capacity ? 100.0 * (double)ms->used / (double)ms->capacity : 0.0);
     }
+    ut_buf_printf(b, "Per device: one %s of %s.\n", chp_device_desc(p->chip), p->chip->name);
     ut_buf_printf(b, "Total hbm usage >= %s:\n", total);
     ut_buf_printf(b, "    reserved %15s\n", res);
     ut_buf_printf(b, "    program  %15s\n", prog);
