@@ -594,6 +594,11 @@ def prog_reduce_window_rowmax():
         return lax.cummax(x, axis=1), lax.reduce_window(x, 0.0, lax.add, (1, 8), (1, 8), "VALID")
     return f, [S((1024, 2048))], {}
 
+def prog_big_mlp_train():
+    # about 21 GiB: too big for v3 (15.48G) and v5e (15.75G), fits v6e (31.25G); the out-of-memory verdict
+    return sgd(mlp_loss), [mlp_params([16384] * 9), S((8192, 16384)), S((8192,), jnp.int32)], {}
+
+
 # Programs whose compile got a constraint the text before optimization does not carry: their *pre* figure is
 # not a test of tpusim (it cannot know), and the summary statistics leave them out.
 CONSTRAINED = {"onehot_rowmajor": "the result layout {1,0} is forced through jit's out_shardings, not written in "
@@ -650,6 +655,7 @@ PROGRAMS = [
     ("mlp_infer_bf16", prog_mlp_infer_bf16, GENS),
     ("batchnorm_nchw_train", prog_batchnorm_nchw_train, GENS),
     ("reduce_window_rowmax", prog_reduce_window_rowmax, GENS),
+    ("big_mlp_train", prog_big_mlp_train, GENS),
 ]
 
 # ---------------------------------------------------------------------------------------------------------
@@ -788,6 +794,8 @@ def refresh_tpusim(out, tpusim):
         if "real" not in rec:
             continue
         rec["tpusim_pre"] = run_tpusim(tpusim, os.path.join(root, rec["hlo"]), rec["chip"])
+        if rec["real"].get("oom"):
+            continue
         rec["tpusim_opt"] = run_tpusim(tpusim, os.path.join(root, rec["opt_hlo"]), rec["chip"])
         add_errors(rec)
     for rec in (out.get("oom") or {}).values():
@@ -815,7 +823,12 @@ def compile_one(name, make, gen):
     fn.__name__ = name
     lowered = jax.jit(fn, **jkw).lower(*specs)
     pre = lowered.as_text(dialect="hlo")
-    compiled = lowered.compile()
+    try:
+        compiled = lowered.compile()
+    except Exception as e:  # noqa: BLE001 - out of memory is a result here, not a failure
+        if "RESOURCE_EXHAUSTED" not in str(e):
+            raise
+        return pre, None, str(e).splitlines()[0]
     ma = compiled.memory_analysis()
     opt = compiled.as_text()
     return pre, opt, ma
@@ -989,6 +1002,17 @@ def main():
                 continue
             # the program before optimization does not depend on the generation: one file per program
             pre_path = os.path.join(HLO_DIR, f"{name}.hlo")
+            if opt is None:   # the real compiler ran out of memory: ma is its message
+                with open(pre_path, "w") as fh:
+                    fh.write(pre)
+                chip = TOPOLOGIES[gen][1]
+                rec = {"program": tag, "gen": gen, "topology": TOPOLOGIES[gen][0], "chip": chip,
+                       "hlo": f"tests/reference/hlo/{name}.hlo", "real": {"oom": True, "message": ma},
+                       "tpusim_pre": run_tpusim(a.tpusim, pre_path, chip)}
+                results.append(rec)
+                print("   real: out of memory:", ma[:160], " tpusim fits:", rec["tpusim_pre"].get("fits"),
+                      file=sys.stderr)
+                continue
             opt_path = os.path.join(HLO_DIR, f"{tag}.opt.hlo")
             with open(pre_path, "w") as fh:
                 fh.write(pre)
@@ -1070,6 +1094,31 @@ def human(n):
     return f"{n}B"
 
 
+def summary_lines(out):
+    """Median and largest |error| of tpusim's HBM figure, before and after optimization, per generation."""
+    import statistics
+    rows = [r for r in out["programs"] if "real" in r and not r["real"].get("oom")]
+    lines = ["## Summary", "",
+             "|error| of tpusim's HBM figure against the real compiler's, over the programs compiled (those marked "
+             "constrained are left out of *pre*: the compiler got a layout their text does not carry). "
+             "Out-of-memory verdicts: tpusim's `fits` against whether libtpu compiled the program.", "",
+             "| set | generation | programs | median | max | within 10% | within 30% |", "|---|---|---|---|---|---|---|"]
+    for key, label in (("tpusim_pre", "before optimization"), ("tpusim_opt", "optimized by libtpu")):
+        for gen in ["all"] + sorted({r["gen"] for r in rows}):
+            errs = [abs(r[key]["peak_err_pct"]) for r in rows if (gen == "all" or r["gen"] == gen) and
+                    r.get(key) and r[key].get("peak_err_pct") is not None and
+                    not (key == "tpusim_pre" and r.get("constrained"))]
+            if not errs:
+                continue
+            lines.append(f"| {label} | {gen} | {len(errs)} | {statistics.median(errs):.1f}% | {max(errs):.1f}% "
+                         f"| {sum(e <= 10 for e in errs)} | {sum(e <= 30 for e in errs)} |")
+    verdicts = [(r["real"].get("oom", False), r.get("tpusim_pre", {}).get("fits")) for r in out["programs"] if "real" in r]
+    agree = sum(1 for oom, fits in verdicts if fits is (not oom))
+    lines += ["", f"Out-of-memory verdict: tpusim agrees with libtpu on {agree} of {len(verdicts)} compiles "
+              f"({sum(1 for oom, _ in verdicts if oom)} of them out of memory)."]
+    return lines
+
+
 def write_table(out):
     m = out["meta"]
     lines = ["# tpusim vs the real TPU compiler (libtpu, ahead of time)", "",
@@ -1089,6 +1138,13 @@ def write_table(out):
         if "error" in r:
             lines.append(f"| {r['program']} | {r['gen']} | compile failed: {r['error']} |||||||||")
             continue
+        if r["real"].get("oom"):
+            t = r["tpusim_pre"]
+            verdict = "agrees" if t.get("fits") is False else "DISAGREES"
+            lines.append(f"| {r['program']} | {r['chip']} | out of memory | | | | | tpusim {human(t.get('peak_bytes'))} "
+                         f"of {human(t.get('hbm_capacity_bytes'))}: {'does not fit' if t.get('fits') is False else 'fits'} "
+                         f"({verdict}) | | | |")
+            continue
         real, pre, opt = r["real"], r["tpusim_pre"], r["tpusim_opt"]
 
         def cell(t, k, e):
@@ -1099,6 +1155,7 @@ def write_table(out):
                      f"| {human(real['temp_bytes'])} | {human(real['output_bytes'])} | {human(real['peak_bytes'])} "
                      f"| {cell(pre, 'peak_bytes', 'peak_err_pct')} | {cell(pre, 'argument_bytes', 'args_err_pct')} "
                      f"| {cell(opt, 'peak_bytes', 'peak_err_pct')} | {cell(opt, 'argument_bytes', 'args_err_pct')} |")
+    lines += [""] + summary_lines(out)
     if out.get("oom"):
         lines += ["", "## Out of memory on purpose (`oom_sort.hlo`: three f32[100000,100000] temporaries)", "",
                   "| chip | topology | the real compiler's message (libtpu log) | usable HBM | tpusim capacity "
@@ -1128,7 +1185,7 @@ def write_table(out):
                          f"| {b(r['tpusim_same_layout'])} | {b(r['tpusim_default_layout'])} |")
     lines += ["", "## Largest buffers the real compiler assigned (its layouts)", ""]
     for r in out["programs"]:
-        if "error" in r:
+        if "error" in r or not r.get("real_largest"):
             continue
         lines.append(f"**{r['program']}** ({r['chip']}): " + "; ".join(
             f"`{v['shape']}` {human(v['bytes'])} ({v['alloc']})" for v in r["real_largest"][:5]))
