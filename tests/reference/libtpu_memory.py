@@ -666,6 +666,22 @@ def to_specs(tree, sh):
                                   is_leaf=lambda t: isinstance(t, S))
 
 
+def strip_metadata(text):
+    """Drops metadata={...} and the stack-frame tables (FileNames ... StackFrames) of an optimized program: the
+    tests need its layouts and instructions, not its source locations (a third of the text)."""
+    out, skip = [], False
+    for line in text.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            skip = True
+            continue
+        if skip and (not line or line[0].isdigit()):
+            continue
+        skip = False
+        line = re.sub(r", metadata=\{[^{}]*\}", "", line)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def strip_backend_config(text):
     """Drops backend_config={...} (kernel tiling JSON, most of the text) and the stack-frame tables."""
     out = []
@@ -1017,7 +1033,7 @@ def main():
             with open(pre_path, "w") as fh:
                 fh.write(pre)
             with open(opt_path, "w") as fh:
-                fh.write(strip_backend_config(opt))
+                fh.write(strip_metadata(strip_backend_config(opt)))
             mod = re.search(r"^HloModule (\S+?),", opt, re.M).group(1)
             allocs = read_buffer_assignment(mod)
             real = {"argument_bytes": ma.argument_size_in_bytes, "output_bytes": ma.output_size_in_bytes,
