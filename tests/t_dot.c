@@ -466,9 +466,10 @@ TEST(dot_transposed_result_written_directly)
                     const int64_t *d1 = tpu_tensor_dims(o1[0]), *d2 = tpu_tensor_dims(o2[0]);
                     CHECK(tpu_tensor_rank(o1[0]) == tpu_tensor_rank(o2[0]));
                     for (int k = 0; k < tpu_tensor_rank(o1[0]) && k < tpu_tensor_rank(o2[0]); k++) CHECK(d1[k] == d2[k]);
-                    /* the same products summed in the same k order; only BLAS's blocking may differ */
+                    /* the same products; BLAS may block the k sum differently for the two shapes (measured: 28 ulps
+                     * on 6.67 with K = 300), so relative as well as absolute */
                     mxt_compare(__FILE__, __LINE__, mxt_fmt(what, sizeof what, "case %zu mode %d", c, md), o1[0], o2[0],
-                                64 * 0x1p-24, 0);
+                                64 * 0x1p-24, 64 * 0x1p-24);
                 }
                 if (o1) tpu_tensors_free(o1, n1);
                 if (o2) tpu_tensors_free(o2, n2);
