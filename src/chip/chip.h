@@ -90,6 +90,8 @@ typedef struct chp_chip {
     double      host_bw;              /* host <-> device bytes/s per chip, each way; 0 = unknown */
     int         pcie_gen;             /* PCIe generation of that link; 0 = not public */
     double      op_overhead_s;        /* fixed time per launched op (fusion) on top of its roofline time */
+    double      mxu_efficiency;       /* share of the MXU's peak XLA's matmul code sustains on large GEMMs (published
+                                       * sweeps, docs/timing.md); MXU time is divided by it. 0 means 1 */
 
     const char *source;               /* the main public documents the figures come from */
     const char *note;                 /* doubts and disagreements between sources, or NULL */

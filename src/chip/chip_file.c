@@ -75,6 +75,7 @@ static const chp_key chp_keys[] = {
     {"host_gb_s", CHP_K_NUM, F(host_bw), 1e9, 0, 1e5, 0, "GB/s per chip"},
     {"pcie_gen", CHP_K_INT, F(pcie_gen), 1, 0, 16, 0, ""},
     {"op_overhead_us", CHP_K_NUM, F(op_overhead_s), 1e-6, 0, 1e6, 0, "microseconds"},
+    {"mxu_efficiency", CHP_K_NUM, F(mxu_efficiency), 1, 0, 1, 0, "share of the MXU peak on large GEMMs"},
 };
 #undef F
 
@@ -164,6 +165,7 @@ static void chp_defaults(chp_chip *c)
     c->smem_bytes = 1 * MiB;
     c->cube = 4;
     c->op_overhead_s = 1e-6;
+    c->mxu_efficiency = 1;
 }
 
 static void chp_line_col(const char *text, const char *at, int *line, int *col)

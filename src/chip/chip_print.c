@@ -78,6 +78,7 @@ static void chp_json_chip(ut_buf *b, const chp_chip *c)
     JD("hbm_bw", c->hbm_bw);
     JI("vmem_bytes", c->vmem_bytes);
     JI("vmem_temp_bytes", c->vmem_temp_bytes);
+    JD("mxu_efficiency", c->mxu_efficiency > 0 ? c->mxu_efficiency : 1);
     JI("cmem_bytes", c->cmem_bytes);
     JI("smem_bytes", c->smem_bytes);
     JI("sparse_cores", c->sparse_cores);
