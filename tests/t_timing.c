@@ -107,8 +107,12 @@ TEST(timing_big_matmul_reaches_peak)
         tpu_profile *p = prof_opts(ctx, h, o, &m);
         free(h);
         if (!p) continue;
+        /* the share of the peak XLA's matmul sustains on large GEMMs (published sweeps: chip mxu_efficiency), less
+         * the pipeline's exposed first loads and last store and the host launch */
         double u = tpu_profile_mxu_utilization(p);
-        CHECK_MSG(u > 0.95 && u <= 1.0, "%s: MXU utilization %g of an 8192^3 matmul", chips[c], u);
+        const chp_chip *ch = chp_generation_find(chips[c]);
+        double eff = ch && ch->mxu_efficiency > 0 ? ch->mxu_efficiency : 1;
+        CHECK_MSG(u > 0.9 * eff && u <= eff, "%s: MXU utilization %g of an 8192^3 matmul (efficiency %g)", chips[c], u, eff);
         CHECK_EQ_STR(tpu_profile_bound(p), "compute");
         const tim_op *t = first_mxu_op(p);
         CHECK(t && t->mxu_util <= 1.0 && t->pad_waste == 0);
@@ -616,8 +620,8 @@ TEST(timing_advice_vector_lanes)
 
 /* The TPU's linear-algebra custom-calls are timed by their textbook FLOPs (LU 2/3 n^3, QR 4/3 n^3 for a
  * square matrix, Q from its reflectors 4/3 n^3, eigh 9 n^3): trailing updates on the MXU at f32 precision, the
- * 128-column panels on the vector unit (n^2 work per panel column): doubling n costs between 4x (panels) and 8x
- * (MXU updates). */
+ * 128-column panels on the vector unit (n^2 work per panel column): doubling n costs between 4x (panels; a little
+ * less with the pipeline's exposed transfers) and 8x (MXU updates). */
 TEST(timing_linalg_custom_calls)
 {
     static const struct { const char *target, *result; double per_n3; } cc[] = {
@@ -643,7 +647,7 @@ TEST(timing_linalg_custom_calls)
             CHECK_MSG(t && fabs(t->flops / (cc[c].per_n3 * n3) - 1) < 0.01, "%s %d: %g FLOPs", cc[c].target, n,
                       t ? t->flops : -1);
             double s = t ? t->time_s - t->overhead_s : 0;
-            if (prev > 0) CHECK_MSG(s > 3.9 * prev && s < 8.5 * prev, "%s: %d^3 takes %g s, half the size %g s",
+            if (prev > 0) CHECK_MSG(s > 3.5 * prev && s < 8.5 * prev, "%s: %d^3 takes %g s, half the size %g s",
                                     cc[c].target, n, s, prev);
             prev = s;
             tpu_profile_free(p);
