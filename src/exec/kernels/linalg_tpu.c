@@ -96,9 +96,10 @@ static tpu_status lt_setup(exe_state *S, const hlo_instr *in, exe_value *const *
     if (c->a->rank < 2) return exe_fail(S, in, TPU_ERR_SHAPE, "%s needs matrices [..., m, n]", what);
     c->m = c->a->dims[c->a->rank - 2];
     c->n = c->a->dims[c->a->rank - 1];
-    if (c->m > (1 << 16) || c->n > (1 << 16))
-        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s of %lldx%lld matrices is too large", what, (long long)c->m,
-                        (long long)c->n);
+    /* the scratch holds one matrix in f64 at a time: up to 2^24 elements (a 4096 x 4096 matrix, 128 MiB) */
+    if (c->m > (1 << 24) || c->n > (1 << 24) || c->m * c->n > (1 << 24) || c->n * c->n > (1 << 24))
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s of %lldx%lld matrices is too large (at most 2^24 elements)",
+                        what, (long long)c->m, (long long)c->n);
     c->batch = c->m * c->n > 0 ? c->a->count / (c->m * c->n) : 0;
     int tuple = hlo_shape_is_tuple(&in->shape);
     if ((nres > 1 && (!tuple || in->shape.ntuple != nres)) || (nres == 1 && tuple))
@@ -112,10 +113,10 @@ static tpu_status lt_setup(exe_state *S, const hlo_instr *in, exe_value *const *
             return st;
         }
     }
-    int64_t mn = UT_MAX(c->m, c->n);
-    c->x = ut_malloc((size_t)UT_MAX(mn * mn, (int64_t)1) * sizeof *c->x);
-    c->y = ut_malloc((size_t)UT_MAX(mn * mn, (int64_t)1) * sizeof *c->y);
-    c->v = ut_malloc((size_t)UT_MAX(mn, (int64_t)1) * sizeof *c->v);
+    int64_t cells = UT_MAX(UT_MAX(c->m * c->n, c->n * c->n), (int64_t)1);   /* an m x n or n x n matrix */
+    c->x = ut_malloc((size_t)cells * sizeof *c->x);
+    c->y = ut_malloc((size_t)cells * sizeof *c->y);
+    c->v = ut_malloc((size_t)UT_MAX(UT_MAX(c->m, c->n), (int64_t)1) * sizeof *c->v);
     if (!c->x || !c->y || !c->v) {
         lt_free(c, 0);
         return ut_nomem(S->ctx);
