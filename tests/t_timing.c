@@ -656,3 +656,64 @@ TEST(timing_linalg_custom_calls)
     }
     tpu_ctx_free(ctx);
 }
+
+/* A reduce-window sliding by one over (almost) a whole row is a cumulative op (jax's cummax): the compiler runs
+ * it as a prefix computation, log2(window) steps per element, not window of them (a 2047-wide window over rows
+ * of 2048 costs about 11/3 of a 3-wide one, not 682x). */
+TEST(timing_cumulative_reduce_window)
+{
+    static const char *fmt =
+        "HloModule rw\nmax { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b) }\n"
+        "ENTRY e {\n  x = f32[1024,2048] parameter(0)\n  c = f32[] constant(-inf)\n"
+        "  ROOT r = f32[1024,2048] reduce-window(x, c), window={size=1x%d pad=0_0x%d_0}, to_apply=max\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    double vpu[2] = {0, 0};
+    int widths[2] = {3, 2047};
+    for (int k = 0; k < 2; k++) {
+        char h[512];
+        snprintf(h, sizeof h, fmt, widths[k], widths[k] - 1);
+        tpu_profile_opts o = {0};
+        o.chip = "v5e";
+        tpu_module *m = NULL;
+        tpu_profile *p = prof_opts(ctx, h, o, &m);
+        if (!p) continue;
+        const prf_profile *pp = (const prf_profile *)p;
+        for (int i = 0; i < pp->tim->nops; i++)
+            if (pp->tim->ops[i].root->op == HLO_REDUCE_WINDOW) vpu[k] = pp->tim->ops[i].vpu_s;
+        tpu_profile_free(p);
+        tpu_module_free(m);
+    }
+    CHECK_MSG(vpu[0] > 0 && vpu[1] > 2 * vpu[0] && vpu[1] < 6 * vpu[0], "window 3: %g s, window 2047: %g s", vpu[0], vpu[1]);
+    tpu_ctx_free(ctx);
+}
+
+/* A compiled program's fusion whose root is a dynamic-update-slice of one of its parameters updates that buffer
+ * in place: it reads and writes the window (and what the update needs), not the whole buffer. */
+TEST(timing_fused_dynamic_update_slice_in_place)
+{
+    static const char *h =
+        "HloModule d, is_scheduled=true\n"
+        "f { b = f32[4096,1024]{1,0:T(8,128)} parameter(0)\n u = f32[64,1024]{1,0:T(8,128)} parameter(1)\n"
+        " i = s32[]{:T(256)} parameter(2)\n z = s32[]{:T(256)} constant(0)\n"
+        " t = f32[64,1024]{1,0:T(8,128)} tanh(u)\n"
+        " ROOT r = f32[4096,1024]{1,0:T(8,128)} dynamic-update-slice(b, t, i, z) }\n"
+        "ENTRY e {\n  b = f32[4096,1024]{1,0:T(8,128)} parameter(0)\n  u = f32[64,1024]{1,0:T(8,128)} parameter(1)\n"
+        "  i = s32[]{:T(256)} parameter(2)\n"
+        "  ROOT r = f32[4096,1024]{1,0:T(8,128)} fusion(b, u, i), kind=kLoop, calls=f\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_profile_opts o = {0};
+    o.chip = "v5e";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, h, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    int64_t bytes = -1;
+    for (int i = 0; i < pp->tim->nops; i++)
+        if (pp->tim->ops[i].root->op == HLO_FUSION) bytes = pp->tim->ops[i].hbm_bytes;
+    /* the update read (256 KiB), the window read in place and written (256 KiB each), the index: under 1 MiB,
+     * where the whole buffer read and written would be 32 MiB */
+    CHECK_MSG(bytes > 0 && bytes < (1 << 20), "the fusion moves %lld bytes", (long long)bytes);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

@@ -585,6 +585,11 @@ static EXE_KERNEL(exe_k_control)
             return exe_identity(ops, out);
         }
         if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
+        /* the compiler's note that a gather's or scatter's indices may be bit-packed: the same index values */
+        if (target && !strcmp(target, "GatherScatterIndicesBitpacked") && in->nops == 1 && ops[0]->t &&
+            hlo_shape_is_array(&in->shape) && ops[0]->t->count == hlo_shape_count(&in->shape) &&
+            ops[0]->t->dtype == (tpu_dtype)in->shape.dtype)
+            return exe_identity(ops, out);
         if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
             /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
             tpu_tensor *t;

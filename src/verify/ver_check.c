@@ -363,7 +363,8 @@ static vc_cc_kind vc_custom_call_kind(const char *t)
                                       "LuDecomposition", "Qr", "ProductOfElementaryHouseholderReflectors", "Eigh",
                                       NULL};
     /* written by the TPU compiler itself into the programs it optimizes (seen in libtpu's dumps) */
-    static const char *const internal[] = {"ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound", NULL};
+    static const char *const internal[] = {"ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound",
+                                           "GatherScatterIndicesBitpacked", NULL};
     static const char *const host[] = {"xla_python_cpu_callback", "xla_python_gpu_callback", "xla_ffi_python_cpu_callback",
                                        "xla_ffi_python_gpu_callback", "PyFunc", "EagerPyFunc", "py_func",
                                        "InspectSharding", NULL};
