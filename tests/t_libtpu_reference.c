@@ -553,3 +553,31 @@ TEST(libtpu_ref_mixed_type_data_movement)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* Every program libtpu optimized is one a TPU runs: tpusim check calls each compatible (the compiler's own
+ * custom-calls, tiled bitcasts and mixed-type data movement included). */
+TEST(libtpu_ref_optimized_programs_check_compatible)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    tpu_ctx *ctx = tpu_ctx_new();
+    int checked = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
+        const char *path = ref_str(p, "opt_hlo"), *chip = ref_str(p, "chip");
+        if (!path || !chip) continue;
+        tpu_module *m = NULL;
+        tpu_report *r = NULL;
+        if (tpu_module_load(ctx, path, &m) != TPU_OK || tpu_check(ctx, m, chip, &r) != TPU_OK) {
+            test_fail(__FILE__, __LINE__, "%s: %s", path, tpu_errmsg(ctx));
+        } else {
+            CHECK_MSG(tpu_report_compatible(r), "%s: %s", path, tpu_report_text(r));
+            checked++;
+        }
+        tpu_report_free(r);
+        tpu_module_free(m);
+    }
+    CHECK(checked >= 140);
+    tpu_ctx_free(ctx);
+    cJSON_Delete(j);
+}
