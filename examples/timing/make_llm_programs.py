@@ -83,7 +83,8 @@ def blocked_causal_attention(q, k, v, nblk):
             a = jax.nn.softmax(jnp.where(mask, a, -1e30), axis=-1).astype(BF)
             outs.append(a @ vv)
         return jnp.concatenate(outs, axis=0)
-    o = lax.map(one, (heads(q), heads(k), heads(v)))
+    # the kernel recomputes scores in its backward pass rather than saving them: checkpoint each block
+    o = lax.map(jax.checkpoint(one), (heads(q), heads(k), heads(v)))
     return jnp.transpose(o.reshape(b, hh, s, d), (0, 2, 1, 3))
 
 
