@@ -260,10 +260,10 @@ TEST(libtpu_ref_usable_hbm_and_oom)
 #define REF_PRE_MAX             0.72    /* 71.5% (rank1_degenerate on v6e) */
 #define REF_PRE_WITHIN_10       106     /* of 143 within 10% */
 #define REF_PRE_WITHIN_30       122     /* of 143 within 30% */
-#define REF_OPT_MEDIAN          0.005   /* 0.1% */
-#define REF_OPT_MAX             0.93    /* 92.4% (embedding_grad: its scatter updates a zero table in place) */
-#define REF_OPT_WITHIN_10       129
-#define REF_OPT_WITHIN_30       139
+#define REF_OPT_MEDIAN          0.005   /* 0.0% */
+#define REF_OPT_MAX             0.69    /* 68.8% (rank1_degenerate on v6e: 16 KiB heap alignment of tiny buffers) */
+#define REF_OPT_WITHIN_10       132
+#define REF_OPT_WITHIN_30       142
 
 static int ref_dbl_cmp(const void *a, const void *b)
 {

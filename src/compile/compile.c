@@ -1460,7 +1460,10 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                  * place (XLA's can-share-buffer rule) */
                 const hlo_instr *fr = r->called[0]->root;
                 while (fr->op == HLO_BITCAST && fr->nops == 1) fr = fr->ops[0];
-                if (fr->op == HLO_DYNAMIC_UPDATE_SLICE && fr->ops[0]->op == HLO_PARAMETER && fr->ops[0]->param_no < r->nops) {
+                /* (a scatter at the root of a fusion updates its operand in place too: an embedding gradient's
+                 * scatter-add into the zero table, embedding_grad.opt.hlo) */
+                if ((fr->op == HLO_DYNAMIC_UPDATE_SLICE || fr->op == HLO_SCATTER) && fr->nops >= 1 &&
+                    fr->ops[0]->op == HLO_PARAMETER && fr->ops[0]->param_no < r->nops) {
                     const hlo_instr *opnd = r->ops[fr->ops[0]->param_no];
                     int gi = cmp_gid(C, opnd);
                     int src = cmp_leaves(C, opnd)[0];
