@@ -190,6 +190,11 @@ void cmp_memory_text(ut_buf *b, const cmp_program *p, const cmp_memory_stats *ms
     ut_buf_printf(b, "    arguments %14s\n", args);
     ut_buf_printf(b, "HLO temp %s (%.1f%% utilization: Unpadded (%s) Padded (%s), %.1f%% fragmentation (%s))\n", temp, util,
                   unp, pad, fragp, frag);
+    if (p->entry->vmem_peak > 0) {
+        char vm[32];
+        cmp_fmt_bytes(vm, sizeof vm, p->entry->vmem_peak);
+        ut_buf_printf(b, "VMEM temporaries %s (kept on the core by memory-space assignment, not in hbm)\n", vm);
+    }
     if (ms->nlargest) {
         ut_buf_puts(b, "Largest program allocations in hbm:\n");
         for (int i = 0; i < ms->nlargest; i++) mem_alloc_entry(b, p, &p->values[ms->largest[i]], i + 1);
