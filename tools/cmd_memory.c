@@ -106,7 +106,7 @@ static int memory_main(int argc, char **argv, int compile)
             fprintf(stderr, "%s", tpu_memory_report(mem));
             rc = 1;
         } else {
-            printf("%s: compiled for %s: uses %.2f GiB of %.2f GiB HBM per core\n", prog, chip,
+            printf("%s: compiled for %s: uses %.2f GiB of %.2f GiB HBM per device\n", prog, chip,
                    (double)tpu_memory_peak_bytes(mem) / (1 << 30), (double)tpu_memory_capacity_bytes(mem) / (1 << 30));
         }
         goto done;

@@ -10,7 +10,7 @@ static const struct {
 } cli_cmds[] = {
     {"run", cmd_run, "run an HLO program on the CPU with TPU numerics; write results as .npy"},
     {"check", cmd_check, "report what would stop a program from compiling for a TPU (exit 0 ok, 1 no, 2 bad input)"},
-    {"memory", cmd_memory, "will it fit? HBM per core with TPU tiling, the largest allocations, a viewer"},
+    {"memory", cmd_memory, "will it fit? HBM per device with TPU tiling, the largest allocations, a viewer"},
     {"compile", cmd_compile, "compile for a chip; fails like the TPU compiler when HBM runs out"},
     {"profile", cmd_profile, "how fast would it run? step time, MXU use, op table, trace, HTML report, advice"},
     {"print", cmd_print, "parse an HLO program and print it back (canonical form)"},

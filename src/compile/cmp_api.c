@@ -140,6 +140,8 @@ const char *tpu_memory_json(const tpu_memory *mem)
     cJSON_AddNumberToObject(o, "argument_unpadded_bytes", (double)ms->args_unpadded);
     cJSON_AddNumberToObject(o, "output_bytes", (double)ms->outputs_padded);
     cJSON_AddNumberToObject(o, "temp_bytes", (double)ms->temp_peak);
+    /* temporaries the compiler keeps in VMEM on v5e and later (at the entry computation's busiest point) */
+    cJSON_AddNumberToObject(o, "vmem_temp_bytes", (double)mem->prog->entry->vmem_peak);
     cJSON_AddNumberToObject(o, "constant_bytes", (double)ms->consts_padded);
     cJSON_AddNumberToObject(o, "padded_bytes", (double)ms->padded_total);
     cJSON_AddNumberToObject(o, "unpadded_bytes", (double)ms->unpadded_total);

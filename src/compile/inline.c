@@ -178,6 +178,53 @@ static int inl_comp(hlo_module *m, hlo_comp *c, int *counter, inl_out *o)
     return 1;
 }
 
+/* get-tuple-element(tuple(a, b, ...), index=i) reads a, b, ... directly (XLA's tuple simplification): the
+ * tuples an inlined call returned then leave no trace, so what flows out of a call fuses like any value. */
+static int inl_forward_tuples(hlo_comp *c)
+{
+    int any = 0;
+    for (int i = 0; i < c->ninstrs; i++) {
+        hlo_instr *in = c->instrs[i];
+        for (int k = 0; k < in->nops; k++) {
+            const hlo_instr *o = in->ops[k];
+            int guard = 0;
+            while (o->op == HLO_GET_TUPLE_ELEMENT && o->nops == 1 && o->ops[0]->op == HLO_TUPLE && guard++ < 64) {
+                int64_t idx = hlo_attr_int(o, HK_INDEX, -1);
+                if (idx < 0 || idx >= o->ops[0]->nops) break;
+                o = o->ops[0]->ops[idx];
+            }
+            if (o != in->ops[k]) {
+                in->ops[k] = (hlo_instr *)o;
+                any = 1;
+            }
+        }
+    }
+    if (!any) return 1;
+    /* drop the tuples and get-tuple-elements nothing reads any more (a dead tuple would still count as a
+     * reader of its elements) */
+    int *uses = ut_calloc((size_t)c->ninstrs + 1, sizeof *uses);
+    if (!uses) return 0;
+    for (int i = 0; i < c->ninstrs; i++)
+        for (int k = 0; k < c->instrs[i]->nops; k++)
+            if (c->instrs[i]->ops[k]->parent == c) uses[c->instrs[i]->ops[k]->id]++;
+    for (int i = c->ninstrs - 1; i >= 0; i--) {   /* users come after their operands */
+        hlo_instr *in = c->instrs[i];
+        if (uses[i] || in == c->root || in->is_root || in->nctrl ||
+            (in->op != HLO_TUPLE && in->op != HLO_GET_TUPLE_ELEMENT))
+            continue;
+        uses[i] = -1;
+        for (int k = 0; k < in->nops; k++)
+            if (in->ops[k]->parent == c) uses[in->ops[k]->id]--;
+    }
+    int n = 0;
+    for (int i = 0; i < c->ninstrs; i++)
+        if (uses[i] >= 0) c->instrs[n++] = c->instrs[i];
+    c->ninstrs = n;
+    for (int i = 0; i < n; i++) c->instrs[i]->id = i;
+    ut_free(uses);
+    return 1;
+}
+
 tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out)
 {
     *out = NULL;
@@ -210,6 +257,7 @@ tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out)
     }
     for (int i = 0; ok && i < c->ncomps; i++)
         if (root[i]) ok = inl_comp(c, c->comps[i], &counter, &o);
+    for (int i = 0; ok && counter && i < c->ncomps; i++) ok = inl_forward_tuples(c->comps[i]);
     ut_free(root);
     ut_free(o.v);
     if (!ok) {

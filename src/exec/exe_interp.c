@@ -490,6 +490,40 @@ static int64_t exe_global_index(const exe_state *S, const hlo_instr *in)
 /* ConcatBitcast, the TPU compiler's own custom-call: its operands (slices of one array, fetched separately)
  * laid end to end in memory along the result's most-major dimension, i.e. a concatenation along the one
  * dimension in which the operands differ from the result. */
+/* Programs the TPU compiler optimized move data and change its float type in one instruction
+ * (`bf16[64,1024] dynamic-slice(f32[2048,1024] ...)` in a loop that feeds a matmul). */
+static int exe_mixed_move(const hlo_instr *in, exe_value *const *ops)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_DYNAMIC_SLICE: case HLO_SLICE: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_BROADCAST: case HLO_REVERSE:
+        break;
+    default: return 0;
+    }
+    if (!in->nops || !ops[0]->t || !hlo_shape_is_array(&in->shape)) return 0;
+    tpu_dtype from = ops[0]->t->dtype, to = (tpu_dtype)in->shape.dtype;
+    return from != to && tpu_dtype_kind(from) == 'f' && tpu_dtype_kind(to) == 'f';
+}
+
+/* Converts operand 0 to the result's type (as the `convert` kernel does), then moves it with kernel k. */
+static tpu_status exe_move_converted(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_kernel k,
+                                     exe_value **out)
+{
+    hlo_instr cv = *in;
+    cv.op = HLO_CONVERT;
+    cv.nops = 1;
+    cv.shape = in->ops[0]->shape;
+    cv.shape.dtype = in->shape.dtype;
+    exe_value *conv = NULL;
+    tpu_status st = exe_k_convert(S, &cv, ops, &conv);
+    if (st) return st;
+    exe_value *nops[16];
+    int n = in->nops < 16 ? in->nops : 16;
+    for (int q = 0; q < n; q++) nops[q] = q ? ops[q] : conv;
+    st = k(S, in, nops, out);
+    exe_value_unref(conv);
+    return st;
+}
+
 static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out)
 {
     if (!hlo_shape_is_array(&in->shape) || in->nops < 1)
@@ -627,6 +661,11 @@ static EXE_KERNEL(exe_k_control)
         }
         if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
         if (target && !strcmp(target, "dce_sink")) return exe_token(S, out);   /* jax.lax.dce_sink: () */
+        /* the compiler's note that a gather's or scatter's indices may be bit-packed: the same index values */
+        if (target && !strcmp(target, "GatherScatterIndicesBitpacked") && in->nops == 1 && ops[0]->t &&
+            hlo_shape_is_array(&in->shape) && ops[0]->t->count == hlo_shape_count(&in->shape) &&
+            ops[0]->t->dtype == (tpu_dtype)in->shape.dtype)
+            return exe_identity(ops, out);
         if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
             /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
             tpu_tensor *t;
@@ -636,6 +675,12 @@ static EXE_KERNEL(exe_k_control)
             return exe_out_array(S, t, out);
         }
         if (target && !strcmp(target, "ConcatBitcast")) return exe_concat_bitcast(S, in, ops, out);
+        /* the TPU's linear algebra, as jax.numpy.linalg lowers it for TPUs */
+        if (target && !strcmp(target, "LuDecomposition")) return exe_k_lu(S, in, ops, out);
+        if (target && !strcmp(target, "Qr")) return exe_k_qr(S, in, ops, out);
+        if (target && !strcmp(target, "ProductOfElementaryHouseholderReflectors"))
+            return exe_k_householder_product(S, in, ops, out);
+        if (target && !strcmp(target, "Eigh")) return exe_k_eigh(S, in, ops, out);
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
                         "custom-call target \"%s\" is not something a TPU can run (like PyFunc on a real TPU, it "
                         "calls code outside the program); express it in HLO ops", target ? target : "?");
@@ -756,7 +801,9 @@ static EXE_KERNEL(exe_k_control)
 static const char *const exe_custom_call_targets[] = {
     "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "MoveToDevice", "MoveToHost",
     "annotate_device_placement", "X64Combine", "xla.sdy.FuncResultSharding", "AssumeGatherIndicesInBound",
-    "AllocateBuffer", "ConcatBitcast", "dce_sink",
+    "AllocateBuffer", "ConcatBitcast", "dce_sink", "GatherScatterIndicesBitpacked",
+    /* the TPU's linear algebra (kernels/linalg_tpu.c), what jax.numpy.linalg lowers to for a TPU */
+    "LuDecomposition", "Qr", "ProductOfElementaryHouseholderReflectors", "Eigh",
 };
 
 static tpu_status exe_instr_runnable(tpu_ctx *ctx, const hlo_module *m, const hlo_instr *in)
@@ -944,6 +991,8 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             S->cur_dies = ci->dies[i];
             if (ci->dot_tr[i] >= 0 && op == HLO_TRANSPOSE) {
                 st = exe_identity(ops, &vals[i]);   /* its dot wrote the transposed result */
+            } else if (exe_mixed_move(in, ops)) {
+                st = exe_move_converted(S, in, ops, k, &vals[i]);
             } else {
                 S->cur_dot_out = ci->dot_tr[i] >= 0 ? &c->instrs[ci->dot_tr[i]]->shape : NULL;
                 st = k(S, in, ops, &vals[i]);

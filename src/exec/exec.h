@@ -231,6 +231,12 @@ EXE_KERNEL(exe_k_rng_bit_generator);
 EXE_KERNEL(exe_k_rng);
 /* linalg.c */
 EXE_KERNEL(exe_k_cholesky);
+/* linalg_tpu.c: the TPU linear-algebra custom-calls (LuDecomposition, Qr,
+ * ProductOfElementaryHouseholderReflectors, Eigh), dispatched by custom_call_target */
+EXE_KERNEL(exe_k_lu);
+EXE_KERNEL(exe_k_qr);
+EXE_KERNEL(exe_k_householder_product);
+EXE_KERNEL(exe_k_eigh);
 EXE_KERNEL(exe_k_triangular_solve);
 /* batchnorm.c */
 EXE_KERNEL(exe_k_batch_norm_training);

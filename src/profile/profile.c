@@ -199,6 +199,7 @@ const char *tpu_profile_json(tpu_profile *p)
     cJSON_AddNumberToObject(o, "devices", p->slice.devices);
     cJSON_AddNumberToObject(o, "step_time_s", r->step_s);
     cJSON_AddNumberToObject(o, "device_time_s", r->device_s);
+    cJSON_AddNumberToObject(o, "collective_hidden_s", r->collective_hidden_s);
     cJSON_AddNumberToObject(o, "host_time_s", r->host_s);
     cJSON_AddNumberToObject(o, "idle_time_s", r->idle_s);
     cJSON_AddNumberToObject(o, "flops", r->flops);

@@ -370,9 +370,13 @@ static vc_cc_kind vc_custom_call_kind(const char *t)
         "xla.sdy.FuncResultSharding",   /* Shardy's result-sharding marker, removed by XLA's Shardy import */
         NULL};
     static const char *const tpu[] = {"tpu_custom_call", "ApproxTopK", "PartialReduce", "TopK", "X64Combine",
-                                      "X64SplitLow", "X64SplitHigh", "PadToStatic", "SliceToDynamic", NULL};
+                                      "X64SplitLow", "X64SplitHigh", "PadToStatic", "SliceToDynamic",
+                                      /* jax.numpy.linalg for TPUs (libtpu compiles them; tpusim runs them) */
+                                      "LuDecomposition", "Qr", "ProductOfElementaryHouseholderReflectors", "Eigh",
+                                      NULL};
     /* written by the TPU compiler itself into the programs it optimizes (seen in libtpu's dumps) */
-    static const char *const internal[] = {"ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound", NULL};
+    static const char *const internal[] = {"ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound",
+                                           "GatherScatterIndicesBitpacked", NULL};
     static const char *const host[] = {"xla_python_cpu_callback", "xla_python_gpu_callback", "xla_ffi_python_cpu_callback",
                                        "xla_ffi_python_gpu_callback", "PyFunc", "EagerPyFunc", "py_func",
                                        "InspectSharding", NULL};

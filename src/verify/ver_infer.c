@@ -482,11 +482,36 @@ static ver_infer_status vi_reshape(vi *v)
     return VER_INFER_GIVEN;
 }
 
+/* Elements of an array with a tiled layout (a compiled program's T(r,c) or T(n) first tile), padded to whole
+ * tiles; -1 when the layout has no tile. A compiled program's bitcast keeps the physical size, which the tiles
+ * decide: f32[8,17]{1,0:T(8,128)} and f32[8,16]{1,0:T(8,128)} are both one 4 KiB tile. */
+static int64_t vi_tiled_count(const hlo_shape *s)
+{
+    const hlo_layout *l = s->layout;
+    if (!l || l->ntiles < 1 || l->tiles[0].n < 1 || l->tiles[0].n > 2 || l->rank != s->rank || s->rank < 1) return -1;
+    int m2m[TPU_MAX_RANK];
+    hlo_shape_m2m(s, m2m);
+    const hlo_tile *t = &l->tiles[0];
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dims[i], q = 0;
+        if (i == m2m[0]) q = t->d[t->n - 1];
+        else if (t->n == 2 && s->rank > 1 && i == m2m[1]) q = t->d[0];
+        if (q > 0) d = (d + q - 1) / q * q;
+        n = vi_mul(n, d);
+    }
+    return n;
+}
+
 static ver_infer_status vi_bitcast(vi *v)
 {
     const hlo_shape *x = OPS(0), *d = &v->in->shape;
     if (hlo_shape_is_array(x) && hlo_shape_is_array(d)) {
-        int64_t a = vi_count(x), b = vi_count(d);
+        int64_t a = vi_count(x), b = vi_count(d), ta = vi_tiled_count(x), tb = vi_tiled_count(d);
+        if (ta >= 0 && tb >= 0 && x->dtype == d->dtype) {   /* both tiled: compare what they occupy */
+            a = ta;
+            b = tb;
+        }
         vi_ovf = 0;
         int64_t ba = vi_mul(a, tpu_dtype_bits((tpu_dtype)x->dtype)), bb = vi_mul(b, tpu_dtype_bits((tpu_dtype)d->dtype));
         if (a >= 0 && b >= 0 && !vi_ovf && ba != bb)
