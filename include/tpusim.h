@@ -523,7 +523,58 @@ void        tpu_system_last_stats(const tpu_system *sys, tpu_system_stats *out);
 
 /* The module's replica_count and num_partitions (1 when it does not name them). */
 int64_t     tpu_module_replica_count(const tpu_module *m);
+/* A 64-bit hash of the module as printed (the same program text gives the same value), computed once. */
+uint64_t    tpu_module_fingerprint(const tpu_module *m);
 int64_t     tpu_module_num_partitions(const tpu_module *m);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Several processes: a slice spread over hosts with MPI (docs/pods.md)
+ *
+ * As on a real pod, a multi-host slice runs one process per host: started by `mpirun -np H`, each process
+ * runs its own devices (threads) and the collectives whose groups span processes travel over MPI, with the
+ * same reduction order as in one process, so the results are the same bit for bit.
+ *
+ *     tpu_dist *d = NULL;
+ *     if (tpu_dist_launched() && tpu_dist_new(ctx, &d) != TPU_OK) ...;   // MPI_Init (a thread of its own)
+ *     tpu_system *sys = NULL;
+ *     tpu_system_new_dist(ctx, "v3-32", d, NULL, &sys);     // this process's 8 of the 32 devices
+ *     ... tpu_system_run(ctx, sys, m, NULL, in, k, out, &nout) with in[g] / out[g] for the local devices g
+ *     tpu_system_free(sys);
+ *     tpu_dist_free(d, failed);                              // MPI_Finalize, or MPI_Abort after a failure
+ *
+ * A process that fails tells the others, whose runs then fail naming it; one that waits longer than the
+ * timeout (TPUSIM_DIST_TIMEOUT seconds, default 300) for another fails naming the one it waits for; a
+ * process that dies is reported by mpirun, which stops the job. After a failure the tpu_dist is unusable.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_dist tpu_dist;
+
+/* Was this process started by an MPI launcher with more than one process (Open MPI, MPICH, PMI)? */
+int         tpu_dist_launched(void);
+/* Starts MPI (MPI_Init on the transport's own thread, or the caller's MPI when already initialized). */
+tpu_status  tpu_dist_new(tpu_ctx *ctx, tpu_dist **out);
+int         tpu_dist_rank(const tpu_dist *d);
+int         tpu_dist_size(const tpu_dist *d);
+/* Every process gives `len` bytes (the same len everywhere); all[] gets them in rank order. */
+tpu_status  tpu_dist_allgather(tpu_ctx *ctx, tpu_dist *d, const void *mine, size_t len, void *all);
+/* Every process must give the same value (of what `what` names); otherwise an error naming the first process
+ * that differs and both values. */
+tpu_status  tpu_dist_agree(tpu_ctx *ctx, tpu_dist *d, const char *what, const char *value);
+/* This process failed (msg says why): the others' waits end with it. */
+void        tpu_dist_fail(tpu_dist *d, const char *msg);
+/* 1 after a failure here or elsewhere (the message, if msg is not NULL). */
+int         tpu_dist_failed(tpu_dist *d, const char **msg);
+/* Ends MPI: MPI_Finalize when every process got this far cleanly; MPI_Abort (which ends every process of the
+ * job, this one included) when failed is set or a process failed. NULL: no-op. */
+void        tpu_dist_free(tpu_dist *d, int failed);
+
+/* This process's part of a system of `devices` (as tpu_system_new): the devices owner[g] == tpu_dist_rank(d)
+ * of the global ids g, or with owner NULL the rank's block of hosts (the slice's hosts must split evenly
+ * over the processes: v3-32 has 4 hosts of 8 devices, so 1, 2 or 4 processes). d NULL: tpu_system_new.
+ * tpu_system_run then takes inputs[g] and fills outputs[g] for the local devices only (NULL elsewhere). */
+tpu_status  tpu_system_new_dist(tpu_ctx *ctx, const char *devices, tpu_dist *d, const int *owner, tpu_system **out);
+/* Is global device g run by this process? */
+int         tpu_system_is_local(const tpu_system *sys, int g);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Training: a STEP_DIR (docs/step_dir.md: train-step HLO, signature.json, initial state, datasets) trained

@@ -274,6 +274,7 @@ struct tpu_module {
     int64_t     ninstrs;      /* all computations */
     hlo_frames *frames;       /* stack-frame index, NULL when absent */
     int         from_proto;   /* read from an HloModuleProto, text or binary (hlo_proto_text.c, hlo_proto_bin.c) */
+    uint64_t    fingerprint;  /* tpu_module_fingerprint, 0 until asked for (atomic) */
 };
 typedef struct tpu_module hlo_module;
 

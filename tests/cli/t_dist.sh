@@ -1,0 +1,45 @@
+# Multi-process slices over MPI (docs/pods.md): the runtime's collectives across processes equal one process's
+# bit for bit (dist-tests equal, 2 and 4 processes); a failing process, another program, another slice, a
+# process that never arrives and a process count that does not split the hosts end every process with an
+# error naming the cause; `tpusim train` under mpirun (2 and 4 processes) ends with the one-process run's
+# state byte for byte; a killed process ends the job. Every mpirun started here carries a tag in its
+# environment, and no process with it may outlive the test. Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
+DT=${TPUSIM_DIST_TESTS:-build/release/dist-tests}
+out=/tmp/tpusim-cli.out
+dist_dir=$(mktemp -d /tmp/tpusim-dist.XXXXXX)
+MPI_TAG="${TPUSIM_MPI_TEST_TAG:-tpusim-mpi-test}:cli$$"
+has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
+# mpi NP CMD...: mpirun on this machine, tagged; a hang guard of 300 s (not a timing check: a hang fails)
+mpi() {
+    local np=$1; shift
+    timeout -k 5 300 env TPUSIM_MPI_TEST_TAG="$MPI_TAG" OMPI_MCA_rmaps_base_oversubscribe=1 \
+        mpirun --allow-run-as-root -np "$np" "$@"
+}
+# the processes still carrying this file's tag (the grep itself does not carry it)
+strays() { env -u TPUSIM_MPI_TEST_TAG grep -ls -- "TPUSIM_MPI_TEST_TAG=$MPI_TAG" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }
+
+if ! command -v mpirun >/dev/null; then
+    bad "mpirun is missing (scripts/deps.sh installs openmpi-bin)"
+else
+# ---- the runtime: equal results, failures ----
+for np in 2 4; do
+    expect 0 mpi $np "$DT" equal
+    for r in $(seq 0 $((np - 1))); do has "rank $r: [1-9][0-9]* checks passed, 0 failed"; done
+done
+expect 1 mpi 2 "$DT" fail   # MPI_Abort: mpirun exits 1
+has "rank 1: run: device 4 (replica 4, partition 0): input 0 (parameter 0 of 'e'): expected f32\[37\], got f32\[36\]"
+has "rank 0: run: device [0-3] (replica [0-3], partition 0): process 1 failed: device 4 (replica 4, partition 0): input 0"
+expect 1 mpi 2 "$DT" program
+has "rank 0: run: .*all-reduce 'ar': process 1 runs another program (fingerprint"
+has "every process must run the same programs in the same order"
+expect 1 mpi 2 "$DT" slice
+has "rank 0: system: the processes disagree about the slice: process 0 has 'v4-16 (8 devices.*process 1 'v4-32 (16 devices"
+TPUSIM_DIST_TIMEOUT=2 expect 1 mpi 2 "$DT" hang
+has "rank 0: run: .*process 0 waited 2 s for process 1 (all-reduce 'ar'): it died, hangs or runs another program"
+expect 1 mpi 3 "$DT" nprocs
+has "v3-32 has 4 hosts (8 devices each): run it on a number of processes that divides 4 (mpirun -np 4: one per host), not 3"
+fi
+
+left=$(strays)
+if [ -z "$left" ]; then ok; else bad "MPI processes outlived their test: $left"; for p in $left; do kill -9 "$p" 2>/dev/null; done; fi
+rm -rf "$dist_dir"
