@@ -540,7 +540,7 @@ int64_t     tpu_module_num_partitions(const tpu_module *m);
  *     tpu_system_new_dist(ctx, "v3-32", d, NULL, &sys);     // this process's 8 of the 32 devices
  *     ... tpu_system_run(ctx, sys, m, NULL, in, k, out, &nout) with in[g] / out[g] for the local devices g
  *     tpu_system_free(sys);
- *     tpu_dist_free(d, failed);                              // MPI_Finalize, or MPI_Abort after a failure
+ *     tpu_dist_free(d, status);                              // MPI_Finalize, or MPI_Abort after a failure
  *
  * A process that fails tells the others, whose runs then fail naming it; one that waits longer than the
  * timeout (TPUSIM_DIST_TIMEOUT seconds, default 300) for another fails naming the one it waits for; a
@@ -564,9 +564,10 @@ tpu_status  tpu_dist_agree(tpu_ctx *ctx, tpu_dist *d, const char *what, const ch
 void        tpu_dist_fail(tpu_dist *d, const char *msg);
 /* 1 after a failure here or elsewhere (the message, if msg is not NULL). */
 int         tpu_dist_failed(tpu_dist *d, const char **msg);
-/* Ends MPI: MPI_Finalize when every process got this far cleanly; MPI_Abort (which ends every process of the
- * job, this one included) when failed is set or a process failed. NULL: no-op. */
-void        tpu_dist_free(tpu_dist *d, int failed);
+/* Ends MPI: MPI_Finalize when every process got this far cleanly (status 0); MPI_Abort, which ends every
+ * process of the job, this one included, when status is not 0 (the job's exit status) or a process failed
+ * (status 1). NULL: no-op. */
+void        tpu_dist_free(tpu_dist *d, int status);
 
 /* This process's part of a system of `devices` (as tpu_system_new): the devices owner[g] == tpu_dist_rank(d)
  * of the global ids g, or with owner NULL the rank's block of hosts (the slice's hosts must split evenly
@@ -617,6 +618,8 @@ typedef struct tpu_train_opts {
     double       input_rate;     /* > 0: samples/s for the timing model instead of the measured rate */
     FILE        *log;            /* progress and messages (NULL: quiet) */
     int          progress_bar;   /* 1: one line redrawn in place (a terminal); 0: a plain line per interval */
+    tpu_dist    *dist;           /* a slice spread over processes (mpirun): this process's share of the replicas;
+                                  * process 0 writes model_dir; NULL: one process */
 } tpu_train_opts;
 
 tpu_train_opts tpu_train_opts_default(void);

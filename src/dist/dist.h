@@ -46,7 +46,8 @@ void       dst_msg_free(dst_msg *m);
 void       dst_net_fail(dst_net *n, const char *fmt, ...) UT_PRINTF(2, 3);
 /* The failure, or NULL. */
 const char *dst_net_failure(dst_net *n);
-/* Ends the MPI thread: MPI_Finalize, or MPI_Abort (ending the job) after a failure. */
+/* Ends the MPI thread: MPI_Finalize, or MPI_Abort (ending the job) after a failure; failed > 0 is the abort's
+ * error code (mpirun's exit status). */
 void       dst_net_free(dst_net *n, int failed);
 
 /* ---- the public handle (dst_api.c) ---- */

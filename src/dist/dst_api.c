@@ -57,10 +57,10 @@ int tpu_dist_failed(tpu_dist *d, const char **msg)
     return f != NULL;
 }
 
-void tpu_dist_free(tpu_dist *d, int failed)
+void tpu_dist_free(tpu_dist *d, int status)
 {
     if (!d) return;
-    dst_net_free(d->net, failed);
+    dst_net_free(d->net, status);
     pthread_mutex_destroy(&d->mu);
     ut_free(d);
 }

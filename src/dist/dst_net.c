@@ -67,6 +67,7 @@ struct dst_net {
     char            init_msg[512];
     int             rank, size;
     int             quit;        /* 1: finalize, 2: abort */
+    int             abort_code;  /* MPI_Abort's error code: the job's exit status */
     char           *failure;     /* the first failure, or NULL */
     /* the MPI thread's */
     MPI_Comm        comm;
@@ -325,7 +326,7 @@ static void dst_abort_job(dst_net *n)
         dst_progress_sends(n);
         dst_idle(n, 1000);
     }
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Abort(MPI_COMM_WORLD, n->abort_code > 0 ? n->abort_code : 1);
 }
 
 static void *dst_thread(void *arg)
@@ -478,6 +479,7 @@ void dst_net_free(dst_net *n, int failed)
     if (n->started) {
         pthread_mutex_lock(&n->mu);
         n->quit = failed || n->failure ? 2 : 1;
+        n->abort_code = failed;
         pthread_cond_signal(&n->wake);
         pthread_mutex_unlock(&n->mu);
         pthread_join(n->thread, NULL);

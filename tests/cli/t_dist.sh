@@ -5,7 +5,6 @@
 # state byte for byte; a killed process ends the job. Every mpirun started here carries a tag in its
 # environment, and no process with it may outlive the test. Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
 DT=${TPUSIM_DIST_TESTS:-build/release/dist-tests}
-out=/tmp/tpusim-cli.out
 dist_dir=$(mktemp -d /tmp/tpusim-dist.XXXXXX)
 MPI_TAG="${TPUSIM_MPI_TEST_TAG:-tpusim-mpi-test}:cli$$"
 has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
@@ -38,6 +37,46 @@ TPUSIM_DIST_TIMEOUT=2 expect 1 mpi 2 "$DT" hang
 has "rank 0: run: .*process 0 waited 2 s for process 1 (all-reduce 'ar'): it died, hangs or runs another program"
 expect 1 mpi 3 "$DT" nprocs
 has "v3-32 has 4 hosts (8 devices each): run it on a number of processes that divides 4 (mpirun -np 4: one per host), not 3"
+
+# ---- tpusim train under mpirun: the one-process run's state and metrics, byte for byte ----
+SD=examples/digits_mlp
+nosps() { sed 's/"steps_per_s": [0-9.e+-]*//' "$1"; }
+expect 0 "$BIN" train $SD --slice v4-16 --steps 12 --eval-every 6 --model-dir "$dist_dir/one16" --quiet
+expect 0 mpi 2 "$BIN" train $SD --slice v4-16 --steps 12 --eval-every 6 --model-dir "$dist_dir/two16" --no-progress
+has "processes: 2 (mpirun), 4 replicas each"
+has "eval at step 6"
+if cmp -s "$dist_dir/one16/state.npz" "$dist_dir/two16/state.npz"; then ok; else bad "2 processes: state.npz differs from one process's"; fi
+if [ "$(nosps "$dist_dir/one16/metrics.jsonl")" = "$(nosps "$dist_dir/two16/metrics.jsonl")" ]; then ok; else bad "2 processes: metrics.jsonl differs"; fi
+expect 0 "$BIN" train $SD --slice v3-32 --steps 6 --model-dir "$dist_dir/one32" --quiet
+expect 0 mpi 4 "$BIN" train $SD --slice v3-32 --steps 6 --model-dir "$dist_dir/four32" --quiet
+has "processes: 4 (mpirun), 8 replicas each"
+if cmp -s "$dist_dir/one32/state.npz" "$dist_dir/four32/state.npz"; then ok; else bad "4 processes: state.npz differs from one process's"; fi
+if [ "$(nosps "$dist_dir/one32/metrics.jsonl")" = "$(nosps "$dist_dir/four32/metrics.jsonl")" ]; then ok; else bad "4 processes: metrics.jsonl differs"; fi
+# the processes must agree; slices that do not exist or do not split
+expect 2 mpi 1 "$BIN" train $SD --slice v4-16 --steps 5 --quiet : -np 1 "$BIN" train $SD --slice v4-16 --steps 6 --quiet
+has "the processes disagree about the training run"
+expect 2 mpi 3 "$BIN" train $SD --slice v3-32 --steps 2 --quiet
+has "v3-32 has 4 hosts (8 devices each): run it on a number of processes that divides 4"
+expect 2 mpi 2 "$BIN" train $SD --slice v3-12 --steps 2 --quiet
+has "v3 slices come in 8, 32, 64"
+# a process killed in the middle of training ends the job with mpirun's report (the hang guard is 300 s)
+mpi 2 "$BIN" train $SD --slice v4-16 --steps 100000 --input-delay-ms 20 --model-dir "$dist_dir/killed" --quiet \
+    >"$dist_dir/killed.out" 2>&1 &
+job=$!
+for _ in $(seq 1 1200); do
+    [ "$(cat "$dist_dir/killed/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.05
+done
+victim=""
+for p in $(strays); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && grep -q train /proc/$p/cmdline 2>/dev/null; then victim=$p; fi
+done
+if [ -n "$victim" ]; then ok; kill -9 "$victim"; else bad "no rank 1 of the training job to kill"; fi
+wait $job
+rc=$?
+# mpirun exits 137 (128 + SIGKILL) after a process died of SIGKILL; 124 would be the hang guard
+if [ "$rc" != 0 ] && [ "$rc" != 124 ]; then ok; else bad "the job with a killed process ended with status $rc"; fi
+if grep -q "process rank 1 with PID .* exited on signal 9" "$dist_dir/killed.out"; then ok; else bad "no report of the killed process"; sed 's/^/    /' "$dist_dir/killed.out" | head >&2; fi
 fi
 
 left=$(strays)

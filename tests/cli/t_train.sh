@@ -2,7 +2,6 @@
 # middle of a run then --resume giving the uninterrupted run's final state byte for byte, --steps-per-exec
 # and the cached dataset format giving the same state, the learning-rate finder, input-bound reporting.
 # Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
-out=/tmp/tpusim-cli.out
 tr_dir=$(mktemp -d /tmp/tpusim-train.XXXXXX)
 SD=examples/digits_mlp
 has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
