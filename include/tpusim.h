@@ -364,6 +364,7 @@ typedef struct tpu_device_info {
     int     cores;          /* TensorCores the device drives (2 on megacore chips) */
     int64_t hbm_bytes;      /* HBM its programs and buffers may use: the memory_stats() bytes_limit */
     char    kind[32];       /* device_kind as the TPU runtime spells it: "TPU v3", "TPU v5 lite", "TPU7x" */
+    int     slice;          /* its slice in a multislice ("2xv5p-256"), else 0 */
 } tpu_device_info;
 tpu_status  tpu_chip_device(tpu_ctx *ctx, const tpu_chip *chip, int d, tpu_device_info *out);
 /* Bytes an array takes in this chip's HBM with its tiling and padding (default row-major layout), or -1 if

@@ -596,7 +596,7 @@ static double rt_shape_bytes(const chp_chip *chip, const hlo_shape *s)
 }
 
 /* Counts the collective and its modelled ICI time (the same cost the timing model gives the op). */
-static void rt_account(rt_system *sys, rt_dev *d, const hlo_instr *in, int kind, int n)
+static void rt_account(rt_system *sys, rt_dev *d, const hlo_instr *in, int kind, const int *members, int n)
 {
     const chp_chip *chip = &sys->slice.chip;
     double bytes = 0;
@@ -608,7 +608,8 @@ static void rt_account(rt_system *sys, rt_dev *d, const hlo_instr *in, int kind,
         for (int k = 0; k < in->nops; k++) bytes += rt_shape_bytes(chip, &in->ops[k]->shape);
     }
     int64_t moved = 0;
-    double t = tim_collective_s(&sys->slice, (hlo_op)in->op, n, bytes, &moved);
+    double t = n <= sys->slice.devices ? tim_collective_group_s(&sys->slice, (hlo_op)in->op, members, n, bytes, &moved)
+                                       : tim_collective_s(&sys->slice, (hlo_op)in->op, n, bytes, &moved);
     d->ncoll++;
     d->by_kind[kind]++;
     d->ici_bytes += moved;
@@ -637,7 +638,7 @@ tpu_status rt_collective(void *user, exe_state *S, const hlo_instr *in, exe_valu
     }
     int64_t gidx = sys->comp_base[in->parent->id] + in->id;
     int64_t exec = d->exec_count[gidx]++;
-    rt_account(sys, d, in, kind, n);
+    rt_account(sys, d, in, kind, members, n);
     rt_slot *s = NULL;
     pthread_mutex_lock(&sys->mu);
     st = rt_join_locked(sys, d, in, gidx, exec, members, n, rank, ops, &s);

@@ -241,29 +241,6 @@ static int tim_is_collective(hlo_op op)
     }
 }
 
-/* Ring / torus collective time: B bytes over n devices. Links: a ring in each torus dimension, both
- * directions, so a device drives up to 2 x dims of its links at once. (Also used by the runtime.) */
-double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved)
-{
-    if (n <= 1 || bytes <= 0) {
-        *moved = 0;
-        return 0;
-    }
-    const chp_chip *c = &sl->chip;
-    int dims = sl->ndims > 0 ? sl->ndims : 1;
-    int links = c->ici_links < 2 * dims ? c->ici_links : 2 * dims;
-    double bw = c->ici_link_bw * (links > 0 ? links : 1);
-    double hop = 1e-6;   /* per-hop latency of one ring step (order of a microsecond on ICI) */
-    double frac = (double)(n - 1) / (double)n, traffic;
-    switch (op) {
-    case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START: traffic = 2 * frac * bytes; break;       /* reduce-scatter + all-gather */
-    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: traffic = bytes; bw = c->ici_link_bw; break;
-    default: traffic = frac * bytes; break;   /* all-gather (output bytes), reduce-scatter (input), all-to-all */
-    }
-    *moved = (int64_t)traffic;
-    return bw > 0 ? traffic / bw + hop * (double)(n - 1) : 0;
-}
-
 /* ---- while trip counts ---- */
 
 static int tim_const_int(const hlo_instr *in, int64_t *v)
@@ -525,8 +502,16 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         if (in->op == HLO_ALL_GATHER || in->op == HLO_ALL_GATHER_START) b = (double)cmp_padded_bytes(T->p->chip, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[in->shape.ntuple - 1] : &in->shape);
         else
             for (int k = 0; k < in->nops; k++) b += (double)tim_padded(T->p, in->ops[k]);
-        int64_t moved;
-        t->ici_s = tim_collective_s(T->slice, (hlo_op)in->op, tim_group_size(in, T->slice->devices), b, &moved);
+        int64_t moved = 0;
+        int nd = T->slice->devices > 0 ? T->slice->devices : 1, small[256];
+        int *members = nd <= 256 ? small : ut_malloc((size_t)nd * sizeof *members);
+        if (members) {
+            int n = tim_coll_group(in, nd, T->opts ? T->opts->widen_groups : 0, members);
+            t->ici_s = tim_collective_group_s(T->slice, (hlo_op)in->op, members, n, b, &moved);
+            if (members != small) ut_free(members);
+        } else {
+            t->ici_s = tim_collective_s(T->slice, (hlo_op)in->op, tim_group_size(in, nd), b, &moved);
+        }
         t->ici_bytes = moved;
     }
     t->overhead_s = chip->op_overhead_s;

@@ -53,6 +53,8 @@ typedef struct tim_opts {
     int     infeed_args;         /* count argument bytes as host->device transfer every step (default 0:
                                   * arguments stay on the device, like variables) */
     const int64_t *trip_counts;  /* observed while trip counts by instruction (functional mode), or NULL */
+    int     widen_groups;        /* > 1: a collective whose group is every one of the program's widen_groups
+                                  * devices spans the whole slice instead (tpusim scale) */
 } tim_opts;
 
 typedef struct tim_result {
@@ -80,10 +82,36 @@ typedef struct tim_result {
 tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out);
 void       tim_result_free(tim_result *r);
 
-/* Modelled ICI time of one collective (op: all-reduce, all-gather, reduce-scatter, all-to-all,
- * collective-permute, collective-broadcast and their -start forms) moving `bytes` (padded: operands, or the
- * all-gather's result) among `n` devices of the slice; *moved gets the bytes one device sends. The timing
- * model uses it per op; the replicated runtime (src/runtime/) per collective it executes. */
+/* ---- collectives on the topology (coll.c) ---- */
+
+/* Where a collective's group lies: chips spanned per torus dimension, whether each closes into a ring, the
+ * devices of one chip it takes, the slices of a multislice. */
+typedef struct tim_coll_geom {
+    int  n;              /* devices */
+    int  size[3];        /* distinct chip positions along x, y, z */
+    bool ring[3];        /* that dimension wraps around over the group's whole span */
+    int  cores;          /* devices per chip in the group */
+    int  slices;         /* slices spanned (the data-center network between them) */
+} tim_coll_geom;
+
+typedef struct tim_coll_cost {
+    double  time_s, ici_s, dcn_s;    /* total, and its ICI (on-chip included) and data-center network parts */
+    int64_t ici_bytes, dcn_bytes;    /* bytes one device sends */
+    int     hops;                    /* ICI hops of the longest path (latency) */
+} tim_coll_cost;
+
+/* The geometry of the group `members` (device ids of the slice; NULL: devices 0..n-1). */
+void   tim_coll_geometry(const chp_slice *sl, const int *members, int n, tim_coll_geom *g);
+/* The time of collective op moving `bytes` (padded: operands, or the all-gather's result) in that group. */
+void   tim_coll_cost_of(const chp_slice *sl, hlo_op op, const tim_coll_geom *g, double bytes, tim_coll_cost *c);
+/* The first group of instruction `in` as device ids (members has room for `devices`): its replica_groups'
+ * (explicit or iota; ids taken as device ids), every device when empty; with widen > 1 a group of all of
+ * 0..widen-1 becomes every device. Returns the count. */
+int    tim_coll_group(const hlo_instr *in, int devices, int widen, int *members);
+/* Modelled time of one collective among `members` (NULL: the first n devices); *moved gets the bytes one
+ * device sends (ICI and DCN). The timing model uses it per op; the replicated runtime (src/runtime/) per
+ * collective it executes. */
+double tim_collective_group_s(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, int64_t *moved);
 double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved);
 
 /* The MXU model for one GEMM (batch x [M,K]·[K,N]) at `passes` bf16 passes on one device of `chip`:
