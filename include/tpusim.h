@@ -435,6 +435,10 @@ typedef struct tpu_profile_opts {
     double      input_rate;      /* samples per second the host input pipeline delivers (0: unlimited) */
     int64_t     batch;           /* samples per step (0: guessed from the largest non-state argument) */
     double      price_per_chip_hour;  /* for cost estimates (0: none) */
+    int         span_slice;      /* collectives whose group is every device the program was written for (its
+                                  * replica_count x num_partitions, else the highest id its groups name + 1)
+                                  * span the whole slice: a data-parallel step written for 8 devices timed on
+                                  * v3-256. Empty groups always span the slice. */
 } tpu_profile_opts;
 
 tpu_status  tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out);
@@ -464,6 +468,38 @@ const char *tpu_profile_advice(tpu_profile *p);
 /* Chrome trace-event JSON (opens in Perfetto and chrome://tracing), and the HTML report with charts. */
 tpu_status  tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path);
 tpu_status  tpu_profile_write_html(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Scaling: one per-device program on slices of several sizes (tpusim scale, docs/pods.md)
+ *
+ * For each slice the timing model's step with the program's collectives spanning that slice (its torus,
+ * hosts, multislice), then samples/s, speed-up and efficiency against the smallest slice, time to train and
+ * cost; beside them the same program on N GPUs of one server (a roofline per op from published peaks).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_scale tpu_scale;
+
+typedef struct tpu_scale_opts {
+    const char *program;         /* HLO file of one device's step; "{b}" in it is replaced by the per-device batch */
+    const char *slices;          /* "v2-8,v2-32,v2-128,v2-256,v2-512" */
+    int64_t     per_core_batch;  /* weak scaling: samples per device per step (0: the program's own) */
+    int64_t     global_batch;    /* strong scaling: samples per step over the whole slice (0: weak) */
+    double      dataset_size;    /* samples per epoch, with epochs: time to train (0: not shown) */
+    double      epochs;
+    const char *prices;          /* "v2=1.50,v3-512=2.00,V100=2.48": dollars per chip- or GPU-hour (NULL: no cost) */
+    const char *gpus;            /* GPUs to compare: "V100,A100,H100" (NULL: those three), "none" */
+    int         gpu_count;       /* GPUs in one server (0: 8) */
+    int         span_slice;      /* -1: collectives keep their groups; else they span each slice (tpu_profile_opts) */
+} tpu_scale_opts;
+
+tpu_status  tpu_scale_run(tpu_ctx *ctx, const tpu_scale_opts *opts, tpu_scale **out);
+void        tpu_scale_free(tpu_scale *s);
+const char *tpu_scale_table(tpu_scale *s);      /* the text table */
+const char *tpu_scale_json(tpu_scale *s);       /* {"rows": [{"name", "step_time_s", "samples_per_s", ...}]} */
+/* The chart (throughput against chips on log axes with the linear ideal; efficiency per slice) as SVG, or an
+ * HTML page with the chart and the table. */
+tpu_status  tpu_scale_write_svg(tpu_ctx *ctx, tpu_scale *s, const char *path);
+tpu_status  tpu_scale_write_html(tpu_ctx *ctx, tpu_scale *s, const char *path);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Replicas: a system of devices running one program together, with collectives (docs/runtime.md)

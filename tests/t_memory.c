@@ -285,8 +285,8 @@ TEST(memory_viewer_in_headless_chromium)
 {
     const char *chrome = test_find_chromium();
     if (!chrome) {
-        fprintf(stderr, "  SKIP memory_viewer_in_headless_chromium: no chromium on PATH (install it with "
-                        "scripts/deps.sh, or set TPUSIM_CHROMIUM)\n");
+        test_skip("no chromium on PATH (install it with "
+                        "scripts/deps.sh, or set TPUSIM_CHROMIUM)");
         return;
     }
     const char *hlo = "HloModule viewer\nENTRY e {\n  x = f32[64,64,64]{2,1,0} parameter(0)\n"

@@ -14,6 +14,8 @@ typedef void (*test_fn)(void);
 void test_register(const char *name, const char *file, test_fn fn);
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 extern int test_current_failed;
+/* Marks the running test as skipped (counted apart, never as passed) with the reason; return after it. */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define TEST(name)                                                          \
     static void test_##name(void);                                          \

@@ -18,6 +18,7 @@ int cmd_scalesim(int argc, char **argv);
 int cmd_chips(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_scale(int argc, char **argv);
 
 /* Shared helpers (tools/cli_util.c). */
 int  cli_is_help(const char *arg);

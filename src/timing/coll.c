@@ -87,13 +87,15 @@ void tim_coll_geometry(const chp_slice *sl, const int *members, int n, tim_coll_
     for (int k = 0; k < 5; k++) ut_free(seen[k].w);
 }
 
-/* One phase over the chips of a slice: all-gather-like movement of V bytes (result size) per device. */
-static double tim_chip_phase(const chp_slice *sl, const tim_coll_geom *g, double V, int *hops)
+/* One phase over the chips of a slice: all-gather-like movement of V bytes (result size) per device; *bw_s
+ * gets its time without latency. */
+static double tim_chip_phase(const chp_slice *sl, const tim_coll_geom *g, double V, int *hops, double *bw_s)
 {
     const chp_chip *c = &sl->chip;
     double W = 0, lat = 0;
     int nc = 1;
     *hops = 0;
+    *bw_s = 0;
     for (int k = 0; k < 3; k++) {
         if (g->size[k] <= 1) continue;
         nc *= g->size[k];
@@ -103,6 +105,7 @@ static double tim_chip_phase(const chp_slice *sl, const tim_coll_geom *g, double
     if (nc <= 1 || W <= 0) return 0;
     lat = TIM_ICI_HOP_S * *hops;
     double bw = V * (double)(nc - 1) / (double)nc / W;
+    *bw_s = bw;
     return bw > lat ? bw : lat;
 }
 
@@ -115,9 +118,11 @@ static double tim_core_phase(const chp_chip *c, int cores, double V)
     return bw > 0 ? V * (double)(cores - 1) / (double)cores / bw : 0;
 }
 
-/* The data-center network phase among S slices: all-gather-like movement of V bytes per device. */
-static double tim_dcn_phase(const chp_slice *sl, const tim_coll_geom *g, double V)
+/* The data-center network phase among S slices: all-gather-like movement of V bytes per device (*bw_s: its
+ * time without latency). */
+static double tim_dcn_phase(const chp_slice *sl, const tim_coll_geom *g, double V, double *bw_s)
 {
+    *bw_s = 0;
     const chp_chip *c = &sl->chip;
     int S = g->slices;
     if (S <= 1) return 0;
@@ -126,6 +131,7 @@ static double tim_dcn_phase(const chp_slice *sl, const tim_coll_geom *g, double 
     double W = c->dcn_host_bw / per_host / (per_chip > 0 ? per_chip : 1);
     double bw = W > 0 ? V * (double)(S - 1) / (double)S / W : 0;
     double lat = TIM_DCN_HOP_S * (S - 1);
+    *bw_s = bw;
     return bw > lat ? bw : lat;
 }
 
@@ -139,44 +145,57 @@ void tim_coll_cost_of(const chp_slice *sl, hlo_op op, const tim_coll_geom *g, do
     double frac = (double)(g->n - 1) / (double)g->n;
     /* the share each device holds after the in-slice reduce-scatter: what crosses the DCN */
     double dcn_v = bytes / (nici > 0 ? nici : 1);
-    double ag = tim_chip_phase(sl, g, bytes, &out->hops) + tim_core_phase(c, g->cores, bytes);
+    double core = tim_core_phase(c, g->cores, bytes), agbw = 0, dbw = 0;
+    double ag = tim_chip_phase(sl, g, bytes, &out->hops, &agbw) + core;
+    agbw += core;
     double dcn = 0;
     int ring = 1;
     for (int k = 0; k < 3; k++) ring = ring && (g->size[k] <= 2 || g->ring[k]);
     switch (op) {
     case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
         out->ici_s = 2 * ag;
-        dcn = 2 * tim_dcn_phase(sl, g, dcn_v);
+        out->bw_s = 2 * agbw;
+        dcn = 2 * tim_dcn_phase(sl, g, dcn_v, &dbw);
+        dbw *= 2;
         out->ici_bytes = (int64_t)(2 * frac * bytes);
         break;
     case HLO_ALL_TO_ALL: case HLO_RAGGED_ALL_TO_ALL:
         out->ici_s = ag * (ring ? 0.25 : 0.5);
-        dcn = tim_dcn_phase(sl, g, bytes);   /* most of each device's data leaves its slice */
+        out->bw_s = agbw * (ring ? 0.25 : 0.5);
+        dcn = tim_dcn_phase(sl, g, bytes, &dbw);   /* most of each device's data leaves its slice */
         out->ici_bytes = (int64_t)(frac * bytes);
         break;
     case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START:
-        out->ici_s = c->ici_link_bw > 0 ? bytes / c->ici_link_bw + TIM_ICI_HOP_S : 0;
+        out->bw_s = c->ici_link_bw > 0 ? bytes / c->ici_link_bw : 0;
+        out->ici_s = c->ici_link_bw > 0 ? out->bw_s + TIM_ICI_HOP_S : 0;
         out->hops = 1;
-        if (g->slices > 1) dcn = tim_dcn_phase(sl, g, bytes);
+        if (g->slices > 1) dcn = tim_dcn_phase(sl, g, bytes, &dbw);
         out->ici_bytes = (int64_t)bytes;
         break;
     default:   /* all-gather (result bytes), reduce-scatter (operand bytes), collective-broadcast */
         out->ici_s = ag;
-        dcn = tim_dcn_phase(sl, g, dcn_v);
+        out->bw_s = agbw;
+        dcn = tim_dcn_phase(sl, g, dcn_v, &dbw);
         out->ici_bytes = (int64_t)(frac * bytes);
         break;
     }
     out->dcn_s = dcn;
+    out->bw_s += dbw;
     out->dcn_bytes = g->slices > 1 ? (int64_t)(dcn_v * (double)(g->slices - 1) / (double)g->slices) : 0;
     out->time_s = out->ici_s + out->dcn_s;
 }
 
-double tim_collective_group_s(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, int64_t *moved)
+void tim_collective_group_cost(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, tim_coll_cost *c)
 {
     tim_coll_geom g;
-    tim_coll_cost c;
     tim_coll_geometry(sl, members, n, &g);
-    tim_coll_cost_of(sl, op, &g, bytes, &c);
+    tim_coll_cost_of(sl, op, &g, bytes, c);
+}
+
+double tim_collective_group_s(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, int64_t *moved)
+{
+    tim_coll_cost c;
+    tim_collective_group_cost(sl, op, members, n, bytes, &c);
     if (moved) *moved = c.ici_bytes + c.dcn_bytes;
     return c.time_s;
 }

@@ -507,12 +507,19 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         int *members = nd <= 256 ? small : ut_malloc((size_t)nd * sizeof *members);
         if (members) {
             int n = tim_coll_group(in, nd, T->opts ? T->opts->widen_groups : 0, members);
-            t->ici_s = tim_collective_group_s(T->slice, (hlo_op)in->op, members, n, b, &moved);
+            tim_coll_cost cc;
+            tim_collective_group_cost(T->slice, (hlo_op)in->op, members, n, b, &cc);
+            t->ici_s = cc.time_s;
+            t->ici_bw_s = cc.bw_s;
+            t->coll_n = n;
+            moved = cc.ici_bytes + cc.dcn_bytes;
             if (members != small) ut_free(members);
         } else {
             t->ici_s = tim_collective_s(T->slice, (hlo_op)in->op, tim_group_size(in, nd), b, &moved);
         }
         t->ici_bytes = moved;
+        t->coll_bytes = b;
+        if (!t->ici_bw_s) t->ici_bw_s = t->ici_s;
     }
     t->overhead_s = chip->op_overhead_s;
     tim_finish_op(chip, t);
@@ -861,6 +868,35 @@ static int64_t tim_guess_batch(const cmp_program *p)
     return best;
 }
 
+/* XLA combines independent all-reduces (all-gathers, reduce-scatters) of one computation into one collective
+ * of up to a threshold of bytes (AllReduceCombiner and its siblings), so a step's hundred gradient
+ * all-reduces pay the ring's per-hop latency a few times, not a hundred. Consecutive collectives of one kind
+ * and group size in one walk of a plan are taken as combined up to 30 MiB (XLA's default combine threshold,
+ * debug_options_flags.cc; TPU's own is not public): all but the first of a batch keep only their bandwidth
+ * time. */
+#define TIM_COMBINE_BYTES (30.0 * 1024 * 1024)
+static void tim_combine(tim_state *T)
+{
+    const chp_chip *chip = &T->slice->chip;
+    for (int i = 0; i < T->n; i++) {
+        tim_op *t = &T->ops[i];
+        hlo_op k = (hlo_op)t->root->op;
+        if (k != HLO_ALL_REDUCE && k != HLO_ALL_GATHER && k != HLO_REDUCE_SCATTER) continue;
+        double batch = t->coll_bytes;
+        for (int j = i + 1; j < T->n; j++) {
+            tim_op *u = &T->ops[j];
+            if (T->inst[j] != T->inst[i] || u->depth != t->depth) break;
+            if ((hlo_op)u->root->op != k) continue;
+            if (u->coll_n != t->coll_n || batch + u->coll_bytes > TIM_COMBINE_BYTES) break;
+            batch += u->coll_bytes;
+            u->ici_s = u->ici_bw_s;
+            u->combined = 1;
+            tim_finish_op(chip, u);
+            i = j;
+        }
+    }
+}
+
 tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out)
 {
     *out = NULL;
@@ -876,6 +912,7 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
     tim_state T = {ctx, p, &r->slice, &o, NULL, NULL, 0, 0, 0, 0, 0};
     tpu_status st = tim_walk(&T, p->entry, 0, 1.0);
     if (!st) st = tim_fuse(&T);
+    if (!st) tim_combine(&T);
     ut_free(T.inst);
     if (st) {
         ut_free(T.ops);

@@ -40,6 +40,11 @@ typedef struct tim_op {
     tim_bound        bound;
     int              fused_into;   /* > 0: a cheap producer the TPU compiler would duplicate into this many
                                     * consumer ops (it costs nothing of its own; its vector work is in theirs) */
+    double           ici_bw_s;     /* collectives: ici_s without the per-hop latency (what combining keeps) */
+    double           coll_bytes;   /* collectives: the bytes costed (operands, or an all-gather's result) */
+    int              coll_n;       /* collectives: group size */
+    int              combined;     /* collectives: joined the previous one's combined collective (its latency
+                                    * paid once), as XLA's all-reduce / all-gather / reduce-scatter combiners do */
     int              trip_known;   /* control ops: trip count known (or observed) */
     double           trips;        /* while: iterations per execution */
 } tim_op;
@@ -96,6 +101,7 @@ typedef struct tim_coll_geom {
 
 typedef struct tim_coll_cost {
     double  time_s, ici_s, dcn_s;    /* total, and its ICI (on-chip included) and data-center network parts */
+    double  bw_s;                    /* the total without per-hop latency (bandwidth only) */
     int64_t ici_bytes, dcn_bytes;    /* bytes one device sends */
     int     hops;                    /* ICI hops of the longest path (latency) */
 } tim_coll_cost;
@@ -112,7 +118,25 @@ int    tim_coll_group(const hlo_instr *in, int devices, int widen, int *members)
  * device sends (ICI and DCN). The timing model uses it per op; the replicated runtime (src/runtime/) per
  * collective it executes. */
 double tim_collective_group_s(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, int64_t *moved);
+/* Same, with the full cost. */
+void   tim_collective_group_cost(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, tim_coll_cost *c);
 double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved);
+
+/* ---- the same program on GPUs (gpu.c): a roofline per op from published peaks ---- */
+typedef struct tim_gpu {
+    const char *name;
+    double      tensor_flops;   /* dense bf16/fp16 tensor-core FLOP/s */
+    double      vector_flops;   /* fp32 FLOP/s outside the tensor cores */
+    double      hbm_bw;         /* bytes/s */
+    double      link_bw;        /* NVLink bytes/s per GPU, one way */
+    double      hbm_bytes;
+    const char *source;
+} tim_gpu;
+const tim_gpu *tim_gpu_find(const char *name);   /* "V100", "A100", "H100" (any case); NULL if unknown */
+int            tim_gpu_count_known(void);
+const tim_gpu *tim_gpu_at(int i);
+/* One step of r's program on each of n GPUs of one NVLink server; *coll_s gets its collectives' share. */
+double         tim_gpu_step_s(const tim_result *r, const tim_gpu *g, int n, double *coll_s);
 
 /* The MXU model for one GEMM (batch x [M,K]·[K,N]) at `passes` bf16 passes on one device of `chip`:
  * seconds, and the fraction of MXU work lost to padding the shapes to the array (rows to 8, the held and
