@@ -4,9 +4,10 @@
  *
  * Each process sees the slice's devices (jax.devices(): 32) and runs its own (jax.local_devices(): 8, those of
  * its hosts); the collectives between devices of different processes travel over MPI (src/dist/). A process
- * learns that it is one of several from jax.distributed (PJRT_Client_Create's node_id and num_nodes options)
- * or from the MPI launcher's environment; either way the processes must have been started by mpirun, since
- * MPI carries the data. jax's process index is node_id (else the MPI rank); the key-value store of
+ * learns that it is one of several from jax.distributed (PJRT_Client_Create's node_id and num_nodes options);
+ * the processes must have been started by mpirun, since
+ * MPI carries the data, and jax.distributed must be initialized (jaxlib's client of one process cannot hold
+ * devices it does not address). jax's process index is node_id; the key-value store of
  * jax.distributed, when given, is used to check that every process simulates the same slice before MPI is
  * asked anything.
  *
@@ -155,6 +156,10 @@ PJRT_Error *pj_dist_client_init(PJRT_Client *c, const PJRT_Client_Create_Args *a
 {
     int nodes = (int)pj_int_option(a, "num_nodes", 1), node = (int)pj_int_option(a, "node_id", 0);
     if (nodes <= 1 && !tpu_dist_launched()) return NULL;   /* one process */
+    if (nodes <= 1)   /* jaxlib's client of one process crashes on devices it cannot address: say what to do */
+        return pj_error(PJRT_Error_Code_FAILED_PRECONDITION, "tpusim: this process is one of several started by mpirun, "
+                        "but jax.distributed is not initialized: call jax.distributed.initialize() before using jax "
+                        "(it reads Open MPI's environment), so that each process is one host of the slice");
     if (!tpu_dist_launched())
         return pj_error(PJRT_Error_Code_FAILED_PRECONDITION, "tpusim: jax.distributed runs %d processes, but tpusim's "
                         "devices talk over MPI: start the processes with mpirun (mpirun -np %d python script.py)", nodes, nodes);
@@ -164,8 +169,7 @@ PJRT_Error *pj_dist_client_init(PJRT_Client *c, const PJRT_Client_Create_Args *a
     if (tpu_dist_new(c->ctx, &pd->d)) return pj_error_tpu(c->ctx, TPU_ERR_INVALID, "tpusim: starting MPI");
     pj_dist_track(pd, 1);
     PJRT_Error *err = NULL;
-    int rank = tpu_dist_rank(pd->d), size = tpu_dist_size(pd->d);
-    if (nodes <= 1) node = rank, nodes = size;
+    int size = tpu_dist_size(pd->d);
     if (nodes != size)
         return pj_dist_init_failed(c, pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "tpusim: jax.distributed has %d "
                                                "processes, mpirun started %d", nodes, size));

@@ -113,6 +113,13 @@ def test_process_count_must_split_the_hosts(tmp_path):
         r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
 
 
+def test_mpirun_without_jax_distributed_is_refused(tmp_path):
+    r = _mpirun(2, [SCRIPT, str(tmp_path / "x")], _env("v4-16"))
+    assert r.returncode != 0
+    assert "but jax.distributed is not initialized: call jax.distributed.initialize() before using jax" in \
+        r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+
+
 def test_distributed_without_mpirun_is_refused(tmp_path):
     """jax.distributed with two processes that mpirun did not start: tpusim says how to start them."""
     code = ("import jax; jax.distributed.initialize(coordinator_address='127.0.0.1:%d', num_processes=2, process_id=%d)\n"
