@@ -424,6 +424,14 @@ static void rt_stats(const rt_system *sys, tpu_system_stats *L)
     L->ici_s = busy->ici_s;
 }
 
+/* A run that fails before its devices start: in a system spread over processes the others would wait for
+ * this one's collectives, so they are told. Returns st. */
+static tpu_status rt_early_fail(rt_system *sys, tpu_ctx *ctx, tpu_status st)
+{
+    if (sys->remote) sys->remote->fail(sys->remote->user, tpu_errmsg(ctx));
+    return st;
+}
+
 tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, const tpu_run_opts *opts,
                           tpu_tensor **const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs)
 {
@@ -437,7 +445,7 @@ tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, con
         return ut_err(ctx, TPU_ERR_INVALID, "%d inputs per device but no input arrays", ninputs);
     int R = 1, P = 1;
     tpu_status st = rt_split(ctx, sys, m, &R, &P);
-    if (st) return st;
+    if (st) return rt_early_fail(sys, ctx, st);
     tpu_system_stats *L = &ts->last;
     memset(L, 0, sizeof *L);
     L->devices = sys->N;
@@ -447,7 +455,7 @@ tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, con
     /* the run's state */
     const hlo_module *view = NULL;
     st = rt_view(ctx, m, R, P, &view);
-    if (st) return st;
+    if (st) return rt_early_fail(sys, ctx, st);
     int64_t total = 0;
     sys->comp_base = ut_calloc((size_t)(m->ncomps ? m->ncomps : 1), sizeof *sys->comp_base);
     for (int c = 0; sys->comp_base && c < m->ncomps; c++) {
@@ -457,6 +465,7 @@ tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, con
     if (!sys->comp_base) st = ut_nomem(ctx);
     if (!st) st = rt_prepare_devs(ctx, sys, P, inputs, ninputs, total);
     if (!st && sys->remote) st = sys->remote->run_begin(sys->remote->user, ctx, m, &sys->run_key);
+    if (st) rt_early_fail(sys, ctx, st);
     if (!st) {
         sys->m = view;
         sys->opts = opts ? *opts : tpu_run_opts_default();
