@@ -8,6 +8,7 @@
  *           system whose devices are interleaved over the processes, and repeated runs.
  * fail      process 1's devices get a wrongly shaped input: every process's run fails, the others' naming
  *           process 1; the job then ends through MPI_Abort (exit code not 0).
+ * early     process 1's run fails before its devices start (no inputs for them): the others are told
  * program   process 1 runs another program (a different constant): the others are told at the first collective.
  * slice     process 1 asks for another slice: refused when the system is made.
  * hang      process 1 never reaches the collective (TPUSIM_DIST_TIMEOUT set small by the caller): process 0 gives
@@ -265,6 +266,30 @@ static int case_fail(tpu_ctx *ctx, tpu_dist *d)
     return st != TPU_OK;
 }
 
+/* process 1 gives no inputs at all: its run fails before its devices start */
+static int case_early(tpu_ctx *ctx, tpu_dist *d)
+{
+    tpu_module *m = parse(ctx, k_loop, "loop.hlo");
+    inputs y = {8, 1, calloc(8, sizeof *y.in)};
+    tpu_system *sys = NULL;
+    tpu_status st = tpu_system_new_dist(ctx, "8", d, NULL, &sys);
+    for (int g = 0; !st && g < 8; g++)
+        if (g_rank != 1) {
+            y.in[g] = calloc(1, sizeof **y.in);
+            y.in[g][0] = mk_f32(ctx, g, 5, 9);
+        }
+    tpu_tensor **out[8];
+    int nout = 0;
+    if (!st) st = tpu_system_run(ctx, sys, m, NULL, (tpu_tensor **const *)y.in, 1, out, &nout);
+    printf("rank %d: run: %s\n", g_rank, st ? tpu_errmsg(ctx) : "ok");
+    fflush(stdout);
+    if (!st) tpu_system_outputs_free(out, 8, nout);
+    tpu_system_free(sys);
+    inputs_free(&y);
+    tpu_module_free(m);
+    return st != TPU_OK;
+}
+
 /* process 1 runs the loop with another constant */
 static int case_program(tpu_ctx *ctx, tpu_dist *d)
 {
@@ -359,6 +384,7 @@ int main(int argc, char **argv)
     int failed = 0;
     if (!strcmp(c, "equal")) case_equal(ctx, d);
     else if (!strcmp(c, "fail")) failed = case_fail(ctx, d);
+    else if (!strcmp(c, "early")) failed = case_early(ctx, d);
     else if (!strcmp(c, "program")) failed = case_program(ctx, d);
     else if (!strcmp(c, "slice")) failed = case_slice(ctx, d);
     else if (!strcmp(c, "hang")) failed = case_hang(ctx, d);
