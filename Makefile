@@ -9,7 +9,7 @@
 MODE ?= release
 CC ?= cc
 BUILD ?= build/$(MODE)
-PKGS := openblas zlib libcjson
+PKGS := openblas zlib libcjson ompi-c
 
 CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmissing-prototypes -Werror
@@ -42,7 +42,7 @@ TEST_SRC := $(sort $(wildcard tests/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
-DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
+DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/dist/t_dist.d $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
 
 .PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests
 all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
@@ -80,6 +80,11 @@ $(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# the multi-process runtime under mpirun (tests/cli/t_dist.sh)
+$(BUILD)/dist-tests: $(BUILD)/tests/dist/t_dist.o $(BUILD)/libtpusim.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # tests/t_pjrt.c drives the plugin through its ABI header
 $(BUILD)/tests/t_pjrt.o: CPPFLAGS += -Ithird_party/pjrt
 
@@ -105,8 +110,8 @@ test: deps
 test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
 
-test-cli: $(BUILD)/tpusim
-	TPUSIM_BIN=$(BUILD)/tpusim ./tests/cli/run.sh
+test-cli: $(BUILD)/tpusim $(BUILD)/dist-tests
+	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_DIST_TESTS=$(BUILD)/dist-tests ./tests/cli/run.sh
 
 # jax's own test files (tests/jax/upstream) through the plugin: docs/jax-tests.md. Tens of minutes; not in `test`.
 jax-tests: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so

@@ -391,6 +391,7 @@ typedef struct tpu_device_info {
     int     cores;          /* TensorCores the device drives (2 on megacore chips) */
     int64_t hbm_bytes;      /* HBM its programs and buffers may use: the memory_stats() bytes_limit */
     char    kind[32];       /* device_kind as the TPU runtime spells it: "TPU v3", "TPU v5 lite", "TPU7x" */
+    int     slice;          /* its slice in a multislice ("2xv5p-256"), else 0 */
 } tpu_device_info;
 tpu_status  tpu_chip_device(tpu_ctx *ctx, const tpu_chip *chip, int d, tpu_device_info *out);
 /* Bytes an array takes in this chip's HBM with its tiling and padding (default row-major layout), or -1 if
@@ -461,6 +462,10 @@ typedef struct tpu_profile_opts {
     double      input_rate;      /* samples per second the host input pipeline delivers (0: unlimited) */
     int64_t     batch;           /* samples per step (0: guessed from the largest non-state argument) */
     double      price_per_chip_hour;  /* for cost estimates (0: none) */
+    int         span_slice;      /* collectives whose group is every device the program was written for (its
+                                  * replica_count x num_partitions, else the highest id its groups name + 1)
+                                  * span the whole slice: a data-parallel step written for 8 devices timed on
+                                  * v3-256. Empty groups always span the slice. */
 } tpu_profile_opts;
 
 tpu_status  tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out);
@@ -490,6 +495,38 @@ const char *tpu_profile_advice(tpu_profile *p);
 /* Chrome trace-event JSON (opens in Perfetto and chrome://tracing), and the HTML report with charts. */
 tpu_status  tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path);
 tpu_status  tpu_profile_write_html(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Scaling: one per-device program on slices of several sizes (tpusim scale, docs/pods.md)
+ *
+ * For each slice the timing model's step with the program's collectives spanning that slice (its torus,
+ * hosts, multislice), then samples/s, speed-up and efficiency against the smallest slice, time to train and
+ * cost; beside them the same program on N GPUs of one server (a roofline per op from published peaks).
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_scale tpu_scale;
+
+typedef struct tpu_scale_opts {
+    const char *program;         /* HLO file of one device's step; "{b}" in it is replaced by the per-device batch */
+    const char *slices;          /* "v2-8,v2-32,v2-128,v2-256,v2-512" */
+    int64_t     per_core_batch;  /* weak scaling: samples per device per step (0: the program's own) */
+    int64_t     global_batch;    /* strong scaling: samples per step over the whole slice (0: weak) */
+    double      dataset_size;    /* samples per epoch, with epochs: time to train (0: not shown) */
+    double      epochs;
+    const char *prices;          /* "v2=1.50,v3-512=2.00,V100=2.48": dollars per chip- or GPU-hour (NULL: no cost) */
+    const char *gpus;            /* GPUs to compare: "V100,A100,H100" (NULL: those three), "none" */
+    int         gpu_count;       /* GPUs in one server (0: 8) */
+    int         span_slice;      /* -1: collectives keep their groups; else they span each slice (tpu_profile_opts) */
+} tpu_scale_opts;
+
+tpu_status  tpu_scale_run(tpu_ctx *ctx, const tpu_scale_opts *opts, tpu_scale **out);
+void        tpu_scale_free(tpu_scale *s);
+const char *tpu_scale_table(tpu_scale *s);      /* the text table */
+const char *tpu_scale_json(tpu_scale *s);       /* {"rows": [{"name", "step_time_s", "samples_per_s", ...}]} */
+/* The chart (throughput against chips on log axes with the linear ideal; efficiency per slice) as SVG, or an
+ * HTML page with the chart and the table. */
+tpu_status  tpu_scale_write_svg(tpu_ctx *ctx, tpu_scale *s, const char *path);
+tpu_status  tpu_scale_write_html(tpu_ctx *ctx, tpu_scale *s, const char *path);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Replicas: a system of devices running one program together, with collectives (docs/runtime.md)
@@ -550,7 +587,59 @@ void        tpu_system_last_stats(const tpu_system *sys, tpu_system_stats *out);
 
 /* The module's replica_count and num_partitions (1 when it does not name them). */
 int64_t     tpu_module_replica_count(const tpu_module *m);
+/* A 64-bit hash of the module as printed (the same program text gives the same value), computed once. */
+uint64_t    tpu_module_fingerprint(const tpu_module *m);
 int64_t     tpu_module_num_partitions(const tpu_module *m);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Several processes: a slice spread over hosts with MPI (docs/pods.md)
+ *
+ * As on a real pod, a multi-host slice runs one process per host: started by `mpirun -np H`, each process
+ * runs its own devices (threads) and the collectives whose groups span processes travel over MPI, with the
+ * same reduction order as in one process, so the results are the same bit for bit.
+ *
+ *     tpu_dist *d = NULL;
+ *     if (tpu_dist_launched() && tpu_dist_new(ctx, &d) != TPU_OK) ...;   // MPI_Init (a thread of its own)
+ *     tpu_system *sys = NULL;
+ *     tpu_system_new_dist(ctx, "v3-32", d, NULL, &sys);     // this process's 8 of the 32 devices
+ *     ... tpu_system_run(ctx, sys, m, NULL, in, k, out, &nout) with in[g] / out[g] for the local devices g
+ *     tpu_system_free(sys);
+ *     tpu_dist_free(d, status);                              // MPI_Finalize, or MPI_Abort after a failure
+ *
+ * A process that fails tells the others, whose runs then fail naming it; one that waits longer than the
+ * timeout (TPUSIM_DIST_TIMEOUT seconds, default 300) for another fails naming the one it waits for; a
+ * process that dies is reported by mpirun, which stops the job. After a failure the tpu_dist is unusable.
+ * ------------------------------------------------------------------------------------------------------- */
+
+typedef struct tpu_dist tpu_dist;
+
+/* Was this process started by an MPI launcher with more than one process (Open MPI, MPICH, PMI)? */
+int         tpu_dist_launched(void);
+/* Starts MPI (MPI_Init on the transport's own thread, or the caller's MPI when already initialized). */
+tpu_status  tpu_dist_new(tpu_ctx *ctx, tpu_dist **out);
+int         tpu_dist_rank(const tpu_dist *d);
+int         tpu_dist_size(const tpu_dist *d);
+/* Every process gives `len` bytes (the same len everywhere); all[] gets them in rank order. */
+tpu_status  tpu_dist_allgather(tpu_ctx *ctx, tpu_dist *d, const void *mine, size_t len, void *all);
+/* Every process must give the same value (of what `what` names); otherwise an error naming the first process
+ * that differs and both values. */
+tpu_status  tpu_dist_agree(tpu_ctx *ctx, tpu_dist *d, const char *what, const char *value);
+/* This process failed (msg says why): the others' waits end with it. */
+void        tpu_dist_fail(tpu_dist *d, const char *msg);
+/* 1 after a failure here or elsewhere (the message, if msg is not NULL). */
+int         tpu_dist_failed(tpu_dist *d, const char **msg);
+/* Ends MPI: MPI_Finalize when every process got this far cleanly (status 0); MPI_Abort, which ends every
+ * process of the job, this one included, when status is not 0 (the job's exit status) or a process failed
+ * (status 1). NULL: no-op. */
+void        tpu_dist_free(tpu_dist *d, int status);
+
+/* This process's part of a system of `devices` (as tpu_system_new): the devices owner[g] == tpu_dist_rank(d)
+ * of the global ids g, or with owner NULL the rank's block of hosts (the slice's hosts must split evenly
+ * over the processes: v3-32 has 4 hosts of 8 devices, so 1, 2 or 4 processes). d NULL: tpu_system_new.
+ * tpu_system_run then takes inputs[g] and fills outputs[g] for the local devices only (NULL elsewhere). */
+tpu_status  tpu_system_new_dist(tpu_ctx *ctx, const char *devices, tpu_dist *d, const int *owner, tpu_system **out);
+/* Is global device g run by this process? */
+int         tpu_system_is_local(const tpu_system *sys, int g);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Training: a STEP_DIR (docs/step_dir.md: train-step HLO, signature.json, initial state, datasets) trained
@@ -595,6 +684,8 @@ typedef struct tpu_train_opts {
     int          progress_bar;   /* 1: one line redrawn in place (a terminal); 0: a plain line per interval */
     int          overwrite;      /* start over in a model_dir that holds a checkpoint, replacing it; without it
                                     (or resume) tpu_trainer_new refuses such a model_dir */
+    tpu_dist    *dist;           /* a slice spread over processes (mpirun): this process's share of the replicas;
+                                  * process 0 writes model_dir; NULL: one process */
 } tpu_train_opts;
 
 tpu_train_opts tpu_train_opts_default(void);

@@ -3,6 +3,8 @@
 # Run by `make demo` and `make test`; safe to run again.
 set -euo pipefail
 pkgs=(gcc make pkg-config libopenblas-dev libcjson-dev zlib1g-dev)
+# multi-host slices: one process per simulated host over MPI (src/dist/, docs/pods.md)
+pkgs+=(libopenmpi-dev openmpi-bin)
 if [ "${TPUSIM_WITH_CLANG:-1}" = 1 ]; then
   pkgs+=(clang libclang-rt-14-dev libomp-dev)
 fi

@@ -5,6 +5,8 @@
 # reported nothing.
 set -u
 passed=0; failed=0; skipped=0; bad=0
+# MPI processes the suites start carry this tag in their environment; none may outlive the run
+export TPUSIM_MPI_TEST_TAG=${TPUSIM_MPI_TEST_TAG:-tpusim-tests-$$}
 for cmd in "$@"; do
   out=$(mktemp)
   bash -c "$cmd" 2>&1 | tee "$out"
@@ -17,5 +19,12 @@ for cmd in "$@"; do
   for n in $(echo "$line" | grep -oE '[0-9]+ (skipped|xfailed)' | grep -oE '[0-9]+'); do skipped=$((skipped + n)); done
   [ "$rc" = 0 ] || bad=1
 done
+strays=$(env -u TPUSIM_MPI_TEST_TAG grep -ls -- "TPUSIM_MPI_TEST_TAG=$TPUSIM_MPI_TEST_TAG" /proc/[0-9]*/environ 2>/dev/null |
+         cut -d/ -f3 | grep -vx "$$")
+if [ -n "$strays" ]; then
+  echo "run_tests: MPI processes outlived the tests (killed): $(echo $strays)" >&2
+  kill -9 $strays 2>/dev/null
+  bad=1
+fi
 echo "all tests: $passed passed, $failed failed, $skipped skipped"
 [ "$bad" = 0 ] && [ "$failed" = 0 ]

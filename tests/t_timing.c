@@ -9,6 +9,7 @@
 #include "timing/model.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static tpu_module *parse(tpu_ctx *ctx, const char *text)
 {
@@ -401,10 +402,13 @@ static char *allreduce_hlo(int group)
     return s;
 }
 
-TEST(timing_collectives_grow_with_group)
+/* Profiles of an all-reduce in groups of 2..32 on v3-32 (4x4 chips, 2 cores each, no wraparound): the bytes
+ * one device sends are the ring's 2 (n-1)/n of the operand; the time follows the group's place on the torus
+ * (docs/timing.md): a group that spans a second dimension gets that dimension's links too. */
+TEST(timing_collectives_in_groups)
 {
     tpu_ctx *ctx = tpu_ctx_new();
-    double prev = 0;
+    double t[33] = {0};
     for (int g = 2; g <= 32; g *= 2) {
         char *h = allreduce_hlo(g);
         tpu_profile_opts o = {0};
@@ -415,16 +419,84 @@ TEST(timing_collectives_grow_with_group)
         if (!p) continue;
         if (g == 32) CHECK_EQ_STR(tpu_profile_bound(p), "collective");
         const prf_profile *pp = (const prf_profile *)p;
-        double ici = 0;
-        for (int i = 0; i < pp->tim->nops; i++) ici += pp->tim->ops[i].ici_s;
-        CHECK_MSG(ici > prev, "group %d: %g s, not more than the smaller group's %g s", g, ici, prev);
-        /* ring all-reduce: 2 (n-1)/n of the bytes cross each link */
+        for (int i = 0; i < pp->tim->nops; i++) t[g] += pp->tim->ops[i].ici_s;
         double bytes = 4096.0 * 1024 * 4;
         CHECK_NEAR((double)pp->tim->ici_bytes, 2.0 * (g - 1) / g * bytes, 2);
-        prev = ici;
         tpu_profile_free(p);
         tpu_module_free(m);
     }
+    /* 2: the two cores of one chip (on-chip only); 4 and 8: a line of 2 and 4 chips along x; 16: 4x2 chips;
+     * 32: 4x4 chips */
+    CHECK_MSG(t[2] < t[4] && t[4] < t[8], "along one line: %g %g %g s", t[2], t[4], t[8]);
+    CHECK_MSG(t[16] < t[8], "a second dimension adds links: 16 devices %g s, 8 devices %g s", t[16], t[8]);
+    CHECK_MSG(t[32] > t[16], "4x4 vs 4x2 chips: %g s vs %g s", t[32], t[16]);
+    tpu_ctx_free(ctx);
+}
+
+/* The model's formulas (docs/timing.md "Collectives") on the real topologies, against the chip table. */
+TEST(timing_collectives_follow_the_topology)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    chp_slice pod, half, line4, ms;
+    REQUIRE_OK(ctx, chp_slice_parse(ctx, "v2-512", &pod));     /* 16x16 chips, wraparound both ways */
+    REQUIRE_OK(ctx, chp_slice_parse(ctx, "v2-256", &half));    /* 8x16: the 16 side wraps around, the 8 does not */
+    REQUIRE_OK(ctx, chp_slice_parse(ctx, "v4-32", &line4));    /* 2x2x4: a mesh, no wraparound */
+    REQUIRE_OK(ctx, chp_slice_parse(ctx, "2xv5p-128", &ms));   /* two 4x4x4 cubes over the data-center network */
+    CHECK(pod.wrap[0] && pod.wrap[1] && !half.wrap[0] && half.wrap[1]);
+    tim_coll_geom g;
+    tim_coll_cost c;
+    double V = 100e6, link = pod.chip.ici_link_bw, hbm_core = pod.chip.hbm_bw / 2;
+    /* the full v2 pod: 2 rings of 16, both directions, then the two cores of each chip */
+    tim_coll_geometry(&pod, NULL, pod.devices, &g);
+    CHECK(g.size[0] == 16 && g.size[1] == 16 && g.ring[0] && g.ring[1] && g.cores == 2 && g.slices == 1);
+    tim_coll_cost_of(&pod, HLO_ALL_REDUCE, &g, V, &c);
+    double want = 2 * (V * 255 / 256 / (2 * 2 * link) + V * 0.5 / hbm_core);
+    CHECK_NEAR(c.time_s, want, want * 1e-9);
+    CHECK_EQ_INT(c.hops, 16);
+    /* half a pod: a line of 8 (one way) and a ring of 16 (both ways): slower for the same bytes */
+    tim_coll_geometry(&half, NULL, half.devices, &g);
+    CHECK(!g.ring[0] && g.ring[1]);
+    tim_coll_cost_of(&half, HLO_ALL_REDUCE, &g, V, &c);
+    want = 2 * (V * 127 / 128 / (3 * link) + V * 0.5 / hbm_core);
+    CHECK_NEAR(c.time_s, want, want * 1e-9);
+    CHECK_EQ_INT(c.hops, 7 + 8);
+    /* kinds on the pod's rings: all-gather = half an all-reduce; all-to-all a quarter of an all-gather */
+    tim_coll_geometry(&pod, NULL, pod.devices, &g);
+    tim_coll_cost ar, ag, a2a, cp;
+    tim_coll_cost_of(&pod, HLO_ALL_REDUCE, &g, V, &ar);
+    tim_coll_cost_of(&pod, HLO_ALL_GATHER, &g, V, &ag);
+    tim_coll_cost_of(&pod, HLO_ALL_TO_ALL, &g, V, &a2a);
+    tim_coll_cost_of(&pod, HLO_COLLECTIVE_PERMUTE, &g, V, &cp);
+    CHECK_NEAR(ag.time_s * 2, ar.time_s, ar.time_s * 1e-9);
+    CHECK_NEAR(a2a.time_s * 4, ag.time_s, ag.time_s * 1e-9);
+    CHECK_NEAR(cp.time_s, V / link + 1e-6, 1e-12);
+    /* small messages are latency-bound: 1 us per hop of the longest path, twice for an all-reduce */
+    tim_coll_cost_of(&pod, HLO_ALL_REDUCE, &g, 64, &c);
+    CHECK_NEAR(c.time_s, 2 * 16e-6 + 2 * 64 * 0.5 / hbm_core, 1e-12);
+    /* a group along one side of a v4 mesh: 4 chips in a line */
+    int col[4] = {0, 4, 8, 12};   /* 2x2x4: x,y steps of 1 and 2; chips 0,4,8,12 share x=y=0 */
+    tim_coll_geometry(&line4, col, 4, &g);
+    CHECK(g.size[0] == 1 && g.size[1] == 1 && g.size[2] == 4 && !g.ring[2] && g.cores == 1);
+    tim_coll_cost_of(&line4, HLO_ALL_GATHER, &g, V, &c);
+    CHECK_NEAR(c.time_s, V * 3 / 4 / line4.chip.ici_link_bw, 1e-12);
+    /* multislice: the data-center network on the in-slice shard, each chip's share of its host's link */
+    tim_coll_geometry(&ms, NULL, ms.devices, &g);
+    CHECK(g.slices == 2 && g.size[0] == 4 && g.ring[0] && g.ring[1] && g.ring[2]);
+    tim_coll_cost_of(&ms, HLO_ALL_REDUCE, &g, V, &c);
+    double dcn_chip = ms.chip.dcn_host_bw / ms.chip.chips_per_host_multi;
+    CHECK_NEAR(c.dcn_s, 2 * (V / 64) * 0.5 / dcn_chip, 1e-12);
+    CHECK(c.dcn_s > 0 && c.time_s > c.ici_s);
+    chp_slice one;
+    REQUIRE_OK(ctx, chp_slice_parse(ctx, "v5p-256", &one));
+    tim_coll_geometry(&one, NULL, one.devices, &g);
+    tim_coll_cost ones;
+    tim_coll_cost_of(&one, HLO_ALL_REDUCE, &g, V, &ones);
+    CHECK_MSG(c.time_s > ones.time_s, "two slices over DCN (%g s) should be slower than one slice of as many chips (%g s)",
+              c.time_s, ones.time_s);
+    /* slices that cannot be joined, and a nonsense count */
+    CHECK(chp_slice_parse(ctx, "2xv3-32", &one) == TPU_ERR_INVALID);
+    CHECK(strstr(tpu_errmsg(ctx), "Multislice runs on v4 and later") != NULL);
+    CHECK(chp_slice_parse(ctx, "0xv4-8", &one) == TPU_ERR_INVALID);
     tpu_ctx_free(ctx);
 }
 

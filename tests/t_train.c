@@ -513,7 +513,7 @@ static tpu_tensor **tt_single_core_full_batch(tpu_ctx *ctx, const char *dir, int
     }
     int S = s->nstate, P = s->nparam, T = s->nstat, N = s->nbatch, H = s->nhyper;
     int64_t *order = malloc((size_t)d->n * sizeof *order);
-    trn_pipe_cfg pc = {d, s, 8, s->seed, s->shuffle, 0, steps, 1, 0};
+    trn_pipe_cfg pc = {d, s, 8, s->seed, s->shuffle, 0, steps, 1, 0, 0, 0};
     tpu_run_opts ro = tpu_run_opts_default();
     for (int t = 0; t < steps; t++) {
         trn_epoch_order(d->n, s->seed, t / (d->n / (8 * s->B)), s->shuffle, order);

@@ -16,6 +16,8 @@ void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((
 /* Marks the running test skipped (counted as skipped, not passed) and says why; the test should return. */
 void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int test_current_failed;
+/* Marks the running test as skipped (counted apart, never as passed) with the reason; return after it. */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define TEST(name)                                                          \
     static void test_##name(void);                                          \

@@ -18,6 +18,7 @@ int cmd_scalesim(int argc, char **argv);
 int cmd_chips(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_scale(int argc, char **argv);
 
 /* Shared helpers (tools/cli_util.c). */
 /* A context with the process's settings: tpusim --max-input-size SIZE (anywhere on the command line) sets

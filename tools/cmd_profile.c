@@ -28,6 +28,9 @@ static void profile_usage(FILE *f)
             "  --batch B              samples per step (default: leading dimension of the largest input)\n"
             "  --price P              price per chip-hour in dollars, for a cost per 1000 steps; with --compare\n"
             "                         also per generation or slice: --price v4=3.22,v5e=1.20,v3-8=2.00\n"
+            "  --span-slice           collectives over every device the program was written for span the whole\n"
+            "                         slice instead (a data-parallel step exported for 8 devices, timed on\n"
+            "                         v3-256); groups left empty always span the slice\n"
             "  --compare S1,S2,...    what-if: the same per-device program on other slices (another generation\n"
             "                         or size): a table of step time, speed-up, bound and cost per 1000 steps\n"
             "  --top N                ops shown in the table (default 15)\n"
@@ -239,6 +242,8 @@ int cmd_profile(int argc, char **argv)
             o.chip = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--policy"))) {
             o.policy = v;
+        } else if (!strcmp(argv[i], "--span-slice")) {
+            o.span_slice = 1;
         } else if ((v = cli_opt_value(argc, argv, &i, "--steps-per-exec"))) {
             if (!cli_int32("profile", "--steps-per-exec", v, 1, 1000000000, &o.steps_per_exec)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--steps"))) {

@@ -94,6 +94,82 @@ static void train_print_advice(const char *a, int top)
     if (!item) printf("  (none)\n");
 }
 
+/* An error of this process ("process R: " first when several run). */
+static void train_err(const tpu_train_opts *o, const char *what, const char *msg)
+{
+    if (o->dist) fprintf(stderr, "tpusim train: process %d: %s%s\n", tpu_dist_rank(o->dist), what, msg);
+    else fprintf(stderr, "tpusim train: %s%s\n", what, msg);
+}
+
+static void train_print_result(tpu_trainer *tr, const tpu_train_opts *o, const tpu_train_result *rr)
+{
+    const tpu_train_result r = *rr;
+    char t1[32], t2[32], t3[32];
+    printf("trained %lld steps on %s: %d replica%s, global batch %lld; %.1f steps/s on this host (%.2f s in steps)\n",
+           (long long)r.steps, o->slice, r.replicas, r.replicas == 1 ? "" : "s", (long long)r.global_batch, r.steps_per_s,
+           r.wall_s);
+    if (o->dist) printf("processes: %d (mpirun), %d replicas each; collectives between them over MPI\n",
+                        tpu_dist_size(o->dist), r.replicas / tpu_dist_size(o->dist));
+    printf("final training loss %.4f", r.loss);
+    const char *en;
+    double ev;
+    for (int k = 0; tpu_trainer_eval_result(tr, k, &en, &ev); k++) {
+        if (!strcmp(en, "accuracy")) printf("%s test accuracy %.2f%%", k ? "," : ";", 100 * ev);
+        else printf("%s test %s %.4g", k ? "," : ";", en, ev);
+    }
+    printf("\n");
+    train_fmt_time(t1, sizeof t1, r.sim_step_s);
+    train_fmt_time(t2, sizeof t2, r.sim_program_s);
+    train_fmt_time(t3, sizeof t3, r.sim_allreduce_s);
+    printf("predicted step time on %s: %s = device program %s (host launch once per %d step%s) + gradient all-reduce %s "
+           "(ICI)\n", o->slice, t1, t2, o->steps_per_exec, o->steps_per_exec == 1 ? "" : "s", t3);
+    printf("MXU utilization %.2f%%; bound: %s; input pipeline %.3g samples/s measured%s\n", 100 * r.mxu_utilization, r.bound,
+           r.input_samples_per_s, r.input_bound ? " -- INPUT-BOUND: the TPU would wait for the host" : " (not input-bound)");
+    printf("advice:\n");
+    train_print_advice(r.advice, 3);
+    if (r.metrics_jsonl) {
+        printf("wrote %s, %s/state.npz", r.metrics_jsonl, o->model_dir);
+        if (r.profile_html) printf(", %s", r.profile_html);
+        if (r.trace_json) printf(", %s", r.trace_json);
+        if (r.memory_html) printf(", %s", r.memory_html);
+        printf("\n");
+    }
+}
+
+/* Trains, then reports (process 0 of several). Returns the exit status. */
+static int train_run(tpu_ctx *ctx, const char *dir, const tpu_train_opts *o)
+{
+    int lead = !o->dist || tpu_dist_rank(o->dist) == 0;
+    tpu_trainer *tr = NULL;
+    tpu_status st = tpu_trainer_new(ctx, dir, o, &tr);
+    if (st) {
+        train_err(o, "", tpu_errmsg(ctx));
+        return 2;
+    }
+    cli_print_warnings(ctx);
+    int rc = 0;
+    if (tpu_trainer_step(tr) >= o->steps) {
+        if (lead)
+            printf("nothing to do: %s's checkpoint is at step %lld of --steps %lld\n", o->model_dir ? o->model_dir : dir,
+                   (long long)tpu_trainer_step(tr), (long long)o->steps);
+        tpu_trainer_free(tr);
+        return 0;
+    }
+    st = tpu_trainer_train(ctx, tr, 0);
+    if (st) {
+        train_err(o, "", tpu_errmsg(ctx));
+        rc = st == TPU_ERR_INVALID || st == TPU_ERR_IO || st == TPU_ERR_PARSE ? 2 : 1;
+    }
+    tpu_train_result r;
+    if (!rc && lead && tpu_trainer_finish(ctx, tr, &r) != TPU_OK) {
+        train_err(o, "the report: ", tpu_errmsg(ctx));
+        rc = 1;
+    }
+    if (!rc && lead) train_print_result(tr, o, &r);
+    tpu_trainer_free(tr);
+    return rc;
+}
+
 int cmd_train(int argc, char **argv)
 {
     tpu_train_opts o = tpu_train_opts_default();
@@ -202,6 +278,11 @@ int cmd_train(int argc, char **argv)
     tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) return 2;
     int rc = 0;
+    if (lr_find && tpu_dist_launched()) {
+        fprintf(stderr, "tpusim train: --lr-find runs in one process, not under mpirun\n");
+        tpu_ctx_free(ctx);
+        return 2;
+    }
     if (lr_find) {
         char buf[4096];
         if (!lr_out) {
@@ -219,62 +300,21 @@ int cmd_train(int argc, char **argv)
         tpu_ctx_free(ctx);
         return rc;
     }
-    tpu_trainer *tr = NULL;
-    tpu_status st = tpu_trainer_new(ctx, dir, &o, &tr);
-    if (st) {
-        fprintf(stderr, "tpusim train: %s\n", tpu_errmsg(ctx));
-        tpu_ctx_free(ctx);
-        return 2;
-    }
-    cli_print_warnings(ctx);
-    if (tpu_trainer_step(tr) >= o.steps) {
-        printf("nothing to do: %s's checkpoint is at step %lld of --steps %lld\n", o.model_dir ? o.model_dir : dir,
-               (long long)tpu_trainer_step(tr), (long long)o.steps);
-        tpu_trainer_free(tr);
-        tpu_ctx_free(ctx);
-        return 0;
-    }
-    st = tpu_trainer_train(ctx, tr, 0);
-    if (st) {
-        fprintf(stderr, "tpusim train: %s\n", tpu_errmsg(ctx));
-        rc = st == TPU_ERR_INVALID || st == TPU_ERR_IO || st == TPU_ERR_PARSE ? 2 : 1;
-    }
-    tpu_train_result r;
-    if (!rc && tpu_trainer_finish(ctx, tr, &r) != TPU_OK) {
-        fprintf(stderr, "tpusim train: the report: %s\n", tpu_errmsg(ctx));
-        rc = 1;
-    }
-    if (!rc) {
-        char t1[32], t2[32], t3[32];
-        printf("trained %lld steps on %s: %d replica%s, global batch %lld; %.1f steps/s on this host (%.2f s in steps)\n",
-               (long long)r.steps, o.slice, r.replicas, r.replicas == 1 ? "" : "s", (long long)r.global_batch, r.steps_per_s,
-               r.wall_s);
-        printf("final training loss %.4f", r.loss);
-        const char *en;
-        double ev;
-        for (int k = 0; tpu_trainer_eval_result(tr, k, &en, &ev); k++) {
-            if (!strcmp(en, "accuracy")) printf("%s test accuracy %.2f%%", k ? "," : ";", 100 * ev);
-            else printf("%s test %s %.4g", k ? "," : ";", en, ev);
+    tpu_dist *dist = NULL;
+    if (tpu_dist_launched()) {   /* mpirun: this process is one host of the slice */
+        if (tpu_dist_new(ctx, &dist)) {
+            fprintf(stderr, "tpusim train: %s\n", tpu_errmsg(ctx));
+            tpu_ctx_free(ctx);
+            return 2;
         }
-        printf("\n");
-        train_fmt_time(t1, sizeof t1, r.sim_step_s);
-        train_fmt_time(t2, sizeof t2, r.sim_program_s);
-        train_fmt_time(t3, sizeof t3, r.sim_allreduce_s);
-        printf("predicted step time on %s: %s = device program %s (host launch once per %d step%s) + gradient all-reduce %s "
-               "(ICI)\n", o.slice, t1, t2, o.steps_per_exec, o.steps_per_exec == 1 ? "" : "s", t3);
-        printf("MXU utilization %.2f%%; bound: %s; input pipeline %.3g samples/s measured%s\n", 100 * r.mxu_utilization, r.bound,
-               r.input_samples_per_s, r.input_bound ? " -- INPUT-BOUND: the TPU would wait for the host" : " (not input-bound)");
-        printf("advice:\n");
-        train_print_advice(r.advice, 3);
-        if (r.metrics_jsonl) {
-            printf("wrote %s, %s/state.npz", r.metrics_jsonl, o.model_dir);
-            if (r.profile_html) printf(", %s", r.profile_html);
-            if (r.trace_json) printf(", %s", r.trace_json);
-            if (r.memory_html) printf(", %s", r.memory_html);
-            printf("\n");
+        o.dist = dist;
+        if (tpu_dist_rank(dist) != 0) {   /* process 0 logs and reports */
+            o.log = NULL;
+            o.progress_bar = 0;
         }
     }
-    tpu_trainer_free(tr);
+    rc = train_run(ctx, dir, &o);
+    tpu_dist_free(dist, rc);   /* after a failure: MPI_Abort(rc), so that no process waits for this one */
     tpu_ctx_free(ctx);
     return rc;
 }

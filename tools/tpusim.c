@@ -13,6 +13,7 @@ static const struct {
     {"memory", cmd_memory, "will it fit? HBM per device with TPU tiling, the largest allocations, a viewer"},
     {"compile", cmd_compile, "compile for a chip; fails like the TPU compiler when HBM runs out"},
     {"profile", cmd_profile, "how fast would it run? step time, MXU use, op table, trace, HTML report, advice"},
+    {"scale", cmd_scale, "one program on slices of several sizes: scaling table and chart, time to train, cost, GPUs"},
     {"print", cmd_print, "parse an HLO program and print it back (canonical form)"},
     {"scalesim", cmd_scalesim, "SCALE-Sim compatible layer mode: its .cfg and topology .csv in, its reports out"},
     {"chips", cmd_chips, "the TPU generations modelled, or one chip or slice (v3-8, v5litepod-16, file.json)"},

@@ -318,6 +318,7 @@ static const chp_gen chp_gens[] = {
         .chips_per_host = 4, .chips_per_host_multi = 4, /* [PTXLA] TPU_CHIPS_PER_HOST_BOUNDS 2,2,1 */
         .host_bw = 15e9,                     /* [SCALE] "PCIe bandwidth is typically around 1.5e10 bytes/s per chip" */
         .pcie_gen = 0,                       /* not stated in the sources above */
+        .dcn_host_bw = 0,                    /* v2 pods are not joined into multislices (Multislice: v4 and later) */
         .op_overhead_s = 1e-6,               /* not public; tiny fusions in TPU profiles take about 1 us */
         .mxu_efficiency = 0.94,              /* assumed as v5e's (the same 128x128 MXU and matmul emitter family): no
                                               * published GEMM sweep found for this generation */
@@ -351,6 +352,7 @@ static const chp_gen chp_gens[] = {
         .max_slice_chips = 1024,
         .chips_per_host = 4, .chips_per_host_multi = 4,
         .host_bw = 15e9, .pcie_gen = 0,      /* [SCALE] typical figure */
+        .dcn_host_bw = 0,                    /* as v2: no multislice */
         .op_overhead_s = 1e-6,
         .mxu_efficiency = 0.94,              /* assumed as v5e's (the same 128x128 MXU and matmul emitter family): no
                                               * published GEMM sweep found for this generation */
@@ -385,6 +387,8 @@ static const chp_gen chp_gens[] = {
         .max_pod_chips = 4096,               /* [DOC-v4] 4096 chips */
         .max_slice_chips = 4096,             /* [XPK] max_cubes=64; the doc's list stops at v4-4096 (8x16x16) */
         .chips_per_host = 4, .chips_per_host_multi = 4,
+        .dcn_host_bw = 25e9,                 /* [SCALE] "DCN bandwidth is typically around 2.5e10 bytes / second
+                                              * per host" */
         .host_bw = 16e9, .pcie_gen = 3,      /* [SCALE] "PCIe bandwidth for TPU v4 is 16GB/s each way";
                                               * PCIe Gen3 x16 (glennklockwood.com/garden/processors/TPUv4) */
         .op_overhead_s = 1e-6,
@@ -425,6 +429,8 @@ static const chp_gen chp_gens[] = {
         .max_pod_chips = 256, .max_slice_chips = 256, /* [DOC-v5e] 256 chips, 2-D torus */
         .chips_per_host = 8,                 /* [DOC-v5e] chips per host 8 (v5litepod-8 is one VM) */
         .chips_per_host_multi = 4,           /* [XPK] ct5lp-hightpu-4t: 4 chips per VM in multi-host slices */
+        .dcn_host_bw = 25e9,                 /* [SCALE] "DCN bandwidth is typically around 2.5e10 bytes / second
+                                              * per host" */
         .host_bw = 16e9, .pcie_gen = 0,      /* [SCALE] "around 1.6e10 bytes/s per TPU" */
         .op_overhead_s = 1e-6,
         .mxu_efficiency = 0.94,              /* [SWEEP] jnp.matmul bf16 4096^3 and 8192^3 on v5e: 97% and 94% of peak
@@ -463,6 +469,7 @@ static const chp_gen chp_gens[] = {
         .max_pod_chips = 8960,               /* [DOC-v5p] 8960 chips per pod */
         .max_slice_chips = 6144,             /* [DOC-v5p] "largest job ... 96 cube (6144 chip)", 16x16x24 */
         .chips_per_host = 4, .chips_per_host_multi = 4, /* [DOC-v5p] 4-chip VMs */
+        .dcn_host_bw = 25e9,                 /* [SCALE] typical DCN figure per host */
         .host_bw = 16e9, .pcie_gen = 0,      /* [SCALE] typical figure */
         .op_overhead_s = 1e-6,
         .mxu_efficiency = 0.94,              /* assumed as v5e's (the same 128x128 MXUs): no published GEMM sweep */
@@ -498,6 +505,8 @@ static const chp_gen chp_gens[] = {
         .torus_dims = 2, .pod_dims = {16, 16, 0}, .cube = 0,
         .max_pod_chips = 256, .max_slice_chips = 256,
         .chips_per_host = 8, .chips_per_host_multi = 4, /* [DOC-v6e] 8 per host; [XPK] ct6e-standard-4t */
+        .dcn_host_bw = 25e9,                 /* [SCALE] "DCN bandwidth is typically around 2.5e10 bytes / second
+                                              * per host" */
         .host_bw = 32e9, .pcie_gen = 5,      /* [DOC-v6e] "connects to the host through a PCIe Gen5
                                               * interface"; [SCALE] 3.2e10 B/s for v6e */
         .op_overhead_s = 1e-6,
@@ -538,6 +547,7 @@ static const chp_gen chp_gens[] = {
         .max_pod_chips = 9216,               /* [DOC-7x] 9216 chips per pod */
         .max_slice_chips = 9216,             /* [XPK] max_cubes=144 */
         .chips_per_host = 4, .chips_per_host_multi = 4, /* [XPK] tpu7x-standard-4t: 4 chips per VM */
+        .dcn_host_bw = 25e9,                 /* [SCALE] typical DCN figure per host */
         .host_bw = 16e9, .pcie_gen = 0,      /* [SCALE] typical figure */
         .op_overhead_s = 1e-6,
         .mxu_efficiency = 0.89,              /* [SWEEP] Ironwood bf16 GEMMs 4096-32768 a side: 77-83% in the
@@ -687,6 +697,7 @@ tpu_status chp_chip_validate(tpu_ctx *ctx, const chp_chip *c, const char *what)
         BAD("%s: 'chips_per_host' and 'chips_per_host_multi' must be at least 1, and multi-host slices cannot "
             "put more chips on a host than single-host ones", what);
     if (c->host_bw < 0) BAD("%s: 'host_gb_s' must not be negative", what);
+    if (c->dcn_host_bw < 0) BAD("%s: 'dcn_gb_s_per_host' must not be negative", what);
     if (c->pcie_gen < 0) BAD("%s: 'pcie_gen' must not be negative", what);
     if (c->op_overhead_s < 0 || !isfinite(c->op_overhead_s)) BAD("%s: 'op_overhead_us' must not be negative", what);
     if (c->mxu_efficiency < 0 || c->mxu_efficiency > 1 || !isfinite(c->mxu_efficiency))
@@ -882,11 +893,40 @@ static int chp_is_file_name(const char *name)
     return strchr(name, '/') || (n >= 5 && chp_ieq(name + n - 5, 5, ".json"));
 }
 
+/* "NxSLICE": N slices joined over the data-center network (Cloud TPU Multislice). */
+static tpu_status chp_multislice_parse(tpu_ctx *ctx, const char *name, const char *x, chp_slice *out)
+{
+    long n = strtol(name, NULL, 10);
+    tpu_status st = chp_slice_parse(ctx, x + 1, out);
+    if (st) return st;
+    if (n < 1 || n > 4096)
+        return ut_err(ctx, TPU_ERR_INVALID, "%s: a multislice joins 1 to 4096 slices, not %ld", name, n);
+    if (n > 1 && out->chip.dcn_host_bw <= 0)
+        return ut_err(ctx, TPU_ERR_INVALID, "%s: %s slices cannot be joined over the data-center network (Cloud TPU "
+                      "Multislice runs on v4 and later)", name, out->chip.name);
+    if ((int64_t)out->devices * n > 1 << 20)
+        return ut_err(ctx, TPU_ERR_INVALID, "%s: %lld devices are more than tpusim models", name, (long long)out->devices * n);
+    out->nslices = (int)n;
+    out->chips *= (int)n;
+    out->cores *= (int)n;
+    out->devices *= (int)n;
+    out->hosts *= (int)n;
+    if (n > 1) {
+        char base[sizeof out->name];
+        snprintf(base, sizeof base, "%s", out->name);
+        snprintf(out->name, sizeof out->name, "%ldx%s", n, base);
+    }
+    return TPU_OK;
+}
+
 tpu_status chp_slice_parse(tpu_ctx *ctx, const char *name, chp_slice *out)
 {
     if (!name || !*name) return ut_err(ctx, TPU_ERR_INVALID, "no chip given: name a generation (v2 ... v7), a "
                                        "slice such as v3-8 or v5litepod-16, or a chip file ending in .json");
     if (chp_is_file_name(name)) return chp_chip_load(ctx, name, out);
+    const char *x = name;
+    while (isdigit((unsigned char)*x)) x++;
+    if (x > name && *x == 'x' && x[1]) return chp_multislice_parse(ctx, name, x, out);
     size_t len = strlen(name);
     const chp_gen *g = chp_gen_lookup(name, len);
     if (g) return chp_slice_make(ctx, &g->chip, 1, out);

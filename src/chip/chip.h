@@ -88,6 +88,8 @@ typedef struct chp_chip {
     int         chips_per_host;       /* chips on one host (VM) in a single-host slice */
     int         chips_per_host_multi; /* chips per host (VM) in multi-host slices */
     double      host_bw;              /* host <-> device bytes/s per chip, each way; 0 = unknown */
+    double      dcn_host_bw;          /* data-center network bytes/s per host, each way (multislice traffic
+                                       * between slices); 0 = slices cannot be joined (v2, v3) */
     int         pcie_gen;             /* PCIe generation of that link; 0 = not public */
     double      op_overhead_s;        /* fixed time per launched op (fusion) on top of its roofline time */
     double      mxu_efficiency;       /* share of the MXU's peak XLA's matmul code sustains on large GEMMs (published
@@ -109,7 +111,13 @@ typedef struct chp_slice {
     int      ndims;                   /* 2 or 3 */
     int      dims[CHP_MAX_DIMS];      /* topology in chips, e.g. 4x4 or 2x4x4 */
     bool     wrap[CHP_MAX_DIMS];      /* links wrap around along that dimension (a ring, not a line) */
+    int      nslices;                 /* multislice ("2xv5p-256"): that many slices of dims joined over the
+                                       * data-center network; chips, cores, devices and hosts count all of
+                                       * them (0 or 1: one slice) */
 } chp_slice;
+
+/* Slices of a (multi)slice: at least 1. */
+static inline int chp_nslices(const chp_slice *s) { return s->nslices > 1 ? s->nslices : 1; }
 
 /* The public handle is a slice (tpusim.h: tpu_chip). */
 struct tpu_chip {
@@ -124,6 +132,7 @@ const chp_chip *chp_generation_find(const char *name);
 
 /* ---- slices ----
  * Parses "v3-32" (TensorCores), "v5litepod-16" / "v5e-16" / "v6e-8" (chips), "v5p-128", "tpu7x-8" (cores),
+ * "NxSLICE" (N slices joined over the data-center network: Cloud TPU Multislice, v4 and later),
  * a bare generation ("v4": one chip), or a chip file ("path/chip.json" or any name ending in .json or
  * holding a '/'). Sizes are checked against what the generation offers; errors name the problem. */
 tpu_status chp_slice_parse(tpu_ctx *ctx, const char *name, chp_slice *out);

@@ -73,6 +73,7 @@ static const chp_key chp_keys[] = {
     {"chips_per_host", CHP_K_INT, F(chips_per_host), 1, 1, 1024, 0, ""},
     {"chips_per_host_multi", CHP_K_INT, F(chips_per_host_multi), 1, 1, 1024, 0, ""},
     {"host_gb_s", CHP_K_NUM, F(host_bw), 1e9, 0, 1e5, 0, "GB/s per chip"},
+    {"dcn_gb_s_per_host", CHP_K_NUM, F(dcn_host_bw), 1e9, 0, 1e5, 0, "GB/s per host (multislice)"},
     {"pcie_gen", CHP_K_INT, F(pcie_gen), 1, 0, 16, 0, ""},
     {"op_overhead_us", CHP_K_NUM, F(op_overhead_s), 1e-6, 0, 1e6, 0, "microseconds"},
     {"mxu_efficiency", CHP_K_NUM, F(mxu_efficiency), 1, 0, 1, 0, "share of the MXU peak on large GEMMs"},

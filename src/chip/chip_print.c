@@ -93,6 +93,7 @@ static void chp_json_chip(ut_buf *b, const chp_chip *c)
     JI("chips_per_host", c->chips_per_host);
     JI("chips_per_host_multi", c->chips_per_host_multi);
     JD("host_bw", c->host_bw);
+    JD("dcn_host_bw", c->dcn_host_bw);
     JI("pcie_gen", c->pcie_gen);
     JD("op_overhead_s", c->op_overhead_s);
     JS("source", c->source);
@@ -209,6 +210,9 @@ static void chp_text_chip(ut_buf *b, const chp_chip *c)
         if (c->pcie_gen) ut_buf_printf(b, " (PCIe Gen%d)", c->pcie_gen);
         ut_buf_putc(b, '\n');
     }
+    if (c->dcn_host_bw > 0)
+        ut_buf_printf(b, "  %-18s %s/s per host each way (slices joined into a multislice)\n", "data-center net",
+                      chp_rate_str(c->dcn_host_bw, "B", x, sizeof x));
     ut_buf_printf(b, "  %-18s %.3g us per op\n", "op overhead", c->op_overhead_s * 1e6);
     int64_t d2[2] = {1024, 1024};
     chp_tile_str(c, TPU_F32, 2, d2, x, sizeof x);
@@ -240,6 +244,7 @@ void chp_print_slice(ut_buf *b, const chp_slice *s, int json)
         JI("cores", s->cores);
         JI("devices", s->devices);
         JI("hosts", s->hosts);
+        JI("slices", chp_nslices(s));
         chp_json_key(b, "topology", &first);
         chp_json_dims(b, s->ndims, s->dims);
         chp_json_key(b, "wraparound", &first);
@@ -262,15 +267,21 @@ void chp_print_slice(ut_buf *b, const chp_slice *s, int json)
     for (int i = 0; i < s->ndims; i++) nw += s->wrap[i];
     if (nw == s->ndims) wrap = "every dimension (a torus)";
     else if (nw) wrap = s->wrap[0] ? "first dimension only" : s->ndims == 2 ? "second dimension only" : "some dimensions";
+    char topos[64];
+    if (chp_nslices(s) > 1) snprintf(topos, sizeof topos, "%d slices of %s", chp_nslices(s), topo);
+    else snprintf(topos, sizeof topos, "%s", topo);
     ut_buf_printf(b, "%s: %d %s chip%s, %d TensorCore%s, %d device%s, %d host%s, topology %s\n\n", s->name, s->chips,
                   c->name, s->chips == 1 ? "" : "s", s->cores, s->cores == 1 ? "" : "s", s->devices,
-                  s->devices == 1 ? "" : "s", s->hosts, s->hosts == 1 ? "" : "s", topo);
+                  s->devices == 1 ? "" : "s", s->hosts, s->hosts == 1 ? "" : "s", topos);
     chp_text_chip(b, c);
     ut_buf_printf(b, "\nslice %s\n", s->name);
     ut_buf_printf(b, "  %-18s %d chip%s (%s), %d TensorCore%s, %d device%s, %d host%s\n", "size", s->chips,
                   s->chips == 1 ? "" : "s", topo, s->cores, s->cores == 1 ? "" : "s", s->devices,
                   s->devices == 1 ? "" : "s", s->hosts, s->hosts == 1 ? "" : "s");
     ut_buf_printf(b, "  %-18s %s\n", "wraparound links", s->chips == 1 ? "none (one chip)" : wrap);
+    if (chp_nslices(s) > 1)
+        ut_buf_printf(b, "  %-18s %d slices of %s, joined over the data-center network (%s/s per host)\n", "multislice",
+                      chp_nslices(s), topo, chp_rate_str(c->dcn_host_bw, "B", y, sizeof y));
     ut_buf_printf(b, "  %-18s %s bf16\n", "peak", chp_rate_str(peak, "FLOP/s", x, sizeof x));
     ut_buf_printf(b, "  %-18s %s, %s/s\n", "HBM", chp_bytes_str(hbm, x, sizeof x), chp_rate_str(bw, "B", y, sizeof y));
 }
@@ -363,9 +374,11 @@ tpu_status tpu_chip_device(tpu_ctx *ctx, const tpu_chip *chip, int d, tpu_device
     out->chip = d / per_chip;
     out->core_on_chip = d % per_chip;
     int x = s->ndims > 0 && s->dims[0] > 0 ? s->dims[0] : 1, y = s->ndims > 1 && s->dims[1] > 0 ? s->dims[1] : 1;
-    out->coords[0] = out->chip % x;
-    out->coords[1] = (out->chip / x) % y;
-    out->coords[2] = out->chip / (x * y);
+    int per_slice = s->chips / chp_nslices(s), c = out->chip % (per_slice > 0 ? per_slice : 1);
+    out->slice = out->chip / (per_slice > 0 ? per_slice : 1);
+    out->coords[0] = c % x;
+    out->coords[1] = (c / x) % y;
+    out->coords[2] = c / (x * y);
     int per_host = s->hosts > 1 ? s->chip.chips_per_host_multi : s->chip.chips_per_host;
     out->host = per_host > 0 ? out->chip / per_host : 0;
     out->cores = s->chip.cores_per_device;

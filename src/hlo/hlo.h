@@ -279,6 +279,7 @@ struct tpu_module {
                                  module) */
     int64_t     verified_split;   /* replicas << 32 | partitions of the last replicated run's view that
                                      verified (the runtime's view of the module with other counts), or 0 */
+    uint64_t    fingerprint;  /* tpu_module_fingerprint, 0 until asked for (atomic) */
 };
 typedef struct tpu_module hlo_module;
 

@@ -154,3 +154,24 @@ int tpu_module_output_alias(const tpu_module *m, int i, int *must)
     }
     return -1;
 }
+
+/* FNV-1a over the printed module (what the processes of a multi-host run compare); 0 is kept for "not yet". */
+uint64_t tpu_module_fingerprint(const tpu_module *m)
+{
+    if (!m) return 0;
+    uint64_t h = __atomic_load_n(&m->fingerprint, __ATOMIC_ACQUIRE);
+    if (h) return h;
+    ut_buf b;
+    ut_buf_init(&b);
+    hlo_print_module(&b, m);
+    h = 1469598103934665603ULL;
+    for (size_t i = 0; i < b.len; i++) {
+        h ^= (unsigned char)b.data[i];
+        h *= 1099511628211ULL;
+    }
+    if (b.failed) h ^= (uint64_t)m->ninstrs;   /* no memory to print: a weaker hash of the shape of it */
+    ut_buf_free(&b);
+    if (!h) h = 1;
+    __atomic_store_n(&((tpu_module *)m)->fingerprint, h, __ATOMIC_RELEASE);
+    return h;
+}

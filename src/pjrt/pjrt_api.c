@@ -237,7 +237,7 @@ static PJRT_Error *pj_Plugin_Attributes(PJRT_Plugin_Attributes_Args *a)
 /* What a simulated TPU has no use for: answered UNIMPLEMENTED with the function's name. */
 #define PJ_NOT_IMPLEMENTED(X)                                                                                  \
     X(PJRT_Client_CreateViewOfDeviceBuffer) X(PJRT_Client_CreateBuffersForAsyncHostToDevice)                   \
-    X(PJRT_Client_DmaMap) X(PJRT_Client_DmaUnmap) X(PJRT_Client_UpdateGlobalProcessInfo)                       \
+    X(PJRT_Client_DmaMap) X(PJRT_Client_DmaUnmap)                                                             \
     X(PJRT_Client_CreateAliasBuffer) X(PJRT_Client_FulfillAliasBuffer) X(PJRT_Client_CreateErrorBuffer)        \
     X(PJRT_Client_Load) X(PJRT_Executable_DeserializeAndLoad) X(PJRT_Executable_Serialize)                     \
     X(PJRT_Buffer_CopyRawToHostFuture) \

@@ -72,8 +72,8 @@ static void pj_describe(PJRT_DeviceDescription *d, const char *slice)
     d->attrs[n++] = pj_nv_int("slice_index", 0);
     d->attrs[n++] = pj_nv_str("simulator", "tpusim");
     d->nattrs = n;
-    snprintf(d->to_string, sizeof d->to_string, "TpuDevice(id=%d, process_index=0, coords=(%d,%d,%d), core_on_chip=%d)",
-             in->id, in->coords[0], in->coords[1], in->coords[2], in->core_on_chip);
+    snprintf(d->to_string, sizeof d->to_string, "TpuDevice(id=%d, process_index=%d, coords=(%d,%d,%d), core_on_chip=%d)",
+             in->id, d->process, in->coords[0], in->coords[1], in->coords[2], in->core_on_chip);
     snprintf(d->debug, sizeof d->debug, "TPU_%d(host=%d,(%d,%d,%d,%d)) simulated by tpusim on %s", in->id, in->host,
              in->coords[0], in->coords[1], in->coords[2], in->core_on_chip, slice);
 }
@@ -91,6 +91,7 @@ static PJRT_Error *pj_client_devices(PJRT_Client *c)
         PJRT_Device *d = &c->devs[i];
         tpu_status st = tpu_chip_device(c->ctx, c->chip, i, &d->desc.info);
         if (st) return pj_error_tpu(c->ctx, st, "tpusim");
+        d->desc.local_id = i;
         pj_describe(&d->desc, c->slice);
         d->client = c;
         d->mem.base.vtable = &pj_memory_vtable;
@@ -102,6 +103,9 @@ static PJRT_Error *pj_client_devices(PJRT_Client *c)
         c->mem_list[i] = &d->mem.base;
         c->topo.descs[i] = &d->desc;
     }
+    c->naddr = c->ndev;
+    c->addr_list = c->dev_list;
+    c->addr_mems = c->mem_list;
     c->topo.client = c;
     c->topo.attrs[0] = pj_nv_str("slice", c->slice);
     c->topo.nattrs = 1;
@@ -160,6 +164,7 @@ PJRT_Error *pj_client_new(const PJRT_Client_Create_Args *a, PJRT_Client **out)
                  c->numerics == TPU_NUMERICS_TPU ? "TPU" : "exact f32");
         if (!err) err = pj_client_devices(c);
     }
+    if (!err) err = pj_dist_client_init(c, a);
     if (!err) {
         const char *pd = getenv("TPUSIM_PROFILE_DIR");
         if (pd && *pd && !(c->profile_dir = strdup(pd))) err = pj_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "tpusim: out of host memory");
@@ -179,6 +184,7 @@ void pj_client_free(PJRT_Client *c)
     pj_report_track(c, 0);
     if (c->devs) pj_report_summary(c);
     for (int i = 0; i < c->nsystems; i++) tpu_system_free(c->systems[i].sys);
+    pj_dist_client_free(c);
     for (int i = 0; c->devs && i < c->ndev; i++)
         for (int k = 0; k < c->devs[i].mem.nuser; k++)
             if (c->devs[i].mem.user[k].dtor) c->devs[i].mem.user[k].dtor(c->devs[i].mem.user[k].data);
@@ -293,8 +299,8 @@ PJRT_Error *pjx_PJRT_Client_Devices(PJRT_Client_Devices_Args *a)
 PJRT_Error *pjx_PJRT_Client_AddressableDevices(PJRT_Client_AddressableDevices_Args *a)
 {
     PJ_NEED(a, PJRT_Client_AddressableDevices_Args, num_addressable_devices);
-    a->addressable_devices = a->client->dev_list;
-    a->num_addressable_devices = (size_t)a->client->ndev;
+    a->addressable_devices = a->client->addr_list;
+    a->num_addressable_devices = (size_t)a->client->naddr;
     return NULL;
 }
 
@@ -311,18 +317,19 @@ PJRT_Error *pjx_PJRT_Client_LookupDevice(PJRT_Client_LookupDevice_Args *a)
 PJRT_Error *pjx_PJRT_Client_LookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args *a)
 {
     PJ_NEED(a, PJRT_Client_LookupAddressableDevice_Args, addressable_device);
-    a->addressable_device = pj_client_device(a->client, a->local_hardware_id);
+    int id = a->local_hardware_id;
+    a->addressable_device = id >= 0 && id < a->client->naddr ? a->client->addr_list[id] : NULL;
     if (!a->addressable_device)
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "no addressable device with local hardware id %d (the simulated %s has 0..%d)",
-                        a->local_hardware_id, a->client->slice, a->client->ndev - 1);
+                        a->local_hardware_id, a->client->slice, a->client->naddr - 1);
     return NULL;
 }
 
 PJRT_Error *pjx_PJRT_Client_AddressableMemories(PJRT_Client_AddressableMemories_Args *a)
 {
     PJ_NEED(a, PJRT_Client_AddressableMemories_Args, num_addressable_memories);
-    a->addressable_memories = a->client->mem_list;
-    a->num_addressable_memories = (size_t)a->client->ndev;
+    a->addressable_memories = a->client->addr_mems;
+    a->num_addressable_memories = (size_t)a->client->naddr;
     return NULL;
 }
 
@@ -360,7 +367,7 @@ PJRT_Error *pjx_PJRT_DeviceDescription_Id(PJRT_DeviceDescription_Id_Args *a)
 PJRT_Error *pjx_PJRT_DeviceDescription_ProcessIndex(PJRT_DeviceDescription_ProcessIndex_Args *a)
 {
     PJ_NEED(a, PJRT_DeviceDescription_ProcessIndex_Args, process_index);
-    a->process_index = 0;
+    a->process_index = a->device_description->process;
     return NULL;
 }
 
@@ -406,14 +413,14 @@ PJRT_Error *pjx_PJRT_Device_GetDescription(PJRT_Device_GetDescription_Args *a)
 PJRT_Error *pjx_PJRT_Device_IsAddressable(PJRT_Device_IsAddressable_Args *a)
 {
     PJ_NEED(a, PJRT_Device_IsAddressable_Args, is_addressable);
-    a->is_addressable = true;
+    a->is_addressable = a->device->desc.process == a->device->client->process_index;
     return NULL;
 }
 
 PJRT_Error *pjx_PJRT_Device_LocalHardwareId(PJRT_Device_LocalHardwareId_Args *a)
 {
     PJ_NEED(a, PJRT_Device_LocalHardwareId_Args, local_hardware_id);
-    a->local_hardware_id = a->device->desc.info.id;
+    a->local_hardware_id = a->device->desc.local_id;
     return NULL;
 }
 

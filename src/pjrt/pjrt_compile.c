@@ -223,6 +223,7 @@ static PJRT_Error *pj_loaded_new(PJRT_Client *c, PJRT_Executable *e, PJRT_Loaded
     }
     le->ndevices = n;
     le->exe = e;
+    pj_dist_addressable(c, le);
     *out = le;
     return NULL;
 }

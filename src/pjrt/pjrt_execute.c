@@ -313,7 +313,7 @@ PJRT_Error *pj_execute(PJRT_LoadedExecutable_Execute_Args *a)
         ins[d] = flat + (size_t)d * (size_t)(e->ninputs + 1);
         for (int i = 0; i < e->ninputs; i++) ins[d][i] = a->argument_lists[d][i]->t;
     }
-    if (!err) err = pj_run(e, n, ins, outs, a->options);
+    if (!err) err = pj_dist_spans(le) ? pj_dist_run(le, ins, outs, a->options) : pj_run(e, n, ins, outs, a->options);
     if (!err) {
         for (int d = 0; d < n; d++) pj_donate(e, a->options, a->argument_lists[d]);
         int made = 0;

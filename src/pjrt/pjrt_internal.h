@@ -13,6 +13,8 @@
  *   pjrt_proto.c     the few protobuf messages the API exchanges (compile options, device assignment)
  *   pjrt_python.c    calls into the Python that hosts the plugin (jaxlib's converter and SPMD partitioner)
  *   pjrt_report.c    what a TPU user sees: the "Found TPU system" line, TPUSIM_PROFILE_DIR, the exit summary
+ *   pjrt_dist.c      a slice spread over processes (jax.distributed under mpirun): which devices are this
+ *                    process's, and executions whose devices span processes (src/dist/ carries the collectives)
  *
  * Every call is synchronous: when a function returns, its work is done, so every event is born ready.
  * Threads: the framework calls from several threads; a client's shared state is under its mutex. */
@@ -79,6 +81,8 @@ static inline pj_memory *pj_mem(PJRT_Memory *m) { return (pj_memory *)m; }
 
 struct PJRT_DeviceDescription {
     tpu_device_info info;
+    int             process;       /* jax's process index of the process that runs it (0 in one process) */
+    int             local_id;      /* its index among that process's devices */
     int64_t         coords[3];
     PJRT_NamedValue attrs[6];
     int             nattrs;
@@ -114,6 +118,10 @@ struct PJRT_Client {
     PJRT_Device    *devs;
     PJRT_Device   **dev_list;
     PJRT_Memory   **mem_list;
+    int             naddr;          /* this process's devices (all of them in one process) */
+    PJRT_Device   **addr_list;
+    PJRT_Memory   **addr_mems;
+    struct pj_dist *dist;           /* several processes (pjrt_dist.c), or NULL */
     PJRT_TopologyDescription topo;
     tpu_numerics    numerics;
     int             threads;        /* kernel threads of one device's run (0: all cores) */
@@ -276,6 +284,19 @@ void        pj_report_execution(PJRT_Client *c, PJRT_Executable *e);
 void        pj_report_summary(PJRT_Client *c);                           /* at client destruction / exit */
 void        pj_report_track(PJRT_Client *c, int alive);                  /* the exit handler's list of clients */
 
+/* ---- several processes (pjrt_dist.c) ---- */
+/* After the devices are made: one process of several when jax.distributed says so (create options node_id,
+ * num_nodes; the key-value store) or mpirun started this process; then MPI, the process index and this
+ * process's devices. One process: every device is addressable. */
+PJRT_Error *pj_dist_client_init(PJRT_Client *c, const PJRT_Client_Create_Args *a);
+void        pj_dist_client_free(PJRT_Client *c);
+/* Keeps only this process's devices in a new loaded executable (with their logical ids). */
+void        pj_dist_addressable(PJRT_Client *c, PJRT_LoadedExecutable *le);
+/* Does the executable have devices in other processes? */
+int         pj_dist_spans(const PJRT_LoadedExecutable *le);
+/* Runs it: ins[k] / outs[k] are the k-th addressable device's, as pj_execute passes them. */
+PJRT_Error *pj_dist_run(PJRT_LoadedExecutable *le, tpu_tensor ***ins, tpu_tensor ***outs, const PJRT_ExecuteOptions *xo);
+
 /* ---- the entry points implemented by the files above, named pjx_<function> (pjrt_api.c builds the table) ---- */
 #define PJ_IMPLEMENTED(X)                                                                                      \
     X(PJRT_Client_Create) X(PJRT_Client_Destroy) X(PJRT_Client_PlatformName) X(PJRT_Client_ProcessIndex)        \
@@ -311,7 +332,7 @@ void        pj_report_track(PJRT_Client *c, int alive);                  /* the 
     X(PJRT_TopologyDescription_PlatformVersion) X(PJRT_TopologyDescription_GetDeviceDescriptions)             \
     X(PJRT_TopologyDescription_Attributes) X(PJRT_CopyToDeviceStream_Destroy) X(PJRT_CopyToDeviceStream_AddChunk) \
     X(PJRT_CopyToDeviceStream_TotalBytes) X(PJRT_CopyToDeviceStream_GranuleSize)                              \
-    X(PJRT_CopyToDeviceStream_CurrentBytes)
+    X(PJRT_CopyToDeviceStream_CurrentBytes) X(PJRT_Client_UpdateGlobalProcessInfo)
 
 #define PJ_DECLARE(fn) PJRT_Error *pjx_##fn(fn##_Args *a);
 PJ_IMPLEMENTED(PJ_DECLARE)

@@ -62,6 +62,26 @@ void tpu_profile_free(tpu_profile *p)
     ut_free(p);
 }
 
+/* The devices a program was written for: replica_count x num_partitions, else the highest device id its
+ * collectives' explicit groups name + 1 (1 if none). */
+static int prf_program_devices(const hlo_module *m)
+{
+    int64_t n = hlo_module_replica_count(m) * hlo_module_num_partitions(m);
+    if (n > 1) return (int)n;
+    int64_t hi = 0;
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            const hlo_attr *a = hlo_attr_find(m->comps[c]->instrs[i], HK_REPLICA_GROUPS);
+            if (!a || a->kind != HA_RGROUPS) continue;
+            const hlo_rgroups *g = a->v.rgroups;
+            if (g->iota && g->gdims[0] * g->gdims[1] > hi) hi = g->gdims[0] * g->gdims[1];
+            for (int k = 0; !g->iota && k < g->ngroups; k++)
+                for (int j = 0; j < g->len[k]; j++)
+                    if (g->ids[k][j] + 1 > hi) hi = g->ids[k][j] + 1;
+        }
+    return hi > 1 && hi < (1 << 30) ? (int)hi : 1;
+}
+
 tpu_status tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out)
 {
     *out = NULL;
@@ -94,6 +114,7 @@ tpu_status tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_prof
         p->topts.steps_per_exec = p->opts.steps_per_exec;
         p->topts.input_rate = p->opts.input_rate;
         p->topts.batch = p->opts.batch;
+        p->topts.widen_groups = p->opts.span_slice ? prf_program_devices(p->prog->m) : 0;
         st = tim_model(ctx, p->prog, &p->slice, &p->topts, &p->tim);
     }
     if (!st && prf_sort_ops(p)) st = ut_nomem(ctx);

@@ -32,6 +32,12 @@ struct rt_slot {
     int64_t             instr, exec;  /* key: global instruction index, execution number, */
     int                 leader;       /* and the group's first device */
     int                 n;            /* members */
+    int                 nlocal;       /* of which this process runs (the others are in other processes) */
+    int                *lpos;         /* group ranks of the local members, in group order */
+    int                 nops;
+    int                 exchanging;   /* a local member is exchanging operands with the other processes */
+    int                 all_local;    /* every local member has arrived (the waiting ones are not blocked) */
+    exe_value        ***rops;         /* per member elsewhere: its operands as received (owned by the slot) */
     int                 arrived, refs, full, bad;
     int                 count;        /* barrier: members arrived at the current one */
     uint64_t            gen;          /* barrier generation */
@@ -56,6 +62,12 @@ int rt_kind(hlo_op op)
 static void rt_slot_free(rt_slot *s)
 {
     if (!s) return;
+    for (int i = 0; s->rops && i < s->n; i++) {
+        for (int j = 0; s->rops[i] && j < s->nops; j++) exe_value_unref(s->rops[i][j]);
+        ut_free(s->rops[i]);
+    }
+    ut_free(s->rops);
+    ut_free(s->lpos);
     ut_free(s->members);
     ut_free(s->ops);
     ut_free(s->res);
@@ -104,11 +116,58 @@ static void rt_deadlock_locked(rt_system *sys, rt_dev *d)
             ut_buf_puts(&b, " ...");
             break;
         }
-        ut_buf_printf(&b, "%s device %d in %s '%s' (execution %lld)", shown > 1 ? ";" : "", i,
+        ut_buf_printf(&b, "%s device %d in %s '%s' (execution %lld)", shown > 1 ? ";" : "", o->id,
                       hlo_op_name((hlo_op)o->wait_in->op), o->wait_in->name, (long long)o->wait_exec + 1);
     }
     rt_fail_locked(sys, d->id, TPU_ERR_INVALID, "%s", b.data ? b.data : "deadlock");
     ut_buf_free(&b);
+}
+
+/* A new slot for this execution of a group (members in group order). NULL on no memory. */
+static rt_slot *rt_slot_new(rt_system *sys, int64_t gidx, int64_t exec, const int *members, int n, int nops)
+{
+    rt_slot *s = ut_calloc(1, sizeof *s);
+    if (s) {
+        s->members = ut_malloc((size_t)n * sizeof *s->members);
+        s->ops = ut_calloc((size_t)n, sizeof *s->ops);
+        s->res = ut_calloc((size_t)n, sizeof *s->res);
+        s->lpos = ut_malloc((size_t)n * sizeof *s->lpos);
+    }
+    if (!s || !s->members || !s->ops || !s->res || !s->lpos) {
+        rt_slot_free(s);
+        return NULL;
+    }
+    s->instr = gidx;
+    s->exec = exec;
+    s->leader = members[0];
+    s->n = n;
+    s->nops = nops;
+    memcpy(s->members, members, (size_t)n * sizeof *members);
+    for (int i = 0; i < n; i++)
+        if (rt_local(sys, members[i])) s->lpos[s->nlocal++] = i;
+    s->next = sys->slots;
+    sys->slots = s;
+    return s;
+}
+
+/* The last local member has arrived at a slot with members in other processes: hands the local operands to
+ * the transport and takes the others'. Mutex held; released during the exchange. */
+static tpu_status rt_exchange_locked(rt_system *sys, rt_dev *d, const hlo_instr *in, rt_slot *s)
+{
+    if (!(s->rops = ut_calloc((size_t)s->n, sizeof *s->rops))) return ut_nomem(d->ctx);
+    rt_xfer x = {{sys->run_key, (uint64_t)s->instr, (uint64_t)s->exec, (uint64_t)s->leader}, in, s->n, s->members, s->ops};
+    s->exchanging = 1;
+    pthread_mutex_unlock(&sys->mu);
+    tpu_status st = sys->remote->exchange(sys->remote->user, d->ctx, &x, s->rops);
+    pthread_mutex_lock(&sys->mu);
+    s->exchanging = 0;
+    pthread_cond_broadcast(&sys->cv);
+    for (int i = 0; !st && i < s->n; i++)
+        if (!s->ops[i]) {
+            if (!s->rops[i]) st = ut_err(d->ctx, TPU_ERR_INTERNAL, "the transport left member %d of the group without operands", i);
+            else s->ops[i] = s->rops[i];
+        }
+    return st;
 }
 
 /* Joins (or opens) the slot of this execution and waits until every member has arrived. Mutex held. */
@@ -120,23 +179,7 @@ static tpu_status rt_join_locked(rt_system *sys, rt_dev *d, const hlo_instr *in,
     rt_slot *s = sys->slots;
     while (s && !(s->instr == gidx && s->exec == exec && s->leader == members[0])) s = s->next;
     if (!s) {
-        s = ut_calloc(1, sizeof *s);
-        if (s) {
-            s->members = ut_malloc((size_t)n * sizeof *s->members);
-            s->ops = ut_calloc((size_t)n, sizeof *s->ops);
-            s->res = ut_calloc((size_t)n, sizeof *s->res);
-        }
-        if (!s || !s->members || !s->ops || !s->res) {
-            rt_slot_free(s);
-            return ut_nomem(d->ctx);
-        }
-        s->instr = gidx;
-        s->exec = exec;
-        s->leader = members[0];
-        s->n = n;
-        memcpy(s->members, members, (size_t)n * sizeof *members);
-        s->next = sys->slots;
-        sys->slots = s;
+        if (!(s = rt_slot_new(sys, gidx, exec, members, n, in->nops))) return ut_nomem(d->ctx);
     } else if (s->n != n || memcmp(s->members, members, (size_t)n * sizeof *members) || s->ops[rank]) {
         return ut_err(d->ctx, TPU_ERR_INTERNAL, "%s '%s': devices disagree about the group of execution %lld",
                       hlo_op_name((hlo_op)in->op), in->name, (long long)exec + 1);
@@ -144,9 +187,19 @@ static tpu_status rt_join_locked(rt_system *sys, rt_dev *d, const hlo_instr *in,
     s->ops[rank] = ops;
     s->arrived++;
     s->refs++;
-    if (s->arrived == n) {
+    if (s->arrived == s->nlocal) {
+        sys->nblocked -= s->nlocal - 1;   /* the members waiting for this slot are no longer blocked */
+        s->all_local = 1;
+        tpu_status st = s->nlocal < n ? rt_exchange_locked(sys, d, in, s) : TPU_OK;
+        if (st) {
+            rt_fail_locked(sys, d->id, st, "%s", tpu_errmsg(d->ctx));
+            d->released = 1;   /* recorded above: its own return does not record it again */
+            s->ops[rank] = NULL;
+            s->arrived--;
+            rt_slot_unref_locked(sys, s);
+            return st;
+        }
         s->full = 1;
-        sys->nblocked -= n - 1;   /* the members waiting for this slot are no longer blocked */
         pthread_cond_broadcast(&sys->cv);
         *out = s;
         return TPU_OK;
@@ -157,8 +210,8 @@ static tpu_status rt_join_locked(rt_system *sys, rt_dev *d, const hlo_instr *in,
     while (!s->full) {
         if (!sys->abort) {
             for (int i = 0; i < n && !sys->abort; i++) {
-                const rt_dev *o = &sys->devs[members[i]];
-                if (!s->ops[i] && o->finished)
+                const rt_dev *o = rt_local(sys, members[i]);
+                if (o && !s->ops[i] && o->finished)
                     rt_fail_locked(sys, d->id, TPU_ERR_INVALID,
                                    "device %d waits in %s '%s' (execution %lld) for device %d, which %s without "
                                    "reaching it (the devices took different paths through the program)",
@@ -167,10 +220,11 @@ static tpu_status rt_join_locked(rt_system *sys, rt_dev *d, const hlo_instr *in,
             }
             if (!sys->abort && sys->nblocked == sys->nlive) rt_deadlock_locked(sys, d);
         }
-        if (sys->abort) {
+        /* a member exchanging with the other processes is reading our operands: wait for it to finish */
+        if (sys->abort && !s->exchanging) {
             s->ops[rank] = NULL;
             s->arrived--;
-            sys->nblocked--;
+            if (!s->all_local) sys->nblocked--;
             d->wait_in = NULL;
             rt_slot_unref_locked(sys, s);
             return rt_released(sys, d, in);
@@ -188,7 +242,7 @@ static int rt_sync(rt_system *sys, rt_slot *s, int ok)
     pthread_mutex_lock(&sys->mu);
     if (!ok) s->bad = 1;
     uint64_t gen = s->gen;
-    if (++s->count == s->n) {
+    if (++s->count == s->nlocal) {
         s->count = 0;
         s->gen++;
         pthread_cond_broadcast(&sys->cv);
@@ -332,13 +386,18 @@ static void rt_reduce(const rt_red *r, void *dst, const void *const *src, int n,
 
 /* ---- the collectives ---- */
 
+/* Member `rank` reduces the chunks c with c % nlocal == its place among the local members (every chunk in one
+ * process: chunk c on member c), each over all members in ring order; then every local member copies the
+ * chunks the others reduced. Who reduces a chunk does not change its bits: the order is the ring's. */
 static tpu_status rt_all_reduce(rt_system *sys, exe_state *S, const hlo_instr *in, rt_slot *s, int rank,
                                 exe_value **out)
 {
-    rt_dev *d = &sys->devs[s->members[rank]];
-    int nops = in->nops, n = s->n;
+    rt_dev *d = rt_local(sys, s->members[rank]);
+    int nops = in->nops, n = s->n, me = 0;
+    while (s->lpos[me] != rank) me++;
     tpu_tensor **res = ut_calloc((size_t)nops, sizeof *res);
-    tpu_status st = res ? TPU_OK : ut_nomem(S->ctx);
+    const void *small[64], **src = n <= 64 ? small : ut_malloc((size_t)n * sizeof *src);
+    tpu_status st = res && src ? TPU_OK : ut_nomem(S->ctx);
     for (int j = 0; !st && j < nops; j++) {
         const tpu_tensor *a = s->ops[rank][j]->t;
         rt_red red;
@@ -346,29 +405,28 @@ static tpu_status rt_all_reduce(rt_system *sys, exe_state *S, const hlo_instr *i
         if (!st) st = rt_red_init(S, in, a->dtype, &red);
         if (!st && !(res[j] = ten_alloc_uninit(a->dtype, a->rank, a->dims))) st = ut_nomem(S->ctx);
         if (st) break;
-        /* our chunk: the ring's partial sum starts at the next member and ends here */
-        int64_t cs = (a->count + n - 1) / n, lo = UT_MIN(a->count, cs * rank), hi = UT_MIN(a->count, lo + cs);
+        /* chunk c: the ring's partial sum starts at member c+1 and ends at member c */
+        int64_t cs = (a->count + n - 1) / n;
         size_t es = tpu_dtype_size(a->dtype);
-        const void *small[64], **src = n <= 64 ? small : ut_malloc((size_t)n * sizeof *src);
-        if (!src) {
-            st = ut_nomem(S->ctx);
-            break;
+        for (int c = me; c < n; c += s->nlocal) {
+            int64_t lo = UT_MIN(a->count, cs * c), hi = UT_MIN(a->count, lo + cs);
+            for (int k = 0; k < n; k++) src[k] = (const char *)s->ops[k][j]->t->data + (size_t)lo * es;
+            rt_reduce(&red, (char *)res[j]->data + (size_t)lo * es, src, n, (c + 1) % n, hi - lo);
         }
-        for (int k = 0; k < n; k++) src[k] = (const char *)s->ops[k][j]->t->data + (size_t)lo * es;
-        rt_reduce(&red, (char *)res[j]->data + (size_t)lo * es, src, n, (rank + 1) % n, hi - lo);
-        if (src != small) ut_free(src);
     }
+    if (src != small) ut_free(src);
     s->res[rank] = res;
     if (rt_sync(sys, s, st == TPU_OK)) {
-        /* everyone's chunk is done: gather the others (the all-gather half of the ring) */
+        /* every chunk is done: copy those the other local members reduced (the all-gather half of the ring) */
         for (int j = 0; j < nops; j++) {
             tpu_tensor *t = res[j];
             int64_t cs = (t->count + n - 1) / n;
             size_t es = tpu_dtype_size(t->dtype);
-            for (int k = 0; k < n; k++) {
-                int64_t lo = UT_MIN(t->count, cs * k), hi = UT_MIN(t->count, lo + cs);
-                if (k != rank && hi > lo)
-                    memcpy((char *)t->data + (size_t)lo * es, (const char *)s->res[k][j]->data + (size_t)lo * es,
+            for (int c = 0; c < n; c++) {
+                int by = s->lpos[c % s->nlocal];
+                int64_t lo = UT_MIN(t->count, cs * c), hi = UT_MIN(t->count, lo + cs);
+                if (by != rank && hi > lo)
+                    memcpy((char *)t->data + (size_t)lo * es, (const char *)s->res[by][j]->data + (size_t)lo * es,
                            (size_t)(hi - lo) * es);
             }
         }
@@ -538,7 +596,7 @@ static double rt_shape_bytes(const chp_chip *chip, const hlo_shape *s)
 }
 
 /* Counts the collective and its modelled ICI time (the same cost the timing model gives the op). */
-static void rt_account(rt_system *sys, rt_dev *d, const hlo_instr *in, int kind, int n)
+static void rt_account(rt_system *sys, rt_dev *d, const hlo_instr *in, int kind, const int *members, int n)
 {
     const chp_chip *chip = &sys->slice.chip;
     double bytes = 0;
@@ -550,7 +608,8 @@ static void rt_account(rt_system *sys, rt_dev *d, const hlo_instr *in, int kind,
         for (int k = 0; k < in->nops; k++) bytes += rt_shape_bytes(chip, &in->ops[k]->shape);
     }
     int64_t moved = 0;
-    double t = tim_collective_s(&sys->slice, (hlo_op)in->op, n, bytes, &moved);
+    double t = n <= sys->slice.devices ? tim_collective_group_s(&sys->slice, (hlo_op)in->op, members, n, bytes, &moved)
+                                       : tim_collective_s(&sys->slice, (hlo_op)in->op, n, bytes, &moved);
     d->ncoll++;
     d->by_kind[kind]++;
     d->ici_bytes += moved;
@@ -567,8 +626,9 @@ tpu_status rt_collective(void *user, exe_state *S, const hlo_instr *in, exe_valu
     if (S->replica_id < 0 || S->replica_id >= sys->R || S->partition_id < 0 || S->partition_id >= sys->P)
         return exe_fail(S, in, TPU_ERR_INTERNAL, "device (replica %lld, partition %lld) is not in the system",
                         (long long)S->replica_id, (long long)S->partition_id);
-    rt_dev *d = &sys->devs[dev64];
-    int small[64], *members = sys->n <= 64 ? small : ut_malloc((size_t)sys->n * sizeof *members);
+    rt_dev *d = rt_local(sys, (int)dev64);
+    if (!d) return exe_fail(S, in, TPU_ERR_INTERNAL, "device %lld does not run in this process", (long long)dev64);
+    int small[64], *members = sys->N <= 64 ? small : ut_malloc((size_t)sys->N * sizeof *members);
     if (!members) return ut_nomem(S->ctx);
     int n = 0, rank = -1;
     tpu_status st = rt_group_members(S->ctx, S->m, in, sys->R, sys->P, d->id, members, &n, &rank);
@@ -578,7 +638,7 @@ tpu_status rt_collective(void *user, exe_state *S, const hlo_instr *in, exe_valu
     }
     int64_t gidx = sys->comp_base[in->parent->id] + in->id;
     int64_t exec = d->exec_count[gidx]++;
-    rt_account(sys, d, in, kind, n);
+    rt_account(sys, d, in, kind, members, n);
     rt_slot *s = NULL;
     pthread_mutex_lock(&sys->mu);
     st = rt_join_locked(sys, d, in, gidx, exec, members, n, rank, ops, &s);

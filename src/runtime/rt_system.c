@@ -26,6 +26,13 @@ void rt_fail_locked(rt_system *sys, int dev, tpu_status st, const char *fmt, ...
         sys->fail_st = st ? st : TPU_ERR_INTERNAL;
         ut_free(sys->fail_msg);
         sys->fail_msg = ut_strdup(msg);
+        if (sys->remote) {   /* the other processes stop too (a no-op when the failure came from them) */
+            const rt_dev *f = rt_local(sys, dev);
+            char full[2300];
+            snprintf(full, sizeof full, "device %d (replica %lld, partition %lld): %s", dev,
+                     f ? (long long)f->replica : -1LL, f ? (long long)f->partition : -1LL, msg);
+            sys->remote->fail(sys->remote->user, full);
+        }
     }
     sys->abort = 1;
     pthread_cond_broadcast(&sys->cv);
@@ -110,63 +117,93 @@ static tpu_status rt_default_slice(tpu_ctx *ctx, int n, chp_slice *out)
     return TPU_OK;
 }
 
-tpu_status tpu_system_new(tpu_ctx *ctx, const char *devices, tpu_system **out)
+/* The device count and slice of a spec: "N", "N:CHIP" or a slice name. */
+static tpu_status rt_parse_spec(tpu_ctx *ctx, const char *devices, int *n, chp_slice *slice)
 {
-    *out = NULL;
     if (!devices || !*devices)
         return ut_err(ctx, TPU_ERR_INVALID, "no devices given: a count (\"8\"), a slice (\"v3-8\") or \"N:CHIP\"");
     const char *p = devices;
     while (isdigit((unsigned char)*p)) p++;
-    long n = -1;
-    chp_slice slice;
-    tpu_status st;
     if (p > devices && (*p == 0 || *p == ':')) {
-        n = strtol(devices, NULL, 10);
-        if (n < 1 || n > 4096)
+        long v = strtol(devices, NULL, 10);
+        if (v < 1 || v > 4096)
             return ut_err(ctx, TPU_ERR_INVALID, "devices \"%s\": the count must be 1..4096", devices);
-        st = *p == ':' ? chp_slice_parse(ctx, p + 1, &slice) : rt_default_slice(ctx, (int)n, &slice);
-    } else {
-        st = chp_slice_parse(ctx, devices, &slice);
-        if (!st) n = slice.devices;
-        if (!st && (n < 1 || n > 4096))
-            st = ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s has %ld devices; the runtime runs 1..4096", devices, n);
+        *n = (int)v;
+        return *p == ':' ? chp_slice_parse(ctx, p + 1, slice) : rt_default_slice(ctx, (int)v, slice);
     }
+    tpu_status st = chp_slice_parse(ctx, devices, slice);
     if (st) return st;
-    tpu_system *ts = ut_calloc(1, sizeof *ts);
-    if (!ts) return ut_nomem(ctx);
-    rt_system *sys = &ts->s;
-    sys->n = (int)n;
-    sys->slice = slice;
-    sys->fail_dev = -1;
-    sys->devs = ut_calloc((size_t)n, sizeof *sys->devs);
-    if (!sys->devs) {
-        ut_free(ts);
-        return ut_nomem(ctx);
-    }
+    if (slice->devices < 1 || slice->devices > 4096)
+        return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s has %d devices; the runtime runs 1..4096", devices, slice->devices);
+    *n = slice->devices;
+    return TPU_OK;
+}
+
+/* Devices, threads and contexts of a new system whose global devices are N, those of owner `self` local. */
+static tpu_status rt_system_init(tpu_ctx *ctx, rt_system *sys, int N, const int *owner, int self)
+{
     pthread_mutex_init(&sys->mu, NULL);
     pthread_cond_init(&sys->cv, NULL);
     pthread_cond_init(&sys->job_cv, NULL);
     pthread_cond_init(&sys->done_cv, NULL);
-    st = TPU_OK;
-    for (int i = 0; i < n && !st; i++) {
-        rt_dev *d = &sys->devs[i];
+    sys->N = N;
+    sys->fail_dev = -1;
+    int n = 0;
+    for (int g = 0; g < N; g++) n += !owner || owner[g] == self;
+    if (n < 1) return ut_err(ctx, TPU_ERR_INVALID, "process %d runs none of the system's %d devices", self, N);
+    sys->n = n;
+    sys->devs = ut_calloc((size_t)n, sizeof *sys->devs);
+    if (!sys->devs) return ut_nomem(ctx);
+    if (owner) {
+        if (!(sys->lid = ut_malloc((size_t)N * sizeof *sys->lid))) return ut_nomem(ctx);
+        for (int g = 0, i = 0; g < N; g++) sys->lid[g] = owner[g] == self ? i++ : -1;
+    }
+    for (int g = 0, i = 0; g < N; g++) {
+        if (owner && owner[g] != self) continue;
+        rt_dev *d = &sys->devs[i++];
         d->sys = sys;
-        d->id = i;
-        if (!(d->ctx = tpu_ctx_new())) st = ut_nomem(ctx);
+        d->id = g;
+        if (!(d->ctx = tpu_ctx_new())) return ut_nomem(ctx);
     }
-    /* one device runs on the caller's thread; more get their own threads */
-    if (n > 1) pthread_once(&rt_warm_once, rt_warm_up);
-    for (int i = 0; n > 1 && i < n && !st; i++) {
+    /* one device of a one-process system runs on the caller's thread; otherwise every device has a thread */
+    int threads = n > 1;
+    if (threads) pthread_once(&rt_warm_once, rt_warm_up);
+    for (int i = 0; threads && i < n; i++) {
         rt_dev *d = &sys->devs[i];
-        if (pthread_create(&d->thread, NULL, rt_thread, d)) st = ut_err(ctx, TPU_ERR_NOMEM, "cannot start the thread of device %d", i);
-        else d->started = 1;
+        if (pthread_create(&d->thread, NULL, rt_thread, d)) return ut_err(ctx, TPU_ERR_NOMEM, "cannot start the thread of device %d", d->id);
+        d->started = 1;
     }
+    return TPU_OK;
+}
+
+tpu_status rt_system_create(tpu_ctx *ctx, const char *devices, const int *owner, int self, const rt_remote *remote,
+                            tpu_system **out)
+{
+    *out = NULL;
+    int N = 0;
+    chp_slice slice;
+    tpu_status st = rt_parse_spec(ctx, devices, &N, &slice);
+    tpu_system *ts = st ? NULL : ut_calloc(1, sizeof *ts);
+    if (!st && !ts) st = ut_nomem(ctx);
+    if (st) {   /* the system owns the transport from here on, also when it cannot be made */
+        if (remote && remote->free) remote->free(remote->user);
+        return st;
+    }
+    ts->s.slice = slice;
+    ts->s.remote = remote;
+    st = owner || !remote ? rt_system_init(ctx, &ts->s, N, owner, self)
+                          : ut_err(ctx, TPU_ERR_INTERNAL, "a transport to other processes without an owner map");
     if (st) {
         tpu_system_free(ts);
         return st;
     }
     *out = ts;
     return TPU_OK;
+}
+
+tpu_status tpu_system_new(tpu_ctx *ctx, const char *devices, tpu_system **out)
+{
+    return rt_system_create(ctx, devices, NULL, 0, NULL, out);
 }
 
 void tpu_system_free(tpu_system *ts)
@@ -181,6 +218,8 @@ void tpu_system_free(tpu_system *ts)
         if (sys->devs[i].started) pthread_join(sys->devs[i].thread, NULL);
         tpu_ctx_free(sys->devs[i].ctx);
     }
+    ut_free(sys->lid);
+    if (sys->remote && sys->remote->free) sys->remote->free(sys->remote->user);
     pthread_mutex_destroy(&sys->mu);
     pthread_cond_destroy(&sys->cv);
     pthread_cond_destroy(&sys->job_cv);
@@ -190,7 +229,8 @@ void tpu_system_free(tpu_system *ts)
     ut_free(ts);
 }
 
-int tpu_system_num_devices(const tpu_system *ts) { return ts ? ts->s.n : 0; }
+int tpu_system_num_devices(const tpu_system *ts) { return ts ? ts->s.N : 0; }
+int tpu_system_is_local(const tpu_system *ts, int device) { return ts && rt_local((rt_system *)&ts->s, device) != NULL; }
 const char *tpu_system_chip(const tpu_system *ts) { return ts ? ts->s.slice.name : ""; }
 
 tpu_status tpu_system_set_split(tpu_ctx *ctx, tpu_system *ts, int replicas, int partitions)
@@ -200,9 +240,9 @@ tpu_status tpu_system_set_split(tpu_ctx *ctx, tpu_system *ts, int replicas, int 
         ts->s.split_r = ts->s.split_p = 0;
         return TPU_OK;
     }
-    if (replicas < 1 || partitions < 1 || (int64_t)replicas * partitions != ts->s.n)
+    if (replicas < 1 || partitions < 1 || (int64_t)replicas * partitions != ts->s.N)
         return ut_err(ctx, TPU_ERR_INVALID, "%d replica%s x %d partition%s is not the system's %d device%s", replicas,
-                      replicas == 1 ? "" : "s", partitions, partitions == 1 ? "" : "s", ts->s.n, ts->s.n == 1 ? "" : "s");
+                      replicas == 1 ? "" : "s", partitions, partitions == 1 ? "" : "s", ts->s.N, ts->s.N == 1 ? "" : "s");
     ts->s.split_r = replicas;
     ts->s.split_p = partitions;
     return TPU_OK;
@@ -291,68 +331,43 @@ static void rt_copy_warnings(tpu_ctx *ctx, tpu_ctx *from)
     tpu_warnings_clear(from);
 }
 
-tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, const tpu_run_opts *opts,
-                          tpu_tensor **const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs)
+/* Replicas x partitions of a run of m on N devices. */
+static tpu_status rt_split(tpu_ctx *ctx, const rt_system *sys, const tpu_module *m, int *R, int *P)
 {
-    if (noutputs) *noutputs = 0;
-    if (!ts || !m || !outputs || !noutputs)
-        return ut_err(ctx, TPU_ERR_INVALID, "tpu_system_run needs a system, a module, outputs and noutputs");
-    rt_system *sys = &ts->s;
-    int n = sys->n;
-    for (int d = 0; d < n; d++) outputs[d] = NULL;
-    if (ninputs < 0 || (ninputs > 0 && (!inputs || !inputs[0])))
-        return ut_err(ctx, TPU_ERR_INVALID, "%d inputs per device but no input arrays", ninputs);
-    /* replicas x partitions */
+    int N = sys->N;
     int64_t mr = hlo_module_replica_count(m), mp = hlo_module_num_partitions(m);
-    int R, P;
     if (mr > 1 || mp > 1) {
-        if (mr * mp != n)
+        if (mr * mp != N)
             return ut_err(ctx, TPU_ERR_INVALID, "'%s' is compiled for %lld device%s (replica_count=%lld, num_partitions=%lld); "
                           "the system has %d", m->name ? m->name : "module", (long long)(mr * mp), mr * mp == 1 ? "" : "s",
-                          (long long)mr, (long long)mp, n);
-        R = (int)mr;
-        P = (int)mp;
+                          (long long)mr, (long long)mp, N);
+        *R = (int)mr;
+        *P = (int)mp;
     } else if (sys->split_r) {
-        R = sys->split_r;
-        P = sys->split_p;
+        *R = sys->split_r;
+        *P = sys->split_p;
     } else if (rt_looks_partitioned(m)) {
-        R = 1;
-        P = n;
+        *R = 1;
+        *P = N;
     } else {
-        R = n;
-        P = 1;
+        *R = N;
+        *P = 1;
     }
-    tpu_system_stats *L = &ts->last;
-    memset(L, 0, sizeof *L);
-    L->devices = n;
-    L->replicas = R;
-    L->partitions = P;
-    double t0 = ut_now();
-    /* the run's state */
-    const hlo_module *view = NULL;
-    tpu_status st = rt_view(ctx, m, R, P, &view);
-    if (st) return st;
-    /* nothing runs that does not verify (with the counts the devices will see) */
-    if ((st = ver_require(ctx, view))) {
-        rt_view_free(view, m);
-        return st;
-    }
-    if (view != m) __atomic_store_n(&((hlo_module *)m)->verified_split, (int64_t)R << 32 | P, __ATOMIC_RELEASE);
-    int64_t total = 0;
-    sys->comp_base = ut_calloc((size_t)(m->ncomps ? m->ncomps : 1), sizeof *sys->comp_base);
-    for (int c = 0; sys->comp_base && c < m->ncomps; c++) {
-        sys->comp_base[c] = total;
-        total += m->comps[c]->ninstrs;
-    }
-    if (!sys->comp_base) st = ut_nomem(ctx);
-    for (int d = 0; d < n && !st; d++) {
-        rt_dev *dv = &sys->devs[d];
+    return TPU_OK;
+}
+
+/* Every local device's state for a new run; inputs are indexed by global device id. */
+static tpu_status rt_prepare_devs(tpu_ctx *ctx, rt_system *sys, int P, tpu_tensor **const *inputs, int ninputs, int64_t total)
+{
+    for (int i = 0; i < sys->n; i++) {
+        rt_dev *dv = &sys->devs[i];
         ut_free(dv->exec_count);
         dv->exec_count = ut_calloc((size_t)(total ? total : 1), sizeof *dv->exec_count);
-        if (!dv->exec_count) st = ut_nomem(ctx);
-        dv->replica = d / P;
-        dv->partition = d % P;
-        dv->inputs = ninputs ? (inputs[d] ? inputs[d] : inputs[0]) : NULL;
+        if (!dv->exec_count) return ut_nomem(ctx);
+        dv->replica = dv->id / P;
+        dv->partition = dv->id % P;
+        dv->inputs = ninputs ? (inputs[dv->id] ? inputs[dv->id] : inputs[0]) : NULL;
+        if (ninputs && !dv->inputs) return ut_err(ctx, TPU_ERR_INVALID, "no inputs for device %d (and none for device 0)", dv->id);
         dv->ninputs = ninputs;
         dv->outputs = NULL;
         dv->noutputs = 0;
@@ -364,6 +379,102 @@ tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, con
         memset(dv->by_kind, 0, sizeof dv->by_kind);
         tpu_warnings_clear(dv->ctx);
     }
+    return TPU_OK;
+}
+
+/* Runs the prepared devices to the end; the first failure (if any) as the caller's error. */
+static tpu_status rt_run_devs(tpu_ctx *ctx, rt_system *sys)
+{
+    int n = sys->n;
+    if (n == 1) {
+        rt_dev_run(&sys->devs[0]);
+    } else {
+        pthread_mutex_lock(&sys->mu);
+        sys->job++;
+        pthread_cond_broadcast(&sys->job_cv);
+        while (sys->ndone < n) pthread_cond_wait(&sys->done_cv, &sys->mu);
+        pthread_mutex_unlock(&sys->mu);
+    }
+    rt_copy_warnings(ctx, sys->devs[0].ctx);
+    tpu_status st = TPU_OK;
+    if (sys->fail_dev >= 0) {
+        const rt_dev *f = rt_local(sys, sys->fail_dev);
+        st = ut_err(ctx, sys->fail_st, "device %d (replica %lld, partition %lld): %s", sys->fail_dev,
+                    f ? (long long)f->replica : -1LL, f ? (long long)f->partition : -1LL,
+                    sys->fail_msg ? sys->fail_msg : "failed");
+    }
+    for (int d = 0; d < n && !st; d++)
+        if (sys->devs[d].noutputs != sys->devs[0].noutputs)
+            st = ut_err(ctx, TPU_ERR_INTERNAL, "device %d returned %d outputs, device %d %d", sys->devs[d].id,
+                        sys->devs[d].noutputs, sys->devs[0].id, sys->devs[0].noutputs);
+    return st;
+}
+
+/* The statistics of the local device with the most modelled ICI time. */
+static void rt_stats(const rt_system *sys, tpu_system_stats *L)
+{
+    const rt_dev *busy = &sys->devs[0];
+    for (int d = 1; d < sys->n; d++)
+        if (sys->devs[d].ici_s > busy->ici_s) busy = &sys->devs[d];
+    L->collectives = busy->ncoll;
+    L->all_reduce = busy->by_kind[RT_K_ALL_REDUCE];
+    L->all_gather = busy->by_kind[RT_K_ALL_GATHER];
+    L->reduce_scatter = busy->by_kind[RT_K_REDUCE_SCATTER];
+    L->all_to_all = busy->by_kind[RT_K_ALL_TO_ALL];
+    L->collective_permute = busy->by_kind[RT_K_PERMUTE];
+    L->collective_broadcast = busy->by_kind[RT_K_BROADCAST];
+    L->ici_bytes = busy->ici_bytes;
+    L->ici_s = busy->ici_s;
+}
+
+/* A run that fails before its devices start: in a system spread over processes the others would wait for
+ * this one's collectives, so they are told. Returns st. */
+static tpu_status rt_early_fail(rt_system *sys, tpu_ctx *ctx, tpu_status st)
+{
+    if (sys->remote) sys->remote->fail(sys->remote->user, tpu_errmsg(ctx));
+    return st;
+}
+
+tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, const tpu_run_opts *opts,
+                          tpu_tensor **const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs)
+{
+    if (noutputs) *noutputs = 0;
+    if (!ts || !m || !outputs || !noutputs)
+        return ut_err(ctx, TPU_ERR_INVALID, "tpu_system_run needs a system, a module, outputs and noutputs");
+    rt_system *sys = &ts->s;
+    int n = sys->n;
+    for (int d = 0; d < sys->N; d++) outputs[d] = NULL;
+    if (ninputs < 0 || (ninputs > 0 && !inputs))
+        return ut_err(ctx, TPU_ERR_INVALID, "%d inputs per device but no input arrays", ninputs);
+    int R = 1, P = 1;
+    tpu_status st = rt_split(ctx, sys, m, &R, &P);
+    if (st) return rt_early_fail(sys, ctx, st);
+    tpu_system_stats *L = &ts->last;
+    memset(L, 0, sizeof *L);
+    L->devices = sys->N;
+    L->replicas = R;
+    L->partitions = P;
+    double t0 = ut_now();
+    /* the run's state */
+    const hlo_module *view = NULL;
+    st = rt_view(ctx, m, R, P, &view);
+    if (st) return rt_early_fail(sys, ctx, st);
+    /* nothing runs that does not verify (with the counts the devices will see) */
+    if ((st = ver_require(ctx, view))) {
+        rt_view_free(view, m);
+        return rt_early_fail(sys, ctx, st);
+    }
+    if (view != m) __atomic_store_n(&((hlo_module *)m)->verified_split, (int64_t)R << 32 | P, __ATOMIC_RELEASE);
+    int64_t total = 0;
+    sys->comp_base = ut_calloc((size_t)(m->ncomps ? m->ncomps : 1), sizeof *sys->comp_base);
+    for (int c = 0; sys->comp_base && c < m->ncomps; c++) {
+        sys->comp_base[c] = total;
+        total += m->comps[c]->ninstrs;
+    }
+    if (!sys->comp_base) st = ut_nomem(ctx);
+    if (!st) st = rt_prepare_devs(ctx, sys, P, inputs, ninputs, total);
+    if (!st && sys->remote) st = sys->remote->run_begin(sys->remote->user, ctx, m, &sys->run_key);
+    if (st) rt_early_fail(sys, ctx, st);
     if (!st) {
         sys->m = view;
         sys->opts = opts ? *opts : tpu_run_opts_default();
@@ -381,43 +492,13 @@ tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, con
         ut_free(sys->fail_msg);
         sys->fail_msg = NULL;
         sys->ndone = 0;
-        if (n == 1) {
-            rt_dev_run(&sys->devs[0]);
-        } else {
-            pthread_mutex_lock(&sys->mu);
-            sys->job++;
-            pthread_cond_broadcast(&sys->job_cv);
-            while (sys->ndone < n) pthread_cond_wait(&sys->done_cv, &sys->mu);
-            pthread_mutex_unlock(&sys->mu);
-        }
-        rt_copy_warnings(ctx, sys->devs[0].ctx);
-        if (sys->fail_dev >= 0) {
-            const rt_dev *f = &sys->devs[sys->fail_dev];
-            st = ut_err(ctx, sys->fail_st, "device %d (replica %lld, partition %lld): %s", f->id, (long long)f->replica,
-                        (long long)f->partition, sys->fail_msg ? sys->fail_msg : "failed");
-        }
-        for (int d = 0; d < n && !st; d++)
-            if (sys->devs[d].noutputs != sys->devs[0].noutputs)
-                st = ut_err(ctx, TPU_ERR_INTERNAL, "device %d returned %d outputs, device 0 %d", d, sys->devs[d].noutputs,
-                            sys->devs[0].noutputs);
-        /* statistics: the device with the most modelled ICI time */
-        const rt_dev *busy = &sys->devs[0];
-        for (int d = 1; d < n; d++)
-            if (sys->devs[d].ici_s > busy->ici_s) busy = &sys->devs[d];
-        L->collectives = busy->ncoll;
-        L->all_reduce = busy->by_kind[RT_K_ALL_REDUCE];
-        L->all_gather = busy->by_kind[RT_K_ALL_GATHER];
-        L->reduce_scatter = busy->by_kind[RT_K_REDUCE_SCATTER];
-        L->all_to_all = busy->by_kind[RT_K_ALL_TO_ALL];
-        L->collective_permute = busy->by_kind[RT_K_PERMUTE];
-        L->collective_broadcast = busy->by_kind[RT_K_BROADCAST];
-        L->ici_bytes = busy->ici_bytes;
-        L->ici_s = busy->ici_s;
+        st = rt_run_devs(ctx, sys);
+        if (!st) rt_stats(sys, L);
     }
     for (int d = 0; d < n; d++) {
         rt_dev *dv = &sys->devs[d];
         if (st) tpu_tensors_free(dv->outputs, dv->noutputs);
-        else outputs[d] = dv->outputs;
+        else outputs[dv->id] = dv->outputs;
         dv->outputs = NULL;
         dv->inputs = NULL;
         ut_free(dv->exec_count);

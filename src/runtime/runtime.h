@@ -9,7 +9,13 @@
  *
  * Threads: each device runs in its own thread; the collectives meet under one mutex per system. A device
  * that fails releases every other device with an error; devices that can never meet (one finished, or all
- * wait in different collectives) are detected and reported, so a run never hangs. */
+ * wait in different collectives) are detected and reported, so a run never hangs.
+ *
+ * Several processes. A system may be one process's part of a larger one (src/dist/, over MPI): it runs the
+ * devices the owner map gives this process, and a collective whose group has members elsewhere meets its
+ * local members here, then hands their operands to the transport (rt_remote), which returns the other
+ * members' operands; each local member then computes its result from all of them exactly as in one process,
+ * so the results are the same bit for bit. Nothing here knows how the bytes travel. */
 #ifndef TPU_RUNTIME_H
 #define TPU_RUNTIME_H
 
@@ -39,6 +45,32 @@ rt_mode rt_group_mode(const hlo_instr *in);
  * collective-permute the group is every device the pairs may name (all replicas or all partitions). */
 tpu_status rt_group_members(tpu_ctx *ctx, const hlo_module *m, const hlo_instr *in, int R, int P, int dev,
                             int *members, int *n, int *rank);
+
+/* ---- devices in other processes (implemented by src/dist/) ---- */
+
+/* One execution of a collective whose group spans processes, as the transport sees it. */
+typedef struct rt_xfer {
+    uint64_t               key[4];    /* the same on every process: run, instruction, execution, group leader */
+    const hlo_instr       *in;
+    int                    n;         /* members, group order */
+    const int             *members;   /* global device ids */
+    exe_value *const *const *ops;     /* per member: its in->nops operands, NULL for members elsewhere */
+} rt_xfer;
+
+typedef struct rt_remote {
+    void      *user;
+    /* Called at the start of every run with the module: returns the key every process's run shares (runs of
+     * a system are numbered alike everywhere) and may check the program; an error stops the run. */
+    tpu_status (*run_begin)(void *user, tpu_ctx *ctx, const hlo_module *m, uint64_t *run_key);
+    /* Sends the local members' operands to the processes of the other members and fills remote[i] (members
+     * that are not local) with in->nops values each (new references: the runtime drops them). Blocks until
+     * everything is received and every send is done; errors name the process. */
+    tpu_status (*exchange)(void *user, tpu_ctx *ctx, const rt_xfer *x, exe_value ***remote);
+    /* This process's run failed (the first failure, message): the transport tells the others. */
+    void       (*fail)(void *user, const char *msg);
+    /* The system is freed: so is user. */
+    void       (*free)(void *user);
+} rt_remote;
 
 /* ---- the system (rt_system.c) ---- */
 
@@ -74,7 +106,11 @@ typedef struct rt_dev {
 } rt_dev;
 
 struct rt_system {
-    int              n;            /* devices */
+    int              n;            /* devices run by this process (threads) */
+    int              N;            /* devices of the whole system: n unless it spans processes */
+    int             *lid;          /* global device id -> index in devs, -1: another process's (NULL: n == N) */
+    const rt_remote *remote;       /* the transport to the other processes' devices, or NULL */
+    uint64_t         run_key;      /* this run's key (rt_remote.run_begin) */
     chp_slice        slice;        /* chip and links the collectives' time is modelled on */
     int              split_r, split_p;   /* tpu_system_set_split (0: automatic) */
     rt_dev          *devs;
@@ -99,6 +135,18 @@ struct rt_system {
     char            *fail_msg;
     rt_slot         *slots;        /* collectives in progress */
 };
+
+/* A system of `devices` (tpu_system_new's spec) of which this process runs those with owner[d] == self;
+ * owner == NULL: all of them (remote is then NULL). The system owns remote->user (remote->free), also when
+ * it cannot be made. */
+tpu_status rt_system_create(tpu_ctx *ctx, const char *devices, const int *owner, int self, const rt_remote *remote,
+                            struct tpu_system **out);
+/* The device of global id g run here, or NULL. */
+static inline rt_dev *rt_local(rt_system *sys, int g)
+{
+    int i = sys->lid ? (g >= 0 && g < sys->N ? sys->lid[g] : -1) : (g >= 0 && g < sys->n ? g : -1);
+    return i >= 0 ? &sys->devs[i] : NULL;
+}
 
 /* Records the first failure (device dev, status, message) and releases every waiting device. Mutex held. */
 void rt_fail_locked(rt_system *sys, int dev, tpu_status st, const char *fmt, ...) UT_PRINTF(4, 5);

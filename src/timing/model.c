@@ -281,29 +281,6 @@ static int tim_is_collective(hlo_op op)
     }
 }
 
-/* Ring / torus collective time: B bytes over n devices. Links: a ring in each torus dimension, both
- * directions, so a device drives up to 2 x dims of its links at once. (Also used by the runtime.) */
-double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved)
-{
-    if (n <= 1 || bytes <= 0) {
-        *moved = 0;
-        return 0;
-    }
-    const chp_chip *c = &sl->chip;
-    int dims = sl->ndims > 0 ? sl->ndims : 1;
-    int links = c->ici_links < 2 * dims ? c->ici_links : 2 * dims;
-    double bw = c->ici_link_bw * (links > 0 ? links : 1);
-    double hop = 1e-6;   /* per-hop latency of one ring step (order of a microsecond on ICI) */
-    double frac = (double)(n - 1) / (double)n, traffic;
-    switch (op) {
-    case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START: traffic = 2 * frac * bytes; break;       /* reduce-scatter + all-gather */
-    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: traffic = bytes; bw = c->ici_link_bw; break;
-    default: traffic = frac * bytes; break;   /* all-gather (output bytes), reduce-scatter (input), all-to-all */
-    }
-    *moved = (int64_t)traffic;
-    return bw > 0 ? traffic / bw + hop * (double)(n - 1) : 0;
-}
-
 /* ---- while trip counts ---- */
 
 static int tim_const_int(const hlo_instr *in, int64_t *v)
@@ -686,9 +663,24 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         if (in->op == HLO_ALL_GATHER || in->op == HLO_ALL_GATHER_START) b = (double)cmp_padded_bytes(T->p->chip, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[in->shape.ntuple - 1] : &in->shape);
         else
             for (int k = 0; k < in->nops; k++) b += (double)tim_padded(T->p, in->ops[k]);
-        int64_t moved;
-        t->ici_s = tim_collective_s(T->slice, (hlo_op)in->op, tim_group_size(in, T->slice->devices), b, &moved);
+        int64_t moved = 0;
+        int nd = T->slice->devices > 0 ? T->slice->devices : 1, small[256];
+        int *members = nd <= 256 ? small : ut_malloc((size_t)nd * sizeof *members);
+        if (members) {
+            int n = tim_coll_group(in, nd, T->opts ? T->opts->widen_groups : 0, members);
+            tim_coll_cost cc;
+            tim_collective_group_cost(T->slice, (hlo_op)in->op, members, n, b, &cc);
+            t->ici_s = cc.time_s;
+            t->ici_bw_s = cc.bw_s;
+            t->coll_n = n;
+            moved = cc.ici_bytes + cc.dcn_bytes;
+            if (members != small) ut_free(members);
+        } else {
+            t->ici_s = tim_collective_s(T->slice, (hlo_op)in->op, tim_group_size(in, nd), b, &moved);
+        }
         t->ici_bytes = moved;
+        t->coll_bytes = b;
+        if (!t->ici_bw_s) t->ici_bw_s = t->ici_s;
     }
     t->overhead_s = chip->op_overhead_s;
     t->fill_s = tim_fill_s(chip, t);
@@ -1087,6 +1079,35 @@ static int64_t tim_guess_batch(const cmp_program *p)
     return best;
 }
 
+/* XLA combines independent all-reduces (all-gathers, reduce-scatters) of one computation into one collective
+ * of up to a threshold of bytes (AllReduceCombiner and its siblings), so a step's hundred gradient
+ * all-reduces pay the ring's per-hop latency a few times, not a hundred. Consecutive collectives of one kind
+ * and group size in one walk of a plan are taken as combined up to 30 MiB (XLA's default combine threshold,
+ * debug_options_flags.cc; TPU's own is not public): all but the first of a batch keep only their bandwidth
+ * time. */
+#define TIM_COMBINE_BYTES (30.0 * 1024 * 1024)
+static void tim_combine(tim_state *T)
+{
+    const chp_chip *chip = &T->slice->chip;
+    for (int i = 0; i < T->n; i++) {
+        tim_op *t = &T->ops[i];
+        hlo_op k = (hlo_op)t->root->op;
+        if (k != HLO_ALL_REDUCE && k != HLO_ALL_GATHER && k != HLO_REDUCE_SCATTER) continue;
+        double batch = t->coll_bytes;
+        for (int j = i + 1; j < T->n; j++) {
+            tim_op *u = &T->ops[j];
+            if (T->inst[j] != T->inst[i] || u->depth != t->depth) break;
+            if ((hlo_op)u->root->op != k) continue;
+            if (u->coll_n != t->coll_n || batch + u->coll_bytes > TIM_COMBINE_BYTES) break;
+            batch += u->coll_bytes;
+            u->ici_s = u->ici_bw_s;
+            u->combined = 1;
+            tim_finish_op(chip, u);
+            i = j;
+        }
+    }
+}
+
 tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out)
 {
     *out = NULL;
@@ -1102,6 +1123,7 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
     tim_state T = {ctx, p, &r->slice, &o, NULL, NULL, 0, 0, 0, 0, 0};
     tpu_status st = tim_walk(&T, p->entry, 0, 1.0);
     if (!st) st = tim_fuse(&T);
+    if (!st) tim_combine(&T);   /* XLA combines small collectives first; then what hides behind compute */
     if (!st) st = tim_hide_collectives(&T, &r->collective_hidden_s);
     ut_free(T.inst);
     if (st) {

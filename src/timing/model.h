@@ -41,6 +41,11 @@ typedef struct tim_op {
     tim_bound        bound;
     int              fused_into;   /* > 0: a cheap producer the TPU compiler would duplicate into this many
                                     * consumer ops (it costs nothing of its own; its vector work is in theirs) */
+    double           ici_bw_s;     /* collectives: ici_s without the per-hop latency (what combining keeps) */
+    double           coll_bytes;   /* collectives: the bytes costed (operands, or an all-gather's result) */
+    int              coll_n;       /* collectives: group size */
+    int              combined;     /* collectives: joined the previous one's combined collective (its latency
+                                    * paid once), as XLA's all-reduce / all-gather / reduce-scatter combiners do */
     int              trip_known;   /* control ops: trip count known (or observed) */
     double           trips;        /* while: iterations per execution */
 } tim_op;
@@ -54,6 +59,8 @@ typedef struct tim_opts {
     int     infeed_args;         /* count argument bytes as host->device transfer every step (default 0:
                                   * arguments stay on the device, like variables) */
     const int64_t *trip_counts;  /* observed while trip counts by instruction (functional mode), or NULL */
+    int     widen_groups;        /* > 1: a collective whose group is every one of the program's widen_groups
+                                  * devices spans the whole slice instead (tpusim scale) */
 } tim_opts;
 
 typedef struct tim_result {
@@ -82,11 +89,56 @@ typedef struct tim_result {
 tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out);
 void       tim_result_free(tim_result *r);
 
-/* Modelled ICI time of one collective (op: all-reduce, all-gather, reduce-scatter, all-to-all,
- * collective-permute, collective-broadcast and their -start forms) moving `bytes` (padded: operands, or the
- * all-gather's result) among `n` devices of the slice; *moved gets the bytes one device sends. The timing
- * model uses it per op; the replicated runtime (src/runtime/) per collective it executes. */
+/* ---- collectives on the topology (coll.c) ---- */
+
+/* Where a collective's group lies: chips spanned per torus dimension, whether each closes into a ring, the
+ * devices of one chip it takes, the slices of a multislice. */
+typedef struct tim_coll_geom {
+    int  n;              /* devices */
+    int  size[3];        /* distinct chip positions along x, y, z */
+    bool ring[3];        /* that dimension wraps around over the group's whole span */
+    int  cores;          /* devices per chip in the group */
+    int  slices;         /* slices spanned (the data-center network between them) */
+} tim_coll_geom;
+
+typedef struct tim_coll_cost {
+    double  time_s, ici_s, dcn_s;    /* total, and its ICI (on-chip included) and data-center network parts */
+    double  bw_s;                    /* the total without per-hop latency (bandwidth only) */
+    int64_t ici_bytes, dcn_bytes;    /* bytes one device sends */
+    int     hops;                    /* ICI hops of the longest path (latency) */
+} tim_coll_cost;
+
+/* The geometry of the group `members` (device ids of the slice; NULL: devices 0..n-1). */
+void   tim_coll_geometry(const chp_slice *sl, const int *members, int n, tim_coll_geom *g);
+/* The time of collective op moving `bytes` (padded: operands, or the all-gather's result) in that group. */
+void   tim_coll_cost_of(const chp_slice *sl, hlo_op op, const tim_coll_geom *g, double bytes, tim_coll_cost *c);
+/* The first group of instruction `in` as device ids (members has room for `devices`): its replica_groups'
+ * (explicit or iota; ids taken as device ids), every device when empty; with widen > 1 a group of all of
+ * 0..widen-1 becomes every device. Returns the count. */
+int    tim_coll_group(const hlo_instr *in, int devices, int widen, int *members);
+/* Modelled time of one collective among `members` (NULL: the first n devices); *moved gets the bytes one
+ * device sends (ICI and DCN). The timing model uses it per op; the replicated runtime (src/runtime/) per
+ * collective it executes. */
+double tim_collective_group_s(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, int64_t *moved);
+/* Same, with the full cost. */
+void   tim_collective_group_cost(const chp_slice *sl, hlo_op op, const int *members, int n, double bytes, tim_coll_cost *c);
 double tim_collective_s(const chp_slice *sl, hlo_op op, int64_t n, double bytes, int64_t *moved);
+
+/* ---- the same program on GPUs (gpu.c): a roofline per op from published peaks ---- */
+typedef struct tim_gpu {
+    const char *name;
+    double      tensor_flops;   /* dense bf16/fp16 tensor-core FLOP/s */
+    double      vector_flops;   /* fp32 FLOP/s outside the tensor cores */
+    double      hbm_bw;         /* bytes/s */
+    double      link_bw;        /* NVLink bytes/s per GPU, one way */
+    double      hbm_bytes;
+    const char *source;
+} tim_gpu;
+const tim_gpu *tim_gpu_find(const char *name);   /* "V100", "A100", "H100" (any case); NULL if unknown */
+int            tim_gpu_count_known(void);
+const tim_gpu *tim_gpu_at(int i);
+/* One step of r's program on each of n GPUs of one NVLink server; *coll_s gets its collectives' share. */
+double         tim_gpu_step_s(const tim_result *r, const tim_gpu *g, int n, double *coll_s);
 
 /* The MXU model for one GEMM (batch x [M,K]·[K,N]) at `passes` bf16 passes on one device of `chip`:
  * seconds, and the fraction of MXU work lost to padding the shapes to the array (rows to 8, the held and

@@ -175,6 +175,7 @@ typedef struct trn_pipe_cfg {
     int64_t            start, end;     /* steps [start, end) */
     int                depth;          /* queue capacity in steps */
     double             delay_s;        /* extra host work per batch (a slow input pipeline, for what-ifs) */
+    int                lo, hi;         /* the replicas this process feeds (0, 0: all); others' shards stay NULL */
 } trn_pipe_cfg;
 
 /* Starts the prefetch thread. The dataset and signature must outlive the pipe. */

@@ -392,6 +392,56 @@ static tpu_status trn_open_data(tpu_ctx *ctx, tpu_trainer *tr)
     return st;
 }
 
+/* Several processes: this process's block of replicas on its part of the slice; every process must be
+ * training the same thing (same programs, state, data, options); process 0 alone writes model_dir. */
+static tpu_status trn_dist_setup(tpu_ctx *ctx, tpu_trainer *tr)
+{
+    int np = tpu_dist_size(tr->dist), rank = tpu_dist_rank(tr->dist);
+    if (tr->R != tr->devices)
+        return ut_err(ctx, TPU_ERR_INVALID, "a slice spread over %d processes trains on all its %d devices (--cores 1 "
+                      "runs in one process)", np, tr->devices);
+    tpu_status st = tpu_system_new_dist(ctx, tr->slice, tr->dist, NULL, &tr->sys);
+    if (st) return st;
+    int per = tr->R / np;
+    tr->lo = rank * per;
+    tr->hi = tr->lo + per;
+    if (!tpu_system_is_local(tr->sys, tr->lo) || !tpu_system_is_local(tr->sys, tr->hi - 1))
+        return ut_err(ctx, TPU_ERR_INTERNAL, "process %d does not run replicas %d..%d", rank, tr->lo, tr->hi - 1);
+    const trn_sig *s = tr->sig;
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < TRN_NPROG; i++) h = (h ^ tpu_module_fingerprint(tr->prog[i])) * 1099511628211ULL;
+    for (int i = 0; i < s->nstate; i++) {
+        const unsigned char *b = tpu_tensor_cdata(tr->state[i]);
+        for (size_t k = 0, n = tpu_tensor_nbytes(tr->state[i]); k < n; k++) h = (h ^ b[k]) * 1099511628211ULL;
+    }
+    char desc[256];
+    snprintf(desc, sizeof desc, "%s: programs and state %016llx, step %lld of %lld, seed %llu, %s numerics, %d steps per "
+             "execution, %lld training examples", s->name, (unsigned long long)h, (long long)tr->step, (long long)tr->o.steps,
+             (unsigned long long)tr->seed, tr->o.numerics == TPU_NUMERICS_EXACT ? "exact" : "TPU", tr->o.steps_per_exec,
+             (long long)tr->train->n);
+    st = tpu_dist_agree(ctx, tr->dist, "training run", desc);
+    if (!st && rank != 0) {   /* process 0 writes the model directory */
+        ut_free(tr->model_dir);
+        tr->model_dir = NULL;
+    }
+    return st;
+}
+
+/* vals[d * k + j] are filled for this process's replicas d; afterwards every replica's (the processes' blocks
+ * in rank order are the replicas in order). */
+static tpu_status trn_gather(tpu_ctx *ctx, tpu_trainer *tr, double *vals, int k)
+{
+    if (!tr->dist || k == 0) return TPU_OK;
+    int np = tpu_dist_size(tr->dist);
+    size_t blk = (size_t)(tr->hi - tr->lo) * (size_t)k;
+    double *all = ut_malloc(blk * (size_t)np * sizeof *all);
+    if (!all) return ut_nomem(ctx);
+    tpu_status st = tpu_dist_allgather(ctx, tr->dist, vals + (size_t)tr->lo * k, blk * sizeof *all, all);
+    if (!st) memcpy(vals, all, blk * (size_t)np * sizeof *all);
+    ut_free(all);
+    return st;
+}
+
 tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_opts *opts, tpu_trainer **out)
 {
     *out = NULL;
@@ -399,6 +449,7 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
     if (!tr) return ut_nomem(ctx);
     tr->o = opts ? *opts : tpu_train_opts_default();
     if (!tr->o.slice) tr->o.slice = "v3-8";
+    tr->dist = tpu_dist_size(tr->o.dist) > 1 ? tr->o.dist : NULL;
     if (tr->o.steps_per_exec < 1) tr->o.steps_per_exec = 1;
     if (tr->o.prefetch < 1) tr->o.prefetch = 8;
     tr->o.model_dir = NULL;
@@ -463,11 +514,14 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
         tr->host_threads = bytes < (16u << 20) ? 1 : 0;
     }
     /* device-side buffers: the system, per-device input lists, the hypers */
-    if (!st) {
+    if (!st && tr->dist) st = trn_dist_setup(ctx, tr);
+    if (!st && !tr->dist) {
         char spec[96];
         if (tr->R == tr->devices) snprintf(spec, sizeof spec, "%s", tr->slice);
         else snprintf(spec, sizeof spec, "1:%s", tr->slice);
         st = tpu_system_new(ctx, spec, &tr->sys);
+        tr->lo = 0;
+        tr->hi = tr->R;
     }
     if (!st) {
         int per = s->nstate + (s->nbatch > s->nebatch ? s->nbatch : s->nebatch) + s->nhyper + s->nparam + 1;
@@ -600,24 +654,31 @@ tpu_status trn_run_step(tpu_ctx *ctx, tpu_trainer *tr, const trn_batch *b, doubl
         tr->ici_s = 0;
         return TPU_OK;
     }
-    /* every replica: gradients of its shard */
-    for (int d = 0; d < R; d++) {
+    /* every replica (of this process): gradients of its shard */
+    for (int d = tr->lo; d < tr->hi; d++) {
         memcpy(tr->in[d], tr->state, (size_t)S * sizeof *tr->in[d]);
         memcpy(tr->in[d] + S, b->t + (size_t)d * N, (size_t)N * sizeof *tr->in[d]);
     }
     st = tpu_system_run(ctx, tr->sys, tr->prog[TRN_GRAD], &ro, tr->in, S + N, tr->out, &nout);
     if (st) return st;
-    for (int m = 0; m < M; m++) {   /* combined on the host in replica order, in double */
+    /* the metrics, combined on the host in replica order, in double (every process's replicas) */
+    double *mv = ut_calloc((size_t)R * (size_t)M + 1, sizeof *mv);
+    if (!mv) st = ut_nomem(ctx);
+    for (int d = tr->lo; !st && d < tr->hi; d++)
+        for (int m = 0; m < M; m++) mv[(size_t)d * M + m] = trn_scalar(tr->out[d][P + T + m]);
+    if (!st) st = trn_gather(ctx, tr, mv, M);
+    for (int m = 0; !st && m < M; m++) {
         double acc = 0;
-        for (int d = 0; d < R; d++) acc += trn_scalar(tr->out[d][P + T + m]);
+        for (int d = 0; d < R; d++) acc += mv[(size_t)d * M + m];
         metrics[m] = s->metric[m].sum ? acc : acc / R;
     }
+    ut_free(mv);
     /* the all-reduce (mean) of gradients and statistics, on the devices */
     tpu_tensor ***mo = ut_calloc((size_t)R, sizeof *mo);
     int nmo = 0;
-    if (!mo) st = ut_nomem(ctx);
+    if (!st && !mo) st = ut_nomem(ctx);
     if (!st && tr->mean) {
-        for (int d = 0; d < R; d++) memcpy(tr->in[d], tr->out[d], (size_t)(P + T) * sizeof *tr->in[d]);
+        for (int d = tr->lo; d < tr->hi; d++) memcpy(tr->in[d], tr->out[d], (size_t)(P + T) * sizeof *tr->in[d]);
         st = tpu_system_run(ctx, tr->sys, tr->mean, &ro, tr->in, P + T, mo, &nmo);
         if (!st) {
             tpu_system_stats ss;
@@ -633,9 +694,9 @@ tpu_status trn_run_step(tpu_ctx *ctx, tpu_trainer *tr, const trn_batch *b, doubl
         return st;
     }
     /* every replica holds the same mean; one copy is the state's */
-    tpu_tensor **mean = mo[0];
-    mo[0] = NULL;
-    tpu_system_outputs_free(mo + 1, R - 1, nmo);
+    tpu_tensor **mean = mo[tr->lo];
+    mo[tr->lo] = NULL;
+    tpu_system_outputs_free(mo, R, nmo);
     ut_free(mo);
     for (int j = 0; j < T; j++) {
         trn_set_state(tr, s->stat_idx[j], mean[P + j]);
@@ -774,8 +835,10 @@ tpu_status tpu_trainer_evaluate(tpu_ctx *ctx, tpu_trainer *tr)
     tpu_run_opts ro = tpu_run_opts_default();
     ro.numerics = tr->o.numerics;
     tpu_status st = TPU_OK;
+    double *ev = ut_calloc((size_t)R * (size_t)M + 1, sizeof *ev);
+    if (!ev) st = ut_nomem(ctx);
     for (int64_t base = 0; base < n && !st; base += E * R) {
-        for (int d = 0; d < R && !st; d++) {
+        for (int d = tr->lo; d < tr->hi && !st; d++) {
             memcpy(tr->in[d], tr->state, (size_t)S * sizeof *tr->in[d]);
             int64_t lo = base + d * E < n ? base + d * E : n, hi = lo + E < n ? lo + E : n;
             for (int j = 0; j < N; j++) {
@@ -797,17 +860,21 @@ tpu_status tpu_trainer_evaluate(tpu_ctx *ctx, tpu_trainer *tr)
         int team = trn_team_begin(tr);
         if (!st) st = tpu_system_run(ctx, tr->sys, tr->prog[TRN_EVAL], &ro, tr->in, S + N, tr->out, &nout);
         trn_team_end(team);
-        if (!st) {
-            for (int d = 0; d < R; d++)
-                for (int m = 0; m < M; m++) sum[m] += trn_scalar(tr->out[d][m]);
+        if (!st) {   /* every process's replicas, in replica order */
+            for (int d = tr->lo; d < tr->hi; d++)
+                for (int m = 0; m < M; m++) ev[(size_t)d * M + m] = trn_scalar(tr->out[d][m]);
             tpu_system_outputs_free(tr->out, R, nout);
+            st = trn_gather(ctx, tr, ev, M);
+            for (int d = 0; !st && d < R; d++)
+                for (int m = 0; m < M; m++) sum[m] += ev[(size_t)d * M + m];
         }
-        for (int d = 0; d < R; d++)
+        for (int d = tr->lo; d < tr->hi; d++)
             for (int j = 0; j < N; j++) {
                 tpu_tensor_free(tr->in[d][S + j]);
                 tr->in[d][S + j] = NULL;
             }
     }
+    ut_free(ev);
     if (st) {
         ut_free(sum);
         return st;
@@ -895,7 +962,8 @@ tpu_status tpu_trainer_train(tpu_ctx *ctx, tpu_trainer *tr, int64_t until)
     }
     double *m1 = ut_calloc((size_t)s->nmetric + 1, sizeof *m1);
     if (!m1) return ut_nomem(ctx);
-    trn_pipe_cfg pc = {tr->train, s, tr->R, tr->seed, s->shuffle, tr->step, until, tr->o.prefetch, tr->o.input_delay_s};
+    trn_pipe_cfg pc = {tr->train, s, tr->R, tr->seed, s->shuffle, tr->step, until, tr->o.prefetch, tr->o.input_delay_s,
+                       tr->lo, tr->hi};
     tpu_status st = trn_pipe_start(ctx, &pc, &tr->pipe);
     tr->t0 = ut_now();
     tr->step0 = tr->step;

@@ -33,7 +33,8 @@ tpu_status trn_make_batch(tpu_ctx *ctx, const trn_pipe_cfg *c, int64_t t, const 
         return ut_nomem(ctx);
     }
     int64_t base = (t % per_epoch) * G;
-    for (int r = 0; r < c->R; r++)
+    int lo = c->hi > c->lo ? c->lo : 0, hi = c->hi > c->lo ? c->hi : c->R;
+    for (int r = lo; r < hi; r++)
         for (int j = 0; j < s->nbatch; j++) {
             const trn_entry *e = &s->batch[j];
             tpu_tensor *x = ten_alloc_uninit(e->dtype, e->rank, e->dims);

@@ -232,7 +232,7 @@ tpu_status tpu_train_lr_find(tpu_ctx *ctx, const char *step_dir, const tpu_train
     trn_point *pts = ut_calloc((size_t)n, sizeof *pts);
     double *m1 = ut_calloc((size_t)s->nmetric + 1, sizeof *m1);
     if (!pts || !m1) st = ut_nomem(ctx);
-    trn_pipe_cfg pc = {tr->train, s, tr->R, tr->seed, s->shuffle, 0, n, tr->o.prefetch, tr->o.input_delay_s};
+    trn_pipe_cfg pc = {tr->train, s, tr->R, tr->seed, s->shuffle, 0, n, tr->o.prefetch, tr->o.input_delay_s, 0, 0};
     if (!st) st = trn_pipe_start(ctx, &pc, &tr->pipe);
     double avg = 0, best = INFINITY;
     int np = 0;

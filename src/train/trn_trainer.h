@@ -15,6 +15,8 @@ struct tpu_trainer {
     tpu_system    *sys;          /* R devices; the threads stay between runs */
     int            R;            /* replicas */
     int            devices;      /* of the slice */
+    tpu_dist      *dist;         /* several processes (NULL: one); each runs replicas [lo, hi) */
+    int            lo, hi;
     uint64_t       seed;         /* data order */
     int            host_threads; /* OpenMP team for runs on the caller's thread (0: the default) */
     int64_t        step;         /* optimizer steps done */

@@ -9,6 +9,7 @@ skip() { skipped=$((skipped+1)); echo "  SKIP: $*" >&2; }
 # expect CODE CMD... : runs CMD, checks its exit code
 # one output file per run (several worktrees' test runs share /tmp; a fixed name made them read each other's output)
 CLI_OUT=$(mktemp /tmp/tpusim-cli.XXXXXX)
+out=$CLI_OUT
 trap 'rm -f "$CLI_OUT"' EXIT
 expect() { local want=$1; shift; "$@" >"$CLI_OUT" 2>&1; local got=$?; if [ "$got" = "$want" ]; then ok; else bad "$* -> exit $got, wanted $want"; sed 's/^/    /' "$CLI_OUT" | head -20 >&2; fi; }
 expect 0 "$BIN" --help
