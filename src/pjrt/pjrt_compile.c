@@ -81,6 +81,7 @@ static PJRT_Error *pj_describe_outputs(PJRT_Executable *e)
         int rank;
         tpu_module_output_info(e->m, i, &t, &rank, dims);
         e->out_types[i] = pj_dtype_to_pjrt(t);
+        e->ntoken_outputs += t == TPU_TOKEN;
         e->out_ranks[i] = (size_t)rank;
         dims += rank;
         e->out_kinds[i] = "device";

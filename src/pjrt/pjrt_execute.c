@@ -33,6 +33,10 @@ static PJRT_Error *pj_check_arg(const PJRT_Executable *e, const PJRT_Buffer *b, 
     int rank;
     int64_t dims[TPU_MAX_RANK];
     tpu_module_input_info(e->m, i, &t, &rank, dims);
+    if (t == TPU_TOKEN) {   /* frameworks pass a token as an empty buffer (jax: pred[0]) */
+        if (b->dtype == TPU_TOKEN || tpu_tensor_count(b->t) == 0) return NULL;
+        return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: argument %d should be a token (an empty buffer)", e->name, i);
+    }
     int same = t == b->dtype && rank == b->rank;
     for (int k = 0; same && k < rank; k++) same = dims[k] == b->dims[k];
     if (!same) {
@@ -242,24 +246,48 @@ static PJRT_Error *pj_run(PJRT_Executable *e, int n, tpu_tensor ***ins, tpu_tens
         if (!err && st) err = pj_error_tpu(ctx, st, e->name);
         pthread_mutex_unlock(&c->run_mu);
     }
-    if (!err && nout != e->noutputs)
-        err = pj_error(PJRT_Error_Code_INTERNAL, "%s: %d results where the program declares %d", e->name, nout, e->noutputs);
+    if (!err && nout != e->noutputs - e->ntoken_outputs)   /* the executor returns no tensor for a token */
+        err = pj_error(PJRT_Error_Code_INTERNAL, "%s: %d results where the program declares %d", e->name, nout,
+                       e->noutputs - e->ntoken_outputs);
     tpu_ctx_free(ctx);
     return err;
 }
 
-/* Wraps device d's results as buffers, after its donated arguments gave their memory up. */
+/* A token output: an empty TOKEN buffer (what a framework passes back in as the next token). */
+static PJRT_Error *pj_token(PJRT_Device *dev, PJRT_Buffer **out)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_tensor *t = NULL;
+    int64_t zero = 0;
+    /* no data: held as an empty array, reported as a TOKEN */
+    tpu_status st = ctx ? tpu_tensor_new(ctx, TPU_PRED, 1, &zero, &t) : TPU_ERR_NOMEM;
+    PJRT_Error *err = st ? pj_error_tpu(ctx, st, "token") : pj_buffer_wrap(dev, t, out);
+    tpu_ctx_free(ctx);
+    if (!err) {
+        (*out)->dtype = TPU_TOKEN;
+        (*out)->rank = 0;
+    }
+    return err;
+}
+
+/* Wraps device d's results as buffers, after its donated arguments gave their memory up. res holds the
+ * executor's results, which have no entry for token outputs. */
 static PJRT_Error *pj_outputs(PJRT_Executable *e, PJRT_Device *dev, tpu_tensor **res, PJRT_Buffer **out)
 {
     PJRT_Error *err = NULL;
-    for (int i = 0; i < e->noutputs; i++) {
+    for (int i = 0, r = 0; i < e->noutputs; i++) {
+        out[i] = NULL;
+        if (e->out_types[i] == PJRT_Buffer_Type_TOKEN) {
+            if (!err) err = pj_token(dev, &out[i]);
+            continue;
+        }
         if (err) {
-            tpu_tensor_free(res[i]);
+            tpu_tensor_free(res[r]);
         } else {
-            err = pj_buffer_wrap(dev, res[i], &out[i]);
+            err = pj_buffer_wrap(dev, res[r], &out[i]);
             if (err) out[i] = NULL;
         }
-        res[i] = NULL;
+        res[r++] = NULL;
     }
     if (err)
         for (int i = 0; i < e->noutputs; i++)

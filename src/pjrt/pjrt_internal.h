@@ -201,6 +201,7 @@ struct PJRT_Executable {
     tpu_numerics  numerics;          /* the client's, or the compiler option tpusim_numerics */
     int          *assignment;        /* device id of (replica r, partition p) at [r * npartitions + p] */
     int           ninputs, noutputs;
+    int           ntoken_outputs;    /* token leaves of the result (the executor returns no tensor for them) */
     PJRT_Buffer_Type *out_types;
     int64_t      *out_dims;          /* all outputs' dims, concatenated */
     size_t       *out_ranks;

@@ -149,3 +149,12 @@ def test_found_tpu_system_line_and_profile_dir(tmp_path):
     import json
     trace = json.loads((tmp_path / "prof" / "trace.json").read_text())
     assert any(e.get("args", {}).get("runs") == 3 for e in trace["traceEvents"])
+
+
+def test_tokens_in_and_out(tpu):
+    """Tokens (jax.lax.create_token, ordered effects) travel as empty buffers, as PJRT frameworks pass them."""
+    tok = jax.jit(lambda: jax.lax.create_token())()
+    assert isinstance(tok, jax._src.core.Token)
+    y, t2 = jax.jit(lambda x, t: (x + 1, jax.lax.create_token()))(jnp.ones(2), tok)
+    np.testing.assert_array_equal(np.asarray(y), [2, 2])
+    assert isinstance(t2, jax._src.core.Token)
