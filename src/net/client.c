@@ -12,6 +12,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
 #include <stdio.h>
@@ -28,6 +29,20 @@ struct tn_client {
     struct tn_cc          *sess;     /* the session stream (its status arrives when the session ends) */
     char                   session[TN_SESSION_ID_LEN + 1];
 };
+
+/* gRPC's own log lines (a port in use, a refused connection) repeat what tpusim's errors say: shown only
+ * with TPUSIM_GRPC_LOG=1. */
+static void tn_grpc_log(gpr_log_func_args *a)
+{
+    const char *v = getenv("TPUSIM_GRPC_LOG");
+    if (v && *v == '1') fprintf(stderr, "grpc: %s:%d: %s\n", a->file, a->line, a->message);
+}
+
+void tn_grpc_init(void)
+{
+    gpr_set_log_function(tn_grpc_log);
+    grpc_init();
+}
 
 static gpr_timespec tn_in(double s)
 {
@@ -76,7 +91,7 @@ int tn_client_new(const char *url, const tn_client_opts *o, tn_client **out, tn_
     gethostname(host, sizeof host - 1);
     if (o && o->client) snprintf(c->who, sizeof c->who, "%s", o->client);
     else snprintf(c->who, sizeof c->who, "pid %d on %s", (int)getpid(), host);
-    grpc_init();
+    tn_grpc_init();
     grpc_channel_credentials *cr = tn_channel_creds(&u, o, e);
     if (!cr) {
         grpc_shutdown();
@@ -322,7 +337,11 @@ int tn_client_get(tn_client *c, uint64_t buffer, void *dst, size_t nbytes, tn_er
     int fail = tn_cc_start(&k, c, TN_M_GET_BUFFER, 0) || tn_cc_send(&k, &r.base, 1);
     size_t off = 0;
     int bad = 0;
-    for (size_t msgs = 0; !fail && !bad && msgs <= nbytes / 4096 + 2; msgs++) {   /* bounded: chunks are >= 4 KiB */
+    for (size_t msgs = 0; !fail && !bad; msgs++) {   /* bounded: every chunk carries data, then the stream ends */
+        if (msgs > nbytes + 1) {
+            bad = 1;
+            break;
+        }
         uint8_t *buf = NULL;
         size_t len = 0;
         int got = tn_cc_recv(&k, &buf, &len);
@@ -333,7 +352,9 @@ int tn_client_get(tn_client *c, uint64_t buffer, void *dst, size_t nbytes, tn_er
         }
         Tpusim__V1__BufferChunk *ch = tpusim__v1__buffer_chunk__unpack(NULL, len, buf);
         free(buf);
-        if (!ch || ch->data.len > nbytes - off || (msgs == 0 && ch->total_bytes != (int64_t)nbytes)) bad = 1;
+        if (!ch || ch->data.len > nbytes - off || (msgs == 0 && ch->total_bytes != (int64_t)nbytes) ||
+            (msgs > 0 && ch->data.len == 0))
+            bad = 1;
         else memcpy((char *)dst + off, ch->data.data, ch->data.len), off += ch->data.len;
         tn_msg_free(ch ? &ch->base : NULL);
     }

@@ -10,19 +10,20 @@
 int tn_fail(tn_err *e, int code, const char *fmt, ...)
 {
     if (!e) return code;
-    free(e->msg);
-    e->msg = NULL;
-    e->code = code;
+    /* the new message is made before the old one is freed: it may be one of the arguments */
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0) return code;
-    e->msg = malloc((size_t)n + 1);
-    if (!e->msg) return code;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    char *msg = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (msg) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    free(e->msg);
+    e->msg = msg;
+    e->code = code;
     return code;
 }
 

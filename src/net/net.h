@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---- errors (err.c): gRPC's status codes, a malloc'ed message ---- */
 enum {
@@ -221,6 +222,9 @@ int         tn_service_open_session(tn_service *svc, const uint8_t *req, size_t 
                                     uint8_t **event, size_t *event_len, tn_err *e);
 
 
+/* grpc_init with gRPC's own log lines silenced (TPUSIM_GRPC_LOG=1 shows them) (client.c). */
+void        tn_grpc_init(void);
+
 /* ---- the server (server.c) ---- */
 typedef struct tn_server tn_server;
 typedef struct tn_server_opts {
@@ -264,5 +268,50 @@ int         tn_client_put(tn_client *c, int device, tpu_dtype dt, int rank, cons
                           size_t nbytes, tn_buffer_info *info, tn_err *e);
 /* Downloads a buffer into dst (exactly nbytes). */
 int         tn_client_get(tn_client *c, uint64_t buffer, void *dst, size_t nbytes, tn_err *e);
+
+
+/* ---- TPU names and jobs (registry.c): SQLite at $TPUSIM_HOME/registry.db (default ~/.tpusim) ---- */
+typedef struct tn_registry tn_registry;
+int         tn_registry_open(const char *home, tn_registry **out, tn_err *e);   /* home NULL: $TPUSIM_HOME, ~/.tpusim */
+void        tn_registry_close(tn_registry *r);
+const char *tn_registry_home(const tn_registry *r);
+
+#define TN_HEARTBEAT_S 2.0          /* a server's heartbeat; an entry 5 beats old is checked for health */
+typedef struct tn_tpu_entry {
+    char    name[128], url[300], slice[64], state[16], host[128];
+    int     pid, clients;
+    int64_t hbm_in_use, hbm_total;
+    double  started, heartbeat;     /* seconds since the epoch */
+} tn_tpu_entry;
+/* Registers e->name -> e->url. A name held by a server that still answers is ALREADY_EXISTS (naming it); a
+ * stale holder's entry is taken over (*replaced, if not NULL, says so). */
+int         tn_registry_claim(tn_registry *r, const tn_tpu_entry *e, int *replaced, tn_err *err);
+int         tn_registry_heartbeat(tn_registry *r, const tn_tpu_entry *e, tn_err *err);
+void        tn_registry_release(tn_registry *r, const char *name, int pid);
+int         tn_registry_lookup(tn_registry *r, const char *name, tn_tpu_entry *out, tn_err *err);
+int         tn_registry_list(tn_registry *r, tn_tpu_entry **out, int *n, tn_err *err);
+/* Whether the server at url answers gRPC's health check within timeout_s. */
+int         tn_tpu_healthy(const char *url, double timeout_s, tn_err *err);
+/* The state to show: the entry's own (READY/BUSY) when it answers, UNHEALTHY when not. */
+const char *tn_tpu_state(const tn_tpu_entry *e, double timeout_s);
+/* TPU_NAME -> URL the way the plugin, the CLI and the Python helper do it: the registry's entry, which must
+ * answer its health check. */
+int         tn_resolve(const char *name, char *url, size_t n, tn_err *err);
+
+typedef struct tn_job {
+    int64_t id;
+    char    tpu[128], url[300], state[16];
+    char   *command, *workdir, *data_dir, *model_dir, *artifacts_dir, *message;   /* malloc'ed */
+    int     pid, exit_code;
+    double  created, started, ended;
+} tn_job;
+void        tn_job_clear(tn_job *j);
+int         tn_job_insert(tn_registry *r, tn_job *j, tn_err *err);       /* sets j->id */
+int         tn_job_update(tn_registry *r, const tn_job *j, tn_err *err);   /* state, pid, exit, times, message, dirs */
+int         tn_job_get(tn_registry *r, int64_t id, tn_job *out, tn_err *err);
+int         tn_job_list(tn_registry *r, tn_job **out, int *n, tn_err *err);
+int         tn_job_log_append(tn_registry *r, int64_t id, const char *stream, const char *line, size_t len, tn_err *err);
+/* Log lines after seq (0: from the start) to f; *last gets the last seq written. */
+int         tn_job_log_print(tn_registry *r, int64_t id, int64_t after, FILE *f, int64_t *last, tn_err *err);
 
 #endif

@@ -535,7 +535,7 @@ int tn_server_start(tn_service *svc, const tn_server_opts *o, tn_server **out, t
     s->t_shutdown.kind = TN_TAG_SHUTDOWN;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    grpc_init();
+    tn_grpc_init();
     int rc = tn_server_bind(s, e);
     if (rc) {
         if (s->server) grpc_server_destroy(s->server);
