@@ -158,9 +158,9 @@ demo: deps $(BUILD)/tpusim $(VENV)/.ok
 FUZZ_TARGETS := $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/fuzz_*.c))
 fuzz: deps $(FUZZ_TARGETS)
 # the plugin's target links the plugin's sources and reads its ABI header
-build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(LIB_SRC) $(PJRT_SRC)
+build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(LIB_SRC) $(PJRT_SRC) $(NET_SRC) $(GEN_C)
 	@mkdir -p build/fuzz
-	clang $(CPPFLAGS) -Ithird_party/pjrt -std=c11 -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp=libomp -o $@ $< $(LIB_SRC) $(PJRT_SRC) $(LDLIBS) -ldl
+	clang $(CPPFLAGS) -Ithird_party/pjrt -std=c11 -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp=libomp -o $@ $< $(LIB_SRC) $(PJRT_SRC) $(NET_SRC) $(GEN_C) $(LDLIBS) $(NET_LIBS) -ldl
 # the request decoder of tpusim serve, with the generated protocol code
 build/fuzz/fuzz_net: fuzz/fuzz_net.c src/net/decode.c src/net/err.c $(GEN_C) $(LIB_SRC)
 	@mkdir -p build/fuzz

@@ -233,6 +233,7 @@ void tn_host_free(tn_host *h)
 }
 
 const char *tn_host_slice(const tn_host *h) { return h->slice; }
+const char *tn_host_spec(const tn_host *h) { return h->o.slice ? h->o.slice : "v3-8"; }
 int tn_host_num_devices(const tn_host *h) { return h->ndev; }
 const tpu_chip *tn_host_chip(const tn_host *h) { return h->chip; }
 const tpu_device_info *tn_host_device(const tn_host *h, int d) { return d >= 0 && d < h->ndev ? &h->devs[d] : NULL; }

@@ -72,6 +72,7 @@ typedef struct tn_host_opts {
 int         tn_host_new(const tn_host_opts *o, tn_host **out, tn_err *e);
 void        tn_host_free(tn_host *h);
 const char *tn_host_slice(const tn_host *h);
+const char *tn_host_spec(const tn_host *h);   /* the slice as given (a chip file's path) */
 int         tn_host_num_devices(const tn_host *h);
 const tpu_chip *tn_host_chip(const tn_host *h);
 const tpu_device_info *tn_host_device(const tn_host *h, int d);

@@ -80,6 +80,7 @@ static int tn_system_info(tn_service *svc, Tpusim__V1__SystemInfo *si, void **me
     si->sessions = st.sessions;
     si->state = st.running ? "BUSY" : "READY";
     si->numerics = tn_host_numerics(h) == TPU_NUMERICS_EXACT ? "exact" : "tpu";
+    si->chip_spec = (char *)tn_host_spec(h);
     return TN_OK;
 }
 

@@ -21,7 +21,7 @@ static void pj_shape_str(tpu_dtype t, int rank, const int64_t *dims, char *buf, 
 static PJRT_Error *pj_check_arg(const PJRT_Executable *e, const PJRT_Buffer *b, PJRT_Device *dev, int i)
 {
     if (!b) return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: argument %d is missing", e->name, i);
-    if (b->deleted || !b->t)
+    if (!pj_buffer_live(b))
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: argument %d was %s", e->name, i,
                         b->donated ? "donated to an earlier execution (its buffer was reused)" : "deleted");
     if (b->dev != dev)
@@ -304,6 +304,7 @@ PJRT_Error *pj_execute(PJRT_LoadedExecutable_Execute_Args *a)
             PJRT_Error *err = pj_check_arg(e, a->argument_lists[d][i], devs[d], i);
             if (err) return err;
         }
+    if (e->client->remote) return pj_remote_execute(a, devs, n);
     tpu_tensor ***ins = calloc((size_t)n, sizeof *ins), ***outs = calloc((size_t)n, sizeof *outs);
     tpu_tensor **flat = calloc((size_t)n * (size_t)(e->ninputs + 1), sizeof *flat);
     PJRT_Error *err = !ins || !outs || !flat ? pj_nomem() : NULL;

@@ -13,6 +13,7 @@
  *   pjrt_proto.c     the few protobuf messages the API exchanges (compile options, device assignment)
  *   pjrt_python.c    calls into the Python that hosts the plugin (jaxlib's converter and SPMD partitioner)
  *   pjrt_report.c    what a TPU user sees: the "Found TPU system" line, TPUSIM_PROFILE_DIR, the exit summary
+ *   pjrt_remote.c    remote mode (TPU_NAME / TPU_GRPC_URL): compile, buffers and runs on a `tpusim serve` host
  *
  * Every call is synchronous: when a function returns, its work is done, so every event is born ready.
  * Threads: the framework calls from several threads; a client's shared state is under its mutex. */
@@ -132,6 +133,7 @@ struct PJRT_Client {
     int64_t         live_buffers, live_executables;
     int             summarized;     /* the exit summary was written */
     int             announced;      /* the "Found TPU system" line was printed */
+    struct pj_remote *remote;       /* remote mode (TPU_NAME / TPU_GRPC_URL): pjrt_remote.c; NULL in-process */
 };
 
 /* Environment and slice: TPUSIM_SLICE (default v3-8), TPUSIM_NUMERICS (tpu|exact), TPUSIM_THREADS. */
@@ -155,7 +157,9 @@ struct PJRT_Buffer {
     int          donated;
     int          ext_refs;
     int64_t      ext_dims[TPU_MAX_RANK];
+    uint64_t     remote;     /* remote mode: the server's handle (t stays NULL); 0 otherwise */
 };
+static inline int pj_buffer_live(const PJRT_Buffer *b) { return !b->deleted && (b->t || b->remote); }
 
 tpu_dtype        pj_dtype_from_pjrt(PJRT_Buffer_Type t);
 PJRT_Buffer_Type pj_dtype_to_pjrt(tpu_dtype t);
@@ -214,6 +218,7 @@ struct PJRT_Executable {
     char         *options;           /* the compile options as received */
     size_t        options_len;
     int           note;              /* index in client->notes, or -1 */
+    uint64_t      remote;            /* remote mode: the server's executable (0: none) */
     int           refs;              /* the loaded executable and each PJRT_Executable handle given out */
 };
 
@@ -265,6 +270,20 @@ PJRT_Error *pj_python_frontend(const char *code, size_t len, const char *format,
 void        pj_frontend_result_free(pj_frontend_result *r);
 /* The per-device HLO as StableHLO bytecode (what OptimizedProgram returns as "mlir"), through jaxlib. */
 PJRT_Error *pj_python_optimized_program(const char *hlo, char **out, size_t *len);
+
+/* ---- remote mode (pjrt_remote.c): with TPU_NAME or TPU_GRPC_URL set, the client is a session on a
+ * `tpusim serve` host: programs are compiled, buffers kept and executions run there; what the framework asks
+ * about them (shapes, memory and cost analyses) is answered here from the same program. ---- */
+/* Connects when TPU_GRPC_URL / TPU_NAME say so (else leaves c->remote NULL): *slice gets the server's. */
+PJRT_Error *pj_remote_open(PJRT_Client *c, const char **slice);
+void        pj_remote_close(PJRT_Client *c);
+const char *pj_remote_where(const PJRT_Client *c);                 /* " at grpc://HOST:PORT (TPU NAME)", or "" */
+PJRT_Error *pj_remote_put(PJRT_Buffer *b, tpu_tensor *t);          /* uploads t to b's device (t is freed) */
+PJRT_Error *pj_remote_fetch(const PJRT_Buffer *b, tpu_tensor **out);
+void        pj_remote_delete_buffer(PJRT_Buffer *b);
+PJRT_Error *pj_remote_compile(PJRT_Client *c, PJRT_Executable *e);   /* the server checks, plans and keeps it */
+void        pj_remote_delete_executable(PJRT_Executable *e);
+PJRT_Error *pj_remote_execute(PJRT_LoadedExecutable_Execute_Args *a, PJRT_Device *const *devs, int n);
 
 /* ---- what a TPU user sees (pjrt_report.c) ---- */
 void        pj_report_found_system(PJRT_Client *c);                      /* at first use */
