@@ -56,7 +56,7 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d) $(NET_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin test-net venv jax-tests
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin test-plugin-remote test-net venv jax-tests
 all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
@@ -128,7 +128,8 @@ venv: deps $(VENV)/.ok
 # scripts/run_tests.sh runs each suite and closes with the totals ("N passed, N failed, N skipped").
 test: deps
 	./scripts/run_tests.sh "$(MAKE) --no-print-directory test-unit" "$(MAKE) --no-print-directory test-cli" \
-	    "$(MAKE) --no-print-directory test-plugin"
+	    "$(MAKE) --no-print-directory test-plugin" "$(MAKE) --no-print-directory test-plugin-remote" \
+	    "$(MAKE) --no-print-directory test-net"
 
 test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
@@ -145,6 +146,17 @@ jax-tests: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
 test-plugin: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
 	JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 \
 	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/plugin
+
+# The same suite with the plugin in remote mode: a `tpusim serve` on loopback, reached through TPU_NAME.
+test-plugin-remote: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so $(BUILD)/tpusim
+	JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 \
+	    ./scripts/with_tpu_server.sh $(BUILD)/tpusim $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/plugin
+
+# The network TPU end to end (python/tests/net): servers, names, jobs, tokens, TLS, faults (clients and servers
+# killed). Every server a test starts, the test stops.
+test-net: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so $(BUILD)/tpusim
+	TPUSIM_BIN=$(BUILD)/tpusim JAX_PLATFORMS=tpusim PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so \
+	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/net
 
 # Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK). The plugin
 # is checked under the sanitizers through its ABI (tests/t_pjrt.c); inside Python it runs in the release build.
