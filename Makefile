@@ -56,7 +56,7 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d) $(NET_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin test-plugin-remote test-net venv jax-tests
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin test-plugin-remote test-net bench-net venv jax-tests
 all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
@@ -187,6 +187,12 @@ fuzz-run: fuzz
 
 bench: $(BUILD)/tpusim
 	@echo "see bench/README.md"
+
+# The load test of tpusim serve (bench/README.md): N clients x M executions beside in-process execution.
+$(BUILD)/net_bench: bench/net_bench.c $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a | $(GEN_H)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a $(LDFLAGS) $(LDLIBS) $(NET_LIBS)
+bench-net: $(BUILD)/net_bench $(BUILD)/tpusim
+	$(BUILD)/net_bench --clients $(or $(CLIENTS),8) --execs $(or $(EXECS),200) --server $(BUILD)/tpusim
 
 clean:
 	rm -rf build
