@@ -1,5 +1,5 @@
 /* fuzz_net.c — libFuzzer target for the request decoder of `tpusim serve` (src/net/decode.c): the first byte
- * picks the method (and whether the message is the first of a PutBuffer stream), the rest is the message as it
+ * picks the method (low 7 bits; bit 7 set: not the first message of a stream) (and whether the message is the first of a PutBuffer stream), the rest is the message as it
  * would arrive from the network. Every decoded request is walked field by field the way the service reads it,
  * so a count that disagrees with its array shows up as an out-of-bounds read. Seeds: fuzz/corpus/net/
  * (made by fuzz/net_seeds.py); crashes found become regression files in fuzz/regress/net/.
@@ -34,6 +34,10 @@ static void fuzz_walk(tn_method m, const ProtobufCMessage *msg)
         for (size_t i = 0; i < r->n_device_assignment; i++) s += (uint64_t)r->device_assignment[i];
         for (size_t i = 0; i < r->program.len; i++) s += r->program.data[i];
         s += strlen(r->format) + strlen(r->numerics);
+    } else if (m == TN_M_EXECUTE_STREAM) {
+        const Tpusim__V1__ExecuteStreamRequest *r = (const void *)msg;
+        if (r->execute) fuzz_walk(TN_M_EXECUTE, &r->execute->base);
+        if (r->host_data) s += r->host_data->data.len + (uint64_t)r->host_data->channel;
     } else if (m == TN_M_DELETE) {
         const Tpusim__V1__DeleteRequest *r = (const void *)msg;
         for (size_t i = 0; i < r->n_buffers; i++) s += r->buffers[i];
@@ -45,7 +49,7 @@ static void fuzz_walk(tn_method m, const ProtobufCMessage *msg)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    tn_method m = (tn_method)(data[0] % TN_M_COUNT);
+    tn_method m = (tn_method)((data[0] & 0x7f) % TN_M_COUNT);
     int first = !(data[0] & 0x80);
     tn_err e = {0};
     ProtobufCMessage *msg = tn_decode(m, data + 1, size - 1, first, &e);

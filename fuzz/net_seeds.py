@@ -6,7 +6,7 @@ import struct
 
 SID = b"0123456789abcdef0123456789abcdef"
 M = dict(open_session=0, system_info=1, compile=2, put=3, get=4, execute=5, delete=6, memory=7, profile=8,
-         health=9, watch=10)
+         health=9, watch=10, execute_stream=11)
 
 
 def varint(v):
@@ -48,6 +48,8 @@ seeds = {
     "memory": (M["memory"], f_bytes(1, SID)),
     "profile": (M["profile"], f_bytes(1, SID) + f_int(2, 9) + f_int(3, 5)),
     "health": (M["health"], f_bytes(1, b"tpusim.v1.Tpu")),
+    "execute_stream": (M["execute_stream"], f_bytes(1, f_bytes(1, SID) + f_int(2, 9) + f_bytes(3, f_packed(1, [1, 2])))),
+    "host_data": (M["execute_stream"] | 0x80, f_bytes(2, f_int(1, 0) + f_int(2, 5) + f_bytes(3, bytes(16)))),
 }
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "net")
 os.makedirs(out, exist_ok=True)

@@ -366,6 +366,37 @@ int tn_client_get(tn_client *c, uint64_t buffer, void *dst, size_t nbytes, tn_er
     return rc;
 }
 
+/* ---- streams both ways ---- */
+
+struct tn_stream {
+    tn_cc k;
+};
+
+int tn_stream_open(tn_client *c, tn_method m, tn_stream **out, tn_err *e)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
+    if (tn_cc_start(&(*out)->k, c, m, 0)) {
+        int rc = tn_cc_finish(&(*out)->k, e);
+        free(*out);
+        *out = NULL;
+        return rc ? rc : tn_fail(e, TN_INTERNAL, "could not start a call");
+    }
+    return TN_OK;
+}
+
+int tn_stream_send(tn_stream *s, const ProtobufCMessage *msg) { return tn_cc_send(&s->k, msg, 0); }
+
+int tn_stream_recv(tn_stream *s, uint8_t **buf, size_t *len) { return tn_cc_recv(&s->k, buf, len); }
+
+int tn_stream_finish(tn_stream *s, int cancel, tn_err *e)
+{
+    if (cancel) s->k.broken = 1;
+    int rc = tn_cc_finish(&s->k, e);
+    free(s);
+    return rc;
+}
+
 /* ---- the session stream ---- */
 
 /* The first event of the stream, within the call timeout (at most a minute): 1 with bytes, else -1. */

@@ -15,7 +15,7 @@ static const char *const tn_paths[TN_M_COUNT] = {
     [TN_M_GET_BUFFER] = "/tpusim.v1.Tpu/GetBuffer",       [TN_M_EXECUTE] = "/tpusim.v1.Tpu/Execute",
     [TN_M_DELETE] = "/tpusim.v1.Tpu/Delete",              [TN_M_MEMORY_REPORT] = "/tpusim.v1.Tpu/MemoryReport",
     [TN_M_PROFILE_REPORT] = "/tpusim.v1.Tpu/ProfileReport", [TN_M_HEALTH_CHECK] = "/grpc.health.v1.Health/Check",
-    [TN_M_HEALTH_WATCH] = "/grpc.health.v1.Health/Watch",
+    [TN_M_HEALTH_WATCH] = "/grpc.health.v1.Health/Watch",     [TN_M_EXECUTE_STREAM] = "/tpusim.v1.Tpu/ExecuteStream",
 };
 
 static const ProtobufCMessageDescriptor *const tn_req_desc[TN_M_COUNT] = {
@@ -30,6 +30,7 @@ static const ProtobufCMessageDescriptor *const tn_req_desc[TN_M_COUNT] = {
     [TN_M_PROFILE_REPORT] = &tpusim__v1__profile_report_request__descriptor,
     [TN_M_HEALTH_CHECK] = &grpc__health__v1__health_check_request__descriptor,
     [TN_M_HEALTH_WATCH] = &grpc__health__v1__health_check_request__descriptor,
+    [TN_M_EXECUTE_STREAM] = &tpusim__v1__execute_stream_request__descriptor,
 };
 
 int tn_method_from_path(const char *path, size_t len)
@@ -146,6 +147,21 @@ static int tn_v_execute(const Tpusim__V1__ExecuteRequest *r, tn_err *e)
     return TN_OK;
 }
 
+/* The first message carries the ExecuteRequest; later ones answer the run's recvs. */
+static int tn_v_execute_stream(const Tpusim__V1__ExecuteStreamRequest *r, int first, tn_err *e)
+{
+    if (first) {
+        if (!r->execute || r->host_data)
+            return tn_fail(e, TN_INVALID_ARGUMENT, "ExecuteStreamRequest.execute: the first message must be the ExecuteRequest alone");
+        return tn_v_execute(r->execute, e);
+    }
+    if (r->execute || !r->host_data)
+        return tn_fail(e, TN_INVALID_ARGUMENT, "ExecuteStreamRequest.host_data: after the first message, only host data");
+    if (r->host_data->device < 0 || r->host_data->device >= TN_MAX_DEVICES)
+        return tn_fail(e, TN_INVALID_ARGUMENT, "ExecuteStreamRequest.host_data.device: %d", r->host_data->device);
+    return TN_OK;
+}
+
 static int tn_v_session_opt(const char *sess, const char *pre, tn_err *e)
 {
     if (!*sess || !tn_check_session(sess, e)) return TN_OK;
@@ -165,6 +181,7 @@ static int tn_validate(tn_method m, const ProtobufCMessage *msg, int first, tn_e
     case TN_M_COMPILE: return tn_v_compile((const void *)msg, e);
     case TN_M_PUT_BUFFER: return tn_v_put((const void *)msg, first, e);
     case TN_M_EXECUTE: return tn_v_execute((const void *)msg, e);
+    case TN_M_EXECUTE_STREAM: return tn_v_execute_stream((const void *)msg, first, e);
     case TN_M_GET_BUFFER: {
         const Tpusim__V1__GetBufferRequest *r = (const void *)msg;
         if (tn_check_session(r->session, e)) return tn_fail(e, TN_INVALID_ARGUMENT, "GetBufferRequest.%s", tn_err_msg(e));

@@ -807,7 +807,7 @@ static int tn_run_check(tn_run *run, const tn_exec_req *r, tn_err *e)
     return TN_OK;
 }
 
-static int tn_run_exec(tn_run *run, tn_err *e)
+static int tn_run_exec(tn_run *run, const tpu_host_io *host, tn_err *e)
 {
     tn_host *h = run->h;
     tn_exe *x = run->x;
@@ -817,6 +817,7 @@ static int tn_run_exec(tn_run *run, tn_err *e)
     tpu_run_opts o = tpu_run_opts_default();
     o.numerics = x->num;
     o.threads = h->o.threads;
+    o.host = host;
     tpu_ctx *ctx = tpu_ctx_new();
     if (!ctx) return tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
     tpu_status st;
@@ -935,7 +936,7 @@ int tn_host_execute(tn_host *h, const char *sid, const tn_exec_req *r, tn_exec_r
     }
     if (!rc) {
         double t0 = tn_now();
-        rc = tn_run_exec(&run, e);
+        rc = tn_run_exec(&run, r->host, e);
         res->run_s = tn_now() - t0;
         res->ndevices = run.n, res->noutputs = run.x->nout;
         res->outputs = calloc((size_t)run.n * (size_t)run.x->nout + 1, sizeof *res->outputs);

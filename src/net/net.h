@@ -145,6 +145,7 @@ typedef struct tn_exec_req {
     const int      *devices;               /* where to run, or NULL: as compiled */
     const int64_t  *non_donatable;
     int             nnon_donatable;
+    const tpu_host_io *host;               /* host transfers (ExecuteStream), or NULL */
 } tn_exec_req;
 typedef struct tn_exec_result {
     int             ndevices, noutputs;
@@ -184,7 +185,7 @@ void        tn_profile_info_free(tn_profile_info *p);
 typedef struct ProtobufCMessage ProtobufCMessage;
 typedef enum tn_method {
     TN_M_OPEN_SESSION, TN_M_SYSTEM_INFO, TN_M_COMPILE, TN_M_PUT_BUFFER, TN_M_GET_BUFFER, TN_M_EXECUTE, TN_M_DELETE,
-    TN_M_MEMORY_REPORT, TN_M_PROFILE_REPORT, TN_M_HEALTH_CHECK, TN_M_HEALTH_WATCH, TN_M_COUNT
+    TN_M_MEMORY_REPORT, TN_M_PROFILE_REPORT, TN_M_HEALTH_CHECK, TN_M_HEALTH_WATCH, TN_M_EXECUTE_STREAM, TN_M_COUNT
 } tn_method;
 #define TN_MAX_MESSAGE   (64 << 20)   /* bytes of one message, either way */
 #define TN_CHUNK         (4 << 20)    /* bytes of data per transfer message */
@@ -267,6 +268,13 @@ int         tn_client_unary(tn_client *c, tn_method m, const ProtobufCMessage *r
 /* Uploads an array to a device in chunks; *info gets the server's handle. */
 int         tn_client_put(tn_client *c, int device, tpu_dtype dt, int rank, const int64_t *dims, const void *data,
                           size_t nbytes, tn_buffer_info *info, tn_err *e);
+/* A call with messages both ways (ExecuteStream): send, receive (1 with a malloc'ed *buf, 0 at the end, -1
+ * failed), then finish, which closes the client's side, waits for the status and frees the stream. */
+typedef struct tn_stream tn_stream;
+int         tn_stream_open(tn_client *c, tn_method m, tn_stream **out, tn_err *e);
+int         tn_stream_send(tn_stream *s, const ProtobufCMessage *msg);
+int         tn_stream_recv(tn_stream *s, uint8_t **buf, size_t *len);
+int         tn_stream_finish(tn_stream *s, int cancel, tn_err *e);   /* cancel: end it now (a local failure) */
 /* Downloads a buffer into dst (exactly nbytes). */
 int         tn_client_get(tn_client *c, uint64_t buffer, void *dst, size_t nbytes, tn_err *e);
 

@@ -223,68 +223,239 @@ static int tn_h_get(tn_service *svc, tn_call *c, tn_err *e)
 
 /* ---- execute ---- */
 
-static int tn_exec_send(tn_call *c, const tn_exec_result *res, tn_err *e)
+typedef struct tn_exec_msg {
+    Tpusim__V1__ExecuteResponse resp;
+    Tpusim__V1__OutputList     *lists, **lp;
+    Tpusim__V1__BufferInfo     *bi, **bp;
+} tn_exec_msg;
+
+static void tn_exec_msg_free(tn_exec_msg *m)
+{
+    free(m->lists);
+    free(m->lp);
+    free(m->bi);
+    free(m->bp);
+}
+
+/* The ExecuteResponse of a run (pointing into res). */
+static int tn_exec_msg_make(const tn_exec_result *res, tn_exec_msg *m)
 {
     int n = res->ndevices, k = res->noutputs;
-    Tpusim__V1__ExecuteResponse resp = TPUSIM__V1__EXECUTE_RESPONSE__INIT;
-    Tpusim__V1__OutputList *lists = calloc((size_t)n + 1, sizeof *lists);
-    Tpusim__V1__OutputList **lp = calloc((size_t)n + 1, sizeof *lp);
-    Tpusim__V1__BufferInfo *bi = calloc((size_t)n * (size_t)k + 1, sizeof *bi);
-    Tpusim__V1__BufferInfo **bp = calloc((size_t)n * (size_t)k + 1, sizeof *bp);
-    int rc = !lists || !lp || !bi || !bp ? tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory") : TN_OK;
-    for (int d = 0; !rc && d < n; d++) {
-        tpusim__v1__output_list__init(&lists[d]);
+    memset(m, 0, sizeof *m);
+    tpusim__v1__execute_response__init(&m->resp);
+    m->lists = calloc((size_t)n + 1, sizeof *m->lists);
+    m->lp = calloc((size_t)n + 1, sizeof *m->lp);
+    m->bi = calloc((size_t)n * (size_t)k + 1, sizeof *m->bi);
+    m->bp = calloc((size_t)n * (size_t)k + 1, sizeof *m->bp);
+    if (!m->lists || !m->lp || !m->bi || !m->bp) return tn_exec_msg_free(m), -1;
+    for (int d = 0; d < n; d++) {
+        tpusim__v1__output_list__init(&m->lists[d]);
         for (int i = 0; i < k; i++) {
-            tn_buffer_msg(&res->outputs[d * k + i], &bi[d * k + i]);
-            bp[d * k + i] = &bi[d * k + i];
+            tn_buffer_msg(&res->outputs[d * k + i], &m->bi[d * k + i]);
+            m->bp[d * k + i] = &m->bi[d * k + i];
         }
-        lists[d].outputs = bp + (size_t)d * (size_t)k;
-        lists[d].n_outputs = (size_t)k;
-        lp[d] = &lists[d];
+        m->lists[d].outputs = m->bp + (size_t)d * (size_t)k;
+        m->lists[d].n_outputs = (size_t)k;
+        m->lp[d] = &m->lists[d];
     }
-    if (!rc) {
-        resp.results = lp;
-        resp.n_results = (size_t)n;
-        resp.donated = res->donated;
-        resp.n_donated = (size_t)res->ndonated;
-        resp.run_seconds = res->run_s;
-        rc = tn_send(c, &resp.base, e);
+    m->resp.results = m->lp;
+    m->resp.n_results = (size_t)n;
+    m->resp.donated = res->donated;
+    m->resp.n_donated = (size_t)res->ndonated;
+    m->resp.run_seconds = res->run_s;
+    return 0;
+}
+
+/* Results the client will never know about (it went away): dropped. */
+static void tn_exec_drop(tn_service *svc, const char *session, const tn_exec_result *res)
+{
+    int dropped, n = res->ndevices * res->noutputs;
+    uint64_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    for (int i = 0; ids && i < n; i++) ids[i] = res->outputs[i].id;
+    if (ids) tn_host_delete(svc->host, session, ids, n, NULL, 0, &dropped, NULL);
+    free(ids);
+}
+
+/* The request's handles as the host takes them (args: malloc'ed). */
+static int tn_exec_unpack(const Tpusim__V1__ExecuteRequest *r, tn_exec_req *xr, uint64_t **args, int *devs, tn_err *e)
+{
+    int n = (int)r->n_arguments, k = (int)r->arguments[0]->n_buffers;
+    *args = calloc((size_t)n * (size_t)k + 1, sizeof **args);
+    if (!*args) return tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
+    for (int d = 0; d < n; d++) {
+        memcpy(*args + (size_t)d * (size_t)k, r->arguments[d]->buffers, (size_t)k * sizeof **args);
+        if (r->n_devices) devs[d] = r->devices[d];
     }
-    free(lists);
-    free(lp);
-    free(bi);
-    free(bp);
-    return rc;
+    *xr = (tn_exec_req){.executable = r->executable, .ndevices = n, .nargs = k, .args = *args,
+                        .devices = r->n_devices ? devs : NULL, .non_donatable = r->non_donatable,
+                        .nnon_donatable = (int)r->n_non_donatable};
+    return TN_OK;
 }
 
 static int tn_h_execute(tn_service *svc, tn_call *c, tn_err *e)
 {
     Tpusim__V1__ExecuteRequest *r = (void *)tn_recv_req(c, TN_M_EXECUTE, 1, e);
     if (!r) return e->code;
-    int n = (int)r->n_arguments, k = (int)r->arguments[0]->n_buffers;
-    uint64_t *args = calloc((size_t)n * (size_t)k + 1, sizeof *args);
+    uint64_t *args = NULL;
     int devs[TN_MAX_DEVICES];
-    int rc = args ? TN_OK : tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
-    for (int d = 0; !rc && d < n; d++) {
-        memcpy(args + (size_t)d * (size_t)k, r->arguments[d]->buffers, (size_t)k * sizeof *args);
-        if (r->n_devices) devs[d] = r->devices[d];
-    }
-    tn_exec_req xr = {.executable = r->executable, .ndevices = n, .nargs = k, .args = args,
-                      .devices = r->n_devices ? devs : NULL, .non_donatable = r->non_donatable,
-                      .nnon_donatable = (int)r->n_non_donatable};
+    tn_exec_req xr;
     tn_exec_result res;
+    int rc = tn_exec_unpack(r, &xr, &args, devs, e);
     if (!rc) rc = tn_host_execute(svc->host, r->session, &xr, &res, e);
     if (!rc) {
-        rc = tn_exec_send(c, &res, e);
-        if (rc) {   /* the client will never know these handles: drop them */
-            int dropped;
-            uint64_t *ids = malloc(((size_t)res.ndevices * (size_t)res.noutputs + 1) * sizeof *ids);
-            for (int i = 0; ids && i < res.ndevices * res.noutputs; i++) ids[i] = res.outputs[i].id;
-            if (ids) tn_host_delete(svc->host, r->session, ids, res.ndevices * res.noutputs, NULL, 0, &dropped, NULL);
-            free(ids);
-        }
+        tn_exec_msg m;
+        rc = tn_exec_msg_make(&res, &m) ? tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory") : tn_send(c, &m.resp.base, e);
+        if (rc) tn_exec_drop(svc, r->session, &res);
+        tn_exec_msg_free(&m);
         tn_exec_result_free(&res);
     }
+    free(args);
+    tn_msg_free(&r->base);
+    return rc;
+}
+
+/* ---- execute with host transfers: the run on its own thread, this one reading the client's answers ---- */
+
+#define TN_XS_PENDING 64
+
+typedef struct tn_xs {
+    tn_service     *svc;
+    tn_call        *c;
+    const char     *session;
+    tn_exec_req     xr;
+    tn_exec_result  res;
+    int             rc;
+    tn_err          e;
+    pthread_mutex_t send_mu;     /* one event at a time */
+    pthread_mutex_t mu;          /* the answers below */
+    pthread_cond_t  cv;
+    int             gone;        /* no more answers will come */
+    Tpusim__V1__ExecuteStreamRequest *answers[TN_XS_PENDING];
+    int             nanswers;
+} tn_xs;
+
+static tpu_status tn_xs_event(tn_xs *x, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v, int recv)
+{
+    Tpusim__V1__HostTransfer t = TPUSIM__V1__HOST_TRANSFER__INIT;
+    Tpusim__V1__ExecuteStreamEvent ev = TPUSIM__V1__EXECUTE_STREAM_EVENT__INIT;
+    t.device = device;
+    t.channel = ch;
+    t.dtype = (char *)tpu_dtype_name(tpu_tensor_dtype(v));
+    t.dims = (int64_t *)tpu_tensor_dims(v);
+    t.n_dims = (size_t)tpu_tensor_rank(v);
+    if (!recv) t.data.data = (uint8_t *)tpu_tensor_cdata(v), t.data.len = tpu_tensor_nbytes(v);
+    if (recv) ev.recv = &t;
+    else ev.send = &t;
+    pthread_mutex_lock(&x->send_mu);
+    int fail = tn_call_send(x->c, &ev.base);
+    pthread_mutex_unlock(&x->send_mu);
+    return fail ? tpu_set_error(ctx, TPU_ERR_IO, "the client went away during a host transfer (channel %lld)", (long long)ch) : TPU_OK;
+}
+
+static tpu_status tn_xs_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v)
+{
+    return tn_xs_event(user, ctx, device, ch, v, 0);
+}
+
+/* Asks the client for a recv's array and waits for its answer (matched by device and channel). */
+static tpu_status tn_xs_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v)
+{
+    tn_xs *x = user;
+    tpu_status st = tn_xs_event(x, ctx, device, ch, v, 1);
+    if (st) return st;
+    Tpusim__V1__ExecuteStreamRequest *a = NULL;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        for (int i = 0; !a && i < x->nanswers; i++)
+            if (x->answers[i]->host_data->device == device && x->answers[i]->host_data->channel == ch) {
+                a = x->answers[i];
+                x->answers[i] = x->answers[--x->nanswers];
+            }
+        if (a || x->gone) break;
+        pthread_cond_wait(&x->cv, &x->mu);
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (!a) return tpu_set_error(ctx, TPU_ERR_IO, "the client went away before answering a host recv (channel %lld)", (long long)ch);
+    size_t want = tpu_tensor_nbytes(v);
+    if (a->host_data->data.len != want) st = tpu_set_error(ctx, TPU_ERR_INVALID, "ExecuteStreamRequest.host_data.data: %zu bytes for "
+                                                           "a recv of %zu (channel %lld)", a->host_data->data.len, want, (long long)ch);
+    else memcpy(tpu_tensor_data(v), a->host_data->data.data, want);
+    tn_msg_free(&a->base);
+    return st;
+}
+
+static void *tn_xs_run(void *arg)
+{
+    tn_xs *x = arg;
+    tpu_host_io io = {x, tn_xs_send, tn_xs_recv};
+    x->xr.host = &io;
+    x->rc = tn_host_execute(x->svc->host, x->session, &x->xr, &x->res, &x->e);
+    Tpusim__V1__ExecuteStreamEvent ev = TPUSIM__V1__EXECUTE_STREAM_EVENT__INIT;
+    tn_exec_msg m;
+    int made = !x->rc && !tn_exec_msg_make(&x->res, &m);
+    ev.finished = 1;
+    if (made) ev.result = &m.resp;
+    pthread_mutex_lock(&x->send_mu);
+    int fail = tn_call_send(x->c, &ev.base);
+    pthread_mutex_unlock(&x->send_mu);
+    if (!x->rc && (fail || !made)) {
+        tn_exec_drop(x->svc, x->session, &x->res);
+        x->rc = tn_fail(&x->e, made ? TN_CANCELLED : TN_RESOURCE_EXHAUSTED, made ? "the client went away" : "out of host memory");
+    }
+    if (made) tn_exec_msg_free(&m);
+    if (!x->rc) tn_exec_result_free(&x->res);
+    return NULL;
+}
+
+/* Reads the client's answers until it closes its side (after the finished event) or goes away. */
+static void tn_xs_read(tn_xs *x)
+{
+    for (;;) {
+        const uint8_t *buf;
+        size_t len;
+        if (tn_call_recv(x->c, &buf, &len) <= 0) break;
+        tn_err de = {0};
+        Tpusim__V1__ExecuteStreamRequest *a = (void *)tn_decode(TN_M_EXECUTE_STREAM, buf, len, 0, &de);
+        tn_err_clear(&de);
+        pthread_mutex_lock(&x->mu);
+        int full = x->nanswers == TN_XS_PENDING;
+        if (a && !full) x->answers[x->nanswers++] = a;
+        pthread_cond_broadcast(&x->cv);
+        pthread_mutex_unlock(&x->mu);
+        if (!a || full) {   /* a client that breaks the protocol gets no more answers in */
+            tn_msg_free(a ? &a->base : NULL);
+            break;
+        }
+    }
+    pthread_mutex_lock(&x->mu);
+    x->gone = 1;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+}
+
+static int tn_h_execute_stream(tn_service *svc, tn_call *c, tn_err *e)
+{
+    Tpusim__V1__ExecuteStreamRequest *r = (void *)tn_recv_req(c, TN_M_EXECUTE_STREAM, 1, e);
+    if (!r) return e->code;
+    tn_xs x = {.svc = svc, .c = c, .session = r->execute->session};
+    uint64_t *args = NULL;
+    int devs[TN_MAX_DEVICES];
+    int rc = tn_exec_unpack(r->execute, &x.xr, &args, devs, e);
+    pthread_t th;
+    pthread_mutex_init(&x.send_mu, NULL);
+    pthread_mutex_init(&x.mu, NULL);
+    pthread_cond_init(&x.cv, NULL);
+    if (!rc && pthread_create(&th, NULL, tn_xs_run, &x)) rc = tn_fail(e, TN_RESOURCE_EXHAUSTED, "no thread for the run");
+    if (!rc) {
+        tn_xs_read(&x);
+        pthread_join(th, NULL);
+        rc = x.rc ? tn_fail(e, x.rc, "%s", tn_err_msg(&x.e)) : TN_OK;
+    }
+    for (int i = 0; i < x.nanswers; i++) tn_msg_free(&x.answers[i]->base);
+    tn_err_clear(&x.e);
+    pthread_mutex_destroy(&x.send_mu);
+    pthread_mutex_destroy(&x.mu);
+    pthread_cond_destroy(&x.cv);
     free(args);
     tn_msg_free(&r->base);
     return rc;
@@ -395,6 +566,7 @@ int tn_service_handle(tn_service *svc, tn_method m, tn_call *c, tn_err *e)
     case TN_M_PUT_BUFFER: return tn_h_put(svc, c, e);
     case TN_M_GET_BUFFER: return tn_h_get(svc, c, e);
     case TN_M_EXECUTE: return tn_h_execute(svc, c, e);
+    case TN_M_EXECUTE_STREAM: return tn_h_execute_stream(svc, c, e);
     case TN_M_DELETE: return tn_h_delete(svc, c, e);
     case TN_M_MEMORY_REPORT: return tn_h_memory(svc, c, e);
     case TN_M_PROFILE_REPORT: return tn_h_profile(svc, c, e);

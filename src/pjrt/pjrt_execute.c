@@ -75,11 +75,6 @@ static PJRT_Error *pj_system(PJRT_Client *c, int n, tpu_system **out)
 
 /* ---- host transfers: the framework's send and recv callbacks of this execution ---- */
 
-typedef struct pj_host {
-    const PJRT_ExecuteOptions *o;
-    int                        ndev;
-} pj_host;
-
 static PJRT_Error *pj_callback_error(PJRT_Error_Code code, const char *msg, size_t n)
 {
     return pj_error(code, "%.*s", (int)n, msg ? msg : "");
@@ -104,7 +99,7 @@ static tpu_status pj_host_fail(tpu_ctx *ctx, PJRT_Error *e, const char *what, in
     return st;
 }
 
-static tpu_status pj_host_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v)
+tpu_status pj_host_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v)
 {
     const pj_host *h = user;
     for (size_t i = 0; h->o && h->o->send_callbacks && device < h->ndev && i < h->o->num_send_ops; i++) {
@@ -133,7 +128,7 @@ static void pj_stream_unref(PJRT_CopyToDeviceStream *s)
     free(s);
 }
 
-static tpu_status pj_host_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v)
+tpu_status pj_host_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v)
 {
     const pj_host *h = user;
     for (size_t i = 0; h->o && h->o->recv_callbacks && device < h->ndev && i < h->o->num_recv_ops; i++) {

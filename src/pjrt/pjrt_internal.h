@@ -170,6 +170,15 @@ void        pj_buffer_release(PJRT_Buffer *b);    /* frees the tensor and its HB
 /* ---- host transfers: jax's host callbacks (pjrt_execute.c) ----
  * A recv asks the framework's recv callback for data through a stream the framework fills with chunks
  * (possibly from another thread) and destroys when it is done with it: two owners, counted. */
+/* An execution's host transfers go to the framework's send/recv callbacks (user: a pj_host); remote mode
+ * calls them for the transfers the TPU host streams back. */
+typedef struct pj_host {
+    const PJRT_ExecuteOptions *o;
+    int                        ndev;
+} pj_host;
+tpu_status pj_host_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v);
+tpu_status pj_host_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v);
+
 struct PJRT_CopyToDeviceStream {
     pthread_mutex_t mu;
     pthread_cond_t  cv;

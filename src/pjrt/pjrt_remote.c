@@ -277,14 +277,91 @@ static PJRT_Error *pj_remote_results(PJRT_LoadedExecutable_Execute_Args *a, PJRT
     return err;
 }
 
+/* ---- execute with host transfers (ExecuteStream) ---- */
+
+/* One transfer the TPU host streamed back: a send handed to the framework's callback, a recv answered with
+ * what the framework's callback filled in. A callback's failure is kept in cb_err: the run goes on (the
+ * framework zero-fills a failed recv, as in-process) and fails at the end with it. */
+static PJRT_Error *pj_remote_transfer(tn_stream *s, pj_host *host, const Tpusim__V1__HostTransfer *t, int recv, char *cb_err,
+                                      size_t cb_n)
+{
+    tpu_dtype dt = tn_array_dtype(t->dtype);
+    if (dt == TPU_INVALID || t->n_dims > TPU_MAX_RANK)
+        return pj_error(PJRT_Error_Code_DATA_LOSS, "the TPU host streamed a transfer of type '%s' rank %zu", t->dtype, t->n_dims);
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_tensor *v = NULL;
+    tpu_status st = ctx ? tpu_tensor_new(ctx, dt, (int)t->n_dims, t->dims, &v) : TPU_ERR_NOMEM;
+    PJRT_Error *err = st ? pj_error_tpu(ctx, st, "host transfer") : NULL;
+    if (!err && !recv && t->data.len != tpu_tensor_nbytes(v))
+        err = pj_error(PJRT_Error_Code_DATA_LOSS, "a host send of %zu bytes for an array of %zu", t->data.len, tpu_tensor_nbytes(v));
+    if (!err) {
+        if (!recv) memcpy(tpu_tensor_data(v), t->data.data, t->data.len);
+        st = recv ? pj_host_recv(host, ctx, t->device, t->channel, v) : pj_host_send(host, ctx, t->device, t->channel, v);
+        if (st && !cb_err[0]) snprintf(cb_err, cb_n, "%s", tpu_errmsg(ctx));
+    }
+    if (!err && recv) {
+        Tpusim__V1__HostData hd = TPUSIM__V1__HOST_DATA__INIT;
+        Tpusim__V1__ExecuteStreamRequest q = TPUSIM__V1__EXECUTE_STREAM_REQUEST__INIT;
+        hd.device = t->device;
+        hd.channel = t->channel;
+        hd.data.data = tpu_tensor_data(v);
+        hd.data.len = tpu_tensor_nbytes(v);
+        q.host_data = &hd;
+        if (tn_stream_send(s, &q.base)) err = pj_error(PJRT_Error_Code_UNAVAILABLE, "the TPU host went away during a host transfer");
+    }
+    tpu_tensor_free(v);
+    tpu_ctx_free(ctx);
+    return err;
+}
+
+/* Runs q on the host, serving its host transfers; *fin gets the finished event (with the result). */
+static PJRT_Error *pj_remote_execute_stream(PJRT_LoadedExecutable_Execute_Args *a, int n, Tpusim__V1__ExecuteRequest *q,
+                                            Tpusim__V1__ExecuteStreamEvent **fin)
+{
+    PJRT_Executable *e = a->executable->exe;
+    pj_host host = {a->options, n};
+    tn_stream *s = NULL;
+    tn_err te = {0};
+    *fin = NULL;
+    if (tn_stream_open(e->client->remote->cli, TN_M_EXECUTE_STREAM, &s, &te)) return pj_remote_error(&te, NULL);
+    Tpusim__V1__ExecuteStreamRequest first = TPUSIM__V1__EXECUTE_STREAM_REQUEST__INIT;
+    first.execute = q;
+    PJRT_Error *err = NULL;
+    char cb_err[2048] = "";
+    for (int got = tn_stream_send(s, &first.base) ? -1 : 1; got > 0 && !err && !*fin;) {   /* each transfer, then the end */
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if ((got = tn_stream_recv(s, &buf, &len)) <= 0) break;
+        Tpusim__V1__ExecuteStreamEvent *ev = tpusim__v1__execute_stream_event__unpack(NULL, len, buf);
+        free(buf);
+        if (!ev) err = pj_error(PJRT_Error_Code_DATA_LOSS, "%s: an event from the TPU host does not decode", e->name);
+        else if (ev->finished) *fin = ev, ev = NULL;
+        else if (ev->send || ev->recv) err = pj_remote_transfer(s, &host, ev->send ? ev->send : ev->recv, !ev->send, cb_err, sizeof cb_err);
+        tn_msg_free(ev ? &ev->base : NULL);
+    }
+    int rc = tn_stream_finish(s, err != NULL, &te);
+    if (!err && rc) err = pj_remote_error(&te, NULL);
+    tn_err_clear(&te);
+    if (!err && (!*fin || !(*fin)->result)) err = pj_error(PJRT_Error_Code_DATA_LOSS, "%s: the TPU host ended the run without its results", e->name);
+    if (!err && cb_err[0]) {   /* as in-process: the run's error is the callback's */
+        const Tpusim__V1__ExecuteResponse *r = (*fin)->result;
+        for (size_t d = 0; d < r->n_results; d++)
+            for (size_t i = 0; i < r->results[d]->n_outputs; i++)
+                pj_remote_delete(e->client->remote, &r->results[d]->outputs[i]->buffer, 1, 0);
+        err = pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: %s", e->name, cb_err);
+    }
+    if (err && *fin) {
+        tn_msg_free(&(*fin)->base);
+        *fin = NULL;
+    }
+    return err;
+}
+
 PJRT_Error *pj_remote_execute(PJRT_LoadedExecutable_Execute_Args *a, PJRT_Device *const *devs, int n)
 {
     PJRT_Executable *e = a->executable->exe;
     const PJRT_ExecuteOptions *o = a->options;
-    if (o && (o->num_send_ops || o->num_recv_ops))
-        return pj_error(PJRT_Error_Code_UNIMPLEMENTED,
-                        "%s: host callbacks (jax.debug.print, pure_callback, io_callback) do not reach across the network: "
-                        "run this program in-process (unset TPU_NAME and TPU_GRPC_URL)", e->name);
+    int host_io = o && (o->num_send_ops || o->num_recv_ops);
     Tpusim__V1__ExecuteRequest q = TPUSIM__V1__EXECUTE_REQUEST__INIT;
     Tpusim__V1__ArgumentList *lists = calloc((size_t)n, sizeof *lists);
     Tpusim__V1__ArgumentList **lp = calloc((size_t)n, sizeof *lp);
@@ -293,11 +370,14 @@ PJRT_Error *pj_remote_execute(PJRT_LoadedExecutable_Execute_Args *a, PJRT_Device
     PJRT_Error *err = !lists || !lp || !ids || !dev_ids ? pj_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "tpusim: out of host memory")
                                                         : pj_remote_request(a, devs, n, &q, lists, lp, ids, dev_ids);
     ProtobufCMessage *resp = NULL;
+    Tpusim__V1__ExecuteStreamEvent *fin = NULL;
     tn_err te = {0};
-    if (!err && tn_client_unary(e->client->remote->cli, TN_M_EXECUTE, &q.base, &tpusim__v1__execute_response__descriptor,
-                                &resp, 0, &te))
+    if (!err && host_io) err = pj_remote_execute_stream(a, n, &q, &fin);
+    else if (!err && tn_client_unary(e->client->remote->cli, TN_M_EXECUTE, &q.base, &tpusim__v1__execute_response__descriptor,
+                                     &resp, 0, &te))
         err = pj_remote_error(&te, NULL);
-    if (!err) err = pj_remote_results(a, devs, n, (const void *)resp);
+    if (!err) err = pj_remote_results(a, devs, n, fin ? fin->result : (const void *)resp);
+    tn_msg_free(fin ? &fin->base : NULL);
     for (int d = 0; !err && d < n && a->device_complete_events; d++) a->device_complete_events[d] = pj_event_ready(NULL);
     tn_msg_free(resp);
     free(lists);

@@ -80,8 +80,6 @@ def test_out_of_memory_at_compile_time_in_the_tpu_compilers_words(tpu):
     assert "Largest program allocations in hbm" in msg and "f32[4294967296]" in msg
 
 
-@pytest.mark.skipif(bool(os.environ.get("TPU_NAME") or os.environ.get("TPU_GRPC_URL")),
-                    reason="remote mode (TPU_NAME/TPU_GRPC_URL): host callbacks do not reach across the network")
 def test_host_callbacks_run_on_the_host(tpu, capfd):
     """jax.debug.print and jax.pure_callback: the program's sends and receives reach the framework's host
     callbacks, also inside a loop and on every device of a partitioned program; a failing callback fails the
