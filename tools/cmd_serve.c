@@ -59,7 +59,12 @@ static int serve_parse(int argc, char **argv, serve_opts *o)
         if (cli_is_help(argv[i])) return serve_usage(stdout), -1;
         if ((v = cli_opt_value(argc, argv, &i, "--slice"))) o->host.slice = v;
         else if ((v = cli_opt_value(argc, argv, &i, "--name"))) o->name = v;
-        else if ((v = cli_opt_value(argc, argv, &i, "--port"))) o->srv.port = atoi(v);
+        else if ((v = cli_opt_value(argc, argv, &i, "--port"))) {
+            char *end;
+            long p = strtol(v, &end, 10);
+            if (*end || end == v || p < 0 || p > 65535) return fprintf(stderr, "tpusim serve: --port %s: 0 to 65535\n", v), 2;
+            o->srv.port = (int)p;
+        }
         else if ((v = cli_opt_value(argc, argv, &i, "--bind"))) o->srv.bind = v;
         else if ((v = cli_opt_value(argc, argv, &i, "--token"))) o->srv.token = v;
         else if ((v = cli_opt_value(argc, argv, &i, "--tls-cert"))) o->srv.tls_cert = v;
@@ -74,7 +79,6 @@ static int serve_parse(int argc, char **argv, serve_opts *o)
         } else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
         else return fprintf(stderr, "tpusim serve: unknown option '%s' (tpusim serve --help)\n", argv[i]), 2;
     }
-    if (o->srv.port < 0 || o->srv.port > 65535) return fprintf(stderr, "tpusim serve: --port %d: 0 to 65535\n", o->srv.port), 2;
     if (o->idle_s <= 0) return fprintf(stderr, "tpusim serve: --idle-timeout must be positive seconds\n"), 2;
     if (o->name && (!*o->name || strlen(o->name) > 100 || strspn(o->name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != strlen(o->name)))
         return fprintf(stderr, "tpusim serve: --name '%s': letters, digits, '-', '_' and '.' (at most 100)\n", o->name), 2;
@@ -116,6 +120,7 @@ static void serve_entry(const serve_opts *o, tn_host *h, const char *url, double
 /* Until a signal (or --max-seconds): heartbeats into the registry, idle sessions expired. */
 static void serve_loop(const serve_opts *o, tn_host *h, tn_server *srv, tn_registry *reg, const char *url)
 {
+    int lost = 0;   /* another server took the name over: stop heartbeating (said once) */
     double t0 = tn_now(), started = tn_wall(), beat = 0;
     while (!serve_stop && (o->max_s <= 0 || tn_now() - t0 < o->max_s)) {
         struct timespec ts = {0, 100 * 1000 * 1000};
@@ -124,11 +129,13 @@ static void serve_loop(const serve_opts *o, tn_host *h, tn_server *srv, tn_regis
         beat = tn_now();
         int n = tn_server_expire_idle(srv, o->idle_s);
         if (n && !o->quiet) fprintf(stderr, "tpusim serve: %d idle session%s ended (--idle-timeout %.0f s)\n", n, n == 1 ? "" : "s", o->idle_s);
-        if (!reg) continue;
+        if (!reg || lost) continue;
         tn_tpu_entry t;
         serve_entry(o, h, url, started, &t);
         tn_err e = {0};
-        if (tn_registry_heartbeat(reg, &t, &e) && !o->quiet) fprintf(stderr, "tpusim serve: heartbeat: %s\n", tn_err_msg(&e));
+        int rc = tn_registry_heartbeat(reg, &t, &e);
+        if (rc && !o->quiet) fprintf(stderr, "tpusim serve: heartbeat: %s%s\n", tn_err_msg(&e), rc == TN_ALREADY_EXISTS ? "; still serving at this URL" : "");
+        lost = rc == TN_ALREADY_EXISTS;
         tn_err_clear(&e);
     }
 }

@@ -10,6 +10,8 @@ expect 0 "$BIN" jobs --help
 has "jobs create --tpu NAME"
 expect 2 "$BIN" serve --no-such-option
 has "unknown option"
+expect 2 "$BIN" serve --port 8o
+has "0 to 65535"
 expect 2 "$BIN" serve --numerics fast
 has "tpu or exact"
 expect 2 "$BIN" serve --name "two words"
