@@ -36,11 +36,13 @@ def test_serve_by_name_resolve_list_and_a_jax_script(serve):
     assert "result [27.0, 33.0, 39.0, 45.0]" in r.stdout
     assert f"Found TPU system: v3-8 (simulated) at {s.url} (TPU t-one), 8 TPU v3 devices" in r.stderr
     # a client holding an array shows in the list (from the heartbeat), and leaves nothing behind
-    h = start_jax(HOLDER, TPU_GRPC_URL=s.url)
+    h = start_jax(HOLDER, TPU_GRPC_URL=s.url, TPUSIM_CLIENT_NAME="holder.py")
     try:
         assert h.stdout.readline().strip() == "held", h.stderr.read()
         t = wait_until(lambda: (lambda e: e if e["clients"] == 1 else None)(listed("t-one")))
         assert t and t["hbm_in_use"] == 640 * 1024, t
+        mem = tpusim("list", "t-one", "--memory").stdout   # the server's own report
+        assert "1 session" in mem and "holder.py" in mem and "640.00K" in mem, mem
     finally:
         h.communicate("go\n", timeout=120)
     assert h.returncode == 0
