@@ -193,6 +193,8 @@ int cmd_serve(int argc, char **argv)
         if (!o.quiet)
             fprintf(stderr, "tpusim serve: TPU %s (simulated, %d devices) at %s%s%s%s\n", tn_host_slice(h),
                     tn_host_num_devices(h), url, o.name ? " as " : "", o.name ? o.name : "", o.srv.token ? ", token required" : "");
+        if (!o.quiet && o.srv.bind && !tn_is_loopback(o.srv.bind) && !o.srv.tls_cert)
+            fprintf(stderr, "tpusim serve: warning: without TLS the token crosses the network in clear (--tls-cert/--tls-key)\n");
         serve_loop(&o, h, srv, reg, url);
         if (!o.quiet) fprintf(stderr, "tpusim serve: stopping (%lld calls served)\n", (long long)tn_server_calls(srv));
     }
