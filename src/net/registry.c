@@ -165,21 +165,25 @@ static int tn_put_tpu(tn_registry *r, const tn_tpu_entry *t, tn_err *e)
     return rc;
 }
 
+/* In one write transaction: two servers claiming a name at once are served one after the other. */
 int tn_registry_claim(tn_registry *r, const tn_tpu_entry *t, int *replaced, tn_err *e)
 {
     if (replaced) *replaced = 0;
+    if (sqlite3_exec(r->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return tn_db_fail(r, e, "register");
     tn_tpu_entry old;
     tn_err le = {0};
+    int rc = TN_OK;
     if (!tn_registry_lookup(r, t->name, &old, &le) && strcmp(old.url, t->url)) {
-        if (tn_tpu_healthy(old.url, 2.0, NULL) == TN_OK) {
-            tn_err_clear(&le);
-            return tn_fail(e, TN_ALREADY_EXISTS, "--name %s: the name is held by the TPU at %s (pid %d on %s), which is "
-                           "running; stop it or pick another name", t->name, old.url, old.pid, old.host);
-        }
-        if (replaced) *replaced = 1;
+        if (tn_tpu_healthy(old.url, 2.0, NULL) == TN_OK)
+            rc = tn_fail(e, TN_ALREADY_EXISTS, "--name %s: the name is held by the TPU at %s (pid %d on %s), which is "
+                         "running; stop it or pick another name", t->name, old.url, old.pid, old.host);
+        else if (replaced)
+            *replaced = 1;
     }
     tn_err_clear(&le);
-    return tn_put_tpu(r, t, e);
+    if (!rc) rc = tn_put_tpu(r, t, e);
+    sqlite3_exec(r->db, rc ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
+    return rc;
 }
 
 int tn_registry_heartbeat(tn_registry *r, const tn_tpu_entry *t, tn_err *e)
