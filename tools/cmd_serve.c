@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "net/net.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,17 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t serve_stop;
+
+/* Stopping waits for runs in progress, which cannot be interrupted: after 10 s the process exits anyway
+ * (its name is released first; sessions die with the process). */
+static void *serve_watchdog(void *arg)
+{
+    (void)arg;
+    sleep(10);
+    fprintf(stderr, "tpusim serve: runs still in progress after 10 s; exiting without waiting for them\n");
+    _exit(0);
+    return NULL;
+}
 
 static void serve_on_signal(int sig)
 {
@@ -32,7 +44,7 @@ static void serve_usage(FILE *f)
             "  --token T           every call must carry it (also TPUSIM_TOKEN); clients set TPUSIM_TOKEN\n"
             "  --tls-cert F --tls-key F   serve TLS (grpcs://); clients set TPUSIM_TLS_CA to the CA or cert\n"
             "  --numerics tpu|exact       default numerics of programs that do not ask (default tpu)\n"
-            "  --idle-timeout S    end sessions idle for S seconds, freeing their HBM (default 600)\n"
+            "  --idle-timeout S    end sessions idle for S seconds, freeing their HBM (default 3600)\n"
             "  --threads N         calls served at once (default 4)\n"
             "  --max-sessions N    sessions open at once (default 64)\n"
             "  --max-seconds S     stop by itself after S seconds (default: run until stopped)\n"
@@ -54,7 +66,7 @@ static int serve_parse(int argc, char **argv, serve_opts *o)
     o->host.slice = "v3-8";
     o->srv.port = TN_DEFAULT_PORT;
     o->srv.token = getenv("TPUSIM_TOKEN");
-    o->idle_s = 600;
+    o->idle_s = 3600;   /* a notebook left alone for a coffee keeps its arrays */
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) return serve_usage(stdout), -1;
         if ((v = cli_opt_value(argc, argv, &i, "--slice"))) o->host.slice = v;
@@ -198,8 +210,10 @@ int cmd_serve(int argc, char **argv)
         serve_loop(&o, h, srv, reg, url);
         if (!o.quiet) fprintf(stderr, "tpusim serve: stopping (%lld calls served)\n", (long long)tn_server_calls(srv));
     }
-    tn_server_stop(srv);
     if (reg && !rc) tn_registry_release(reg, o.name, (int)getpid());
+    pthread_t wd;
+    if (!rc) pthread_create(&wd, NULL, serve_watchdog, NULL);
+    tn_server_stop(srv);
     tn_registry_close(reg);
     tn_host_free(h);
     return rc;
