@@ -429,3 +429,88 @@ TEST(net_registry_names_and_jobs)
     snprintf(cmd, sizeof cmd, "rm -rf %s", home);
     CHECK_EQ_INT(system(cmd), 0);
 }
+
+static const char *HOST_IO_HLO =
+    "HloModule cb\nENTRY e {\n  x = f32[4] parameter(0)\n  t = token[] after-all()\n"
+    "  s = (f32[4], u32[], token[]) send(x, t), channel_id=2, is_host_transfer=true\n"
+    "  sd = token[] send-done(s), channel_id=2, is_host_transfer=true\n"
+    "  r = (f32[4], u32[], token[]) recv(sd), channel_id=3, is_host_transfer=true\n"
+    "  rd = (f32[4], token[]) recv-done(r), channel_id=3, is_host_transfer=true\n"
+    "  v = f32[4] get-tuple-element(rd), index=0\n  ROOT y = f32[4] add(v, x)\n}\n";
+
+/* One ExecuteStream of HOST_IO_HLO answering the recv with `answer` (n floats); returns the call's status,
+ * *out the result's handle. */
+static int net_stream_run(tn_client *c, uint64_t exe, uint64_t arg, const float *answer, size_t n, float *sent,
+                          uint64_t *out, tn_err *e)
+{
+    Tpusim__V1__ExecuteRequest x = TPUSIM__V1__EXECUTE_REQUEST__INIT;
+    Tpusim__V1__ArgumentList al = TPUSIM__V1__ARGUMENT_LIST__INIT, *alp = &al;
+    al.buffers = &arg;
+    al.n_buffers = 1;
+    x.session = (char *)tn_client_session(c);
+    x.executable = exe;
+    x.arguments = &alp;
+    x.n_arguments = 1;
+    Tpusim__V1__ExecuteStreamRequest q = TPUSIM__V1__EXECUTE_STREAM_REQUEST__INIT;
+    q.execute = &x;
+    tn_stream *s = NULL;
+    if (tn_stream_open(c, TN_M_EXECUTE_STREAM, &s, e)) return e->code;
+    int fail = tn_stream_send(s, &q.base);
+    for (int i = 0; !fail && i < 8; i++) {   /* a send, a recv, the end */
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (tn_stream_recv(s, &buf, &len) <= 0) break;
+        Tpusim__V1__ExecuteStreamEvent *ev = tpusim__v1__execute_stream_event__unpack(NULL, len, buf);
+        free(buf);
+        if (!ev) break;
+        if (ev->send && ev->send->channel == 2 && ev->send->data.len == 16) memcpy(sent, ev->send->data.data, 16);
+        if (ev->recv) {
+            Tpusim__V1__HostData hd = TPUSIM__V1__HOST_DATA__INIT;
+            Tpusim__V1__ExecuteStreamRequest a = TPUSIM__V1__EXECUTE_STREAM_REQUEST__INIT;
+            hd.device = ev->recv->device;
+            hd.channel = ev->recv->channel;
+            hd.data.data = (uint8_t *)answer;
+            hd.data.len = n * sizeof(float);
+            a.host_data = &hd;
+            fail = tn_stream_send(s, &a.base);
+        }
+        int done = ev->finished;
+        if (done && ev->result && ev->result->n_results == 1) *out = ev->result->results[0]->outputs[0]->buffer;
+        tn_msg_free(&ev->base);
+        if (done) break;
+    }
+    return tn_stream_finish(s, 0, e);
+}
+
+TEST(net_execute_stream_serves_host_transfers)
+{
+    net_fixture f;
+    if (net_start(&f, "v3-8", NULL)) return;
+    tn_client *c = net_connect(&f, NULL, "t_net host transfers");
+    tn_err e = {0};
+    if (!c) goto out;
+    float x[4] = {1, 2, 3, 4}, answer[4] = {10, 20, 30, 40}, sent[4] = {0}, got[4] = {0};
+    int64_t d4[1] = {4};
+    tn_buffer_info b;
+    CHECK_EQ_INT(tn_client_put(c, 0, TPU_F32, 1, d4, x, sizeof x, &b, &e), TN_OK);
+    uint64_t exe = net_compile(c, HOST_IO_HLO, &e), res = 0;
+    REQUIRE(exe != 0);
+    CHECK_EQ_INT(net_stream_run(c, exe, b.id, answer, 4, sent, &res, &e), TN_OK);
+    CHECK(!memcmp(sent, x, sizeof x));   /* the program's send reached the client */
+    REQUIRE(res != 0);
+    CHECK_EQ_INT(tn_client_get(c, res, got, sizeof got, &e), TN_OK);
+    for (int i = 0; i < 4; i++) CHECK_NEAR(got[i], answer[i] + x[i], 0);
+    /* an answer of the wrong size fails the run, naming the field */
+    res = 0;
+    CHECK_EQ_INT(net_stream_run(c, exe, b.id, answer, 3, sent, &res, &e), TN_INVALID_ARGUMENT);
+    CHECK(strstr(tn_err_msg(&e), "host_data.data: 12 bytes") != NULL);
+    CHECK_EQ_INT(res, 0);
+    /* the plain Execute of such a program fails cleanly (no host to talk to) */
+    Tpusim__V1__ExecuteResponse *r = net_execute(c, exe, &b.id, 1, &e);
+    CHECK(r == NULL && e.code != TN_OK);
+    tn_msg_free(r ? &r->base : NULL);
+    tn_client_free(c);
+out:
+    tn_err_clear(&e);
+    net_stop(&f);
+}
