@@ -65,6 +65,12 @@ struct tn_sess {
     double    last_used;
 };
 
+/* Sessions that ended lately and why, for the error a late request gets. */
+typedef struct tn_ended {
+    char id[TN_SESSION_ID_LEN + 1];
+    char why[160];
+} tn_ended;
+
 typedef struct tn_sys_slot {
     int         n;
     tpu_system *sys;
@@ -88,6 +94,8 @@ struct tn_host {
     pthread_mutex_t  run_mu;          /* one replicated run at a time (the systems are shared) */
     tn_sys_slot      systems[8];
     int              nsystems;
+    tn_ended         ended[32];       /* a ring */
+    int              nended;
 };
 
 /* ---- tables ---- */
@@ -318,10 +326,14 @@ static tn_sess *tn_sess_find(tn_host *h, const char *id)
 
 int tn_host_session_close(tn_host *h, const char *id, const char *why)
 {
-    (void)why;
     pthread_mutex_lock(&h->mu);
     tn_sess *s = tn_sess_find(h, id);
-    if (s) tn_sess_drop(h, s);
+    if (s) {
+        tn_ended *en = &h->ended[h->nended++ % (int)(sizeof h->ended / sizeof h->ended[0])];
+        snprintf(en->id, sizeof en->id, "%s", id);
+        snprintf(en->why, sizeof en->why, "%s", why && *why ? why : "closed");
+        tn_sess_drop(h, s);
+    }
     pthread_mutex_unlock(&h->mu);
     return s != NULL;
 }
@@ -343,8 +355,13 @@ static tn_sess *tn_enter(tn_host *h, const char *id, tn_err *e)
     pthread_mutex_lock(&h->mu);
     tn_sess *s = tn_sess_find(h, id);
     if (s) s->refs++, s->inflight++, s->last_used = tn_now();
+    char why[160] = "";
+    for (int i = 0; !s && id && i < (int)(sizeof h->ended / sizeof h->ended[0]); i++)
+        if (!strcmp(h->ended[i].id, id)) snprintf(why, sizeof why, "%s", h->ended[i].why);
     pthread_mutex_unlock(&h->mu);
-    if (!s)
+    if (!s && why[0])
+        tn_fail(e, TN_NOT_FOUND, "session: session '%.8s...' has ended (%s): open a new one", id, why);
+    else if (!s)
         tn_fail(e, TN_NOT_FOUND, "session: unknown session '%.8s...' (closed, expired after being idle, or opened on "
                 "another server): open a new one", id && *id ? id : "");
     return s;

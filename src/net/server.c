@@ -417,8 +417,10 @@ static void tn_sess_event(tn_server *s, int kind, tn_sess_call *sc, int success)
         if (success) tn_sess_open(s, sc);
         else grpc_call_cancel(sc->call, NULL);
     } else if (kind == TN_TAG_SESS_CLOSED) {   /* the client cancelled, went away, or the server ended it */
-        if (sc->id[0]) tn_host_session_close(s->svc->host, sc->id, sc->why[0] ? sc->why : "the client went away");
-        tn_sess_status(sc, sc->why[0] ? TN_DEADLINE_EXCEEDED : TN_OK, sc->why[0] ? sc->why : "session closed");
+        if (sc->id[0]) tn_host_session_close(s->svc->host, sc->id, sc->why[0] ? sc->why : "its client closed it or went away");
+        char msg[200];
+        snprintf(msg, sizeof msg, "tpusim: the session ended: %s", sc->why[0] ? sc->why : "closed");
+        tn_sess_status(sc, sc->why[0] ? TN_DEADLINE_EXCEEDED : TN_OK, msg);
     }
     if (sc->pending == 0) tn_sess_free(s, sc);
 }
@@ -577,12 +579,12 @@ int tn_server_expire_idle(tn_server *s, double idle_s)
         pthread_mutex_lock(&s->mu);
         for (tn_sess_call *sc = s->streams; sc; sc = sc->next)
             if (!strcmp(sc->id, ids[i])) {
-                snprintf(sc->why, sizeof sc->why, "tpusim: the session expired after %.0f s idle; what it held was freed", idle_s);
+                snprintf(sc->why, sizeof sc->why, "it expired after %.0f s idle; what it held was freed", idle_s);
                 grpc_call_cancel_with_status(sc->call, GRPC_STATUS_DEADLINE_EXCEEDED, sc->why, NULL);
                 found = 1;
             }
         pthread_mutex_unlock(&s->mu);
-        if (!found) tn_host_session_close(s->svc->host, ids[i], "idle");
+        if (!found) tn_host_session_close(s->svc->host, ids[i], "it expired, idle");
     }
     return n;
 }
