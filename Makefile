@@ -167,19 +167,33 @@ test-asan: deps
 demo: deps $(BUILD)/tpusim $(VENV)/.ok
 	./examples/demo.sh $(BUILD)/tpusim build/demo/digits_mlp_v3-8 $(VENV)
 
+# The library is compiled once for all targets (instrumented for coverage, ASan and UBSan), then each target links it.
 FUZZ_TARGETS := $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_CFLAGS := $(CPPFLAGS) -std=c11 -g -O1 -Wno-pass-failed -fopenmp=libomp
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 fuzz: deps $(FUZZ_TARGETS)
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (fuzz)")
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+build/fuzz/libtpusim.a: $(FUZZ_OBJ)
+	@rm -f $@
+	$(Q)ar rcs $@ $^
 # the plugin's target links the plugin's sources and reads its ABI header
-build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(LIB_SRC) $(PJRT_SRC) $(NET_SRC) $(GEN_C)
+build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(PJRT_SRC) $(NET_SRC) $(GEN_C) build/fuzz/libtpusim.a
 	@mkdir -p build/fuzz
-	clang $(CPPFLAGS) -Ithird_party/pjrt -std=c11 -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp=libomp -o $@ $< $(LIB_SRC) $(PJRT_SRC) $(NET_SRC) $(GEN_C) $(LDLIBS) $(NET_LIBS) -ldl
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -Ithird_party/pjrt -fsanitize=fuzzer,address,undefined -o $@ $< $(PJRT_SRC) $(NET_SRC) $(GEN_C) build/fuzz/libtpusim.a $(LDLIBS) $(NET_LIBS) -ldl
 # the request decoder of tpusim serve, with the generated protocol code
-build/fuzz/fuzz_net: fuzz/fuzz_net.c src/net/decode.c src/net/err.c $(GEN_C) $(LIB_SRC)
+build/fuzz/fuzz_net: fuzz/fuzz_net.c src/net/decode.c src/net/err.c $(GEN_C) build/fuzz/libtpusim.a
 	@mkdir -p build/fuzz
-	clang $(CPPFLAGS) -std=c11 -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp=libomp -o $@ $< src/net/decode.c src/net/err.c $(GEN_C) $(LIB_SRC) $(LDLIBS) -lprotobuf-c
-build/fuzz/%: fuzz/%.c $(LIB_SRC)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< src/net/decode.c src/net/err.c $(GEN_C) build/fuzz/libtpusim.a $(LDLIBS) -lprotobuf-c
+build/fuzz/%: fuzz/%.c fuzz/oracle.h build/fuzz/libtpusim.a
 	@mkdir -p build/fuzz
-	clang $(CPPFLAGS) -std=c11 -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp=libomp -o $@ $< $(LIB_SRC) $(LDLIBS)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< build/fuzz/libtpusim.a $(LDLIBS)
+-include $(FUZZ_OBJ:.o=.d)
 
 # Runs each fuzz target for FUZZ_SECONDS (default 60) over its corpus, then the regression files.
 fuzz-run: fuzz

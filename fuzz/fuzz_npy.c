@@ -20,13 +20,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)sink;
     }
     tpu_tensor_free(t);
-    io_npy_opts o = {TPU_F8E4M3FN};
+    io_npy_opts o = {TPU_F8E4M3FN, NULL, NULL, NULL, 0};
     if (io_npy_load_mem_opts(ctx, data, size, "fuzz.npy", &o, &t) == TPU_OK) tpu_tensor_free(t);
 
     tpu_tensor **ts = NULL;
     char **names = NULL;
     int n = 0;
-    if (io_npz_load_mem(ctx, data, size, "fuzz.npz", &ts, &names, &n) == TPU_OK) {
+    if (io_npz_load_mem(ctx, data, size, "fuzz.npz", NULL, NULL, &ts, &names, &n) == TPU_OK) {
         for (int i = 0; i < n; i++) {
             volatile size_t sink = strlen(names[i]) + tpu_tensor_nbytes(ts[i]);
             (void)sink;

@@ -57,7 +57,9 @@ typedef enum tpu_status {
     TPU_ERR_UNSUPPORTED,  /* valid HLO that tpusim (or a TPU) cannot run */
     TPU_ERR_UNRUNNABLE,   /* analysable but not executable, e.g. constants elided as {...} */
     TPU_ERR_OOM,          /* the program does not fit in the modelled device memory */
-    TPU_ERR_INTERNAL      /* a bug in tpusim; please report it */
+    TPU_ERR_INTERNAL,     /* a bug in tpusim; please report it */
+    TPU_ERR_LIMIT         /* a limit was reached: an execution's step or time limit (tpu_run_opts), the size
+                             limit on inputs (tpu_ctx_set_input_limit) */
 } tpu_status;
 
 typedef struct tpu_ctx tpu_ctx;
@@ -77,6 +79,11 @@ tpu_status  tpu_set_error(tpu_ctx *ctx, tpu_status st, const char *fmt, ...)
 /* Warnings (e.g. unknown HLO attributes) collected since the last clear, one per line. */
 const char *tpu_warnings(const tpu_ctx *ctx);
 void        tpu_warnings_clear(tpu_ctx *ctx);
+
+/* The largest input this context reads into memory: one program or config file, one .npy, one .npz member
+ * once inflated (default 4 GiB). A larger one fails with TPU_ERR_LIMIT naming the file, its size and the
+ * limit, before anything that size is allocated (tpusim --max-input-size raises it). 0: the default. */
+void        tpu_ctx_set_input_limit(tpu_ctx *ctx, uint64_t bytes);
 
 /* One allocator hook for the whole library, so tests can fail allocation number N and check that the
  * failure is reported cleanly. Passing NULLs restores malloc/realloc/free. */
@@ -178,6 +185,14 @@ tpu_status  tpu_npz_load(tpu_ctx *ctx, const char *path, tpu_tensor ***tensors, 
 tpu_status  tpu_npz_save(tpu_ctx *ctx, const char *path, tpu_tensor *const *tensors, const char *const *names,
                          int count, int compress);
 void        tpu_names_free(char **names, int count);
+/* tpu_npz_load that first shows each member's header (its name without ".npy", position, dtype and shape) to
+ * `filter` before the member is inflated or allocated: a filter that returns nonzero refuses the archive, and
+ * tpu_npz_load_filtered fails with TPU_ERR_INVALID and the sentence the filter wrote into why ("x.npz: member
+ * 'w': <why>"). So an archive whose small members inflate to gigabytes is refused by its headers. */
+typedef int (*tpu_npz_filter)(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
+                              char *why, size_t why_size);
+tpu_status  tpu_npz_load_filtered(tpu_ctx *ctx, const char *path, tpu_npz_filter filter, void *user,
+                                  tpu_tensor ***tensors, char ***names, int *count);
 
 /* ---------------------------------------------------------------------------------------------------------
  * HLO modules
@@ -230,6 +245,12 @@ void        tpu_free(void *p);
 
 typedef struct tpu_report tpu_report;
 
+/* Verifies the module's shapes and signatures: TPU_OK, or TPU_ERR_SHAPE with the first errors, each at
+ * file:line:col. Everything that executes or plans a program (tpu_run, tpu_system_run, tpu_random_inputs,
+ * the trainer, memory, profile) verifies it first and refuses it the same way; the verdict is kept on the
+ * module. tpu_check adds the TPU's own rules on top. */
+tpu_status  tpu_module_verify(tpu_ctx *ctx, const tpu_module *m);
+
 /* Verifies shapes and the TPU's rules. Returns TPU_OK when the check ran (whatever it found); the report
  * says whether the program is compatible. `chip` may be NULL (generic TPU rules). */
 tpu_status  tpu_check(tpu_ctx *ctx, const tpu_module *m, const char *chip, tpu_report **out);
@@ -273,6 +294,12 @@ typedef struct tpu_run_opts {
     int          replica_id;   /* for replica-id when running one replica alone */
     int          verbose;
     const tpu_host_io *host;   /* host transfers (NULL: none) */
+    /* Limits, so a program from elsewhere (a while loop whose condition stays true) cannot run forever. The
+     * run stops with TPU_ERR_LIMIT, naming the instruction it reached, after executing max_steps instructions
+     * (every instruction of every computation run, each loop iteration's included) or max_seconds of wall
+     * time (checked between instructions). 0: no limit. Each device of a tpu_system counts its own. */
+    int64_t      max_steps;
+    double       max_seconds;
 } tpu_run_opts;
 
 tpu_run_opts tpu_run_opts_default(void);
@@ -566,6 +593,8 @@ typedef struct tpu_train_opts {
     double       input_rate;     /* > 0: samples/s for the timing model instead of the measured rate */
     FILE        *log;            /* progress and messages (NULL: quiet) */
     int          progress_bar;   /* 1: one line redrawn in place (a terminal); 0: a plain line per interval */
+    int          overwrite;      /* start over in a model_dir that holds a checkpoint, replacing it; without it
+                                    (or resume) tpu_trainer_new refuses such a model_dir */
 } tpu_train_opts;
 
 tpu_train_opts tpu_train_opts_default(void);

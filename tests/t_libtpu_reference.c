@@ -9,14 +9,8 @@
  * Tolerances, from what was measured (tests/reference/libtpu_memory.md):
  *   - a tiled buffer of the real buffer assignment: exact (padding with a given layout is arithmetic);
  *   - usable HBM per generation: within the rounding of the compiler's "of 15.48G hbm" (0.005 GiB);
- *   - the optimized programs (the real layouts, fusion and schedule are given, tpusim only re-runs liveness and
- *     the heap): arguments exact to 1%, the HBM total within 20%. The real compiler rematerializes, shares
- *     buffers in place inside fusions and places some temporaries in VMEM; tpusim does none of that, and was
- *     measured between -14% and +8% (v2/v3, where no VMEM is used for temporaries);
- *   - the unoptimized programs (what users give tpusim): tpusim chooses layouts and fusion itself, and the
- *     measured error is large for some programs. Each has a bound just above today's error (a ratchet: a
- *     change to src/compile/ that makes a program worse fails; one that makes it better should lower the bound
- *     here). */
+ *   - the programs, before and after optimization: ratchets on the median and largest error over the set and on
+ *     how many are within 10% and 30% (below); argument bytes exact; the out-of-memory verdict on every compile. */
 #include "test.h"
 
 #include <cjson/cJSON.h>
@@ -110,6 +104,11 @@ TEST(libtpu_ref_json_is_complete)
         if (cJSON_GetObjectItemCaseSensitive(p, "error")) continue;
         n++;
         const cJSON *real = cJSON_GetObjectItemCaseSensitive(p, "real");
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(real, "oom"))) {   /* the compiler ran out of memory */
+            CHECK(ref_str(real, "message") && strstr(ref_str(real, "message"), "RESOURCE_EXHAUSTED"));
+            CHECK(ref_str(p, "hlo") != NULL);
+            continue;
+        }
         CHECK(ref_num(real, "hbm_bytes") > 0);
         CHECK(ref_num(real, "argument_bytes") >= 0);
         const char *h = ref_str(p, "hlo"), *oh = ref_str(p, "opt_hlo");
@@ -248,49 +247,86 @@ TEST(libtpu_ref_usable_hbm_and_oom)
     cJSON_Delete(j);
 }
 
-/* Per program: the bound on |tpusim - real| / real for the program before optimization (what users give
- * tpusim: tpusim chooses layouts and fusion itself), and for the compiler's optimized program (the real layouts,
- * fusion and schedule given: tpusim only re-runs liveness and the heap) with its arguments' bound. Today's
- * error rounded up by about 10 points: a change that makes a program worse fails; when one makes it better,
- * lower its bound here. The goal is 0.20 before optimization and 0.10 after. opt < 0 would mark an optimized
- * program the front end cannot read (none today); the test says when it starts to. */
-typedef struct ref_bound {
-    const char *name;
-    double      pre, opt, opt_args;
-} ref_bound;
+/* ---- the programs: tpusim's HBM figure against the real compiler's ----
+ * Over the whole reference set (48 programs x v3, v5e, v6e and one v4 compile, tests/reference/libtpu_memory.md
+ * "Summary"), before optimization (what users give tpusim: it chooses layouts, fusion, schedule and VMEM
+ * placement itself) and on libtpu's optimized programs (layouts, fusion and schedule given). The bounds are
+ * ratchets at today's measurement: a change that makes the set worse fails; one that makes it better lowers them
+ * here. The issue's goal (issue 13) is a median of 10% and a maximum of 30% before optimization; the median is met,
+ * the maximum is not (the tiny rank1_degenerate, whose 100 KiB are mostly the compiler's heap alignment, and
+ * remat/attention programs on v5e/v6e, where VMEM placement differs: docs/libtpu-reference.md). */
+#define REF_PRE_MEDIAN          0.005   /* all compiles: 0.1% (v5e/v6e: most temporaries in VMEM) */
+#define REF_PRE_MEDIAN_V3       0.035   /* v3, where every temporary is in HBM: 3.3% */
+#define REF_PRE_MAX             0.73    /* 72.5% (rank1_degenerate on v6e: 1.5 KiB of a 0.15 MiB program moved when calls
+                                         * began to be expanded only where they are called, issue 18) */
+#define REF_PRE_WITHIN_10       106     /* of 143 within 10% */
+#define REF_PRE_WITHIN_30       122     /* of 143 within 30% */
+#define REF_OPT_MEDIAN          0.005   /* 0.0% */
+#define REF_OPT_MAX             0.69    /* 68.8% (rank1_degenerate on v6e: 16 KiB heap alignment of tiny buffers) */
+#define REF_OPT_WITHIN_10       132
+#define REF_OPT_WITHIN_30       142
 
-static const ref_bound ref_bounds[] = {
-    /* name                     pre    opt    opt args     measured now (pre / opt), see libtpu_memory.md; bounds are
-     *                                                      the measurement + 10 points: a regression fails */
-    {"mlp_fwd",                 0.10,  0.10,  0.01},   /* 0% / 0% */
-    {"mlp_train",               0.22,  0.17,  0.01},   /* +12% / -7% */
-    {"mlp_train_bf16",          0.12,  0.17,  0.01},   /* +2% / -7% */
-    {"mlp_train_bf16.v5e",      0.32,  0.10,  0.01},   /* +22% (temporaries in VMEM, not modelled) / 0% */
-    {"mlp_train_bf16.v6e",      0.32,  0.10,  0.01},   /* +22% / 0% */
-    {"cnn_nhwc_train",          0.74,  0.12,  0.01},   /* +64% (the compiler keeps f32 activations as bf16) / -1% */
-    {"cnn_nchw_train",          0.74,  0.12,  0.01},   /* +64% / -1% */
-    {"conv_small_features",     0.10,  0.19,  0.01},   /* 0% / -9% */
-    {"transformer_train",       0.73,  0.18,  0.01},   /* +62% / -8% */
-    {"transformer_train_bf16",  0.40,  0.10,  0.01},   /* +29% (v4) / 0% */
-    {"onehot_output",           0.10,  0.10,  0.01},   /* 0% / 0% */
-    {"onehot_rowmajor",         0.97,  0.10,  0.01},   /* -87% (the {1,0} layout is forced at compile time, not in the text) / 0% */
-    {"onehot_loss",             0.16,  0.10,  0.01},   /* +5% / 0% */
-    {"while_fori",              0.44,  0.12,  0.01},   /* -34% / -1% */
-    {"scan_rnn",                0.27,  0.12,  0.01},   /* -16% / -1% */
-    {"rank1_degenerate",        0.75,  0.66,  0.01},   /* -65% / -56% (the real compiler's 55K of temporaries are unexplained) */
-    {"embedding",               0.10,  0.10,  0.01},   /* 0% / 0% */
-    {"odd_shapes_bf16",         0.10,  0.10,  0.01},   /* 0% / 0% */
-    {"odd_shapes_bf16.v5e",     0.10,  0.10,  0.01},   /* 0% / 0% (S(1) VMEM buffers and copy-start's source alias) */
-    {"int8_pred",               0.10,  0.10,  0.01},   /* 0% / 0% */
-    {"int8_pred.v6e",           0.10,  0.10,  0.01},   /* 0% / 0% */
-    {NULL, 0, 0, 0},
-};
-
-static const ref_bound *ref_bound_of(const char *name)
+static int ref_dbl_cmp(const void *a, const void *b)
 {
-    for (int i = 0; ref_bounds[i].name; i++)
-        if (!strcmp(ref_bounds[i].name, name)) return &ref_bounds[i];
-    return NULL;
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double ref_median(double *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, ref_dbl_cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* |error| of tpusim's peak for every compiled record's program ("hlo" or "opt_hlo"); counts into *n. Records the
+ * largest in `worst`. v3_only: only v3 compiles. */
+static double *ref_errors(tpu_ctx *ctx, const cJSON *j, const char *which, int v3_only, int *n, char *worst, size_t nworst)
+{
+    const cJSON *progs = cJSON_GetObjectItemCaseSensitive(j, "programs");
+    double *e = calloc((size_t)cJSON_GetArraySize(progs) + 1, sizeof *e), big = -1;
+    *n = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, progs) {
+        const cJSON *real = cJSON_GetObjectItemCaseSensitive(p, "real");
+        const char *name = ref_str(p, "program"), *chip = ref_str(p, "chip"), *path = ref_str(p, which);
+        if (!real || !name || !chip || !path || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(real, "oom"))) continue;
+        if (!strcmp(which, "hlo") && cJSON_GetObjectItemCaseSensitive(p, "constrained")) continue;
+        if (v3_only && strcmp(ref_str(p, "gen") ? ref_str(p, "gen") : "", "v3")) continue;
+        char why[512];
+        cJSON *r = ref_plan_file(ctx, path, chip, why, sizeof why);
+        if (!r) {
+            test_fail(__FILE__, __LINE__, "%s (%s): %s", path, chip, why);
+            continue;
+        }
+        double err = fabs(ref_err(ref_num(r, "peak_bytes"), ref_num(real, "hbm_bytes")));
+        if (err > big) {
+            big = err;
+            snprintf(worst, nworst, "%s on %s: %+.1f%%", name, chip, 100 * ref_err(ref_num(r, "peak_bytes"), ref_num(real, "hbm_bytes")));
+        }
+        e[(*n)++] = err;
+        cJSON_Delete(r);
+    }
+    return e;
+}
+
+static void ref_check_set(const char *which, double *e, int n, double median_bound, double max_bound, int within10,
+                          int within30, const char *worst)
+{
+    int w10 = 0, w30 = 0;
+    double mx = 0;
+    for (int i = 0; i < n; i++) {
+        w10 += e[i] <= 0.10;
+        w30 += e[i] <= 0.30;
+        if (e[i] > mx) mx = e[i];
+    }
+    double med = ref_median(e, n);
+    printf("    %s: %d compiles, median %.1f%%, max %.1f%% (%s), %d within 10%%, %d within 30%%\n", which, n, 100 * med,
+           100 * mx, worst, w10, w30);
+    CHECK_MSG(med <= median_bound, "%s: median |error| %.2f%% (bound %.2f%%)", which, 100 * med, 100 * median_bound);
+    CHECK_MSG(mx <= max_bound, "%s: max |error| %.1f%%, %s (bound %.1f%%)", which, 100 * mx, worst, 100 * max_bound);
+    CHECK_MSG(w10 >= within10, "%s: %d within 10%% (bound %d)", which, w10, within10);
+    CHECK_MSG(w30 >= within30, "%s: %d within 30%% (bound %d)", which, w30, within30);
 }
 
 TEST(libtpu_ref_unoptimized_programs)
@@ -298,31 +334,17 @@ TEST(libtpu_ref_unoptimized_programs)
     cJSON *j = ref_load();
     REQUIRE(j);
     tpu_ctx *ctx = tpu_ctx_new();
-    int checked = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
-        const char *name = ref_str(p, "program"), *chip = ref_str(p, "chip");
-        const cJSON *real = cJSON_GetObjectItemCaseSensitive(p, "real");
-        if (!name || !chip || !real) continue;
-        const ref_bound *b = ref_bound_of(name);
-        if (!b) {
-            test_fail(__FILE__, __LINE__, "%s: no bound in ref_bounds", name);
-            continue;
-        }
-        char why[512];
-        cJSON *r = ref_plan_file(ctx, ref_str(p, "hlo"), chip, why, sizeof why);
-        if (!r) {
-            test_fail(__FILE__, __LINE__, "%s.hlo: %s", name, why);
-            continue;
-        }
-        double peak = ref_num(r, "peak_bytes"), rhbm = ref_num(real, "hbm_bytes");
-        double e = ref_err(peak, rhbm);
-        CHECK_MSG(fabs(e) <= b->pre, "%s on %s (unoptimized): tpusim %.0f, real %.0f (%+.1f%%, bound %.0f%%)", name,
-                  chip, peak, rhbm, 100 * e, 100 * b->pre);
-        checked++;
-        cJSON_Delete(r);
-    }
-    CHECK(checked >= 10);
+    int n = 0, n3 = 0;
+    char worst[256] = "", worst3[256] = "";
+    double *e = ref_errors(ctx, j, "hlo", 0, &n, worst, sizeof worst);
+    double *e3 = ref_errors(ctx, j, "hlo", 1, &n3, worst3, sizeof worst3);
+    CHECK(n >= 120 && n3 >= 40);
+    ref_check_set("before optimization", e, n, REF_PRE_MEDIAN, REF_PRE_MAX, REF_PRE_WITHIN_10, REF_PRE_WITHIN_30, worst);
+    double m3 = ref_median(e3, n3);
+    printf("    before optimization, v3 only: median %.1f%% (%s worst)\n", 100 * m3, worst3);
+    CHECK_MSG(m3 <= REF_PRE_MEDIAN_V3, "v3: median |error| %.2f%% (bound %.2f%%)", 100 * m3, 100 * REF_PRE_MEDIAN_V3);
+    free(e);
+    free(e3);
     tpu_ctx_free(ctx);
     cJSON_Delete(j);
 }
@@ -332,34 +354,60 @@ TEST(libtpu_ref_optimized_programs)
     cJSON *j = ref_load();
     REQUIRE(j);
     tpu_ctx *ctx = tpu_ctx_new();
-    int checked = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
-        const char *name = ref_str(p, "program"), *chip = ref_str(p, "chip");
+    int n = 0;
+    char worst[256] = "";
+    double *e = ref_errors(ctx, j, "opt_hlo", 0, &n, worst, sizeof worst);
+    CHECK(n >= 120);
+    ref_check_set("optimized by libtpu", e, n, REF_OPT_MEDIAN, REF_OPT_MAX, REF_OPT_WITHIN_10, REF_OPT_WITHIN_30, worst);
+    free(e);
+    tpu_ctx_free(ctx);
+    cJSON_Delete(j);
+}
+
+/* The set is what issue 13 asked for: at least 40 programs each compiled for at least 3 generations; tpusim's
+ * argument bytes equal the compiler's on every compile (the compiler chooses entry layouts: the least padding);
+ * and the out-of-memory verdict agrees on every compile (big_mlp_train runs out on v3 and v5e, fits v6e). */
+TEST(libtpu_ref_set_arguments_and_verdicts)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    tpu_ctx *ctx = tpu_ctx_new();
+    const cJSON *progs = cJSON_GetObjectItemCaseSensitive(j, "programs"), *p;
+    char names[256][64];
+    int gens[256] = {0}, nnames = 0, compiles = 0, ooms = 0;
+    cJSON_ArrayForEach(p, progs) {
         const cJSON *real = cJSON_GetObjectItemCaseSensitive(p, "real");
-        const ref_bound *b = name ? ref_bound_of(name) : NULL;
-        if (!chip || !real || !b) continue;   /* a missing bound is reported by the test above */
+        const char *name = ref_str(p, "program"), *chip = ref_str(p, "chip"), *path = ref_str(p, "hlo");
+        if (!real || !name || !chip || !path) continue;
+        char base[64];
+        snprintf(base, sizeof base, "%s", name);
+        char *dot = strchr(base, '.');
+        if (dot) *dot = 0;
+        int k = 0;
+        while (k < nnames && strcmp(names[k], base)) k++;
+        if (k == nnames && nnames < 256) snprintf(names[nnames++], sizeof names[0], "%s", base);
+        if (k < 256) gens[k]++;
         char why[512];
-        cJSON *r = ref_plan_file(ctx, ref_str(p, "opt_hlo"), chip, why, sizeof why);
+        cJSON *r = ref_plan_file(ctx, path, chip, why, sizeof why);
         if (!r) {
-            CHECK_MSG(b->opt < 0, "%s.opt.hlo: %s", name, why);
+            test_fail(__FILE__, __LINE__, "%s (%s): %s", path, chip, why);
             continue;
         }
-        if (b->opt < 0) {
-            printf("    note: %s.opt.hlo now reads: give it a bound in ref_bounds\n", name);
-            cJSON_Delete(r);
-            continue;
-        }
-        double args = ref_num(r, "argument_bytes"), peak = ref_num(r, "peak_bytes");
-        double rargs = ref_num(real, "argument_bytes"), rhbm = ref_num(real, "hbm_bytes");
-        CHECK_MSG(fabs(ref_err(args, rargs)) <= b->opt_args, "%s on %s (optimized): arguments tpusim %.0f, real %.0f",
-                  name, chip, args, rargs);
-        CHECK_MSG(fabs(ref_err(peak, rhbm)) <= b->opt, "%s on %s (optimized): tpusim %.0f, real %.0f (%+.1f%%, bound %.0f%%)",
-                  name, chip, peak, rhbm, 100 * ref_err(peak, rhbm), 100 * b->opt);
-        checked++;
+        compiles++;
+        int oom = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(real, "oom"));
+        ooms += oom;
+        const cJSON *fits = cJSON_GetObjectItemCaseSensitive(r, "fits");
+        CHECK_MSG(oom ? cJSON_IsFalse(fits) : cJSON_IsTrue(fits), "%s on %s: libtpu %s, tpusim says it %s", name, chip,
+                  oom ? "runs out of memory" : "compiles", cJSON_IsTrue(fits) ? "fits" : "does not fit");
+        if (!oom)
+            CHECK_MSG(ref_num(r, "argument_bytes") == ref_num(real, "argument_bytes"), "%s on %s: arguments %.0f, real %.0f",
+                      name, chip, ref_num(r, "argument_bytes"), ref_num(real, "argument_bytes"));
         cJSON_Delete(r);
     }
-    CHECK(checked >= 8);
+    int three = 0;
+    for (int k = 0; k < nnames; k++) three += gens[k] >= 3;
+    CHECK_MSG(three >= 40, "%d programs compiled for 3 generations or more", three);
+    CHECK(compiles >= 140 && ooms >= 2);
     tpu_ctx_free(ctx);
     cJSON_Delete(j);
 }
@@ -390,6 +438,21 @@ static tpu_tensor **ref_inputs(tpu_ctx *ctx, const tpu_module *m, int *n)
  * programs compute: the same inputs give the same outputs within bf16 rounding of a few values the compiler
  * keeps in other precisions (measured: at most 0.5% of the output's largest value). Programs with more than
  * 16M input elements are left out (the one-hot ones, 10 s each). */
+/* The optimized programs this check runs: the first reference set's (small: the whole set, 145 compiles of
+ * larger models, would take many minutes on two cores). */
+static const char *const ref_run_set[] = {
+    "mlp_fwd", "mlp_train", "mlp_train_bf16", "mlp_train_bf16.v5e", "mlp_train_bf16.v6e", "cnn_nhwc_train",
+    "cnn_nchw_train", "conv_small_features", "transformer_train", "transformer_train_bf16", "onehot_output",
+    "onehot_rowmajor", "onehot_loss", "while_fori", "scan_rnn", "rank1_degenerate", "embedding", "odd_shapes_bf16",
+    "odd_shapes_bf16.v5e", "int8_pred", "int8_pred.v6e", "embedding_grad", "segment_sum", NULL};
+
+static int ref_in_run_set(const char *name)
+{
+    for (int i = 0; name && ref_run_set[i]; i++)
+        if (!strcmp(ref_run_set[i], name)) return 1;
+    return 0;
+}
+
 TEST(libtpu_ref_optimized_programs_run_like_their_sources)
 {
     cJSON *j = ref_load();
@@ -400,7 +463,7 @@ TEST(libtpu_ref_optimized_programs_run_like_their_sources)
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
         const char *src = ref_str(p, "hlo"), *opt = ref_str(p, "opt_hlo");
-        if (!src || !opt) continue;
+        if (!src || !opt || !ref_in_run_set(ref_str(p, "program"))) continue;
         tpu_module *ms = NULL, *mo = NULL;
         tpu_tensor **in = NULL, **os = NULL, **oo = NULL;
         int nin = 0, nos = 0, noo = 0;
@@ -448,7 +511,74 @@ TEST(libtpu_ref_optimized_programs_run_like_their_sources)
         tpu_module_free(ms);
         tpu_module_free(mo);
     }
-    CHECK(checked >= (getenv("TPUSIM_QUICK") ? 8 : 17));
+    CHECK(checked >= (getenv("TPUSIM_QUICK") ? 8 : 20));
+    tpu_ctx_free(ctx);
+    cJSON_Delete(j);
+}
+
+/* An optimized program moves data and changes its float type in one instruction (dus_loop.opt.hlo:
+ * `bf16[64,1024] dynamic-slice(f32[2048,1024] ...)`): the values are converted, not reinterpreted. */
+TEST(libtpu_ref_mixed_type_data_movement)
+{
+    static const char *text =
+        "HloModule m\nENTRY e {\n  x = f32[4,8]{1,0:T(8,128)} parameter(0)\n  i = s32[] parameter(1)\n"
+        "  z = s32[] constant(0)\n  d = bf16[2,8]{1,0:T(8,128)(2,1)} dynamic-slice(x, i, z), dynamic_slice_sizes={2,8}\n"
+        "  s = bf16[4,4]{1,0:T(8,128)(2,1)} slice(x), slice={[0:4], [0:4]}\n"
+        "  t = bf16[8,4]{1,0:T(8,128)(2,1)} transpose(x), dimensions={1,0}\n"
+        "  ROOT r = (bf16[2,8], bf16[4,4], bf16[8,4]) tuple(d, s, t)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE_OK(ctx, tpu_module_parse(ctx, text, strlen(text), "mixed", &m));
+    int64_t dx[2] = {4, 8};
+    tpu_tensor *in[2] = {NULL, NULL};
+    REQUIRE_OK(ctx, tpu_tensor_new(ctx, TPU_F32, 2, dx, &in[0]));
+    REQUIRE_OK(ctx, tpu_tensor_new(ctx, TPU_S32, 0, NULL, &in[1]));
+    float *x = tpu_tensor_data(in[0]);
+    for (int k = 0; k < 32; k++) x[k] = 1.0f + (float)k / 64;   /* 1.5078125 etc.: bf16 rounds some */
+    *(int32_t *)tpu_tensor_data(in[1]) = 1;
+    tpu_run_opts o = tpu_run_opts_default();
+    tpu_tensor **out = NULL;
+    int nout = 0;
+    REQUIRE_OK(ctx, tpu_run(ctx, m, &o, in, 2, &out, &nout));
+    REQUIRE(nout == 3);
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 8; c++) {
+            float want = x[(1 + r) * 8 + c];
+            CHECK_NEAR(tpu_tensor_get_f64(out[0], r * 8 + c), want, fabs(want) * 0x1p-8);
+        }
+    CHECK_NEAR(tpu_tensor_get_f64(out[1], 5), x[9], 0.01);
+    CHECK_NEAR(tpu_tensor_get_f64(out[2], 1 * 4 + 2), x[2 * 8 + 1], 0.01);
+    tpu_tensors_free(out, nout);
+    tpu_tensor_free(in[0]);
+    tpu_tensor_free(in[1]);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Every program libtpu optimized is one a TPU runs: tpusim check calls each compatible (the compiler's own
+ * custom-calls, tiled bitcasts and mixed-type data movement included). */
+TEST(libtpu_ref_optimized_programs_check_compatible)
+{
+    cJSON *j = ref_load();
+    REQUIRE(j);
+    tpu_ctx *ctx = tpu_ctx_new();
+    int checked = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "programs")) {
+        const char *path = ref_str(p, "opt_hlo"), *chip = ref_str(p, "chip");
+        if (!path || !chip) continue;
+        tpu_module *m = NULL;
+        tpu_report *r = NULL;
+        if (tpu_module_load(ctx, path, &m) != TPU_OK || tpu_check(ctx, m, chip, &r) != TPU_OK) {
+            test_fail(__FILE__, __LINE__, "%s: %s", path, tpu_errmsg(ctx));
+        } else {
+            CHECK_MSG(tpu_report_compatible(r), "%s: %s", path, tpu_report_text(r));
+            checked++;
+        }
+        tpu_report_free(r);
+        tpu_module_free(m);
+    }
+    CHECK(checked >= 140);
     tpu_ctx_free(ctx);
     cJSON_Delete(j);
 }

@@ -126,12 +126,12 @@ TEST(mobilenet_v2_matches_xla_cpu)
 {
     const char *quick = getenv("TPUSIM_QUICK");
     if (quick && *quick && strcmp(quick, "0")) {
-        fprintf(stderr, "  (TPUSIM_QUICK: the MobileNetV2 step is skipped in this run)\n");
+        test_skip("TPUSIM_QUICK: the MobileNetV2 step runs in the release test only");
         return;
     }
     const char *path = test_corpus("hlo/mobilenet_v2.hlo");
     if (!path) {
-        fprintf(stderr, "  (corpus missing: skipped)\n");
+        test_skip("../shared/corpus absent");
         return;
     }
     char *js = slurp("tests/conformance/mobilenet/ref_seed1.json");

@@ -514,3 +514,47 @@ out:
     tn_err_clear(&e);
     net_stop(&f);
 }
+
+TEST(net_runs_are_bounded)
+{
+    const char *endless = "HloModule loop\n\ncond {\n  p = s32[] parameter(0)\n  ROOT t = pred[] constant(true)\n}\n\n"
+                          "body {\n  p = s32[] parameter(0)\n  one = s32[] constant(1)\n  ROOT a = s32[] add(p, one)\n}\n\n"
+                          "ENTRY e {\n  x = s32[] parameter(0)\n  ROOT w = s32[] while(x), condition=cond, body=body\n}\n";
+    net_fixture f;
+    if (net_start(&f, "v3-8", NULL)) return;
+    tn_client *c = net_connect(&f, NULL, "t_net endless");
+    tn_err e = {0};
+    if (!c) goto out;
+    int32_t zero = 0;
+    tn_buffer_info b;
+    CHECK_EQ_INT(tn_client_put(c, 0, TPU_S32, 0, NULL, &zero, sizeof zero, &b, &e), TN_OK);
+    uint64_t exe = net_compile(c, endless, &e);
+    REQUIRE(exe != 0);
+    /* the client's limit (TPUSIM_MAX_STEPS in the plugin) travels with the request */
+    Tpusim__V1__ExecuteRequest r = TPUSIM__V1__EXECUTE_REQUEST__INIT;
+    Tpusim__V1__ArgumentList al = TPUSIM__V1__ARGUMENT_LIST__INIT, *alp = &al;
+    al.buffers = &b.id;
+    al.n_buffers = 1;
+    r.session = (char *)tn_client_session(c);
+    r.executable = exe;
+    r.arguments = &alp;
+    r.n_arguments = 1;
+    r.max_steps = 5000;
+    ProtobufCMessage *resp = NULL;
+    CHECK_EQ_INT(tn_client_unary(c, TN_M_EXECUTE, &r.base, &tpusim__v1__execute_response__descriptor, &resp, 0, &e),
+                 TN_RESOURCE_EXHAUSTED);
+    CHECK_MSG(strstr(tn_err_msg(&e), "5000") != NULL, "%s", tn_err_msg(&e));
+    tn_msg_free(resp);
+    r.max_steps = -1;
+    CHECK_EQ_INT(tn_client_unary(c, TN_M_EXECUTE, &r.base, &tpusim__v1__execute_response__descriptor, &resp, 0, &e),
+                 TN_INVALID_ARGUMENT);
+    CHECK(strstr(tn_err_msg(&e), "ExecuteRequest.max_steps") != NULL);
+    /* the session still works */
+    int32_t back = 7;
+    CHECK_EQ_INT(tn_client_get(c, b.id, &back, sizeof back, &e), TN_OK);
+    CHECK_EQ_INT(back, 0);
+    tn_client_free(c);
+out:
+    tn_err_clear(&e);
+    net_stop(&f);
+}

@@ -261,7 +261,7 @@ TEST(npy_npz_roundtrip_every_dtype)
         tpu_tensor **mt = NULL;
         char **mn = NULL;
         int mc = 0;
-        CHECK_OK(ctx, io_npz_load_mem(ctx, buf, len, "mem.npz", &mt, &mn, &mc));
+        CHECK_OK(ctx, io_npz_load_mem(ctx, buf, len, "mem.npz", NULL, NULL, &mt, &mn, &mc));
         CHECK_EQ_INT(mc, n);
         tpu_tensors_free(mt, mc);
         tpu_names_free(mn, mc);
@@ -332,7 +332,7 @@ TEST(npz_save_errors)
 TEST(npy_bare_void1_with_a_hint)
 {
     tpu_ctx *ctx = tpu_ctx_new();
-    io_npy_opts o = {TPU_F8E4M3FN};
+    io_npy_opts o = {TPU_F8E4M3FN, NULL, NULL, NULL, 0};
     tpu_tensor *t = NULL;
     REQUIRE_OK(ctx, io_npy_load_opts(ctx, GOLD "bare_v1.npy", &o, &t));
     CHECK(tpu_tensor_dtype(t) == TPU_F8E4M3FN && tpu_tensor_count(t) == 2);
@@ -461,7 +461,7 @@ TEST(npy_npz_truncated_and_corrupted_inputs)
                     tpu_tensor **ts;
                     char **ns;
                     int c;
-                    st = io_npz_load_mem(ctx, b, n, files[f], &ts, &ns, &c);
+                    st = io_npz_load_mem(ctx, b, n, files[f], NULL, NULL, &ts, &ns, &c);
                     if (st == TPU_OK) {
                         tpu_tensors_free(ts, c);
                         tpu_names_free(ns, c);
@@ -511,7 +511,7 @@ TEST(npz_bad_offsets_sizes_and_crc)
         memcpy(b, good, len);
         b[cases[i].at] = (char)(b[cases[i].at] ^ cases[i].v);
         if (cases[i].v == 12 || cases[i].v == 1) b[cases[i].at] = (char)cases[i].v;
-        CHECK_MSG(io_npz_load_mem(ctx, b, len, "x.npz", &ts, &ns, &c) != TPU_OK, "case %d loaded", i);
+        CHECK_MSG(io_npz_load_mem(ctx, b, len, "x.npz", NULL, NULL, &ts, &ns, &c) != TPU_OK, "case %d loaded", i);
         CHECK_MSG(strstr(tpu_errmsg(ctx), cases[i].msg) && strncmp(tpu_errmsg(ctx), "x.npz", 5) == 0,
                   "case %d: \"%s\"", i, tpu_errmsg(ctx));
     }
@@ -520,9 +520,9 @@ TEST(npz_bad_offsets_sizes_and_crc)
     size_t e1 = cd_off + 46 + (uint8_t)b[cd_off + 28] + (uint8_t)b[cd_off + 30] + (uint8_t)b[cd_off + 32];
     REQUIRE(b[e1] == 'P' && b[e1 + 1] == 'K');
     memcpy(b + e1 + 42, b + cd_off + 42, 4);
-    CHECK(io_npz_load_mem(ctx, b, len, "x.npz", &ts, &ns, &c) == TPU_ERR_PARSE);
+    CHECK(io_npz_load_mem(ctx, b, len, "x.npz", NULL, NULL, &ts, &ns, &c) == TPU_ERR_PARSE);
     CHECK(strstr(tpu_errmsg(ctx), "overlap") != NULL);
-    CHECK_EQ_INT(io_npz_load_mem(ctx, "not a zip at all, just text that goes on", 40, "t.npz", &ts, &ns, &c),
+    CHECK_EQ_INT(io_npz_load_mem(ctx, "not a zip at all, just text that goes on", 40, "t.npz", NULL, NULL, &ts, &ns, &c),
                  TPU_ERR_PARSE);
     CHECK(strstr(tpu_errmsg(ctx), "t.npz: not a zip archive") != NULL);
     free(b);
@@ -536,11 +536,11 @@ TEST(npz_bad_offsets_sizes_and_crc)
     eocd = len - 22;
     cd_off = (uint8_t)b[eocd + 16] | (uint8_t)b[eocd + 17] << 8 | (uint8_t)b[eocd + 18] << 16;
     b[cd_off + 20] = 10, b[cd_off + 21] = 0, b[cd_off + 22] = 0, b[cd_off + 23] = 0;   /* csize 10 */
-    CHECK(io_npz_load_mem(ctx, b, len, "b.npz", &ts, &ns, &c) != TPU_OK);
+    CHECK(io_npz_load_mem(ctx, b, len, "b.npz", NULL, NULL, &ts, &ns, &c) != TPU_OK);
     CHECK(strstr(tpu_errmsg(ctx), "claims") != NULL);
     memcpy(b, good, len);
     b[200] ^= 0x55;   /* inside the deflate stream */
-    CHECK(io_npz_load_mem(ctx, b, len, "b.npz", &ts, &ns, &c) != TPU_OK);
+    CHECK(io_npz_load_mem(ctx, b, len, "b.npz", NULL, NULL, &ts, &ns, &c) != TPU_OK);
     CHECK(strstr(tpu_errmsg(ctx), "b.npz: member 'big.npy'") != NULL);
     free(b);
     free(good);

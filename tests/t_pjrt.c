@@ -560,3 +560,53 @@ TEST(pjrt_plugin_compiles_binary_hlo_module_protos)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* issue 18: a program from the framework cannot hang the caller (TPUSIM_MAX_STEPS, per execution), and one
+ * that does not verify is refused, never run */
+TEST(pjrt_plugin_limits_and_verification)
+{
+    const PJRT_Api *api = pj_api();
+    REQUIRE(api);
+    setenv("TPUSIM_MAX_STEPS", "5000", 1);
+    PJRT_Client *c = pj_client(api, "v3-8");
+    unsetenv("TPUSIM_MAX_STEPS");
+    REQUIRE(c);
+    PJRT_Device *d0 = pj_device(api, c, 0);
+    static const char *forever =
+        "HloModule forever\ncond {\n  p = f32[4] parameter(0)\n  ROOT t = pred[] constant(true)\n}\n"
+        "body {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n"
+        "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT w = f32[4] while(x), condition=cond, body=body\n}\n";
+    PJRT_LoadedExecutable *exe = NULL;
+    PJ_OK(api, pj_compile(api, c, forever, "hlo", 1, 1, &exe));
+    float in[4] = {1, 2, 3, 4};
+    PJRT_Buffer *arg = pj_put(api, c, d0, in, 4), *res = NULL;
+    REQUIRE(arg);
+    char *m = pj_take_error(api, pj_run(api, exe, &arg, 1, &res, NULL, 0), NULL);
+    CHECK_MSG(m && strstr(m, "step limit"), "%s", m ? m : "(ran)");
+    free(m);
+    if (res) pj_buf_free(api, res);
+    pj_exe_free(api, exe);
+    /* a result shape its operand does not give: refused at compile or execute, never run */
+    static const char *bad = "HloModule bad\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT y = f32[4000,4000] negate(x)\n}\n";
+    exe = NULL;
+    m = pj_take_error(api, pj_compile(api, c, bad, "hlo", 1, 1, &exe), NULL);
+    if (!m) {
+        res = NULL;
+        m = pj_take_error(api, pj_run(api, exe, &arg, 1, &res, NULL, 0), NULL);
+        if (res) pj_buf_free(api, res);
+        pj_exe_free(api, exe);
+    }
+    CHECK_MSG(m && (strstr(m, "does not verify") || strstr(m, "differs")), "%s", m ? m : "(ran)");
+    free(m);
+    pj_buf_free(api, arg);
+    /* a malformed limit is an error at client creation */
+    setenv("TPUSIM_MAX_STEPS", "lots", 1);
+    PJRT_NamedValue opt = {.struct_size = PJRT_NamedValue_STRUCT_SIZE, .name = "slice", .name_size = 5,
+                           .type = PJRT_NamedValue_kString, .string_value = "v3-8", .value_size = 4};
+    PJRT_Client_Create_Args a = {.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE, .create_options = &opt, .num_options = 1};
+    m = pj_take_error(api, api->PJRT_Client_Create(&a), NULL);
+    unsetenv("TPUSIM_MAX_STEPS");
+    CHECK_MSG(m && strstr(m, "TPUSIM_MAX_STEPS=lots"), "%s", m ? m : "(accepted)");
+    free(m);
+    pj_client_free(api, c);
+}

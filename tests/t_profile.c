@@ -203,8 +203,7 @@ TEST(profile_html_in_headless_chromium)
 {
     const char *chrome = test_find_chromium();
     if (!chrome) {
-        fprintf(stderr, "  SKIP profile_html_in_headless_chromium: no chromium on PATH (install it with scripts/deps.sh, "
-                        "or set TPUSIM_CHROMIUM)\n");
+        test_skip("no chromium on PATH (install it with scripts/deps.sh, or set TPUSIM_CHROMIUM)");
         return;
     }
     tpu_ctx *ctx = tpu_ctx_new();
@@ -267,7 +266,7 @@ TEST(profile_corpus_mobilenet)
 {
     const char *path = test_corpus("hlo/mobilenet_v2.hlo");
     if (!path) {
-        fprintf(stderr, "  SKIP profile_corpus_mobilenet: ../shared/corpus absent\n");
+        test_skip("../shared/corpus absent");
         return;
     }
     tpu_ctx *ctx = tpu_ctx_new();

@@ -107,8 +107,12 @@ TEST(timing_big_matmul_reaches_peak)
         tpu_profile *p = prof_opts(ctx, h, o, &m);
         free(h);
         if (!p) continue;
+        /* the share of the peak XLA's matmul sustains on large GEMMs (published sweeps: chip mxu_efficiency), less
+         * the pipeline's exposed first loads and last store and the host launch */
         double u = tpu_profile_mxu_utilization(p);
-        CHECK_MSG(u > 0.95 && u <= 1.0, "%s: MXU utilization %g of an 8192^3 matmul", chips[c], u);
+        const chp_chip *ch = chp_generation_find(chips[c]);
+        double eff = ch && ch->mxu_efficiency > 0 ? ch->mxu_efficiency : 1;
+        CHECK_MSG(u > 0.9 * eff && u <= eff, "%s: MXU utilization %g of an 8192^3 matmul (efficiency %g)", chips[c], u, eff);
         CHECK_EQ_STR(tpu_profile_bound(p), "compute");
         const tim_op *t = first_mxu_op(p);
         CHECK(t && t->mxu_util <= 1.0 && t->pad_waste == 0);
@@ -330,6 +334,53 @@ TEST(timing_while_trip_counts)
     tpu_profile_free(p);
     tpu_module_free(m);
     free(one);
+    tpu_ctx_free(ctx);
+}
+
+/* Loops as a compiler's optimized program writes them, without backend_config: the counter starts from a
+ * copied constant, the step is loop-invariant state, the increment is fused, and the condition may stop early
+ * (and(converged, i < 7): its own bound, 7, is the count). */
+static const char *loop_compiled_hlo =
+    "HloModule w\n"
+    "inc { p0 = s32[] parameter(0)\n p1 = s32[] parameter(1)\n ROOT a = s32[] add(p0, p1) }\n"
+    "body { t = (s32[], f32[1024,1024], s32[], pred[]) parameter(0)\n i = s32[] get-tuple-element(t), index=0\n"
+    " x = f32[1024,1024] get-tuple-element(t), index=1\n s = s32[] get-tuple-element(t), index=2\n"
+    " f = pred[] get-tuple-element(t), index=3\n"
+    " y = f32[1024,1024] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    " n = s32[] fusion(i, s), kind=kLoop, calls=inc\n"
+    " ROOT r = (s32[], f32[1024,1024], s32[], pred[]) tuple(n, y, s, f) }\n"
+    "cond { t = (s32[], f32[1024,1024], s32[], pred[]) parameter(0)\n i = s32[] get-tuple-element(t), index=0\n"
+    " f = pred[] get-tuple-element(t), index=3\n k = s32[] constant(7)\n"
+    " lt = pred[] compare(i, k), direction=LT\n ROOT a = pred[] and(f, lt) }\n"
+    "ENTRY main { x = f32[1024,1024] parameter(0)\n z = s32[] constant(0)\n c = s32[] copy(z)\n"
+    " one = s32[] constant(1)\n go = pred[] constant(true)\n"
+    " t = (s32[], f32[1024,1024], s32[], pred[]) tuple(c, x, one, go)\n"
+    " w = (s32[], f32[1024,1024], s32[], pred[]) while(t), condition=cond, body=body\n"
+    " ROOT o = f32[1024,1024] get-tuple-element(w), index=1 }\n";
+
+TEST(timing_while_trip_counts_without_backend_config)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_profile_opts o = {0};
+    o.chip = "v5e";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, loop_compiled_hlo, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    int found = 0;
+    for (int i = 0; i < pp->tim->nops; i++) {
+        const tim_op *t = &pp->tim->ops[i];
+        if (t->root->op == HLO_WHILE) {
+            found = 1;
+            CHECK(t->trip_known);
+            CHECK_NEAR(t->trips, 7, 0);
+        }
+        if (t->root->op == HLO_DOT) CHECK_NEAR(t->count, 7, 0);
+    }
+    CHECK(found);
+    CHECK_EQ_INT(pp->tim->unknown_trips, 0);
+    tpu_profile_free(p);
+    tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
 
@@ -562,6 +613,106 @@ TEST(timing_advice_vector_lanes)
     const char *adv = tpu_profile_advice(p);
     REQUIRE(adv);
     CHECK_MSG(strstr(adv, "computes padding lanes") && strstr(adv, "uses 2.4% of its lanes"), "advice: %s", adv);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* The TPU's linear-algebra custom-calls are timed by their textbook FLOPs (LU 2/3 n^3, QR 4/3 n^3 for a
+ * square matrix, Q from its reflectors 4/3 n^3, eigh 9 n^3): trailing updates on the MXU at f32 precision, the
+ * 128-column panels on the vector unit (n^2 work per panel column): doubling n costs between 4x (panels; a little
+ * less with the pipeline's exposed transfers) and 8x (MXU updates). */
+TEST(timing_linalg_custom_calls)
+{
+    static const struct { const char *target, *result; double per_n3; } cc[] = {
+        {"LuDecomposition", "(f32[%d,%d], s32[%d], s32[%d])", 2.0 / 3.0},
+        {"Qr", "(f32[%d,%d], f32[%d])", 4.0 / 3.0},
+        {"Eigh", "(f32[%d,%d], f32[%d])", 9.0},
+    };
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (size_t c = 0; c < sizeof cc / sizeof *cc; c++) {
+        double prev = 0;
+        for (int n = 1024; n <= 8192; n *= 2) {
+            char res[128], h[512];
+            snprintf(res, sizeof res, cc[c].result, n, n, n, n);
+            snprintf(h, sizeof h, "HloModule la\nENTRY e {\n  a = f32[%d,%d] parameter(0)\n  ROOT r = %s custom-call(a), "
+                     "custom_call_target=\"%s\"\n}\n", n, n, res, cc[c].target);
+            tpu_profile_opts o = {0};
+            o.chip = "v5e";
+            tpu_module *m = NULL;
+            tpu_profile *p = prof_opts(ctx, h, o, &m);
+            if (!p) continue;
+            const tim_op *t = first_mxu_op(p);
+            double n3 = (double)n * n * n;
+            CHECK_MSG(t && fabs(t->flops / (cc[c].per_n3 * n3) - 1) < 0.01, "%s %d: %g FLOPs", cc[c].target, n,
+                      t ? t->flops : -1);
+            double s = t ? t->time_s - t->overhead_s : 0;
+            if (prev > 0) CHECK_MSG(s > 3.5 * prev && s < 8.5 * prev, "%s: %d^3 takes %g s, half the size %g s",
+                                    cc[c].target, n, s, prev);
+            prev = s;
+            tpu_profile_free(p);
+            tpu_module_free(m);
+        }
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* A reduce-window sliding by one over (almost) a whole row is a cumulative op (jax's cummax): the compiler runs
+ * it as a prefix computation, log2(window) steps per element, not window of them (a 2047-wide window over rows
+ * of 2048 costs about 11/3 of a 3-wide one, not 682x). */
+TEST(timing_cumulative_reduce_window)
+{
+    static const char *fmt =
+        "HloModule rw\nmax { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b) }\n"
+        "ENTRY e {\n  x = f32[1024,2048] parameter(0)\n  c = f32[] constant(-inf)\n"
+        "  ROOT r = f32[1024,2048] reduce-window(x, c), window={size=1x%d pad=0_0x%d_0}, to_apply=max\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    double vpu[2] = {0, 0};
+    int widths[2] = {3, 2047};
+    for (int k = 0; k < 2; k++) {
+        char h[512];
+        snprintf(h, sizeof h, fmt, widths[k], widths[k] - 1);
+        tpu_profile_opts o = {0};
+        o.chip = "v5e";
+        tpu_module *m = NULL;
+        tpu_profile *p = prof_opts(ctx, h, o, &m);
+        if (!p) continue;
+        const prf_profile *pp = (const prf_profile *)p;
+        for (int i = 0; i < pp->tim->nops; i++)
+            if (pp->tim->ops[i].root->op == HLO_REDUCE_WINDOW) vpu[k] = pp->tim->ops[i].vpu_s;
+        tpu_profile_free(p);
+        tpu_module_free(m);
+    }
+    CHECK_MSG(vpu[0] > 0 && vpu[1] > 2 * vpu[0] && vpu[1] < 6 * vpu[0], "window 3: %g s, window 2047: %g s", vpu[0], vpu[1]);
+    tpu_ctx_free(ctx);
+}
+
+/* A compiled program's fusion whose root is a dynamic-update-slice of one of its parameters updates that buffer
+ * in place: it reads and writes the window (and what the update needs), not the whole buffer. */
+TEST(timing_fused_dynamic_update_slice_in_place)
+{
+    static const char *h =
+        "HloModule d, is_scheduled=true\n"
+        "f { b = f32[4096,1024]{1,0:T(8,128)} parameter(0)\n u = f32[64,1024]{1,0:T(8,128)} parameter(1)\n"
+        " i = s32[]{:T(256)} parameter(2)\n z = s32[]{:T(256)} constant(0)\n"
+        " t = f32[64,1024]{1,0:T(8,128)} tanh(u)\n"
+        " ROOT r = f32[4096,1024]{1,0:T(8,128)} dynamic-update-slice(b, t, i, z) }\n"
+        "ENTRY e {\n  b = f32[4096,1024]{1,0:T(8,128)} parameter(0)\n  u = f32[64,1024]{1,0:T(8,128)} parameter(1)\n"
+        "  i = s32[]{:T(256)} parameter(2)\n"
+        "  ROOT r = f32[4096,1024]{1,0:T(8,128)} fusion(b, u, i), kind=kLoop, calls=f\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_profile_opts o = {0};
+    o.chip = "v5e";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, h, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    int64_t bytes = -1;
+    for (int i = 0; i < pp->tim->nops; i++)
+        if (pp->tim->ops[i].root->op == HLO_FUSION) bytes = pp->tim->ops[i].hbm_bytes;
+    /* the update read (256 KiB), the window read in place and written (256 KiB each), the index: under 1 MiB,
+     * where the whole buffer read and written would be 32 MiB */
+    CHECK_MSG(bytes > 0 && bytes < (1 << 20), "the fusion moves %lld bytes", (long long)bytes);
     tpu_profile_free(p);
     tpu_module_free(m);
     tpu_ctx_free(ctx);

@@ -16,7 +16,7 @@
 static int tt_has_digits(void)
 {
     if (access(DIGITS "/signature.json", R_OK) == 0) return 1;
-    printf("  (skipped: %s not found; run from the repository root)\n", DIGITS);
+    test_skip("%s not found; run from the repository root", DIGITS);
     return 0;
 }
 
@@ -324,6 +324,7 @@ TEST(train_cached_format_reader)
         {64 + 112, 4097, 8, "field 'offset' is 4097"},
         {64 + 128 + 112, 12288, 8, "runs past the end of the file"},
         {64, 0, 1, "field 'name'"},
+        {64 + 128 + 112, 4096, 8, "arrays 'x' and 'y' overlap (bytes 4096..4108 and 4096..4108)"},   /* issue 18 */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memcpy(g, f, len);
@@ -443,13 +444,15 @@ TEST(train_digits_cached_equals_shards)
 
 /* ---- training ---- */
 
+/* resume: 0 a fresh model_dir, 1 --resume, 2 --overwrite */
 static tpu_trainer *tt_trainer(tpu_ctx *ctx, int cores, int64_t steps, const char *model_dir, int resume, int K)
 {
     tpu_train_opts o = tpu_train_opts_default();
     o.cores = cores;
     o.steps = steps;
     o.model_dir = model_dir;
-    o.resume = resume;
+    o.resume = resume == 1;
+    o.overwrite = resume == 2;
     o.steps_per_exec = K;
     tpu_trainer *tr = NULL;
     if (tpu_trainer_new(ctx, DIGITS, &o, &tr) != TPU_OK) test_fail(__FILE__, __LINE__, "trainer: %s", tpu_errmsg(ctx));
@@ -624,7 +627,7 @@ TEST(train_replicated_batch_norm_stats_and_bf16)
     /* tests/train/bn_tiny: running mean/var ("stat") averaged over the replicas, a bf16 weight whose
      * gradient is all-reduced as f32 and rounded back */
     if (access("tests/train/bn_tiny/signature.json", R_OK)) {
-        printf("  (skipped: tests/train/bn_tiny not found)\n");
+        test_skip("tests/train/bn_tiny not found");
         return;
     }
     tpu_ctx *ctx = tpu_ctx_new();
@@ -679,7 +682,7 @@ TEST(train_resume_and_steps_per_exec_identical)
     free(fb);
     tpu_trainer_free(b);
     /* K = 4 steps per host call: the same state, records of 4 and 2 steps */
-    tpu_trainer *c = tt_trainer(ctx, 0, 6, db, 0, 4);
+    tpu_trainer *c = tt_trainer(ctx, 0, 6, db, 2, 4);
     REQUIRE(c);
     REQUIRE_OK(ctx, tpu_trainer_train(ctx, c, 0));
     CHECK_MSG(tt_same_state(a, c), "--steps-per-exec 4 changed the result");

@@ -13,6 +13,8 @@
 typedef void (*test_fn)(void);
 void test_register(const char *name, const char *file, test_fn fn);
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Marks the running test skipped (counted as skipped, not passed) and says why; the test should return. */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int test_current_failed;
 
 #define TEST(name)                                                          \

@@ -1,4 +1,4 @@
-/* test_main.c — runs the registered unit tests and prints "N passed, N failed". */
+/* test_main.c — runs the registered unit tests and prints "N passed, N failed, N skipped". */
 #include "test.h"
 #include <stdarg.h>
 #include <stdlib.h>
@@ -9,7 +9,19 @@ typedef struct { const char *name, *file; test_fn fn; } test_entry;
 static test_entry *tests;
 static int ntests, cap;
 int test_current_failed;
+static int current_skipped;
 static const char *current_name;
+
+void test_skip(const char *fmt, ...)
+{
+    fprintf(stderr, "  SKIP %s: ", current_name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    current_skipped = 1;
+}
 
 void test_register(const char *name, const char *file, test_fn fn)
 {
@@ -59,7 +71,7 @@ static int by_file_then_name(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     qsort(tests, (size_t)ntests, sizeof *tests, by_file_then_name);
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     int verbose = getenv("TEST_VERBOSE") != NULL;
     for (int i = 0; i < ntests; i++) {
         int want = argc < 2;
@@ -68,6 +80,7 @@ int main(int argc, char **argv)
         if (!want) continue;
         current_name = tests[i].name;
         test_current_failed = 0;
+        current_skipped = 0;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         tests[i].fn();
@@ -76,12 +89,14 @@ int main(int argc, char **argv)
         if (test_current_failed) {
             failed++;
             fprintf(stderr, "FAIL %s (%d checks failed)\n", tests[i].name, test_current_failed);
+        } else if (current_skipped) {
+            skipped++;
         } else {
             passed++;
             if (verbose || dt > 2.0) fprintf(stderr, "ok   %s (%.1fs)\n", tests[i].name, dt);
         }
     }
     free(tests);
-    printf("unit tests: %d passed, %d failed\n", passed, failed);
+    printf("unit tests: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

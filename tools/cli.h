@@ -24,9 +24,31 @@ int cmd_list(int argc, char **argv);
 int cmd_jobs(int argc, char **argv);
 
 /* Shared helpers (tools/cli_util.c). */
+/* A context with the process's settings: tpusim --max-input-size SIZE (anywhere on the command line) sets
+ * every context's input limit (tpu_ctx_set_input_limit). */
+tpu_ctx *cli_ctx_new(void);
+/* Takes --max-input-size SIZE / --max-input-size=SIZE out of argv (SIZE: bytes, or with K, M, G, T: KiB ...).
+ * Returns 0 after printing why if SIZE is not a size. */
+int  cli_take_global_options(int *argc, char **argv);
 int  cli_is_help(const char *arg);
 /* For "--opt VALUE" and "--opt=VALUE": returns the value and advances *i, or NULL if argv[*i] is not opt. */
 const char *cli_opt_value(int argc, char **argv, int *i, const char *opt);
 void cli_print_warnings(tpu_ctx *ctx);
+
+/* The one strict number parser for options: the whole value must be a decimal number within [lo, hi]
+ * (no NaN or infinity, no overflow, no sign where lo >= 0, nothing before or after it). Otherwise it prints
+ * "tpusim CMD: OPT wants ..." with the value and returns 0. */
+int  cli_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out);
+int  cli_int32(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out);
+int  cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
+int  cli_num(const char *cmd, const char *opt, const char *v, double lo, double hi, double *out);
+/* A tpu_npz_filter for a program's inputs (user: the tpu_module): a member must have the dtype and shape of one
+ * of the entry's parameters (a module with tuple parameters takes any), so an archive is refused by its
+ * headers before anything is inflated. */
+int  cli_npz_params_filter(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
+                           char *why, size_t why_size);
+
+/* The same check without a message (for values inside a list, e.g. --price v4=3.22): 1 if v is a number. */
+int  cli_parse_num(const char *v, size_t len, double *out);
 
 #endif

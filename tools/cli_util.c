@@ -1,7 +1,49 @@
 /* cli_util.c — option helpers shared by the subcommands. */
 #include "cli.h"
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+static uint64_t cli_max_input;   /* 0: the library's default */
+
+tpu_ctx *cli_ctx_new(void)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    if (ctx && cli_max_input) tpu_ctx_set_input_limit(ctx, cli_max_input);
+    return ctx;
+}
+
+int cli_take_global_options(int *argc, char **argv)
+{
+    int out = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--max-input-size") && i + 1 < *argc) v = argv[++i];
+        else if (!strncmp(argv[i], "--max-input-size=", 17)) v = argv[i] + 17;
+        else if (!strcmp(argv[i], "--max-input-size")) {
+            fprintf(stderr, "tpusim: option --max-input-size needs a value\n");
+            return 0;
+        } else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        size_t n = strlen(v);
+        int shift = 0;
+        if (n > 1 && strchr("KMGT", v[n - 1])) shift = 10 * (int)(strchr("KMGT", v[n - 1]) - "KMGT" + 1);
+        char num[32];
+        snprintf(num, sizeof num, "%.*s", (int)(shift ? n - 1 : n), v);
+        int64_t x;
+        if (!cli_int("", "--max-input-size", num, 1, INT64_MAX >> shift, &x)) return 0;
+        cli_max_input = (uint64_t)x << shift;
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return 1;
+}
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
 
@@ -25,4 +67,111 @@ void cli_print_warnings(tpu_ctx *ctx)
     const char *w = tpu_warnings(ctx);
     if (*w) fputs(w, stderr);
     tpu_warnings_clear(ctx);
+}
+
+int cli_npz_params_filter(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
+                          char *why, size_t why_size)
+{
+    const tpu_module *m = user;
+    int np = tpu_module_num_params(m);
+    char want[512] = "";
+    size_t wl = 0;
+    for (int i = 0; i < np; i++) {
+        tpu_dtype pt;
+        int pr;
+        int64_t pd[TPU_MAX_RANK];
+        if (tpu_module_param_info(m, i, &pt, &pr, pd) != TPU_OK || pt == TPU_TUPLE) return 0;
+        int same = pt == dtype && pr == rank;
+        for (int k = 0; same && k < rank; k++) same = pd[k] == dims[k];
+        if (same) return 0;
+        if (wl + 40 < sizeof want) {
+            wl += (size_t)snprintf(want + wl, sizeof want - wl, "%s%s[", i ? ", " : "", tpu_dtype_name(pt));
+            for (int k = 0; k < pr && wl + 24 < sizeof want; k++)
+                wl += (size_t)snprintf(want + wl, sizeof want - wl, "%s%lld", k ? "," : "", (long long)pd[k]);
+            if (wl + 2 < sizeof want) wl += (size_t)snprintf(want + wl, sizeof want - wl, "]");
+        }
+    }
+    char got[256];
+    size_t gl = (size_t)snprintf(got, sizeof got, "%s[", tpu_dtype_name(dtype));
+    for (int k = 0; k < rank && gl + 24 < sizeof got; k++)
+        gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%lld", k ? "," : "", (long long)dims[k]);
+    if (gl + 2 < sizeof got) snprintf(got + gl, sizeof got - gl, "]");
+    (void)name;
+    (void)index;
+    snprintf(why, why_size, "%s is not the shape of any parameter of %s (%s); nothing was read", got,
+             tpu_module_name(m), np ? want : "it takes none");
+    return 1;
+}
+
+/* Digits (with an optional leading '-') and nothing else: strtoll/strtoull alone accept leading spaces, a
+ * '+', and (strtoull) a '-' that wraps around. */
+static int cli_is_integer(const char *v, int allow_minus)
+{
+    const char *p = v;
+    if (*p == '-' && allow_minus) p++;
+    if (!isdigit((unsigned char)*p)) return 0;
+    while (isdigit((unsigned char)*p)) p++;
+    return *p == 0;
+}
+
+int cli_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    errno = 0;
+    long long x = cli_is_integer(v, lo < 0) ? strtoll(v, NULL, 10) : 0;
+    if (!cli_is_integer(v, lo < 0) || errno == ERANGE || x < lo || x > hi) {
+        fprintf(stderr, "tpusim%s%s: %s wants an integer from %" PRId64 " to %" PRId64 ", got '%s'\n", *cmd ? " " : "", cmd,
+                opt, lo, hi, v);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+int cli_int32(const char *cmd, const char *opt, const char *v, int lo, int hi, int *out)
+{
+    int64_t x;
+    if (!cli_int(cmd, opt, v, lo, hi, &x)) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+int cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out)
+{
+    errno = 0;
+    unsigned long long x = cli_is_integer(v, 0) ? strtoull(v, NULL, 10) : 0;
+    if (!cli_is_integer(v, 0) || errno == ERANGE) {
+        fprintf(stderr, "tpusim %s: %s wants an integer from 0 to %" PRIu64 ", got '%s'\n", cmd, opt, UINT64_MAX, v);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+int cli_parse_num(const char *v, size_t len, double *out)
+{
+    char buf[64];
+    if (len == 0 || len >= sizeof buf) return 0;
+    memcpy(buf, v, len);
+    buf[len] = 0;
+    /* a plain decimal: digits, one point, an exponent; no hex, inf or nan that strtod would take */
+    for (size_t i = 0; i < len; i++)
+        if (!strchr("0123456789.eE+-", buf[i])) return 0;
+    if (!isdigit((unsigned char)buf[0]) && !(buf[0] == '-' || buf[0] == '.')) return 0;
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (*end || errno == ERANGE || !isfinite(d)) return 0;
+    *out = d;
+    return 1;
+}
+
+int cli_num(const char *cmd, const char *opt, const char *v, double lo, double hi, double *out)
+{
+    double d;
+    if (!cli_parse_num(v, strlen(v), &d) || d < lo || d > hi) {
+        fprintf(stderr, "tpusim %s: %s wants a number from %g to %g, got '%s'\n", cmd, opt, lo, hi, v);
+        return 0;
+    }
+    *out = d;
+    return 1;
 }

@@ -118,20 +118,9 @@ static int bench_matmul(int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--chip"))) {
             chip = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--n"))) {
-            char *end;
-            n = strtoll(v, &end, 10);
-            if (*end || n < 1 || n > 1 << 20) {
-                fprintf(stderr, "tpusim bench matmul: --n must be an integer from 1 to 1048576 ('%s')\n", v);
-                return 2;
-            }
+            if (!cli_int("bench matmul", "--n", v, 1, 1 << 20, &n)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--count"))) {
-            char *end;
-            long c = strtol(v, &end, 10);
-            if (*end || c < 1 || c > 1000000000L) {
-                fprintf(stderr, "tpusim bench matmul: --count must be an integer from 1 to 1e9 ('%s')\n", v);
-                return 2;
-            }
-            count = (int)c;
+            if (!cli_int32("bench matmul", "--count", v, 1, 1000000000, &count)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--dtype"))) {
             if (strcmp(v, "f32") && strcmp(v, "bf16")) {
                 fprintf(stderr, "tpusim bench matmul: --dtype must be f32 or bf16 ('%s')\n", v);
@@ -139,13 +128,7 @@ static int bench_matmul(int argc, char **argv)
             }
             dt = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--host-runs"))) {
-            char *end;
-            long r = strtol(v, &end, 10);
-            if (*end || r < 0 || r > 1000) {
-                fprintf(stderr, "tpusim bench matmul: --host-runs must be an integer from 0 to 1000 ('%s')\n", v);
-                return 2;
-            }
-            host_runs = (int)r;
+            if (!cli_int32("bench matmul", "--host-runs", v, 0, 1000, &host_runs)) return 2;
         } else if (!strcmp(argv[i], "--print-program")) {
             print = 1;
         } else {
@@ -166,7 +149,7 @@ static int bench_matmul(int argc, char **argv)
         free(text);
         return 0;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     tpu_module *m = NULL, *once = NULL;
     tpu_profile *p = NULL;
     tpu_chip *c = NULL;

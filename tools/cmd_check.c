@@ -116,7 +116,7 @@ int cmd_check(int argc, char **argv)
         check_usage(stderr);
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "tpusim: out of memory\n");
         return 2;
@@ -170,7 +170,7 @@ int cmd_print(int argc, char **argv)
         print_usage(stderr);
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "tpusim: out of memory\n");
         return 2;

@@ -39,7 +39,7 @@ int cmd_chips(int argc, char **argv)
             return 2;
         } else nnames++;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "tpusim chips: out of memory\n");
         return 1;

@@ -64,8 +64,7 @@ static int memory_main(int argc, char **argv, int compile)
         } else if (!compile && (v = cli_opt_value(argc, argv, &i, "--html"))) {
             html = v;
         } else if (!compile && (v = cli_opt_value(argc, argv, &i, "--top"))) {
-            top = atoi(v);
-            if (top < 0) top = 0;
+            if (!cli_int32(cmd, "--top", v, 1, 1000000, &top)) return 2;
         } else if (!compile && !strcmp(argv[i], "--json")) {
             json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -84,7 +83,7 @@ static int memory_main(int argc, char **argv, int compile)
         memory_usage(stderr, cmd);
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) return 2;
     tpu_module *m = NULL;
     tpu_memory *mem = NULL;
@@ -107,7 +106,7 @@ static int memory_main(int argc, char **argv, int compile)
             fprintf(stderr, "%s", tpu_memory_report(mem));
             rc = 1;
         } else {
-            printf("%s: compiled for %s: uses %.2f GiB of %.2f GiB HBM per core\n", prog, chip,
+            printf("%s: compiled for %s: uses %.2f GiB of %.2f GiB HBM per device\n", prog, chip,
                    (double)tpu_memory_peak_bytes(mem) / (1 << 30), (double)tpu_memory_capacity_bytes(mem) / (1 << 30));
         }
         goto done;

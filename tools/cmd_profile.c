@@ -42,12 +42,27 @@ static void profile_usage(FILE *f)
             "exit status: 0 profiled, 1 the program does not verify, 2 bad command line or unreadable program.\n");
 }
 
-/* Price per chip-hour for a slice from --price: a plain number, or "gen=price,slice=price,..." where the
- * slice name (v4-8) wins over the generation (v4). 0 if none applies. */
+/* --price is a plain number, or "KEY=PRICE,KEY=PRICE,..." with non-empty keys; every price a number 0..1e6. */
+static int profile_price_ok(const char *price)
+{
+    double d;
+    if (!strchr(price, '=')) return cli_parse_num(price, strlen(price), &d) && d >= 0 && d <= 1e6;
+    for (const char *s = price;;) {
+        const char *comma = strchr(s, ','), *end = comma ? comma : s + strlen(s);
+        const char *eq = memchr(s, '=', (size_t)(end - s));
+        if (!eq || eq == s || !cli_parse_num(eq + 1, (size_t)(end - eq - 1), &d) || d < 0 || d > 1e6) return 0;
+        if (!comma) return 1;
+        s = comma + 1;
+    }
+}
+
+/* Price per chip-hour for a slice from --price (checked by profile_price_ok): a plain number, or
+ * "gen=price,slice=price,..." where the slice name (v4-8) wins over the generation (v4). 0 if none applies. */
 static double profile_price_for(const char *price, const char *slice, const char *gen)
 {
+    double d = 0;
     if (!price) return 0;
-    if (!strchr(price, '=')) return atof(price);
+    if (!strchr(price, '=')) return cli_parse_num(price, strlen(price), &d) ? d : 0;
     double best = 0;
     int best_len = 0;
     const char *s = price;
@@ -56,8 +71,8 @@ static double profile_price_for(const char *price, const char *slice, const char
         if (!eq || (comma && comma < eq)) break;
         size_t klen = (size_t)(eq - s);
         int hit = (strlen(slice) == klen && !strncmp(slice, s, klen)) || (strlen(gen) == klen && !strncmp(gen, s, klen));
-        if (hit && (int)klen > best_len) {
-            best = atof(eq + 1);
+        if (hit && (int)klen > best_len && cli_parse_num(eq + 1, comma ? (size_t)(comma - eq - 1) : strlen(eq + 1), &d)) {
+            best = d;
             best_len = (int)klen;
         }
         if (!comma) break;
@@ -225,33 +240,27 @@ int cmd_profile(int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--policy"))) {
             o.policy = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--steps-per-exec"))) {
-            o.steps_per_exec = atoi(v);
-            if (o.steps_per_exec < 1) { fprintf(stderr, "tpusim profile: --steps-per-exec must be >= 1\n"); return 2; }
+            if (!cli_int32("profile", "--steps-per-exec", v, 1, 1000000000, &o.steps_per_exec)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--steps"))) {
-            o.steps = atoi(v);
-            if (o.steps < 1) { fprintf(stderr, "tpusim profile: --steps must be >= 1\n"); return 2; }
+            if (!cli_int32("profile", "--steps", v, 1, 1000000000, &o.steps)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--input-rate"))) {
-            o.input_rate = atof(v);
-            if (o.input_rate <= 0) { fprintf(stderr, "tpusim profile: --input-rate must be > 0 samples/s\n"); return 2; }
+            if (!cli_num("profile", "--input-rate", v, 1e-9, 1e15, &o.input_rate)) return 2;   /* samples/s */
         } else if ((v = cli_opt_value(argc, argv, &i, "--input-time"))) {
-            input_time = atof(v);
-            if (input_time <= 0) { fprintf(stderr, "tpusim profile: --input-time must be > 0 seconds per batch\n"); return 2; }
+            if (!cli_num("profile", "--input-time", v, 1e-12, 1e9, &input_time)) return 2;   /* seconds per batch */
         } else if ((v = cli_opt_value(argc, argv, &i, "--batch"))) {
-            o.batch = atoll(v);
+            if (!cli_int("profile", "--batch", v, 1, (int64_t)1 << 53, &o.batch)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--price"))) {
             price = v;
-            if (!strchr(v, '=')) {
-                char *end;
-                o.price_per_chip_hour = strtod(v, &end);
-                if (*end || o.price_per_chip_hour < 0) {
-                    fprintf(stderr, "tpusim profile: --price wants dollars per chip-hour (e.g. 1.20) or GEN=PRICE,... ('%s')\n", v);
-                    return 2;
-                }
+            if (!profile_price_ok(v)) {
+                fprintf(stderr, "tpusim profile: --price wants dollars per chip-hour (e.g. 1.20) or GEN=PRICE,... with "
+                                "prices from 0 to 1e6, got '%s'\n", v);
+                return 2;
             }
+            if (!strchr(v, '=')) cli_parse_num(v, strlen(v), &o.price_per_chip_hour);
         } else if ((v = cli_opt_value(argc, argv, &i, "--compare"))) {
             compare = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--top"))) {
-            top = atoi(v);
+            if (!cli_int32("profile", "--top", v, 1, 1000000, &top)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--trace"))) {
             trace = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--html"))) {
@@ -279,7 +288,7 @@ int cmd_profile(int argc, char **argv)
         profile_usage(stderr);
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) return 2;
     tpu_module **ms = NULL;
     int nm = 0, rc = 0;

@@ -29,6 +29,10 @@ static void run_usage(FILE *f)
             "  --out DIR              write the results as DIR/out0.npy, DIR/out1.npy, ... (a tuple result is\n"
             "                         flattened in order)\n"
             "  --threads N            CPU threads (default: all cores)\n"
+            "  --max-steps N          stop (exit 1) after running N instructions, loop iterations' included: a\n"
+            "                         program from elsewhere whose while loop never ends cannot hang (default:\n"
+            "                         no limit)\n"
+            "  --timeout SECONDS      stop (exit 1) after this much wall time (default: no limit)\n"
             "  --quiet                print nothing but errors\n"
             "\n"
             "several devices (docs/runtime.md):\n"
@@ -109,7 +113,7 @@ int cmd_run(int argc, char **argv)
     const char *prog = NULL, *npz = NULL, *outdir = NULL;
     const char *files[1024];
     int nfiles = 0, random = 0, quiet = 0;
-    unsigned long long seed = 1;
+    uint64_t seed = 1;
     tpu_run_opts opts = tpu_run_opts_default();
     for (int i = 1; i < argc && !cli_is_help(argv[i]); i++)   /* several devices: cmd_run_rep.c */
         if (!strncmp(argv[i], "--replicas", 10) || !strncmp(argv[i], "--partitions", 12) ||
@@ -125,11 +129,13 @@ int cmd_run(int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--out"))) {
             outdir = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
-            char *e;
-            seed = strtoull(v, &e, 10);
-            if (*e) { fprintf(stderr, "tpusim run: --seed needs a number, got '%s'\n", v); return 2; }
+            if (!cli_u64("run", "--seed", v, &seed)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            opts.threads = atoi(v);
+            if (!cli_int32("run", "--threads", v, 0, 4096, &opts.threads)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--max-steps"))) {
+            if (!cli_int("run", "--max-steps", v, 1, INT64_MAX, &opts.max_steps)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--timeout"))) {
+            if (!cli_num("run", "--timeout", v, 1e-3, 1e9, &opts.max_seconds)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--numerics"))) {
             if (!strcmp(v, "tpu")) opts.numerics = TPU_NUMERICS_TPU;
             else if (!strcmp(v, "exact")) opts.numerics = TPU_NUMERICS_EXACT;
@@ -156,7 +162,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "tpusim run: give inputs one way: .npy files, --inputs FILE.npz or --random-inputs\n");
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) { fprintf(stderr, "tpusim run: out of memory\n"); return 2; }
     int rc = 0;
     tpu_module *m = NULL;
@@ -170,6 +176,11 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     cli_print_warnings(ctx);
+    if (tpu_module_verify(ctx, m) != TPU_OK) {   /* before any input is read for it */
+        fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
+        rc = 1;
+        goto done;
+    }
     if (tpu_module_replica_count(m) * tpu_module_num_partitions(m) > 1) {   /* compiled for several devices */
         tpu_module_free(m);
         tpu_ctx_free(ctx);
@@ -180,7 +191,7 @@ int cmd_run(int argc, char **argv)
     if (random) {
         st = tpu_random_inputs(ctx, m, seed, &ins, &nin);
     } else if (npz) {
-        st = tpu_npz_load(ctx, npz, &ins, &names, &nin);
+        st = tpu_npz_load_filtered(ctx, npz, cli_npz_params_filter, m, &ins, &names, &nin);
         nnames = nin;
         /* order members arg0, arg1, ... when they are named that way */
         if (!st) {

@@ -80,24 +80,14 @@ static int rep_find(char **names, int n, const char *want)
     return -1;
 }
 
-static int rep_positive(const char *opt, const char *v, int *out)
-{
-    char *e;
-    long x = strtol(v, &e, 10);
-    if (*e || x < 1 || x > REP_MAXD) {
-        fprintf(stderr, "tpusim run: %s needs a count 1..%d, got '%s'\n", opt, REP_MAXD, v);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
-}
+static int rep_positive(const char *opt, const char *v, int *out) { return cli_int32("run", opt, v, 1, REP_MAXD, out); }
 
 int cmd_run_replicated(int argc, char **argv)
 {
     const char *prog = NULL, *npz = NULL, *outdir = NULL, *chip = NULL;
     const char *files[1024];
     int nfiles = 0, random = 0, quiet = 0, vary = 0, replicas = 0, partitions = 0;
-    unsigned long long seed = 1;
+    uint64_t seed = 1;
     tpu_run_opts opts = tpu_run_opts_default();
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -112,11 +102,13 @@ int cmd_run_replicated(int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--partitions"))) {
             if (!rep_positive("--partitions", v, &partitions)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
-            char *e;
-            seed = strtoull(v, &e, 10);
-            if (*e) { fprintf(stderr, "tpusim run: --seed needs a number, got '%s'\n", v); return 2; }
+            if (!cli_u64("run", "--seed", v, &seed)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            opts.threads = atoi(v);
+            if (!cli_int32("run", "--threads", v, 0, 4096, &opts.threads)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--max-steps"))) {
+            if (!cli_int("run", "--max-steps", v, 1, INT64_MAX, &opts.max_steps)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--timeout"))) {
+            if (!cli_num("run", "--timeout", v, 1e-3, 1e9, &opts.max_seconds)) return 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--numerics"))) {
             if (!strcmp(v, "tpu")) opts.numerics = TPU_NUMERICS_TPU;
             else if (!strcmp(v, "exact")) opts.numerics = TPU_NUMERICS_EXACT;
@@ -149,7 +141,7 @@ int cmd_run_replicated(int argc, char **argv)
         fprintf(stderr, "tpusim run: --per-device-seeds goes with --random-inputs\n");
         return 2;
     }
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) { fprintf(stderr, "tpusim run: out of memory\n"); return 2; }
     int rc = 0, n = 0, nin = 0, nout = 0, nnames = 0, nshared = 0;
     tpu_module *m = NULL;
@@ -232,7 +224,7 @@ int cmd_run_replicated(int argc, char **argv)
     } else if (npz) {
         tpu_tensor **all = NULL;
         int nall = 0;
-        st = tpu_npz_load(ctx, npz, &all, &names, &nall);
+        st = tpu_npz_load_filtered(ctx, npz, cli_npz_params_filter, m, &all, &names, &nall);
         if (!st) {
             nnames = nall;
             nshared = nall;

@@ -73,7 +73,7 @@ int cmd_scalesim(int argc, char **argv)
     }
     if (trace) fprintf(stderr, "tpusim scalesim: note: -s Y accepted, but SRAM/DRAM traces are not written\n");
     if (!quiet) o.log = stdout;
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "tpusim scalesim: out of memory\n");
         return 1;

@@ -48,6 +48,9 @@ static void serve_usage(FILE *f)
             "  --threads N         calls served at once (default 4)\n"
             "  --max-sessions N    sessions open at once (default 64)\n"
             "  --max-seconds S     stop by itself after S seconds (default: run until stopped)\n"
+            "  --run-timeout S     stop any one execution after S seconds (default 3600; 0: none); a client may ask\n"
+            "                      for less (TPUSIM_TIMEOUT)\n"
+            "  --run-max-steps N   stop any one execution after N instructions (default: none; TPUSIM_MAX_STEPS)\n"
             "  --quiet             no log lines on stderr\n"
             "The first line on stdout is the URL served.\n");
 }
@@ -67,6 +70,7 @@ static int serve_parse(int argc, char **argv, serve_opts *o)
     o->srv.port = TN_DEFAULT_PORT;
     o->srv.token = getenv("TPUSIM_TOKEN");
     o->idle_s = 3600;   /* a notebook left alone for a coffee keeps its arrays */
+    o->host.max_seconds = 3600;   /* a program whose loop never ends cannot hold a worker for ever */
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) return serve_usage(stdout), -1;
         if ((v = cli_opt_value(argc, argv, &i, "--slice"))) o->host.slice = v;
@@ -85,6 +89,8 @@ static int serve_parse(int argc, char **argv, serve_opts *o)
         else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) o->srv.threads = atoi(v);
         else if ((v = cli_opt_value(argc, argv, &i, "--max-sessions"))) o->host.max_sessions = atoi(v);
         else if ((v = cli_opt_value(argc, argv, &i, "--max-seconds"))) o->max_s = atof(v);
+        else if ((v = cli_opt_value(argc, argv, &i, "--run-timeout"))) o->host.max_seconds = atof(v);
+        else if ((v = cli_opt_value(argc, argv, &i, "--run-max-steps"))) o->host.max_steps = atoll(v);
         else if ((v = cli_opt_value(argc, argv, &i, "--numerics"))) {
             if (strcmp(v, "tpu") && strcmp(v, "exact")) return fprintf(stderr, "tpusim serve: --numerics %s: tpu or exact\n", v), 2;
             o->host.numerics = !strcmp(v, "exact") ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;

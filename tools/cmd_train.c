@@ -49,6 +49,8 @@ static void train_usage(FILE *f)
             "                         profile.html, trace.json, memory.html\n"
             "  --save-every C         checkpoint every C steps (always at the end)\n"
             "  --resume               continue DIR's checkpoint exactly (same data order, same result)\n"
+            "  --overwrite            start over in a DIR that holds a checkpoint, replacing it (without --resume\n"
+            "                         or --overwrite, training into such a DIR is refused)\n"
             "  --log-every L          a progress line every L steps (default: 20 per run)\n"
             "  --no-progress          no progress bar even on a terminal (plain lines)\n"
             "  --quiet                no progress output at all\n"
@@ -62,28 +64,12 @@ static void train_usage(FILE *f)
             "exit status: 0 done, 1 a program failed while training, 2 bad command line, STEP_DIR or data.\n");
 }
 
-static int train_num(const char *opt, const char *v, double lo, double *out)
-{
-    char *end;
-    double d = strtod(v, &end);
-    if (!*v || *end || !(d >= lo) || !isfinite(d)) {
-        fprintf(stderr, "tpusim train: %s wants a number >= %g ('%s')\n", opt, lo, v);
-        return 0;
-    }
-    *out = d;
-    return 1;
-}
+static int train_num(const char *opt, const char *v, double lo, double *out) { return cli_num("train", opt, v, lo, 1e15, out); }
 
+/* counts up to 2^53: a step count that large is already years of training, and it stays exact in a double */
 static int train_int(const char *opt, const char *v, long long lo, int64_t *out)
 {
-    char *end;
-    long long d = strtoll(v, &end, 10);
-    if (!*v || *end || d < lo) {
-        fprintf(stderr, "tpusim train: %s wants an integer >= %lld ('%s')\n", opt, lo, v);
-        return 0;
-    }
-    *out = d;
-    return 1;
+    return cli_int("train", opt, v, lo, (int64_t)1 << 53, out);
 }
 
 static void train_fmt_time(char *b, size_t n, double s)
@@ -114,7 +100,6 @@ int cmd_train(int argc, char **argv)
     const char *dir = NULL, *lr_out = NULL;
     int lr_find = 0, quiet = 0, no_bar = 0;
     double lr_min = 1e-6, lr_max = 1.0, d;
-    int64_t v64;
     int have_steps = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -134,6 +119,8 @@ int cmd_train(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--resume")) {
             o.resume = 1;
+        } else if (!strcmp(a, "--overwrite")) {
+            o.overwrite = 1;
         } else if (!strcmp(a, "--cached")) {
             o.cached = 1;
         } else if (!strcmp(a, "--lr-find")) {
@@ -143,16 +130,14 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--no-progress")) {
             no_bar = 1;
         } else if (OPT("--steps-per-exec")) {
-            if (!train_int("--steps-per-exec", v, 1, &v64)) return 2;
-            o.steps_per_exec = (int)(v64 > 1000000 ? 1000000 : v64);
+            if (!cli_int32("train", "--steps-per-exec", v, 1, 1000000, &o.steps_per_exec)) return 2;
         } else if (OPT("--steps")) {
             if (!train_int("--steps", v, 1, &o.steps)) return 2;
             have_steps = 1;
         } else if (OPT("--slice") || OPT("--chip")) {
             o.slice = v;
         } else if (OPT("--cores")) {
-            if (!train_int("--cores", v, 1, &v64)) return 2;
-            o.cores = (int)(v64 > 100000 ? 100000 : v64);
+            if (!cli_int32("train", "--cores", v, 1, 100000, &o.cores)) return 2;
         } else if (OPT("--data")) {
             o.data = v;
         } else if (OPT("--eval-data")) {
@@ -168,8 +153,7 @@ int cmd_train(int argc, char **argv)
         } else if (OPT("--log-every")) {
             if (!train_int("--log-every", v, 0, &o.log_every)) return 2;
         } else if (OPT("--prefetch")) {
-            if (!train_int("--prefetch", v, 1, &v64)) return 2;
-            o.prefetch = (int)(v64 > 4096 ? 4096 : v64);
+            if (!cli_int32("train", "--prefetch", v, 1, 4096, &o.prefetch)) return 2;
         } else if (OPT("--numerics")) {
             if (!strcmp(v, "tpu")) o.numerics = TPU_NUMERICS_TPU;
             else if (!strcmp(v, "exact")) o.numerics = TPU_NUMERICS_EXACT;
@@ -209,9 +193,13 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tpusim train: --steps N is required (e.g. --steps 165)\n");
         return 2;
     }
+    if (o.resume && o.overwrite) {
+        fprintf(stderr, "tpusim train: give --resume (continue the checkpoint) or --overwrite (start over), not both\n");
+        return 2;
+    }
     o.log = quiet ? NULL : stderr;
     o.progress_bar = !quiet && !no_bar && isatty(fileno(stderr));
-    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) return 2;
     int rc = 0;
     if (lr_find) {

@@ -10,7 +10,7 @@ static const struct {
 } cli_cmds[] = {
     {"run", cmd_run, "run an HLO program on the CPU with TPU numerics; write results as .npy"},
     {"check", cmd_check, "report what would stop a program from compiling for a TPU (exit 0 ok, 1 no, 2 bad input)"},
-    {"memory", cmd_memory, "will it fit? HBM per core with TPU tiling, the largest allocations, a viewer"},
+    {"memory", cmd_memory, "will it fit? HBM per device with TPU tiling, the largest allocations, a viewer"},
     {"compile", cmd_compile, "compile for a chip; fails like the TPU compiler when HBM runs out"},
     {"profile", cmd_profile, "how fast would it run? step time, MXU use, op table, trace, HTML report, advice"},
     {"print", cmd_print, "parse an HLO program and print it back (canonical form)"},
@@ -32,11 +32,15 @@ static void cli_usage(FILE *f)
         fprintf(f, "  %-10s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
     fprintf(f, "\nA PROGRAM may be HLO text, an HloModuleProto in protobuf text format, or a binary HloModuleProto,\n"
                "HloProto or HloSnapshot (XLA's *.hlo.pb dumps, what PyTorch/XLA hands a PJRT plugin).\n");
+    fprintf(f, "\noption for every command:\n"
+               "  --max-input-size SIZE  the largest input read into memory: a program or config file, one .npy,\n"
+               "                         one .npz member once inflated (default 4G; SIZE in bytes or with K, M, G, T)\n");
     fprintf(f, "\nSee README.md for a 5-minute tour.\n");
 }
 
 int main(int argc, char **argv)
 {
+    if (!cli_take_global_options(&argc, argv)) return 2;
     if (argc < 2 || cli_is_help(argv[1])) {
         cli_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

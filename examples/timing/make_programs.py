@@ -198,8 +198,25 @@ def resnet_train(per_device_batch, devices):
     write(name, per_device(text, name))
 
 
+# ---- GEMM sweeps (docs/timing-validation.md): bf16 A[M,K] @ B[K,N] as jnp.matmul lowers it ----
+
+GEMMS = sorted({(n, n, n) for n in (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)} |
+               {(m, n, k) for m in (8192, 12288, 16384) for (n, k) in ((8192, 8192), (12288, 12288),
+                                                                      (16384, 16384), (16384, 18432))} |
+               {(m, n, k) for m in (128, 256, 512, 1024, 2048, 4096, 8192)
+                for (n, k) in ((4096, 4096), (8192, 8192), (4096, 7168), (7168, 4096))})
+
+
+def gemms():
+    for m, n, k in GEMMS:
+        a = jax.ShapeDtypeStruct((m, k), jnp.bfloat16)
+        b = jax.ShapeDtypeStruct((k, n), jnp.bfloat16)
+        write(f"gemm_bf16_{m}_{n}_{k}", jax.jit(jnp.matmul).lower(a, b).as_text(dialect="hlo"))
+
+
 def main():
     matmuls()
+    gemms()
     resnet_train(128, 8)    # Flax ImageNet on a v3-8 / v2-8: global batch 1024 over 8 cores
     resnet_train(32, 32)    # the same global batch on a v2-32 / v3-32
     return 0

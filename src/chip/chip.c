@@ -26,6 +26,11 @@
  *             1.25G" (erfanzar/EasyDeL#166, v4-32); v5e "of 15.75G" (several v5litepod-1/v5e-8 reports);
  *             v5p "of 95.74G"; v6e "of 31.25G", "reserved 260.00M"; TPU7x "of 94.75G" (MaxText/vLLM notes).
  *             G and M there are GiB and MiB.
+ *   [SWEEP]   published bf16 GEMM timings, listed with their sources in docs/timing-validation.md:
+ *             v5e: JAX's Pallas TPU matmul guide; v6e and Ironwood: yangwhale/gpu-tpu-pedia tpu/v7_perf,
+ *             AI-Hypercomputer/accelerator-microbenchmarks Ironwood README
+ *   [LIBTPU-REF] tests/reference/libtpu_memory.json: programs compiled ahead of time by libtpu 0.0.42.1
+ *             (docs/libtpu-reference.md); the VMEM figures are its memory-usage reports per memory space
  */
 #include "chip.h"
 
@@ -314,6 +319,8 @@ static const chp_gen chp_gens[] = {
         .host_bw = 15e9,                     /* [SCALE] "PCIe bandwidth is typically around 1.5e10 bytes/s per chip" */
         .pcie_gen = 0,                       /* not stated in the sources above */
         .op_overhead_s = 1e-6,               /* not public; tiny fusions in TPU profiles take about 1 us */
+        .mxu_efficiency = 0.94,              /* assumed as v5e's (the same 128x128 MXU and matmul emitter family): no
+                                              * published GEMM sweep found for this generation */
         .source = "Jouppi et al., A Domain-Specific Supercomputer for Training Deep Neural Networks, CACM 2020; JAX pallas/mosaic/tpu_info.py; XLA OOM reports (github.com/erfanzar/EasyDeL/issues/78)",
         .note = "HBM bandwidth: CACM 2020 says 700 GB/s, JAX's tpu_info.py 716 GB/s; 700 chosen.",
     }, "tpuv2 tpu-v2", chp_v2_shapes, UT_ARRAY_LEN(chp_v2_shapes)},
@@ -345,6 +352,8 @@ static const chp_gen chp_gens[] = {
         .chips_per_host = 4, .chips_per_host_multi = 4,
         .host_bw = 15e9, .pcie_gen = 0,      /* [SCALE] typical figure */
         .op_overhead_s = 1e-6,
+        .mxu_efficiency = 0.94,              /* assumed as v5e's (the same 128x128 MXU and matmul emitter family): no
+                                              * published GEMM sweep found for this generation */
         .source = "https://cloud.google.com/tpu/docs/v3; Jouppi et al., CACM 2020; JAX pallas/mosaic/tpu_info.py; XLA OOM reports (github.com/LargeWorldModel/LWM/issues/60)",
         .note = "HBM bandwidth: the v3 doc says 900 GBps, JAX's tpu_info.py 825 GB/s; 900 chosen.",
     }, "tpuv3 tpu-v3", chp_v3_shapes, UT_ARRAY_LEN(chp_v3_shapes)},
@@ -379,6 +388,8 @@ static const chp_gen chp_gens[] = {
         .host_bw = 16e9, .pcie_gen = 3,      /* [SCALE] "PCIe bandwidth for TPU v4 is 16GB/s each way";
                                               * PCIe Gen3 x16 (glennklockwood.com/garden/processors/TPUv4) */
         .op_overhead_s = 1e-6,
+        .mxu_efficiency = 0.94,              /* assumed as v5e's (the same 128x128 MXU and matmul emitter family): no
+                                              * published GEMM sweep found for this generation */
         .source = "https://cloud.google.com/tpu/docs/v4; Jouppi et al., TPU v4: An Optically Reconfigurable Supercomputer ..., ISCA 2023; JAX pallas/mosaic/tpu_info.py; How to Scale Your Model (jax-ml/scaling-book); XLA OOM reports (github.com/erfanzar/EasyDeL/issues/166)",
         .note = "VMEM: JAX's tpu_info.py says 16 MiB per core (used here). Largest documented Cloud slice is "
                 "v4-4096 (8x16x16); the pod holds 4096 chips (16x16x16).",
@@ -403,6 +414,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 256 * MiB,     /* derived: 16 GiB - 15.75 GiB (no report with the line found) */
         .hbm_bw = 819e9,                     /* [DOC-v5e] 819 GBps (another revision says 800 GiBps) */
         .vmem_bytes = 128 * MiB,             /* [JAX-info] 128 MiB */
+        .vmem_temp_bytes = 112 * MiB,        /* [LIBTPU-REF] temporaries in VMEM up to 112.0 MiB (128 less the
+                                              * 16 MiB scoped default); a 98 MiB buffer goes there, 2 x 49 fit */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB, .sparse_cores = 0,
         .ici_links = 4,                      /* [DOC-v5e] 4 ICI ports per chip */
         .ici_link_bw = 50e9,                 /* [DOC-v5e] 400 GBps bidirectional per chip / 4 ports / 2; older
@@ -414,6 +427,8 @@ static const chp_gen chp_gens[] = {
         .chips_per_host_multi = 4,           /* [XPK] ct5lp-hightpu-4t: 4 chips per VM in multi-host slices */
         .host_bw = 16e9, .pcie_gen = 0,      /* [SCALE] "around 1.6e10 bytes/s per TPU" */
         .op_overhead_s = 1e-6,
+        .mxu_efficiency = 0.94,              /* [SWEEP] jnp.matmul bf16 4096^3 and 8192^3 on v5e: 97% and 94% of peak
+                                              * once the ~0.1 ms Python dispatch is taken out (docs/timing.md) */
         .source = "https://cloud.google.com/tpu/docs/v5e; How to Scale Your Model (jax-ml/scaling-book); JAX pallas/mosaic/tpu_info.py; xpk system_characteristics.py; XLA OOM reports",
         .note = "The reserved HBM (256 MiB) is derived from the 15.75 GiB capacity in OOM reports; the doc "
                 "says 16 GB and 819 GBps (one revision: 800 GiBps).",
@@ -437,6 +452,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 266 * MiB,     /* derived: 96 GiB - 95.74 GiB */
         .hbm_bw = 2765e9,                    /* [DOC-v5p] 2765 GBps (one revision: 2575 GiBps) */
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
+        .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 37 MiB of temporaries in VMEM,
+                                              * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-v5p] 4 SparseCores per chip */
         .ici_links = 6,                      /* 3-D torus ([SCALE]: "connected to the nearest 6 neighbors") */
@@ -448,6 +465,7 @@ static const chp_gen chp_gens[] = {
         .chips_per_host = 4, .chips_per_host_multi = 4, /* [DOC-v5p] 4-chip VMs */
         .host_bw = 16e9, .pcie_gen = 0,      /* [SCALE] typical figure */
         .op_overhead_s = 1e-6,
+        .mxu_efficiency = 0.94,              /* assumed as v5e's (the same 128x128 MXUs): no published GEMM sweep */
         .source = "https://cloud.google.com/tpu/docs/v5p; How to Scale Your Model (jax-ml/scaling-book); JAX pallas/mosaic/tpu_info.py; XLA OOM reports",
         .note = "Clock not public (459 TFLOP/s implies 1.75 GHz). HBM: the doc says 95 GB/GiB, XLA offers "
                 "95.74 GiB to a program, so 96 GiB is used; reserved 266 MiB is derived.",
@@ -470,6 +488,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 260 * MiB,     /* [OOM-v6e] "reserved 260.00M" */
         .hbm_bw = 1638e9,                    /* [DOC-v6e] 1638 GBps */
         .vmem_bytes = 128 * MiB,             /* [JAX-info] */
+        .vmem_temp_bytes = 96 * MiB,         /* [LIBTPU-REF] temporaries in VMEM up to 95.9 MiB (128 less the
+                                              * 32 MiB scoped default); a 98 MiB buffer stays in HBM, one 49 fits */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 2,                   /* [DOC-7x] table: 2 SparseCores per v6e chip */
         .ici_links = 4,                      /* [DOC-v6e] 4 ICI ports */
@@ -481,6 +501,8 @@ static const chp_gen chp_gens[] = {
         .host_bw = 32e9, .pcie_gen = 5,      /* [DOC-v6e] "connects to the host through a PCIe Gen5
                                               * interface"; [SCALE] 3.2e10 B/s for v6e */
         .op_overhead_s = 1e-6,
+        .mxu_efficiency = 0.87,              /* [SWEEP] v6e bf16 GEMMs of 4096-8192 a side: 79-94% of peak, median 87%
+                                              * (8192^3 79% in a device trace) */
         .source = "https://cloud.google.com/tpu/docs/v6e; Google Cloud blog, Introducing Trillium (May 2024); JAX pallas/mosaic/tpu_info.py; XLA OOM reports",
         .note = "MXUs: the doc says two 256x256 MXUs, but then 918 TFLOP/s needs a 3.5 GHz clock; the launch "
                 "blog ('larger MXUs and a higher clock', 4.7x v5e) fits four at ~1.75 GHz. The doc's 2 is kept; "
@@ -505,6 +527,8 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 1280 * MiB,    /* derived: 96 GiB - 94.75 GiB (as v4's reported 1.25G) */
         .hbm_bw = 7380e9,                    /* [DOC-7x] 7380 GB/s per chip */
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
+        .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 41 MiB of temporaries in VMEM,
+                                              * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-7x] */
         .ici_links = 6,                      /* assumed: 3-D torus like v5p ([DOC-7x] "shares many similarities
@@ -516,6 +540,9 @@ static const chp_gen chp_gens[] = {
         .chips_per_host = 4, .chips_per_host_multi = 4, /* [XPK] tpu7x-standard-4t: 4 chips per VM */
         .host_bw = 16e9, .pcie_gen = 0,      /* [SCALE] typical figure */
         .op_overhead_s = 1e-6,
+        .mxu_efficiency = 0.89,              /* [SWEEP] Ironwood bf16 GEMMs 4096-32768 a side: 77-83% in the
+                                              * accelerator-microbenchmarks sweep, 94-96% in a later device-trace
+                                              * sweep; between the two */
         .source = "https://cloud.google.com/tpu/docs/tpu7x; JAX pallas/mosaic/tpu_info.py; xpk system_characteristics.py; XLA OOM reports",
         .note = "MXUs per core are not published: with 2 x 256x256 per core, 2307 TFLOP/s needs 4.4 GHz (4 per "
                 "core: 2.2 GHz). ICI links assumed 6 (3-D torus). Reserved HBM derived. Cloud names count "
@@ -662,6 +689,8 @@ tpu_status chp_chip_validate(tpu_ctx *ctx, const chp_chip *c, const char *what)
     if (c->host_bw < 0) BAD("%s: 'host_gb_s' must not be negative", what);
     if (c->pcie_gen < 0) BAD("%s: 'pcie_gen' must not be negative", what);
     if (c->op_overhead_s < 0 || !isfinite(c->op_overhead_s)) BAD("%s: 'op_overhead_us' must not be negative", what);
+    if (c->mxu_efficiency < 0 || c->mxu_efficiency > 1 || !isfinite(c->mxu_efficiency))
+        BAD("%s: 'mxu_efficiency' must be between 0 and 1", what);
     return TPU_OK;
 #undef BAD
 }
@@ -901,4 +930,12 @@ tpu_status chp_slice_parse(tpu_ctx *ctx, const char *name, chp_slice *out)
     if (st) return st;
     chp_slice_set_name(out, false);
     return TPU_OK;
+}
+
+const char *chp_device_desc(const chp_chip *c)
+{
+    if (c->cores_per_device > 1) return "chip (megacore: its TensorCores run one program)";
+    if (c->cores_per_chip == 1) return "chip (1 TensorCore)";
+    if (c->generation >= 7) return "chiplet (1 TensorCore)";
+    return "TensorCore";
 }

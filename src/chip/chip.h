@@ -69,6 +69,9 @@ typedef struct chp_chip {
     int64_t     hbm_reserved_bytes;   /* per device, held back by the runtime: the report's "reserved" line */
     double      hbm_bw;               /* HBM bandwidth per chip, bytes/s */
     int64_t     vmem_bytes;           /* vector memory per core */
+    int64_t     vmem_temp_bytes;      /* VMEM the compiler's memory-space assignment may give a program's
+                                       * temporaries, per device (VMEM less the scoped share its kernels keep);
+                                       * 0: temporaries stay in HBM (v2-v4) */
     int64_t     cmem_bytes;           /* common memory per chip (v4); 0 = none */
     int64_t     smem_bytes;           /* scalar memory per core */
     int         sparse_cores;         /* SparseCores per chip (embedding accelerators); 0 = none */
@@ -87,6 +90,8 @@ typedef struct chp_chip {
     double      host_bw;              /* host <-> device bytes/s per chip, each way; 0 = unknown */
     int         pcie_gen;             /* PCIe generation of that link; 0 = not public */
     double      op_overhead_s;        /* fixed time per launched op (fusion) on top of its roofline time */
+    double      mxu_efficiency;       /* share of the MXU's peak XLA's matmul code sustains on large GEMMs (published
+                                       * sweeps, docs/timing.md); MXU time is divided by it. 0 means 1 */
 
     const char *source;               /* the main public documents the figures come from */
     const char *note;                 /* doubts and disagreements between sources, or NULL */
@@ -133,6 +138,10 @@ tpu_status chp_chip_load(tpu_ctx *ctx, const char *path, chp_slice *out);
 tpu_status chp_chip_parse_json(tpu_ctx *ctx, const char *text, size_t len, const char *what, chp_slice *out);
 /* Checks a chip's figures for sanity (positive, consistent); messages name the field. */
 tpu_status chp_chip_validate(tpu_ctx *ctx, const chp_chip *c, const char *what);
+
+/* What one device of the chip is, for reports: "chip (megacore: 2 TensorCores)" on v4 and v5p,
+ * "chip (1 TensorCore)" on v5e and v6e, "TensorCore" on v2 and v3, "chiplet (1 TensorCore)" on TPU7x. */
+const char *chp_device_desc(const chp_chip *c);
 
 /* ---- derived figures ---- */
 /* The MXU clock: clock_hz where public, else peak_bf16 / (2 x rows x cols x MXUs x cores). */

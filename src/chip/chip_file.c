@@ -61,6 +61,7 @@ static const chp_key chp_keys[] = {
     {"hbm_reserved_mib", CHP_K_BYTES, F(hbm_reserved_bytes), (double)MiB, 0, 1 << 30, CHP_F_HBM, "MiB per device"},
     {"hbm_gb_s", CHP_K_NUM, F(hbm_bw), 1e9, 1e-3, 1e7, CHP_F_REQ, "GB/s per chip"},
     {"vmem_mib", CHP_K_BYTES, F(vmem_bytes), (double)MiB, 1.0 / 1024, 1 << 20, CHP_F_REQ, "MiB per core"},
+    {"vmem_temp_mib", CHP_K_BYTES, F(vmem_temp_bytes), (double)MiB, 0, 1 << 20, 0, "MiB per device"},
     {"cmem_mib", CHP_K_BYTES, F(cmem_bytes), (double)MiB, 0, 1 << 24, 0, "MiB per chip"},
     {"smem_kib", CHP_K_BYTES, F(smem_bytes), (double)KiB, 0, 1 << 24, 0, "KiB per core"},
     {"sparse_cores", CHP_K_INT, F(sparse_cores), 1, 0, 64, 0, ""},
@@ -74,6 +75,7 @@ static const chp_key chp_keys[] = {
     {"host_gb_s", CHP_K_NUM, F(host_bw), 1e9, 0, 1e5, 0, "GB/s per chip"},
     {"pcie_gen", CHP_K_INT, F(pcie_gen), 1, 0, 16, 0, ""},
     {"op_overhead_us", CHP_K_NUM, F(op_overhead_s), 1e-6, 0, 1e6, 0, "microseconds"},
+    {"mxu_efficiency", CHP_K_NUM, F(mxu_efficiency), 1, 0, 1, 0, "share of the MXU peak on large GEMMs"},
 };
 #undef F
 
@@ -163,6 +165,7 @@ static void chp_defaults(chp_chip *c)
     c->smem_bytes = 1 * MiB;
     c->cube = 4;
     c->op_overhead_s = 1e-6;
+    c->mxu_efficiency = 1;
 }
 
 static void chp_line_col(const char *text, const char *at, int *line, int *col)
@@ -387,7 +390,7 @@ tpu_status chp_chip_load(tpu_ctx *ctx, const char *path, chp_slice *out)
 {
     char *text;
     size_t len;
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ut_read_text(ctx, path, &text, &len);
     if (st) return st;
     st = chp_chip_parse_json(ctx, text, len, path, out);
     ut_free(text);

@@ -77,6 +77,8 @@ static void chp_json_chip(ut_buf *b, const chp_chip *c)
     JI("hbm_reserved_bytes", c->hbm_reserved_bytes);
     JD("hbm_bw", c->hbm_bw);
     JI("vmem_bytes", c->vmem_bytes);
+    JI("vmem_temp_bytes", c->vmem_temp_bytes);
+    JD("mxu_efficiency", c->mxu_efficiency > 0 ? c->mxu_efficiency : 1);
     JI("cmem_bytes", c->cmem_bytes);
     JI("smem_bytes", c->smem_bytes);
     JI("sparse_cores", c->sparse_cores);
@@ -186,6 +188,9 @@ static void chp_text_chip(ut_buf *b, const chp_chip *c)
                   chp_bytes_str(c->hbm_usable_bytes, x, sizeof x), chp_bytes_str(chp_device_hbm_bytes(c), y, sizeof y),
                   chp_bytes_str(c->hbm_reserved_bytes, z, sizeof z));
     ut_buf_printf(b, "  %-18s %s per core\n", "VMEM", chp_bytes_str(c->vmem_bytes, x, sizeof x));
+    if (c->vmem_temp_bytes > 0)
+        ut_buf_printf(b, "  %-18s %s of VMEM per device for the compiler's temporaries\n", "VMEM temporaries",
+                      chp_bytes_str(c->vmem_temp_bytes, x, sizeof x));
     if (c->cmem_bytes > 0) ut_buf_printf(b, "  %-18s %s per chip\n", "CMEM", chp_bytes_str(c->cmem_bytes, x, sizeof x));
     ut_buf_printf(b, "  %-18s %s per core\n", "SMEM", chp_bytes_str(c->smem_bytes, x, sizeof x));
     if (c->sparse_cores > 0) ut_buf_printf(b, "  %-18s %d per chip\n", "SparseCores", c->sparse_cores);

@@ -87,16 +87,7 @@ static tpu_status ss_write_file(tpu_ctx *ctx, const char *dir, const char *name,
     ut_buf_init(&path);
     ut_buf_printf(&path, "%s/%s", dir, name);
     if (path.failed) return ut_nomem(ctx);
-    FILE *f = fopen(path.data, "wb");
-    if (!f) {
-        tpu_status st = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path.data, strerror(errno));
-        ut_buf_free(&path);
-        return st;
-    }
-    size_t w = fwrite(b->data ? b->data : "", 1, b->len, f);
-    int bad = w != b->len || ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    tpu_status st = bad ? ut_err(ctx, TPU_ERR_IO, "%s: write failed: %s", path.data, strerror(errno)) : TPU_OK;
+    tpu_status st = ut_write_file(ctx, path.data, b->data, b->len, 0);
     ut_buf_free(&path);
     return st;
 }

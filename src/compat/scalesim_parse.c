@@ -368,7 +368,7 @@ tpu_status ss_config_load(tpu_ctx *ctx, const char *path, ss_config *out)
     char *text = NULL;
     size_t len = 0;
     ss_config_init(out);
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ut_read_text(ctx, path, &text, &len);
     if (st != TPU_OK) return st;
     st = ss_config_parse(ctx, text, len, path, out);
     ut_free(text);
@@ -534,7 +534,7 @@ tpu_status ss_topology_load(tpu_ctx *ctx, const char *path, bool gemm, ss_topolo
     char *text = NULL;
     size_t len = 0;
     memset(out, 0, sizeof *out);
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ut_read_text(ctx, path, &text, &len);
     if (st != TPU_OK) return st;
     st = ss_topology_parse(ctx, text, len, path, gemm, out);
     ut_free(text);

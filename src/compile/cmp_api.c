@@ -27,20 +27,7 @@ tpu_status cmp_resolve_chip(tpu_ctx *ctx, const char *chip, chp_slice *out)
 }
 
 /* Verification before planning: a program whose shapes disagree cannot be planned meaningfully. */
-tpu_status cmp_verify_or_fail(tpu_ctx *ctx, const hlo_module *m)
-{
-    ver_report *r = ver_report_new(m->name, NULL);
-    if (!r) return ut_nomem(ctx);
-    int nerr = ver_verify_module(ctx, m, r);
-    tpu_status st = TPU_OK;
-    if (nerr > 0) {
-        const char *txt = tpu_report_text(r);
-        st = ut_err(ctx, TPU_ERR_SHAPE, "%s does not verify (%d shape error%s):\n%s", m->filename ? m->filename : m->name,
-                    nerr, nerr == 1 ? "" : "s", txt ? txt : "");
-    }
-    tpu_report_free(r);
-    return st;
-}
+tpu_status cmp_verify_or_fail(tpu_ctx *ctx, const hlo_module *m) { return ver_require(ctx, m); }
 
 tpu_status tpu_module_apply_policy(tpu_ctx *ctx, const tpu_module *m, const char *policy, tpu_module **out)
 {
@@ -153,6 +140,8 @@ const char *tpu_memory_json(const tpu_memory *mem)
     cJSON_AddNumberToObject(o, "argument_unpadded_bytes", (double)ms->args_unpadded);
     cJSON_AddNumberToObject(o, "output_bytes", (double)ms->outputs_padded);
     cJSON_AddNumberToObject(o, "temp_bytes", (double)ms->temp_peak);
+    /* temporaries the compiler keeps in VMEM on v5e and later (at the entry computation's busiest point) */
+    cJSON_AddNumberToObject(o, "vmem_temp_bytes", (double)mem->prog->entry->vmem_peak);
     cJSON_AddNumberToObject(o, "constant_bytes", (double)ms->consts_padded);
     cJSON_AddNumberToObject(o, "padded_bytes", (double)ms->padded_total);
     cJSON_AddNumberToObject(o, "unpadded_bytes", (double)ms->unpadded_total);
@@ -174,11 +163,7 @@ const char *tpu_memory_json(const tpu_memory *mem)
 
 static tpu_status mem_write(tpu_ctx *ctx, const char *path, ut_buf *b)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int bad = fwrite(b->data, 1, b->len, f) != b->len;
-    bad |= fclose(f) != 0;
-    return bad ? ut_err(ctx, TPU_ERR_IO, "%s: write error", path) : TPU_OK;
+    return b->failed ? ut_nomem(ctx) : ut_write_file(ctx, path, b->data, b->len, 0);
 }
 
 tpu_status tpu_memory_write_svg(tpu_ctx *ctx, const tpu_memory *mem, const char *path)

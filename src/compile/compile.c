@@ -23,11 +23,33 @@ const char *cmp_op_kind_name(cmp_op_kind k)
 
 /* ---- sizes ---- */
 
+/* a * b and a + b for sizes, saturating at INT64_MAX (shapes are user input; cmp_check_sizes bounds the
+ * totals the planner adds up) */
+static int64_t cmp_mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t cmp_add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* n rounded up to a multiple of m (m > 0), saturating */
+static int64_t cmp_round_up_sat(int64_t n, int64_t m)
+{
+    if (n <= 0 || m <= 1) return n < 0 ? 0 : n;
+    return cmp_mul_sat(n / m + (n % m != 0), m);
+}
+
 int64_t cmp_unpadded_bytes(const hlo_shape *s)
 {
     if (!hlo_shape_is_array(s)) return 0;
     int bits = tpu_dtype_bits((tpu_dtype)s->dtype);
-    return (hlo_shape_count(s) * bits + 7) / 8;
+    int64_t b = cmp_mul_sat(hlo_shape_count(s), bits);
+    return b == INT64_MAX ? b : (b + 7) / 8;
 }
 
 /* Bytes of an array with its layout. Tiles written in the layout (a program the TPU compiler produced)
@@ -48,20 +70,55 @@ int64_t cmp_padded_bytes(const chp_chip *chip, const hlo_shape *s)
         } else if (t->n == 1 || s->rank == 1) {
             /* a 1-D tile over the minor dimension */
             int64_t tm = t->d[t->n - 1];
-            for (int i = 0; i < s->rank; i++) elems *= i == m2m[0] ? (s->dims[i] + tm - 1) / tm * tm : s->dims[i];
+            for (int i = 0; i < s->rank; i++)
+                elems = cmp_mul_sat(elems, i == m2m[0] ? cmp_round_up_sat(s->dims[i], tm) : s->dims[i]);
         } else {
             for (int i = 0; i < s->rank; i++) {
                 int64_t d = s->dims[i];
-                if (i == m2m[0]) d = (d + t->d[1] - 1) / t->d[1] * t->d[1];
-                else if (i == m2m[1]) d = (d + t->d[0] - 1) / t->d[0] * t->d[0];
-                elems *= d;
+                if (i == m2m[0]) d = cmp_round_up_sat(d, t->d[1]);
+                else if (i == m2m[1]) d = cmp_round_up_sat(d, t->d[0]);
+                elems = cmp_mul_sat(elems, d);
             }
         }
-        int64_t bytes = (elems * bits + 7) / 8;
+        int64_t bytes = cmp_mul_sat(elems, bits);
+        bytes = bytes == INT64_MAX ? bytes : (bytes + 7) / 8;
         int64_t minb = chip && chip->generation >= 5 ? 512 : 1024;
         return bytes < minb ? minb : bytes;
     }
     return chp_padded_bytes(chip, (tpu_dtype)s->dtype, s->rank, s->dims, m2m);
+}
+
+/* The most bytes the planner may add up (2 EiB). Every array leaf of every instruction counts with the most
+ * padding any layout could give it; past the limit the program is refused here, so the sums of buffer
+ * assignment (peaks, offsets, copies the compiler adds) cannot overflow. */
+#define CMP_MAX_TOTAL_BYTES ((int64_t)1 << 61)
+
+static int64_t cmp_leaf_bound(const chp_chip *chip, const hlo_shape *s)
+{
+    if (hlo_shape_is_tuple(s)) {
+        int64_t b = 0;
+        for (int i = 0; i < s->ntuple; i++) b = cmp_add_sat(b, cmp_leaf_bound(chip, &s->tuple[i]));
+        return b;
+    }
+    if (!hlo_shape_is_array(s)) return 0;
+    int64_t worst = cmp_mul_sat(cmp_unpadded_bytes(s), 4096), written = cmp_padded_bytes(chip, s);
+    return cmp_add_sat(worst > written ? worst : written, 4096);
+}
+
+static tpu_status cmp_check_sizes(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip)
+{
+    int64_t total = 0;
+    for (int ci = 0; ci < m->ncomps; ci++)
+        for (int i = 0; i < m->comps[ci]->ninstrs; i++) {
+            const hlo_instr *in = m->comps[ci]->instrs[i];
+            total = cmp_add_sat(total, cmp_leaf_bound(chip, &in->shape));
+            if (total > CMP_MAX_TOTAL_BYTES) {
+                char w[300];
+                return ut_err(ctx, TPU_ERR_UNSUPPORTED, "%s: the program's arrays add up to more than 2^61 bytes by '%s': "
+                              "beyond what tpusim plans", hlo_where(m, in, w, sizeof w), in->name);
+            }
+        }
+    return TPU_OK;
 }
 
 /* The layout the TPU compiler gives an unconstrained array: size-1 dimensions major-most and, among the
@@ -87,7 +144,9 @@ static const hlo_layout *cmp_min_padding_layout(ut_arena *a, const chp_chip *chi
     for (int mi = 0; mi < r; mi++) {
         if (s->dims[mi] == 1) continue;
         for (int se = 0; se < r; se++) {
-            if (se == mi || s->dims[se] == 1) continue;
+            /* a size-1 second-minor dimension is a candidate too: v5e and later tile it T(1,128) (libtpu:
+             * f32[1,1000,1,3] as {1,2,3,0:T(1,128)}, 12 KiB, not 16 KiB with 3 rows padded to 4) */
+            if (se == mi) continue;
             hlo_layout c = {0};
             c.rank = r;
             int k = 0;
@@ -150,19 +209,16 @@ static int cmp_is_fusible(const hlo_instr *in)
     }
 }
 
-/* Producers cheap enough to recompute inside each consumer rather than write to HBM once (XLA duplicates
- * them the same way): broadcasts, iotas, reshapes, converts, slices and the elementwise ops that are not
- * "expensive" (transcendentals, divides). */
+/* Producers the TPU compiler recomputes inside each consumer rather than write to HBM once: broadcasts, iotas,
+ * reshapes, converts, slices and every elementwise op, the transcendental and divide ones included (libtpu's
+ * optimized programs recompute exp(x - max) in both the softmax sum and the division fused into the next
+ * matmul: tests/reference/hlo/long_attention_bf16.opt.hlo). */
 static int cmp_is_cheap(const hlo_instr *in)
 {
     switch ((hlo_op)in->op) {
     case HLO_BROADCAST: case HLO_IOTA: case HLO_RESHAPE: case HLO_CONVERT: case HLO_CONSTANT: case HLO_SLICE:
     case HLO_DYNAMIC_SLICE: case HLO_COPY:
         return 1;
-    case HLO_EXP: case HLO_EXPM1: case HLO_LOG: case HLO_LOG1P: case HLO_LOGISTIC: case HLO_TANH: case HLO_ERF:
-    case HLO_POWER: case HLO_ATAN2: case HLO_SQRT: case HLO_RSQRT: case HLO_CBRT: case HLO_DIVIDE: case HLO_REMAINDER:
-    case HLO_SIN: case HLO_COS: case HLO_TAN:
-        return 0;
     default: {
         hlo_class c = hlo_op_class((hlo_op)in->op);
         return c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP;
@@ -170,13 +226,17 @@ static int cmp_is_cheap(const hlo_instr *in)
     }
 }
 
-/* Producers a dot/convolution op takes in: layout and type changes of its operands. */
+/* Producers a dot/convolution op takes in: layout and type changes of its operands, and (on TPUs, whose
+ * MXU ops fuse their operands' elementwise producers) any elementwise computation. */
 static int cmp_fuses_into_mxu(const hlo_instr *in)
 {
     switch ((hlo_op)in->op) {
     case HLO_CONVERT: case HLO_BROADCAST: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_COPY: case HLO_CONSTANT:
         return 1;
-    default: return 0;
+    default: {
+        hlo_class c = hlo_op_class((hlo_op)in->op);
+        return c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP;
+    }
     }
 }
 
@@ -223,6 +283,7 @@ typedef struct cmp_state {
     const hlo_layout **lay;          /* assigned layout of each array-shaped instruction (NULL: as written) */
     int               auto_layout;   /* unoptimized program: unconstrained tuple leaves get min-padding layouts */
     int               compiled;      /* the TPU compiler's output (tiled layouts): no fusion of our own */
+    uint8_t          *is_body;       /* per computation: some while loop's body */
 } cmp_state;
 
 static int cmp_gid(const cmp_state *C, const hlo_instr *in) { return C->comp_base[in->parent->id] + in->id; }
@@ -559,6 +620,10 @@ static tpu_status cmp_assign_layouts(cmp_state *C)
                         const hlo_instr *o = in->ops[k];
                         int og = cmp_gid(C, o);
                         if (fixed[og] || o->shape.rank != C->lay[g]->rank || !cmp_layout_free(o, &o->shape)) continue;
+                        /* entry parameters keep the layout that pads least (libtpu: depthwise_train's input
+                         * f32[32,56,56,32] arrives W-minor, 28 MiB, though the residual add beside the
+                         * convolutions reads it feature-minor) */
+                        if (o->op == HLO_PARAMETER && o->parent == m->entry) continue;
                         if (!cmp_is_layout_transparent(o) && o->op != HLO_BROADCAST && o->op != HLO_PARAMETER) continue;
                         C->lay[og] = C->lay[g];
                         fixed[og] = 1;
@@ -692,6 +757,30 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
                 int minor = lr[side][0], second = lr[side][1];
                 if (cur.layout && cur.layout->m2m[0] == minor && cur.layout->m2m[1] == second) continue;
                 if (!cur.layout && minor == x->shape.rank - 1 && second == x->shape.rank - 2) continue;
+                {
+                    /* the compiler chooses entry layouts: when the convolution's pads no more than the compact
+                     * one, the parameter can arrive in it (conv_bn_relu_infer: 64 features, no copy;
+                     * conv_small_features: 3 features, a bf16 copy) */
+                    hlo_shape conv_l = x->shape;
+                    conv_l.layout = cmp_make_layout(&p->arena, conv_l.rank, minor, second);
+                    hlo_shape compact = x->shape;
+                    compact.layout = cmp_min_padding_layout(&p->arena, C->chip, &x->shape);
+                    /* read by one convolution only: converted on the fly (a bf16 copy pays off when several
+                     * convolutions read it, e.g. the forward one and its kernel gradient: resnet_block_train) */
+                    int readers = 0;
+                    for (int q = 0; q < c->ninstrs; q++) {
+                        const hlo_instr *u = c->instrs[q];
+                        if (u->op != HLO_CONVOLUTION) continue;
+                        for (int o = 0; o < u->nops && o < 2; o++) {
+                            const hlo_instr *y = u->ops[o];
+                            while ((y->op == HLO_CONVERT || y->op == HLO_COPY) && y->nops == 1) y = y->ops[0];
+                            readers += y == x;
+                        }
+                    }
+                    if (readers < 2 && conv_l.layout &&
+                        cmp_padded_bytes(C->chip, &conv_l) <= cmp_padded_bytes(C->chip, &compact))
+                        continue;
+                }
                 int v = copy_of[x->id];
                 if (v < 0) {
                     hlo_shape s = opnd->shape;
@@ -726,6 +815,27 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
         }
     }
     ut_free(copy_of);
+    return TPU_OK;
+}
+
+/* TopK reads its operand with the sorted (last) dimension major: libtpu copies a row-major operand into that
+ * layout first (topk: f32[1024,32000]{1,0} -> copy {0,1}, then the TopK custom-call), a temporary as large as
+ * the operand for the length of the op. */
+static tpu_status cmp_topk_copies(cmp_state *C, cmp_plan *plan)
+{
+    cmp_program *p = C->p;
+    for (int k = 0; k < plan->nops; k++) {
+        cmp_op *op = &plan->ops[k];
+        const hlo_instr *t = op->root;
+        if (op->kind == CMP_NOOP || t->op != HLO_TOPK || t->nops != 1 || t->ops[0]->shape.rank < 2) continue;
+        hlo_shape s = t->ops[0]->shape;
+        s.layout = cmp_make_layout(&p->arena, s.rank, s.rank - 2, s.rank - 1);
+        if (!s.layout) return ut_nomem(C->ctx);
+        int v = cmp_new_value(C, t, 0, &s, CMP_V_TEMP);
+        if (v < 0) return ut_nomem(C->ctx);
+        p->values[v].copy_of = t->ops[0];
+        p->values[v].start = p->values[v].end = k;
+    }
     return TPU_OK;
 }
 
@@ -814,6 +924,68 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     ut_free(placed);
     ut_free(conf);
     plan->peak = peak;
+    return TPU_OK;
+}
+
+/* Memory-space assignment (XLA's MSA on v5e and later): temporaries go to VMEM while the VMEM they occupy at
+ * every point of their live range stays within the chip's budget for them (chip->vmem_temp_bytes); what is
+ * left is the HBM heap. Candidates are taken densest first — the most reads per position of the live range,
+ * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. Entry
+ * outputs, loop state a sub-plan writes and sub-plan reservations stay in HBM. Removes the chosen buffers from
+ * bufs (*n shrinks). */
+typedef struct cmp_vcand {
+    cmp_buf b;
+    double  density;
+} cmp_vcand;
+
+static int cmp_vcand_cmp(const void *x, const void *y)
+{
+    const cmp_vcand *a = x, *b = y;
+    if (a->density != b->density) return a->density < b->density ? 1 : -1;
+    if (a->b.size != b->b.size) return a->b.size < b->b.size ? 1 : -1;
+    return a->b.v - b->b.v;
+}
+
+static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
+{
+    cmp_program *p = C->p;
+    int np = plan->nops + 1;
+    int64_t *used = ut_calloc((size_t)np, sizeof *used);
+    int *reads = ut_calloc((size_t)C->nvalues + 1, sizeof *reads);
+    cmp_vcand *cand = ut_malloc((size_t)(*n ? *n : 1) * sizeof *cand);
+    if (!used || !reads || !cand) {
+        ut_free(used);
+        ut_free(reads);
+        ut_free(cand);
+        return ut_nomem(C->ctx);
+    }
+    for (int k = 0; k < plan->nops; k++)
+        for (int q = 0; q < plan->ops[k].nin; q++)
+            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) reads[plan->ops[k].in[q]]++;
+    for (int i = 0; i < *n; i++) {
+        cand[i].b = bufs[i];
+        cand[i].density = bufs[i].v >= 0 ? (reads[bufs[i].v] + 1.0) / (bufs[i].end - bufs[i].start + 1.0) : 0;
+    }
+    qsort(cand, (size_t)*n, sizeof *cand, cmp_vcand_cmp);
+    int keep = 0;
+    for (int i = 0; i < *n; i++) {
+        cmp_buf b = cand[i].b;
+        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0;
+        for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
+        if (!ok) {
+            bufs[keep++] = b;
+            continue;
+        }
+        for (int q = b.start; q <= b.end && q < np; q++) {
+            used[q] += b.size;
+            if (used[q] > plan->vmem_peak) plan->vmem_peak = used[q];
+        }
+        p->values[b.v].vmem = 1;
+    }
+    *n = keep;
+    ut_free(used);
+    ut_free(reads);
+    ut_free(cand);
     return TPU_OK;
 }
 
@@ -1015,6 +1187,136 @@ out:
     return st;
 }
 
+/* Whether `def` (in computation c) is read by an op scheduled after op k, other than through `via`. */
+static int cmp_read_after(cmp_state *C, const hlo_instr *def, const hlo_instr *via, int k, const int *group,
+                          const int *pos_of_group, const uint8_t *dup, int depth)
+{
+    const hlo_comp *c = def->parent;
+    int gi = cmp_gid(C, def);
+    for (int u = 0; u < C->users_n[gi]; u++) {
+        const hlo_instr *user = c->instrs[C->users[gi][u] - C->comp_base[c->id]];
+        if (user == via) continue;
+        if (dup[user->id]) {   /* recomputed in its consumers: they read def */
+            if (depth < 8 && cmp_read_after(C, user, via, k, group, pos_of_group, dup, depth + 1)) return 1;
+            continue;
+        }
+        if (group[user->id] >= 0 && pos_of_group[group[user->id]] > k) return 1;
+    }
+    return 0;
+}
+
+/* Whether every reader of `in`'s value, following it through the elementwise and layout instructions that
+ * are recomputed in their consumers (dup), is a dot or convolution that rounds its operands to bf16 (one MXU
+ * pass) or a comparison (a ReLU mask: the sign survives rounding). Then the TPU compiler stores the value as
+ * bf16, the rounding the MXU does anyway (libtpu keeps f32 activations saved for the backward pass as bf16:
+ * cnn_nhwc_train, transformer_train in tests/reference). */
+static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup, int depth)
+{
+    if (depth > 12 || in == in->parent->root) return 0;
+    const hlo_comp *c = in->parent;
+    int gi = cmp_gid(C, in), any = 0;
+    for (int k = 0; k < C->users_n[gi]; k++) {
+        const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+        any = 1;
+        if (u->op == HLO_DOT || u->op == HLO_CONVOLUTION) {
+            if (cmp_mxu_passes(u) != 1) return 0;
+            continue;
+        }
+        if (u->op == HLO_COMPARE) continue;
+        hlo_class uc = hlo_op_class((hlo_op)u->op);
+        int flows = uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3 || u->op == HLO_BROADCAST ||
+                    u->op == HLO_RESHAPE || u->op == HLO_TRANSPOSE || u->op == HLO_SLICE || u->op == HLO_COPY;
+        if (u->op == HLO_CONVERT && u->shape.dtype == TPU_BF16) continue;
+        if (!flows || !dup[u->id] || !cmp_bf16_enough(C, u, dup, depth + 1)) return 0;
+    }
+    return any;
+}
+
+/* Whether a value the loop body reads (`x`, following slices, reshapes and copies) only ever reaches bf16:
+ * converts to bf16 and dots/convolutions that round their operands to bf16 (one MXU pass). */
+static int cmp_read_as_bf16(cmp_state *C, const hlo_instr *x, int depth)
+{
+    if (depth > 8) return 0;
+    const hlo_comp *c = x->parent;
+    int gi = cmp_gid(C, x), any = 0;
+    for (int k = 0; k < C->users_n[gi]; k++) {
+        const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+        if (u == c->root && u->op == HLO_TUPLE) continue;   /* passed through to the next iteration */
+        any = 1;
+        if (u->op == HLO_CONVERT && u->shape.dtype == TPU_BF16) continue;
+        if ((u->op == HLO_DOT || u->op == HLO_CONVOLUTION) && cmp_mxu_passes(u) == 1) continue;
+        if ((u->op == HLO_DYNAMIC_SLICE || u->op == HLO_SLICE || u->op == HLO_RESHAPE || u->op == HLO_BITCAST ||
+             u->op == HLO_COPY || u->op == HLO_TRANSPOSE) && u->ops[0] == x && cmp_read_as_bf16(C, u, depth + 1))
+            continue;
+        return 0;
+    }
+    return any;
+}
+
+/* XLA's copy insertion for a while loop (op k): every leaf of the loop state is a buffer the body may
+ * overwrite, so a leaf whose initial value is an argument or constant, appears twice in the state, is still
+ * read after the loop, or was never materialized (a broadcast recomputed in its consumers) gets a buffer
+ * of its own, allocated when the loop starts. 0 when out of memory. */
+static int cmp_while_copies(cmp_state *C, const hlo_instr *w, int k, const int *group, const int *pos_of_group,
+                            const uint8_t *dup)
+{
+    cmp_program *p = C->p;
+    const hlo_instr *init = w->ops[0];
+    int n = C->leaf_count[cmp_gid(C, w)];
+    int *lv = cmp_leaves(C, w);
+    const hlo_attr *ba = hlo_attr_find(w, HK_BODY);
+    const hlo_instr *broot = ba && ba->v.comps.n ? ba->v.comps.v[0]->root : NULL;
+    for (int l = 0; l < n; l++) {
+        int v = lv[l] >= 0 ? cmp_owner(p, lv[l]) : -1, copy = v < 0;
+        if (!copy && broot && broot->op == HLO_TUPLE && l < broot->nops && hlo_shape_is_tuple(&w->shape) &&
+            w->shape.ntuple == broot->nops && cmp_leaf_offset(&w->shape, l) == l) {
+            /* a state element the body passes through unchanged (loop-invariant weights) is only read: it
+             * shares its initial value's buffer */
+            const hlo_instr *e = broot->ops[l];
+            while ((e->op == HLO_BITCAST || e->op == HLO_COPY) && e->nops == 1) e = e->ops[0];
+            if (e->op == HLO_GET_TUPLE_ELEMENT && e->ops[0]->op == HLO_PARAMETER && hlo_attr_int(e, HK_INDEX, -1) == l) {
+                /* ... unless the body only reads it as bf16 (f32 weights cast per layer): the compiler hoists the
+                 * convert and the loop carries a bf16 copy (libtpu: transformer_remat_train's stacked weights,
+                 * dus_loop's bf16 w) */
+                const hlo_comp *body = ba->v.comps.v[0];
+                const hlo_shape *ls = &w->shape.tuple[l];
+                int bf16 = hlo_shape_is_array(ls) && ls->dtype == TPU_F32;
+                for (int i = 0; i < body->ninstrs && bf16; i++) {
+                    const hlo_instr *g = body->instrs[i];
+                    if (g->op == HLO_GET_TUPLE_ELEMENT && g->ops[0]->op == HLO_PARAMETER && hlo_attr_int(g, HK_INDEX, -1) == l)
+                        bf16 = cmp_read_as_bf16(C, g, 0);
+                }
+                if (!bf16) continue;
+                hlo_shape hs = *ls;
+                hs.dtype = TPU_BF16;
+                int nv = cmp_new_value(C, w, l, &hs, CMP_V_TEMP);
+                if (nv < 0) return 0;
+                p->values[nv].start = k;
+                lv[l] = nv;
+                continue;
+            }
+        }
+        if (!copy) {
+            const cmp_value *val = &p->values[v];
+            copy = val->kind == CMP_V_ARG || val->kind == CMP_V_CONST || val->kind == CMP_V_CALLER;
+            for (int q = 0; q < l && !copy; q++) copy = lv[q] >= 0 && cmp_owner(p, lv[q]) == v;
+            if (!copy && val->def->parent == w->parent) {
+                const hlo_instr *via = init->op == HLO_TUPLE ? init : w;
+                copy = cmp_read_after(C, val->def, via, k, group, pos_of_group, dup, 0);
+            }
+        }
+        if (!copy) continue;
+        int kk = l;
+        const hlo_shape *s = cmp_leaf_shape(&w->shape, &kk);
+        if (!s || !hlo_shape_is_array(s)) continue;
+        int nv = cmp_new_value(C, w, l, s, CMP_V_TEMP);
+        if (nv < 0) return 0;
+        p->values[nv].start = k;
+        lv[l] = nv;
+    }
+    return 1;
+}
+
 static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
 {
     cmp_program *p = C->p;
@@ -1067,7 +1369,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             gkind[g] = in->op == HLO_DOT || in->op == HLO_CONVOLUTION ? CMP_OUTPUT : CMP_LOOP;
         } else if (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
             /* the ops this value flows into (through duplicated producers) */
-            int ug[8], nug = 0, overflow = 0;
+            int ug[64], nug = 0, overflow = 0;
             for (int k = 0; k < nu && !overflow; k++) {
                 int uid = C->users[gi][k] - C->comp_base[c->id];
                 int cnt = dup[uid] ? neff[uid] : 1;
@@ -1076,7 +1378,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     int seen = 0;
                     for (int q = 0; q < nug && !seen; q++) seen = ug[q] == g2;
                     if (seen) continue;
-                    if (nug == 8) { overflow = 1; break; }
+                    if (nug == 64) { overflow = 1; break; }
                     ug[nug++] = g2;
                 }
             }
@@ -1210,6 +1512,7 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         case CMP_CONTROL:
             if (r->op == HLO_WHILE) {
                 cmp_alias_leaves(C, r, r->ops[0], 0);   /* the loop state is updated in place */
+                if (!C->compiled && !cmp_while_copies(C, r, k, group, pos_of_group, dup)) st = ut_nomem(C->ctx);
             } else if (!cmp_define_all(C, r, CMP_V_TEMP)) {
                 st = ut_nomem(C->ctx);
             }
@@ -1224,7 +1527,10 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                  * place (XLA's can-share-buffer rule) */
                 const hlo_instr *fr = r->called[0]->root;
                 while (fr->op == HLO_BITCAST && fr->nops == 1) fr = fr->ops[0];
-                if (fr->op == HLO_DYNAMIC_UPDATE_SLICE && fr->ops[0]->op == HLO_PARAMETER && fr->ops[0]->param_no < r->nops) {
+                /* (a scatter at the root of a fusion updates its operand in place too: an embedding gradient's
+                 * scatter-add into the zero table, embedding_grad.opt.hlo) */
+                if ((fr->op == HLO_DYNAMIC_UPDATE_SLICE || fr->op == HLO_SCATTER) && fr->nops >= 1 &&
+                    fr->ops[0]->op == HLO_PARAMETER && fr->ops[0]->param_no < r->nops) {
                     const hlo_instr *opnd = r->ops[fr->ops[0]->param_no];
                     int gi = cmp_gid(C, opnd);
                     int src = cmp_leaves(C, opnd)[0];
@@ -1240,6 +1546,17 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     }
                 }
             }
+            if (r->op == HLO_SCATTER && !C->compiled && hlo_shape_is_array(&r->shape) && r->nops >= 3) {
+                /* scatter updates its operand in place when nothing else reads it (XLA's buffer sharing): a
+                 * scatter-add into a broadcast zero table (an embedding gradient) takes one table, not two */
+                int gi = cmp_gid(C, r->ops[0]);
+                int src = cmp_leaves(C, r->ops[0])[0];
+                if (C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP &&
+                    p->values[cmp_owner(p, src)].padded >= cmp_padded_bytes(C->chip, &r->shape)) {
+                    cmp_alias_leaves(C, r, r->ops[0], 0);
+                    break;
+                }
+            }
             if (r->op == HLO_DYNAMIC_UPDATE_SLICE) {
                 /* in place (also as the root of a fusion) when the operand comes from outside the op and
                  * nothing else reads it afterwards */
@@ -1247,11 +1564,20 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                 int src = cmp_leaves(C, r->ops[0])[0];
                 int member = 0;
                 for (int q = 0; q < op->ninstrs && !member; q++) member = op->instrs[q] == r->ops[0];
-                if (!member && C->users_n[gi] == 1 && src < 0 && !is_entry && cmp_from_param(r->ops[0])) {
+                /* other readers scheduled before this op do not stop the update in place (XLA orders them) */
+                int others_before = 1;
+                for (int u = 0; u < C->users_n[gi] && others_before; u++) {
+                    const hlo_instr *user = c->instrs[C->users[gi][u] - C->comp_base[c->id]];
+                    if (user == r) continue;
+                    int in_op = 0;
+                    for (int q = 0; q < op->ninstrs && !in_op; q++) in_op = op->instrs[q] == user;
+                    others_before = in_op || (group[user->id] >= 0 && pos_of_group[group[user->id]] < k);
+                }
+                if (!member && others_before && src < 0 && !is_entry && cmp_from_param(r->ops[0])) {
                     if (!cmp_define_all(C, r, CMP_V_CALLER)) st = ut_nomem(C->ctx);
                     break;
                 }
-                if (!member && C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
+                if (!member && others_before && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
                     cmp_alias_leaves(C, r, r->ops[0], 0);
                     break;
                 }
@@ -1259,6 +1585,12 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             if (!cmp_define_all(C, r, CMP_V_TEMP)) {
                 st = ut_nomem(C->ctx);
                 break;
+            }
+            if (!C->compiled && hlo_shape_is_array(&r->shape) && r->shape.dtype == TPU_F32 && cmp_bf16_enough(C, r, dup, 0)) {
+                cmp_value *v = &p->values[cmp_leaves(C, r)[0]];
+                v->shape.dtype = TPU_BF16;
+                v->unpadded = cmp_unpadded_bytes(&v->shape);
+                v->padded = cmp_padded_bytes(C->chip, &v->shape);
             }
             if (r->op == HLO_FUSION && r->ncalled == 1 && hlo_shape_is_tuple(&r->shape)) {
                 /* multi-output fusion: each output that is a dynamic-update-slice of a parameter updates that
@@ -1283,11 +1615,22 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         if (st) goto done;
     }
     if (is_entry) cmp_apply_io_alias(C);
-    /* 5. op inputs/outputs and live ranges (on owners) */
-    /* walking operands through duplicated producers visits each instruction once per op (stamps): chains of
-     * them that share operands would otherwise be walked once per path */
+    /* 5. op inputs/outputs and live ranges (on owners). Walking operands through duplicated producers visits
+     * each instruction once per op (stamps): chains of them that share operands would otherwise be walked once
+     * per path. Which op an instruction belongs to, and which values an op already reads, are looked up the
+     * same way, so an op of many members or inputs costs no more than its size. */
     walked = ut_calloc((size_t)n + 1, sizeof *walked);
-    if (!walked) st = ut_nomem(C->ctx);
+    int *op_of = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *seen_v = ut_malloc((size_t)(C->nvalues + 1) * sizeof(int));
+    if (!walked || !op_of || !seen_v) {
+        ut_free(op_of);
+        ut_free(seen_v);
+        st = ut_nomem(C->ctx);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) op_of[i] = -1;
+    for (int v = 0; v <= C->nvalues; v++) seen_v[v] = -1;
+    for (int k = 0; k < plan->nops; k++)
+        for (int m = 0; m < plan->ops[k].ninstrs; m++) op_of[plan->ops[k].instrs[m]->id] = k;
     for (int k = 0; k < plan->nops && !st; k++) {
         cmp_op *op = &plan->ops[k];
         if (op->kind == CMP_NOOP) continue;
@@ -1330,18 +1673,15 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
                     for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
                     continue;
                 }
-                int outside = 1;
-                for (int q = 0; q < op->ninstrs && outside; q++) outside = op->instrs[q] != src;
-                if (!outside) continue;
+                if (src->parent == c && op_of[src->id] == k) continue;   /* inside the op */
                 int nsl = C->leaf_count[cmp_gid(C, src)];
                 int *sv = cmp_leaves(C, src);
                 for (int l = 0; l < nsl; l++) {
                     int v = cmp_owner(p, sv[l]);
                     if (v < 0) continue;
-                    int dupv = 0;
-                    for (int q = 0; q < nin && !dupv; q++) dupv = op->in[q] == v;
-                    if (dupv) continue;
+                    if (v < C->nvalues && seen_v[v] == k) continue;   /* read already */
                     if (nin == cap) break;
+                    if (v < C->nvalues) seen_v[v] = k;
                     op->in[nin++] = v;
                     if (p->values[v].comp == c->id && k > p->values[v].end) p->values[v].end = k;
                 }
@@ -1357,6 +1697,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             if (p->values[v].end < k) p->values[v].end = k;
         }
     }
+    ut_free(op_of);
+    ut_free(seen_v);
     if (st) goto done;
     /* 5c. in place: an elementwise op writes its result over an operand of the same shape that it reads for
      * the last time (XLA's buffer sharing between an elementwise user and its operand) */
@@ -1378,15 +1720,10 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
     /* 5b. an entry parameter read by a convolution keeps its own layout: the compiler copies it once into
      * the convolution's layout (bf16 when the MXU rounds it anyway), a temporary live across its readers */
     if (is_entry && C->auto_layout) st = cmp_conv_operand_copies(C, plan, dup);
+    if (!st && C->auto_layout) st = cmp_topk_copies(C, plan);
     if (st) goto done;
     /* values reaching the computation's result live to the end; entry results are outputs */
-    int body_of_while = 0;
-    for (int ci = 0; ci < p->m->ncomps && !body_of_while && !is_entry; ci++)
-        for (int i = 0; i < p->m->comps[ci]->ninstrs && !body_of_while; i++) {
-            const hlo_instr *w = p->m->comps[ci]->instrs[i];
-            const hlo_attr *ba = w->op == HLO_WHILE ? hlo_attr_find(w, HK_BODY) : NULL;
-            body_of_while = ba && ba->v.comps.n > 0 && ba->v.comps.v[0] == c;
-        }
+    int body_of_while = !is_entry && C->is_body[c->id];
     {
         int nl = C->leaf_count[cmp_gid(C, c->root)];
         int *rv = cmp_leaves(C, c->root);
@@ -1444,7 +1781,8 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
         for (int k = 0; k < plan->nops; k++)
             if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0)
                 bufs[b++] = (cmp_buf){-1, plan->ops[k].sub_peak, k, k, 0};
-        st = cmp_assign_heap(C, plan, bufs, nb);
+        if (!C->compiled && C->chip->vmem_temp_bytes > 0) st = cmp_vmem_assign(C, plan, bufs, &nb);
+        if (!st) st = cmp_assign_heap(C, plan, bufs, nb);
         /* live bytes per position (for fragmentation and the viewer) */
         if (!st) {
             int np = plan->nops + 1;
@@ -1511,6 +1849,25 @@ static void cmp_apply_io_alias(cmp_state *C)
     }
 }
 
+/* XLA gives every scalar of a computation called by an op that is not fused (sort's comparator, the reducer
+ * of a reduce-window, scatter or select-and-scatter) a thread-local allocation of the smallest size, 1 KiB on
+ * v2-v4 and 512 B later (libtpu's buffer assignments: 37 of them, 47 KiB, in rank1_degenerate). */
+static int64_t cmp_thread_local_bytes(const hlo_module *m, const chp_chip *chip)
+{
+    int64_t n = 0;
+    for (int ci = 0; ci < m->ncomps; ci++) {
+        const hlo_comp *c = m->comps[ci];
+        for (int i = 0; i < c->ninstrs; i++) {
+            const hlo_instr *in = c->instrs[i];
+            if (in->op != HLO_SORT && in->op != HLO_REDUCE_WINDOW && in->op != HLO_SCATTER &&
+                in->op != HLO_SELECT_AND_SCATTER)
+                continue;
+            for (int k = 0; k < in->ncalled; k++) n += in->called[k]->ninstrs;
+        }
+    }
+    return n * (chip && chip->generation >= 5 ? 512 : 1024);
+}
+
 tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, const cmp_opts *opts, cmp_program **out)
 {
     (void)opts;
@@ -1525,7 +1882,8 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
     C.ctx = ctx;
     C.p = p;
     C.chip = chip;
-    tpu_status st = TPU_OK;
+    tpu_status st = cmp_check_sizes(ctx, m, chip);
+    if (st) goto done;
     C.comp_base = ut_calloc((size_t)m->ncomps + 1, sizeof *C.comp_base);
     p->plans = ut_calloc((size_t)m->ncomps, sizeof *p->plans);
     C.plan_done = ut_calloc((size_t)m->ncomps, 1);
@@ -1582,6 +1940,17 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
         ut_free(fill);
         if (st) goto done;
     }
+    /* which computations are while bodies (a plan asks for its own computation: one pass, not one per plan) */
+    if (!(C.is_body = ut_calloc((size_t)m->ncomps + 1, 1))) {
+        st = ut_nomem(ctx);
+        goto done;
+    }
+    for (int ci = 0; ci < m->ncomps; ci++)
+        for (int i = 0; i < m->comps[ci]->ninstrs; i++) {
+            const hlo_instr *w = m->comps[ci]->instrs[i];
+            const hlo_attr *ba = w->op == HLO_WHILE ? hlo_attr_find(w, HK_BODY) : NULL;
+            if (ba && ba->v.comps.n > 0 && ba->v.comps.v[0]) C.is_body[ba->v.comps.v[0]->id] = 1;
+        }
     st = cmp_assign_layouts(&C);
     if (st) goto done;
     st = cmp_plan_comp(&C, m->entry, &p->entry);
@@ -1602,6 +1971,7 @@ tpu_status cmp_compile(tpu_ctx *ctx, const hlo_module *m, const chp_chip *chip, 
         }
     }
     p->temp_peak = p->entry->peak;
+    p->thread_local = cmp_thread_local_bytes(m, chip);
     for (int ci = 0; ci < m->ncomps; ci++)
         if (p->plans[ci])
             for (int k = 0; k < p->plans[ci]->nops; k++) p->fused_instrs += p->plans[ci]->ops[k].ninstrs;
@@ -1614,6 +1984,7 @@ done:
     ut_free(C.leaf_first);
     ut_free(C.leaf_val);
     ut_free(C.plan_done);
+    ut_free(C.is_body);
     p->comp_base = C.comp_base;   /* kept: the timing model asks for assigned layouts */
     p->lay = C.lay;
     if (st) {

@@ -39,6 +39,7 @@ typedef struct cmp_value {
     int              donated;      /* an argument whose buffer the outputs may reuse (input_output_alias) */
     const hlo_instr *copy_of;      /* a copy the compiler adds (an entry parameter in a convolution's layout,
                                     * def = the first convolution reading it), else NULL */
+    int              vmem;         /* a temporary the compiler keeps in VMEM (chip->vmem_temp_bytes): no HBM */
 } cmp_value;
 
 typedef struct cmp_op {
@@ -62,6 +63,7 @@ typedef struct cmp_plan {
     int64_t         peak;          /* peak bytes of this plan's temp heap (including sub-plans) */
     int64_t         peak_live;     /* largest sum of live temp bytes at one point (peak minus fragmentation) */
     int64_t         peak_live_unpadded;
+    int64_t         vmem_peak;     /* most bytes of temporaries this plan keeps in VMEM at one time */
     int             peak_pos;      /* schedule position of the peak */
 } cmp_plan;
 
@@ -86,6 +88,8 @@ typedef struct cmp_program {
     int64_t           outputs_padded, outputs_unpadded;   /* outputs not aliased to arguments */
     int64_t           consts_padded;
     int64_t           temp_peak;   /* entry heap peak: temps and outputs together */
+    int64_t           thread_local;/* scalars of the computations unfused ops call (sort comparators, reduce-window
+                                    * and scatter reducers): one smallest allocation each, outside the heap */
     int64_t           fused_instrs, ops_total;
 } cmp_program;
 

@@ -1,4 +1,4 @@
-/* memory.c — the memory report of a compiled program: per core arguments, outputs, temporaries, reserved
+/* memory.c — the memory report of a compiled program: per device arguments, outputs, temporaries, reserved
  * and program peak; padded vs unpadded bytes; utilization and fragmentation; the largest allocations with
  * their op_type/op_name, tiled shape and padding expansion. When the program does not fit, the report has
  * the shape of the TPU compiler's own out-of-memory message (design §5), which users know how to read. */
@@ -97,7 +97,7 @@ tpu_status cmp_memory_compute(const cmp_program *p, cmp_memory_stats *ms, int to
     ms->temp_live_unpadded = p->entry->peak_live_unpadded;
     ms->fragmentation = ms->temp_peak - ms->temp_live_padded;
     /* "program" is everything the compiled program allocates besides its arguments */
-    ms->program = ms->temp_peak + ms->consts_padded;
+    ms->program = ms->temp_peak + ms->consts_padded + p->thread_local;
     ms->used = ms->program + ms->args_padded;
     ms->fits = ms->used <= ms->capacity;
     /* totals of everything allocated at the peak (arguments included) */
@@ -109,7 +109,7 @@ tpu_status cmp_memory_compute(const cmp_program *p, cmp_memory_stats *ms, int to
     if (!idx) return TPU_ERR_NOMEM;
     for (int v = 0; v < p->nvalues; v++) {
         const cmp_value *val = &p->values[v];
-        if (val->alias >= 0 || val->kind == CMP_V_ARG || val->kind == CMP_V_CALLER) continue;
+        if (val->alias >= 0 || val->kind == CMP_V_ARG || val->kind == CMP_V_CALLER || val->vmem) continue;
         if (!p->plans[val->comp]) continue;
         idx[n++] = v;
     }
@@ -173,18 +173,28 @@ void cmp_memory_text(ut_buf *b, const cmp_program *p, const cmp_memory_stats *ms
     double util = ms->temp_live_padded ? 100.0 * (double)ms->temp_live_unpadded / (double)ms->temp_live_padded : 100.0;
     double fragp = ms->temp_peak ? 100.0 * (double)ms->fragmentation / (double)ms->temp_peak : 0.0;
     if (!ms->fits) {
-        ut_buf_printf(b, "Ran out of memory in memory space hbm. Used %s of %s hbm. Exceeded hbm capacity by %s.\n", used,
-                      cap, over);
+        /* the current compiler's wording (libtpu 0.0.42.1): the error the framework raises, then the compiler's
+         * own line (docs/libtpu-reference.md) */
+        ut_buf_printf(b, "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (%s) "
+                      "exceeds available HBM (%s).\n", used, cap);
+        ut_buf_printf(b, "XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used %s of %s hbm. "
+                      "Exceeded hbm capacity by %s.\n", used, cap, over);
     } else {
         ut_buf_printf(b, "Fits in hbm. Used %s of %s hbm (%.1f%%).\n", used, cap,
                       ms->capacity ? 100.0 * (double)ms->used / (double)ms->capacity : 0.0);
     }
+    ut_buf_printf(b, "Per device: one %s of %s.\n", chp_device_desc(p->chip), p->chip->name);
     ut_buf_printf(b, "Total hbm usage >= %s:\n", total);
     ut_buf_printf(b, "    reserved %15s\n", res);
     ut_buf_printf(b, "    program  %15s\n", prog);
     ut_buf_printf(b, "    arguments %14s\n", args);
     ut_buf_printf(b, "HLO temp %s (%.1f%% utilization: Unpadded (%s) Padded (%s), %.1f%% fragmentation (%s))\n", temp, util,
                   unp, pad, fragp, frag);
+    if (p->entry->vmem_peak > 0) {
+        char vm[32];
+        cmp_fmt_bytes(vm, sizeof vm, p->entry->vmem_peak);
+        ut_buf_printf(b, "VMEM temporaries %s (kept on the core by memory-space assignment, not in hbm)\n", vm);
+    }
     if (ms->nlargest) {
         ut_buf_puts(b, "Largest program allocations in hbm:\n");
         for (int i = 0; i < ms->nlargest; i++) mem_alloc_entry(b, p, &p->values[ms->largest[i]], i + 1);

@@ -235,6 +235,7 @@ tpu_status cmp_apply_policy(tpu_ctx *ctx, const hlo_module *m, const char *polic
     tpu_status st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &c);
     ut_buf_free(&b);
     if (st) return st;
+    hlo_copy_locations(c, m);
     if (!strcmp(policy, "float32")) {
         *out = c;
         return TPU_OK;
@@ -263,6 +264,7 @@ tpu_status cmp_apply_policy(tpu_ctx *ctx, const hlo_module *m, const char *polic
     hlo_module *r = NULL;
     if (b.failed) st = ut_nomem(ctx);
     else st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &r);
+    if (!st) hlo_copy_locations(r, c);
     if (st == TPU_ERR_PARSE) ut_err_prefix(ctx, "internal: the mixed_bfloat16 rewrite produced unparsable text");
     ut_buf_free(&b);
     hlo_module_free(c);

@@ -206,7 +206,8 @@ tpu_status cmp_memory_html(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const 
     cmp_fmt_bytes(c, sizeof c, ms->capacity);
     cmp_fmt_bytes(r, sizeof r, ms->reserved);
     cmp_fmt_bytes(u, sizeof u, ms->used);
-    ut_buf_printf(b, "<p><b>%s</b>: uses %s of %s HBM per core.</p>\n", ms->fits ? "Fits" : "Does not fit", u, c);
+    ut_buf_printf(b, "<p><b>%s</b>: uses %s of %s HBM per device (one %s).</p>\n", ms->fits ? "Fits" : "Does not fit", u, c,
+                  chp_device_desc(p->chip));
     ut_buf_printf(b, "<table><tr><th>arguments</th><td>%s</td></tr><tr><th>outputs</th><td>%s</td></tr>"
                      "<tr><th>temporaries + outputs (peak)</th><td>%s</td></tr><tr><th>reserved</th><td>%s</td></tr></table>\n",
                   a, o, t, r);

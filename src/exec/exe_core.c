@@ -300,8 +300,10 @@ tpu_status exe_alloc_shape(exe_state *S, const hlo_shape *s, tpu_tensor **t)
     }
     if (!*t) {
         char b[128];
-        return ut_err(S->ctx, TPU_ERR_NOMEM, "out of memory allocating %s (%.3g GB)", hlo_shape_str(s, b, sizeof b),
-                      (double)hlo_shape_count(s) * (double)tpu_dtype_size((tpu_dtype)s->dtype) / 1e9);
+        return ut_err(S->ctx, TPU_ERR_NOMEM, "out of memory allocating %s (%.3g GB; this machine has %.3g GB)",
+                      hlo_shape_str(s, b, sizeof b),
+                      (double)hlo_shape_count(s) * (double)tpu_dtype_size((tpu_dtype)s->dtype) / 1e9,
+                      (double)ten_max_bytes() / 1e9);
     }
     return TPU_OK;
 }

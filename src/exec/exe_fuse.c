@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define FU_BLOCK 1024
+#define FU_MAX_MEMBERS 256   /* a group holds a scratch block per member: a 100000-long chain is split, not one group */
 #define PAR_T    64   /* threads a fused loop splits for at most */
 
 enum { FU_F = 0, FU_P = 1, FU_I = 2 };   /* scratch classes: float, uint8 (pred), int32 */
@@ -75,6 +76,8 @@ void exe_fuse_free(exe_fgroup *g, int n)
     ut_free(g);
 }
 
+/* Linear in the computation's size: users come from one CSR list, groups are bucketed once (a 100000-long
+ * chain of adds plans in milliseconds). */
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
 {
     int n = c->ninstrs;
@@ -82,20 +85,27 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, i
     *nout = 0;
     for (int i = 0; i < n; i++) group_of[i] = -1;
     if (!exe_fusion_enabled()) return TPU_OK;
-    /* users */
-    int *nusers = ut_calloc((size_t)n, sizeof *nusers), *user_group = ut_malloc((size_t)n * sizeof(int));
-    int *root_of = ut_malloc((size_t)n * sizeof(int));   /* per provisional group: its root */
-    int *size = ut_calloc((size_t)n, sizeof(int));
-    if (!nusers || !user_group || !root_of || !size) {
-        ut_free(nusers);
-        ut_free(user_group);
-        ut_free(root_of);
-        ut_free(size);
-        return ut_nomem(ctx);
+    int64_t nedges = 0;
+    for (int i = 0; i < n; i++) nedges += c->instrs[i]->nops;
+    /* user lists (CSR: users of i are user_list[ustart[i] .. ustart[i+1])), per-group counts, scratch */
+    int *ustart = ut_calloc((size_t)n + 1, sizeof(int)), *user_list = ut_malloc((size_t)(nedges ? nedges : 1) * sizeof(int));
+    int *root_of = ut_malloc((size_t)n * sizeof(int)), *final = ut_malloc((size_t)n * sizeof(int));
+    int *gcount = ut_calloc((size_t)n + 1, sizeof(int)), *gstart = ut_calloc((size_t)n + 2, sizeof(int));
+    int *order = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *slot = ut_malloc((size_t)(n ? n : 1) * sizeof(int));
+    int *inslot = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *gsize = ut_calloc((size_t)n + 1, sizeof(int));
+    exe_fgroup *groups = NULL;
+    int nf = 0, ng = 0;
+    tpu_status st = TPU_OK;
+    if (!ustart || !user_list || !root_of || !final || !gcount || !gstart || !order || !slot || !inslot || !gsize) {
+        st = ut_nomem(ctx);
+        goto done;
     }
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < c->instrs[i]->nops; k++) nusers[c->instrs[i]->ops[k]->id]++;
-    int ng = 0;
+        for (int k = 0; k < c->instrs[i]->nops; k++) ustart[c->instrs[i]->ops[k]->id + 1]++;
+    for (int i = 0; i < n; i++) ustart[i + 1] += ustart[i];
+    for (int i = 0; i < n; i++) slot[i] = ustart[i];
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < c->instrs[i]->nops; k++) user_list[slot[c->instrs[i]->ops[k]->id]++] = i;
     /* consumers first: a member joins the group all its users are in */
     for (int i = n - 1; i >= 0; i--) {
         const hlo_instr *in = c->instrs[i];
@@ -103,77 +113,61 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, i
         int is_ew = fu_elementwise(in);
         int is_bc = in->op == HLO_BROADCAST && hlo_shape_is_array(&in->shape) && fu_class((tpu_dtype)in->shape.dtype) >= 0;
         if (!is_ew && !is_bc) continue;
-        int g = -1, ok = in != c->root && nusers[i] > 0;
-        if (ok) {
-            for (int j = i + 1; j < n && ok; j++) {
-                const hlo_instr *uj = c->instrs[j];
-                for (int k = 0; k < uj->nops; k++) {
-                    if (uj->ops[k] != in) continue;
-                    int gj = group_of[j];
-                    if (gj < 0 || (g >= 0 && gj != g)) ok = 0;
-                    g = gj;
-                    break;
-                }
-            }
-            if (g < 0) ok = 0;
-            /* members share the root's dims (broadcasts produce them from their smaller operand) */
-            if (ok && !fu_same_dims(&in->shape, &c->instrs[root_of[g]]->shape)) ok = 0;
+        int g = -1, ok = in != c->root && ustart[i + 1] > ustart[i];
+        for (int u = ustart[i]; ok && u < ustart[i + 1]; u++) {
+            int gj = group_of[user_list[u]];
+            if (gj < 0 || (g >= 0 && gj != g)) ok = 0;
+            g = gj;
         }
+        if (g < 0) ok = 0;
+        /* members share the root's dims (broadcasts produce them from their smaller operand) */
+        if (ok && !fu_same_dims(&in->shape, &c->instrs[root_of[g]]->shape)) ok = 0;
+        if (ok && gsize[g] >= FU_MAX_MEMBERS) ok = 0;
         if (ok) {
             group_of[i] = g;
-            size[g]++;
+            gsize[g]++;
         } else if (is_ew) {
             g = ng++;
             root_of[g] = i;
             group_of[i] = g;
-            size[g] = 1;
+            gsize[g] = 1;
         }
     }
-    /* keep groups with at least two compute members; dissolve the rest */
-    int *final = ut_malloc((size_t)(ng ? ng : 1) * sizeof(int));
-    int nf = 0;
-    if (!final) {
-        ut_free(nusers);
-        ut_free(user_group);
-        ut_free(root_of);
-        ut_free(size);
-        return ut_nomem(ctx);
-    }
-    /* (a single op with broadcast operands fuses too: the broadcasts are then never materialised) */
-    for (int g = 0; g < ng; g++) {
-        int compute = 0, bcast = 0;
-        for (int i = 0; i < n; i++)
-            if (group_of[i] == g) {
-                if (c->instrs[i]->op != HLO_BROADCAST) compute++;
-                else bcast++;
-            }
-        final[g] = compute >= 2 || (compute == 1 && bcast >= 1) ? nf++ : -1;
-    }
-    exe_fgroup *groups = nf ? ut_calloc((size_t)nf, sizeof *groups) : NULL;
-    tpu_status st = TPU_OK;
-    if (nf && !groups) st = ut_nomem(ctx);
+    /* keep groups with at least two compute members; dissolve the rest
+     * (a single op with broadcast operands fuses too: the broadcasts are then never materialised) */
+    int *compute = gcount, *bcast = gstart;   /* reused as counters, reset below */
     for (int i = 0; i < n; i++)
+        if (group_of[i] >= 0) {
+            if (c->instrs[i]->op != HLO_BROADCAST) compute[group_of[i]]++;
+            else bcast[group_of[i]]++;
+        }
+    for (int g = 0; g < ng; g++) final[g] = compute[g] >= 2 || (compute[g] == 1 && bcast[g] >= 1) ? nf++ : -1;
+    memset(gcount, 0, ((size_t)n + 1) * sizeof(int));
+    memset(gstart, 0, ((size_t)n + 2) * sizeof(int));
+    for (int i = 0; i < n; i++) {
         if (group_of[i] >= 0) group_of[i] = final[group_of[i]];
+        if (group_of[i] >= 0) gcount[group_of[i]]++;
+    }
+    /* members of each group in topological order (a stable bucket sort) */
+    for (int g = 0; g < nf; g++) gstart[g + 1] = gstart[g] + gcount[g];
+    memset(gcount, 0, ((size_t)n + 1) * sizeof(int));
+    for (int i = 0; i < n; i++)
+        if (group_of[i] >= 0) order[gstart[group_of[i]] + gcount[group_of[i]]++] = i;
+    groups = nf ? ut_calloc((size_t)nf, sizeof *groups) : NULL;
+    if (nf && !groups) st = ut_nomem(ctx);
+    for (int i = 0; i < n; i++) slot[i] = inslot[i] = -1;
     for (int g = 0; !st && g < nf; g++) {
         exe_fgroup *G = &groups[g];
-        int cnt = 0;
-        for (int i = 0; i < n; i++) cnt += group_of[i] == g;
+        int cnt = gstart[g + 1] - gstart[g];
         G->members = ut_calloc((size_t)cnt, sizeof *G->members);
         G->inputs = ut_calloc((size_t)cnt * 3 + 1, sizeof *G->inputs);
         if (!G->members || !G->inputs) {
             st = ut_nomem(ctx);
             break;
         }
-        /* members in topological order; operands resolved to member slots or input slots */
-        int *slot = ut_malloc((size_t)n * sizeof(int));
-        if (!slot) {
-            st = ut_nomem(ctx);
-            break;
-        }
-        for (int i = 0; i < n; i++) slot[i] = -1;
-        for (int i = 0; i < n; i++) {
-            if (group_of[i] != g) continue;
-            const hlo_instr *in = c->instrs[i];
+        /* operands resolved to member slots or input slots (slot/inslot are reset after the group) */
+        for (int q = gstart[g]; q < gstart[g + 1]; q++) {
+            const hlo_instr *in = c->instrs[order[q]];
             exe_fmember *m = &G->members[G->nmembers];
             m->in = in;
             for (int k = 0; k < in->nops && k < 3; k++) {
@@ -181,26 +175,30 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, i
                 if (slot[o->id] >= 0) {
                     m->op[k] = slot[o->id];
                 } else {
-                    int found = -1;
-                    for (int q = 0; q < G->ninputs; q++)
-                        if (G->inputs[q] == o) found = q;
-                    if (found < 0) {
-                        found = G->ninputs;
+                    if (inslot[o->id] < 0) {
+                        inslot[o->id] = G->ninputs;
                         G->inputs[G->ninputs++] = o;
                     }
-                    m->op[k] = -1 - found;
+                    m->op[k] = -1 - inslot[o->id];
                 }
             }
-            slot[i] = G->nmembers++;
+            slot[in->id] = G->nmembers++;
             G->root = in;   /* the last member in topological order is the root */
         }
-        ut_free(slot);
+        for (int q = gstart[g]; q < gstart[g + 1]; q++) slot[order[q]] = -1;
+        for (int q = 0; q < G->ninputs; q++) inslot[G->inputs[q]->id] = -1;
     }
-    ut_free(final);
-    ut_free(nusers);
-    ut_free(user_group);
+done:
+    ut_free(ustart);
+    ut_free(user_list);
     ut_free(root_of);
-    ut_free(size);
+    ut_free(final);
+    ut_free(gcount);
+    ut_free(gstart);
+    ut_free(order);
+    ut_free(slot);
+    ut_free(inslot);
+    ut_free(gsize);
     if (st) {
         exe_fuse_free(groups, nf);
         return st;

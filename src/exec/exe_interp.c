@@ -4,6 +4,7 @@
  * tpu_random_inputs, the public entry points. */
 #include "exec.h"
 #include "exe_fuse.h"
+#include "verify/verify.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -489,6 +490,40 @@ static int64_t exe_global_index(const exe_state *S, const hlo_instr *in)
 /* ConcatBitcast, the TPU compiler's own custom-call: its operands (slices of one array, fetched separately)
  * laid end to end in memory along the result's most-major dimension, i.e. a concatenation along the one
  * dimension in which the operands differ from the result. */
+/* Programs the TPU compiler optimized move data and change its float type in one instruction
+ * (`bf16[64,1024] dynamic-slice(f32[2048,1024] ...)` in a loop that feeds a matmul). */
+static int exe_mixed_move(const hlo_instr *in, exe_value *const *ops)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_DYNAMIC_SLICE: case HLO_SLICE: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_BROADCAST: case HLO_REVERSE:
+        break;
+    default: return 0;
+    }
+    if (!in->nops || !ops[0]->t || !hlo_shape_is_array(&in->shape)) return 0;
+    tpu_dtype from = ops[0]->t->dtype, to = (tpu_dtype)in->shape.dtype;
+    return from != to && tpu_dtype_kind(from) == 'f' && tpu_dtype_kind(to) == 'f';
+}
+
+/* Converts operand 0 to the result's type (as the `convert` kernel does), then moves it with kernel k. */
+static tpu_status exe_move_converted(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_kernel k,
+                                     exe_value **out)
+{
+    hlo_instr cv = *in;
+    cv.op = HLO_CONVERT;
+    cv.nops = 1;
+    cv.shape = in->ops[0]->shape;
+    cv.shape.dtype = in->shape.dtype;
+    exe_value *conv = NULL;
+    tpu_status st = exe_k_convert(S, &cv, ops, &conv);
+    if (st) return st;
+    exe_value *nops[16];
+    int n = in->nops < 16 ? in->nops : 16;
+    for (int q = 0; q < n; q++) nops[q] = q ? ops[q] : conv;
+    st = k(S, in, nops, out);
+    exe_value_unref(conv);
+    return st;
+}
+
 static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out)
 {
     if (!hlo_shape_is_array(&in->shape) || in->nops < 1)
@@ -510,8 +545,9 @@ static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_valu
         tpu_status st = exe_alloc(S, in, &t);
         if (st) return st;
         if (nb != t->nbytes) {
+            size_t tb = t->nbytes;   /* read before t is released */
             exe_tensor_release(t);
-            return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands hold %zu bytes, the result %zu", nb, t->nbytes);
+            return exe_fail(S, in, TPU_ERR_SHAPE, "ConcatBitcast operands hold %zu bytes, the result %zu", nb, tb);
         }
         size_t off = 0;
         for (int i = 0; i < in->nops; i++) {
@@ -625,6 +661,11 @@ static EXE_KERNEL(exe_k_control)
         }
         if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
         if (target && !strcmp(target, "dce_sink")) return exe_token(S, out);   /* jax.lax.dce_sink: () */
+        /* the compiler's note that a gather's or scatter's indices may be bit-packed: the same index values */
+        if (target && !strcmp(target, "GatherScatterIndicesBitpacked") && in->nops == 1 && ops[0]->t &&
+            hlo_shape_is_array(&in->shape) && ops[0]->t->count == hlo_shape_count(&in->shape) &&
+            ops[0]->t->dtype == (tpu_dtype)in->shape.dtype)
+            return exe_identity(ops, out);
         if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
             /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
             tpu_tensor *t;
@@ -634,6 +675,12 @@ static EXE_KERNEL(exe_k_control)
             return exe_out_array(S, t, out);
         }
         if (target && !strcmp(target, "ConcatBitcast")) return exe_concat_bitcast(S, in, ops, out);
+        /* the TPU's linear algebra, as jax.numpy.linalg lowers it for TPUs */
+        if (target && !strcmp(target, "LuDecomposition")) return exe_k_lu(S, in, ops, out);
+        if (target && !strcmp(target, "Qr")) return exe_k_qr(S, in, ops, out);
+        if (target && !strcmp(target, "ProductOfElementaryHouseholderReflectors"))
+            return exe_k_householder_product(S, in, ops, out);
+        if (target && !strcmp(target, "Eigh")) return exe_k_eigh(S, in, ops, out);
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
                         "custom-call target \"%s\" is not something a TPU can run (like PyFunc on a real TPU, it "
                         "calls code outside the program); express it in HLO ops", target ? target : "?");
@@ -754,7 +801,9 @@ static EXE_KERNEL(exe_k_control)
 static const char *const exe_custom_call_targets[] = {
     "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "MoveToDevice", "MoveToHost",
     "annotate_device_placement", "X64Combine", "xla.sdy.FuncResultSharding", "AssumeGatherIndicesInBound",
-    "AllocateBuffer", "ConcatBitcast", "dce_sink",
+    "AllocateBuffer", "ConcatBitcast", "dce_sink", "GatherScatterIndicesBitpacked",
+    /* the TPU's linear algebra (kernels/linalg_tpu.c), what jax.numpy.linalg lowers to for a TPU */
+    "LuDecomposition", "Qr", "ProductOfElementaryHouseholderReflectors", "Eigh",
 };
 
 static tpu_status exe_instr_runnable(tpu_ctx *ctx, const hlo_module *m, const hlo_instr *in)
@@ -826,10 +875,31 @@ exe_value *exe_take_unique(exe_state *S, int k)
     return exe_take_operand(S, k);
 }
 
+/* Counts one step (an instruction run, or a computation called) against the caller's limits (only called when
+ * there are limits: a clock read costs less than the smallest kernel). */
+static tpu_status exe_tick(exe_state *S, const hlo_instr *in)
+{
+    S->steps++;
+    if (S->max_steps && S->steps > S->max_steps)
+        return exe_fail(S, in, TPU_ERR_LIMIT, "stopped: the step limit (%lld instructions run; tpu_run_opts.max_steps, "
+                        "tpusim run --max-steps) was reached here", (long long)S->max_steps);
+    if (S->deadline > 0 && ut_now() > S->deadline)
+        return exe_fail(S, in, TPU_ERR_LIMIT, "stopped: the time limit (tpu_run_opts.max_seconds, tpusim run --timeout) "
+                        "was reached here after %lld instructions", (long long)S->steps);
+    return TPU_OK;
+}
+
 tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, uint64_t owned,
                           exe_value **out)
 {
     *out = NULL;
+    if (S->max_steps || S->deadline > 0) {
+        tpu_status lst = exe_tick(S, c->root);
+        if (lst) {
+            exe_drop_owned(args, nargs, owned);
+            return lst;
+        }
+    }
     if (nargs != c->nparams) {
         exe_drop_owned(args, nargs, owned);
         return ut_err(S->ctx, TPU_ERR_SHAPE, "computation '%s' takes %d arguments, called with %d", c->name, c->nparams, nargs);
@@ -864,6 +934,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         const hlo_instr *in = c->instrs[i];
         hlo_op op = (hlo_op)in->op;
         int fg = ci->fgroup_of[i];
+        if ((S->max_steps || S->deadline > 0) && (st = exe_tick(S, in))) break;
         if (fg >= 0) {
             const exe_fgroup *G = &ci->fgroups[fg];
             if (G->root != in) continue;   /* computed inside its group's loop */
@@ -920,6 +991,8 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             S->cur_dies = ci->dies[i];
             if (ci->dot_tr[i] >= 0 && op == HLO_TRANSPOSE) {
                 st = exe_identity(ops, &vals[i]);   /* its dot wrote the transposed result */
+            } else if (exe_mixed_move(in, ops)) {
+                st = exe_move_converted(S, in, ops, k, &vals[i]);
             } else {
                 S->cur_dot_out = ci->dot_tr[i] >= 0 ? &c->instrs[ci->dot_tr[i]]->shape : NULL;
                 st = k(S, in, ops, &vals[i]);
@@ -1097,12 +1170,20 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     S.replica_id = o.replica_id;
     S.verbose = o.verbose;
     S.host = o.host;
+    if (o.max_steps < 0 || !(o.max_seconds >= 0))
+        return ut_err(ctx, TPU_ERR_INVALID, "tpu_run_opts: max_steps (%lld) and max_seconds (%g) must be 0 (no limit) or "
+                      "positive", (long long)o.max_steps, o.max_seconds);
+    S.max_steps = o.max_steps;
+    S.deadline = o.max_seconds > 0 ? ut_now() + o.max_seconds : 0;
     if (cfg) {
         S.replica_id = cfg->replica_id;
         S.partition_id = cfg->partition_id;
         S.coll = cfg->coll;
         S.trip_counts = cfg->trip_counts;
     }
+    /* nothing runs that does not verify: the kernels trust the shapes the verifier checked */
+    tpu_status vst = ver_require(ctx, m);
+    if (vst) return vst;
     const hlo_comp *e = m->entry;
     int want = 0;
     for (int i = 0; i < e->nparams; i++) want += exe_count_leaves(&e->params[i]->shape);
@@ -1152,7 +1233,12 @@ static tpu_status exe_random_leaf(tpu_ctx *ctx, const hlo_shape *s, uint64_t see
     if (!hlo_shape_is_array(s)) return TPU_OK;
     if (s->dyn_mask) return ut_err(ctx, TPU_ERR_UNSUPPORTED, "parameter %d has a dynamic shape", k);
     tpu_tensor *t = ten_alloc_uninit((tpu_dtype)s->dtype, s->rank, s->dims);
-    if (!t) return ut_nomem(ctx);
+    if (!t) {
+        char b[128];
+        return ut_err(ctx, TPU_ERR_NOMEM, "input %d (%s, %.3g GB): out of memory (this machine has %.3g GB)", k,
+                      hlo_shape_str(s, b, sizeof b), (double)hlo_shape_count(s) * (double)tpu_dtype_size((tpu_dtype)s->dtype) / 1e9,
+                      (double)ten_max_bytes() / 1e9);
+    }
     uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(k + 1));
     char kind = tpu_dtype_kind(t->dtype);
     for (int64_t i = 0; i < t->count; i++) {
@@ -1190,6 +1276,8 @@ tpu_status tpu_random_inputs(tpu_ctx *ctx, const tpu_module *m, uint64_t seed, t
 {
     *inputs = NULL;
     *count = 0;
+    tpu_status vst = ver_require(ctx, m);   /* inputs for a program that will not run are not made */
+    if (vst) return vst;
     const hlo_comp *e = m->entry;
     int total = 0;
     for (int i = 0; i < e->nparams; i++) total += exe_count_leaves(&e->params[i]->shape);

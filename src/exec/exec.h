@@ -68,6 +68,9 @@ typedef struct exe_state {
      * transpose's result directly (this shape), as the swapped product rhs^T . lhs^T, and the transpose passes
      * it on (XLA:CPU folds the same transposes into its dots) */
     const hlo_shape  *cur_dot_out;
+    /* the caller's limits (tpu_run_opts.max_steps, max_seconds): instructions run so far, and when to stop */
+    int64_t           steps, max_steps;
+    double            deadline;     /* ut_now() past which the run stops; 0: none */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
@@ -228,6 +231,12 @@ EXE_KERNEL(exe_k_rng_bit_generator);
 EXE_KERNEL(exe_k_rng);
 /* linalg.c */
 EXE_KERNEL(exe_k_cholesky);
+/* linalg_tpu.c: the TPU linear-algebra custom-calls (LuDecomposition, Qr,
+ * ProductOfElementaryHouseholderReflectors, Eigh), dispatched by custom_call_target */
+EXE_KERNEL(exe_k_lu);
+EXE_KERNEL(exe_k_qr);
+EXE_KERNEL(exe_k_householder_product);
+EXE_KERNEL(exe_k_eigh);
 EXE_KERNEL(exe_k_triangular_solve);
 /* batchnorm.c */
 EXE_KERNEL(exe_k_batch_norm_training);

@@ -274,6 +274,11 @@ struct tpu_module {
     int64_t     ninstrs;      /* all computations */
     hlo_frames *frames;       /* stack-frame index, NULL when absent */
     int         from_proto;   /* read from an HloModuleProto, text or binary (hlo_proto_text.c, hlo_proto_bin.c) */
+    int         verified;     /* ver_require's verdict, kept (modules do not change once loaded): 0 not yet,
+                                 1 verifies, -1 does not; read and written atomically (several threads run one
+                                 module) */
+    int64_t     verified_split;   /* replicas << 32 | partitions of the last replicated run's view that
+                                     verified (the runtime's view of the module with other counts), or 0 */
 };
 typedef struct tpu_module hlo_module;
 
@@ -323,7 +328,11 @@ void       hlo_print_literal(ut_buf *b, const hlo_literal *lit);
  * difference, writes what differs into why (if not NULL). */
 int        hlo_module_equal(const hlo_module *a, const hlo_module *b, char *why, size_t why_size);
 
-/* "file:line:col" of an instruction, for messages. */
+/* After parsing the printed text of src into dst (a rewrite), gives dst's instructions src's source positions
+ * by name (0 for instructions src does not have). */
+void       hlo_copy_locations(hlo_module *dst, const hlo_module *src);
+
+/* "file:line:col" of an instruction, for messages ("file (added by tpusim)" for line 0). */
 const char *hlo_where(const hlo_module *m, const hlo_instr *in, char *buf, size_t size);
 
 #endif

@@ -323,7 +323,8 @@ int hlo_frame_source(const hlo_module *m, int64_t frame_id, const char **file, i
 
 const char *hlo_where(const hlo_module *m, const hlo_instr *in, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s:%d:%d", m && m->filename ? m->filename : "<hlo>", in->line, in->col);
+    if (in->line > 0) snprintf(buf, size, "%s:%d:%d", m && m->filename ? m->filename : "<hlo>", in->line, in->col);
+    else snprintf(buf, size, "%s (added by tpusim)", m && m->filename ? m->filename : "<hlo>");
     return buf;
 }
 

@@ -79,6 +79,34 @@ static int hp_map_put(hp_map *m, const char *k, void *v)
     return 1;
 }
 
+/* dst was parsed from the printed text of src (a rewrite: inlining, a precision policy): its instructions and
+ * computations take src's source positions by name, so messages point into the user's file, not into text
+ * nobody sees. Names src lacks (instructions the rewrite added) get line 0 ("added by tpusim"). */
+void hlo_copy_locations(hlo_module *dst, const hlo_module *src)
+{
+    hp_map im = {0}, cm = {0};
+    int ok = 1;
+    for (int c = 0; ok && c < src->ncomps; c++) {
+        ok = hp_map_put(&cm, src->comps[c]->name, src->comps[c]);
+        for (int i = 0; ok && i < src->comps[c]->ninstrs; i++)
+            ok = hp_map_put(&im, src->comps[c]->instrs[i]->name, src->comps[c]->instrs[i]);
+    }
+    for (int c = 0; ok && c < dst->ncomps; c++) {
+        hlo_comp *dc = dst->comps[c];
+        const hlo_comp *sc = hp_map_get(&cm, dc->name);
+        dc->line = sc ? sc->line : 0;
+        dc->col = sc ? sc->col : 0;
+        for (int i = 0; i < dc->ninstrs; i++) {
+            hlo_instr *di = dc->instrs[i];
+            const hlo_instr *si = hp_map_get(&im, di->name);
+            di->line = si ? si->line : 0;
+            di->col = si ? si->col : 0;
+        }
+    }
+    hp_map_free(&im);
+    hp_map_free(&cm);
+}
+
 /* ---- growable pointer array (malloc'ed while parsing, copied into the arena at the end) ---- */
 typedef struct hp_vec {
     void  **v;
@@ -1540,7 +1568,31 @@ static int hp_attr_value(hp *P, hlo_attr *a)
 
 /* ", name=value" lists. For instruction attributes `in` is set; header attributes pass NULL. Stops when no
  * comma follows. */
-static int hp_attrs(hp *P, hp_vec *out, int header)
+/* Was an attribute of this name given already? A scan while the list is short, then a hash map (an instruction
+ * with 100000 unknown attributes parses in linear time). */
+static int hp_attr_seen(hp *P, hp_vec *out, hp_map *names, const char *name, int *oom)
+{
+    if (out->n < 16) {
+        for (int i = 0; i < out->n; i++)
+            if (!strcmp(((hlo_attr *)out->v[i])->name, name)) return 1;
+        return 0;
+    }
+    if (!names->cap)
+        for (int i = 0; i < out->n; i++)
+            if (!hp_map_put(names, ((hlo_attr *)out->v[i])->name, out->v[i])) {
+                hp_nomem(P);
+                *oom = 1;
+                return 0;
+            }
+    if (hp_map_get(names, name)) return 1;
+    if (!hp_map_put(names, name, (void *)name)) {
+        hp_nomem(P);
+        *oom = 1;
+    }
+    return 0;
+}
+
+static int hp_attrs_list(hp *P, hp_vec *out, hp_map *names)
 {
     for (;;) {
         const char *save = P->p;
@@ -1576,12 +1628,20 @@ static int hp_attrs(hp *P, hp_vec *out, int header)
                     a->col, a->name);
         /* backend_config="..." is a string; keep both forms as RAW text including the quotes */
         if (!hp_attr_value(P, a)) return 0;
-        for (int i = 0; i < out->n; i++)
-            if (!strcmp(((hlo_attr *)out->v[i])->name, a->name))
-                return hp_error_at(P, at, "attribute '%s' given twice", a->name);
-        (void)header;
+        int oom = 0;
+        if (hp_attr_seen(P, out, names, a->name, &oom)) return hp_error_at(P, at, "attribute '%s' given twice", a->name);
+        if (oom) return 0;
         if (!hp_vec_push(out, a)) return hp_nomem(P);
     }
+}
+
+static int hp_attrs(hp *P, hp_vec *out, int header)
+{
+    (void)header;
+    hp_map names = {0};
+    int ok = hp_attrs_list(P, out, &names);
+    hp_map_free(&names);
+    return ok;
 }
 
 static int hp_attrs_finish(hp *P, hp_vec *v, int *n, hlo_attr **out)
@@ -2228,28 +2288,28 @@ static int hp_check_acyclic(hp *P, hlo_module *m)
 {
     int n = m->ncomps;
     uint8_t *state = ut_calloc((size_t)n, 1);
-    int *stack = ut_malloc((size_t)n * 2 * sizeof(int) + 1);
-    int *edges = ut_malloc((size_t)n * sizeof(int) + 1);
-    int ok = state && stack && edges;
+    /* frames of (computation, instruction, callee of that instruction): each call edge is visited once */
+    int *stack = ut_malloc((size_t)n * 3 * sizeof(int) + 1);
+    int ok = state && stack;
     if (!ok) hp_nomem(P);
     for (int r = 0; ok && r < n; r++) {
         if (state[r]) continue;
         int sp = 0;
         stack[sp++] = r;
         stack[sp++] = 0;
+        stack[sp++] = 0;
         state[r] = 1;
         while (ok && sp) {
-            hlo_comp *c = m->comps[stack[sp - 2]];
-            /* the k-th callee of c, counting over all its instructions */
-            int k = stack[sp - 1]++, seen = 0;
-            hlo_comp *next = NULL;
-            for (int i = 0; i < c->ninstrs && !next; i++) {
-                if (k < seen + c->instrs[i]->ncalled) next = c->instrs[i]->called[k - seen];
-                seen += c->instrs[i]->ncalled;
+            hlo_comp *c = m->comps[stack[sp - 3]];
+            int *i = &stack[sp - 2], *k = &stack[sp - 1];
+            while (*i < c->ninstrs && *k >= c->instrs[*i]->ncalled) {
+                (*i)++;
+                *k = 0;
             }
+            hlo_comp *next = *i < c->ninstrs ? c->instrs[*i]->called[(*k)++] : NULL;
             if (!next) {
                 state[c->id] = 2;
-                sp -= 2;
+                sp -= 3;
                 continue;
             }
             if (state[next->id] == 1) {
@@ -2259,12 +2319,12 @@ static int hp_check_acyclic(hp *P, hlo_module *m)
                 state[next->id] = 1;
                 stack[sp++] = next->id;
                 stack[sp++] = 0;
+                stack[sp++] = 0;
             }
         }
     }
     ut_free(state);
     ut_free(stack);
-    ut_free(edges);
     return ok;
 }
 
@@ -2436,6 +2496,7 @@ tpu_status hlo_parse(tpu_ctx *ctx, const char *text, size_t len, const char *fil
     if (!ok) {
         tpu_status st = P.failed && ctx && ctx->err && !strcmp(ctx->err, "out of memory") ? TPU_ERR_NOMEM : TPU_ERR_PARSE;
         if (!P.failed) st = ut_nomem(ctx);
+        if (st == TPU_ERR_NOMEM) ut_err_prefix(ctx, "%s: parsing %zu bytes of HLO text", P.file, len);
         hlo_module_free(m);
         return st;
     }

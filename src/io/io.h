@@ -25,6 +25,13 @@
 
 typedef struct io_npy_opts {
     tpu_dtype void1_as;   /* type of a bare '|V1' descr (a 1-byte type); TPU_INVALID: refuse it */
+    /* called with the header's dtype and shape before the data are read or allocated (an .npz member's
+     * header is compared with what the caller wants before the member is inflated); nonzero refuses the
+     * array: the callback has set the message on ctx */
+    tpu_npz_filter filter;
+    void          *filter_user;
+    const char    *member;   /* the member's name for the filter (an .npz), else NULL */
+    int            index;    /* its position in the archive */
 } io_npy_opts;
 
 /* Largest header (the dict text) accepted; numpy's own readers refuse anything past 10000 by default. */
@@ -37,9 +44,9 @@ const char *io_npy_descr(tpu_dtype t);
 tpu_status io_npy_load_opts(tpu_ctx *ctx, const char *path, const io_npy_opts *o, tpu_tensor **out);
 tpu_status io_npy_load_mem_opts(tpu_ctx *ctx, const void *buf, size_t len, const char *what, const io_npy_opts *o,
                                 tpu_tensor **out);
-/* In-memory .npz reader (the fuzzer's entry point; tpu_npz_load reads the file the same way). */
-tpu_status io_npz_load_mem(tpu_ctx *ctx, const void *buf, size_t len, const char *what, tpu_tensor ***tensors,
-                           char ***names, int *count);
+/* In-memory .npz reader (the fuzzer's entry point; tpu_npz_load reads the file the same way). filter may be NULL. */
+tpu_status io_npz_load_mem(tpu_ctx *ctx, const void *buf, size_t len, const char *what, tpu_npz_filter filter,
+                           void *user, tpu_tensor ***tensors, char ***names, int *count);
 
 /* Test hook: write zip64 records for every member and the directory, as a >4 GiB archive needs. */
 void io_npz_force_zip64(int on);

@@ -544,6 +544,12 @@ tpu_status io_npy_read(io_src *s, uint64_t size, const io_npy_opts *o, tpu_tenso
     if (count < 0 || (uint64_t)count > SIZE_MAX / 2 / es)
         return ut_err(s->ctx, TPU_ERR_PARSE, "%s: shape %s is too large", s->what, shape);
     uint64_t need = (uint64_t)count * es;
+    if (o && o->filter) {
+        char why[400] = "";
+        if (o->filter(o->filter_user, o->member ? o->member : "", o->index, t, h.rank, h.dims, why, sizeof why))
+            return ut_err(s->ctx, TPU_ERR_INVALID, "%s: %s", s->what, why[0] ? why : "refused by the caller");
+    }
+    if (need > ut_max_input(s->ctx)) return ut_too_large(s->ctx, s->what, need);
     if (size != UINT64_MAX) {
         uint64_t have = size - pos;
         if (have < need)
@@ -705,21 +711,19 @@ tpu_status tpu_npy_save(tpu_ctx *ctx, const char *path, const tpu_tensor *t)
         ut_buf_free(&hdr);
         return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory", path);
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        st = ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-        goto done;
-    }
-    int bad = fwrite(hdr.data, 1, hdr.len, f) != hdr.len;
+    ut_out out;
+    if ((st = ut_out_open(ctx, path, &out))) goto done;
+    int bad = fwrite(hdr.data, 1, hdr.len, out.f) != hdr.len;
     for (size_t off = 0; off < t->nbytes && !bad; off += chunk) {
         size_t k = UT_MIN(chunk, t->nbytes - off);
         io_npy_encode(t, off, k, tmp);
-        bad = fwrite(tmp, 1, k, f) != k;
+        bad = fwrite(tmp, 1, k, out.f) != k;
     }
-    if (fclose(f) != 0) bad = 1;
     if (bad) {
-        st = ut_err(ctx, TPU_ERR_IO, "%s: write error: %s", path, strerror(errno));
-        remove(path);
+        st = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno ? errno : EIO));
+        ut_out_close(&out, 0, 0);
+    } else {
+        st = ut_out_close(&out, 1, 0);
     }
 done:
     ut_free(tmp);

@@ -170,7 +170,7 @@ static tpu_status io_zip_entry(io_arc *a, const uint8_t *cd, size_t cd_size, siz
 }
 
 /* Loads one member as a .npy. `what` names it in messages. */
-static tpu_status io_zip_member(io_arc *a, const io_zent *z, const char *what, tpu_tensor **out)
+static tpu_status io_zip_member(io_arc *a, const io_zent *z, const char *what, const io_npy_opts *o, tpu_tensor **out)
 {
     *out = NULL;
     if (z->flags & 1) return ut_err(a->ctx, TPU_ERR_UNSUPPORTED, "%s: encrypted members are not supported", what);
@@ -223,7 +223,7 @@ static tpu_status io_zip_member(io_arc *a, const io_zent *z, const char *what, t
             return ut_err(a->ctx, TPU_ERR_NOMEM, "%s: out of memory", what);
         }
     }
-    st = io_npy_read(&s, z->usize, NULL, out);
+    st = io_npy_read(&s, z->usize, o, out);
     if (st == TPU_OK && z->method == 8) {
         uint8_t extra;   /* the deflate stream must end where the member does */
         if (io_src_read(&s, &extra, 1) || (!s.zend && !s.st))
@@ -270,7 +270,27 @@ static tpu_status io_zip_check_overlap(io_arc *a, const io_zent *zs, size_t n)
     return st;
 }
 
-static tpu_status io_npz_read(io_arc *a, tpu_tensor ***tensors, char ***names, int *count)
+static int io_cmp_name(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+/* Two members with one name: numpy's np.load would give one of them and hide the other. */
+static tpu_status io_npz_unique_names(io_arc *a, char **ns, int n)
+{
+    if (n < 2) return TPU_OK;
+    char **sorted = ut_malloc((size_t)n * sizeof *sorted);
+    if (!sorted) return ut_err(a->ctx, TPU_ERR_NOMEM, "%s: out of memory", a->what);
+    memcpy(sorted, ns, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, io_cmp_name);
+    tpu_status st = TPU_OK;
+    for (int i = 0; i + 1 < n && !st; i++)
+        if (!strcmp(sorted[i], sorted[i + 1]))
+            st = ut_err(a->ctx, TPU_ERR_PARSE, "%s: two members are named '%.200s': which one is meant is unclear",
+                        a->what, sorted[i]);
+    ut_free(sorted);
+    return st;
+}
+
+static tpu_status io_npz_read(io_arc *a, tpu_npz_filter filter, void *user, tpu_tensor ***tensors, char ***names,
+                              int *count)
 {
     uint64_t cd_off = 0, cd_size = 0, nent = 0;
     tpu_status st = io_zip_find_cd(a, &cd_off, &cd_size, &nent);
@@ -308,17 +328,21 @@ static tpu_status io_npz_read(io_arc *a, tpu_tensor ***tensors, char ***names, i
         char what[640];
         snprintf(what, sizeof what, "%s: member '%.*s%s'", a->what, (int)UT_MIN(z.nlen, (size_t)400),
                  (const char *)z.name, z.nlen > 400 ? "..." : "");
-        if ((st = io_zip_member(a, &z, what, &ts[n]))) goto fail;
         size_t nl = z.nlen;
         if (nl >= 4 && memcmp(z.name + nl - 4, ".npy", 4) == 0) nl -= 4;
         if (!(ns[n] = ut_strndup((const char *)z.name, nl))) {
-            tpu_tensor_free(ts[n]);
-            ts[n] = NULL;
             st = ut_err(a->ctx, TPU_ERR_NOMEM, "%s: out of memory", a->what);
+            goto fail;
+        }
+        io_npy_opts o = {TPU_INVALID, filter, user, ns[n], n};
+        if ((st = io_zip_member(a, &z, what, filter ? &o : NULL, &ts[n]))) {
+            ut_free(ns[n]);
+            ns[n] = NULL;
             goto fail;
         }
         n++;
     }
+    if ((st = io_npz_unique_names(a, ns, n))) goto fail;
     ut_free(cd);
     ut_free(zs);
     *tensors = ts;
@@ -333,17 +357,23 @@ fail:
     return st;
 }
 
-tpu_status io_npz_load_mem(tpu_ctx *ctx, const void *buf, size_t len, const char *what, tpu_tensor ***tensors,
-                           char ***names, int *count)
+tpu_status io_npz_load_mem(tpu_ctx *ctx, const void *buf, size_t len, const char *what, tpu_npz_filter filter,
+                           void *user, tpu_tensor ***tensors, char ***names, int *count)
 {
     *tensors = NULL;
     *names = NULL;
     *count = 0;
     io_arc a = {ctx, what ? what : "<memory>", buf ? buf : (const void *)"", NULL, buf ? len : 0};
-    return io_npz_read(&a, tensors, names, count);
+    return io_npz_read(&a, filter, user, tensors, names, count);
 }
 
 tpu_status tpu_npz_load(tpu_ctx *ctx, const char *path, tpu_tensor ***tensors, char ***names, int *count)
+{
+    return tpu_npz_load_filtered(ctx, path, NULL, NULL, tensors, names, count);
+}
+
+tpu_status tpu_npz_load_filtered(tpu_ctx *ctx, const char *path, tpu_npz_filter filter, void *user,
+                                 tpu_tensor ***tensors, char ***names, int *count)
 {
     *tensors = NULL;
     *names = NULL;
@@ -362,7 +392,7 @@ tpu_status tpu_npz_load(tpu_ctx *ctx, const char *path, tpu_tensor ***tensors, c
         return ut_err(ctx, TPU_ERR_IO, "%s: cannot seek (a .npz must be a regular file): %s", path, strerror(errno));
     }
     io_arc a = {ctx, path, NULL, f, (uint64_t)end};
-    tpu_status st = io_npz_read(&a, tensors, names, count);
+    tpu_status st = io_npz_read(&a, filter, user, tensors, names, count);
     fclose(f);
     return st;
 }
@@ -595,10 +625,9 @@ tpu_status tpu_npz_save(tpu_ctx *ctx, const char *path, tpu_tensor *const *tenso
                 goto done;
             }
     }
-    if (!(w.f = fopen(path, "wb"))) {
-        st = ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-        goto done;
-    }
+    ut_out out;
+    if ((st = ut_out_open(ctx, path, &out))) goto done;
+    w.f = out.f;
     for (int i = 0; i < count && !st && !w.bad; i++)
         st = io_write_member(&w, tensors[i], &ms[i], compress, tmp, zout);
     if (!st && !w.bad) {
@@ -632,9 +661,9 @@ tpu_status tpu_npz_save(tpu_ctx *ctx, const char *path, tpu_tensor *const *tenso
         io_put32(&w, z64 ? IO_U32MAX : (uint32_t)cd_off);
         io_put16(&w, 0);
     }
-    if (fclose(w.f) != 0) w.bad = 1;
-    if (!st && w.bad) st = ut_err(ctx, TPU_ERR_IO, "%s: write error: %s", path, strerror(errno));
-    if (st) remove(path);
+    if (!st && w.bad) st = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno ? errno : EIO));
+    if (st) ut_out_close(&out, 0, 0);
+    else st = ut_out_close(&out, 1, 0);
 done:
     if (ms)
         for (int i = 0; i < count; i++) ut_free(ms[i].name);

@@ -142,6 +142,9 @@ static int tn_v_execute(const Tpusim__V1__ExecuteRequest *r, tn_err *e)
     if (r->n_non_donatable > TN_MAX_LIST) return tn_fail(e, TN_INVALID_ARGUMENT, "%snon_donatable: %zu entries", pre, r->n_non_donatable);
     for (size_t i = 0; i < r->n_non_donatable; i++)
         if (r->non_donatable[i] < 0) return tn_fail(e, TN_INVALID_ARGUMENT, "%snon_donatable[%zu]: %lld", pre, i, (long long)r->non_donatable[i]);
+    if (r->max_steps < 0 || !(r->max_seconds >= 0))
+        return tn_fail(e, TN_INVALID_ARGUMENT, "%smax_steps/max_seconds: %lld / %g (0: no limit of the client's)", pre,
+                       (long long)r->max_steps, r->max_seconds);
     if (r->n_devices && r->n_devices != r->n_arguments)
         return tn_fail(e, TN_INVALID_ARGUMENT, "%sdevices: %zu for %zu argument lists", pre, r->n_devices, r->n_arguments);
     return TN_OK;

@@ -36,6 +36,7 @@ int tn_fail_tpu(tn_err *e, tpu_ctx *ctx, tpu_status st, const char *prefix)
     case TPU_ERR_IO: code = TN_UNAVAILABLE; break;
     case TPU_ERR_PARSE: case TPU_ERR_INVALID: case TPU_ERR_SHAPE: code = TN_INVALID_ARGUMENT; break;
     case TPU_ERR_UNSUPPORTED: case TPU_ERR_UNRUNNABLE: code = TN_UNIMPLEMENTED; break;
+    case TPU_ERR_LIMIT: code = TN_RESOURCE_EXHAUSTED; break;   /* a step or time limit, an input too large */
     case TPU_ERR_INTERNAL: code = TN_INTERNAL; break;
     }
     const char *m = ctx ? tpu_errmsg(ctx) : "";

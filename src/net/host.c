@@ -824,7 +824,10 @@ static int tn_run_check(tn_run *run, const tn_exec_req *r, tn_err *e)
     return TN_OK;
 }
 
-static int tn_run_exec(tn_run *run, const tpu_host_io *host, tn_err *e)
+/* The tighter of two limits, 0 meaning none. */
+static double tn_tighter(double a, double b) { return a <= 0 ? b : b <= 0 ? a : a < b ? a : b; }
+
+static int tn_run_exec(tn_run *run, const tn_exec_req *r, tn_err *e)
 {
     tn_host *h = run->h;
     tn_exe *x = run->x;
@@ -834,7 +837,9 @@ static int tn_run_exec(tn_run *run, const tpu_host_io *host, tn_err *e)
     tpu_run_opts o = tpu_run_opts_default();
     o.numerics = x->num;
     o.threads = h->o.threads;
-    o.host = host;
+    o.host = r->host;
+    o.max_steps = (int64_t)tn_tighter((double)h->o.max_steps, (double)r->max_steps);
+    o.max_seconds = tn_tighter(h->o.max_seconds, r->max_seconds);
     tpu_ctx *ctx = tpu_ctx_new();
     if (!ctx) return tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
     tpu_status st;
@@ -953,7 +958,7 @@ int tn_host_execute(tn_host *h, const char *sid, const tn_exec_req *r, tn_exec_r
     }
     if (!rc) {
         double t0 = tn_now();
-        rc = tn_run_exec(&run, r->host, e);
+        rc = tn_run_exec(&run, r, e);
         res->run_s = tn_now() - t0;
         res->ndevices = run.n, res->noutputs = run.x->nout;
         res->outputs = calloc((size_t)run.n * (size_t)run.x->nout + 1, sizeof *res->outputs);

@@ -67,6 +67,8 @@ typedef struct tn_host_opts {
     int          max_sessions;          /* 0: 64 */
     int64_t      max_buffers;           /* per session; 0: 1,000,000 */
     int64_t      max_executables;       /* per session; 0: 10,000 */
+    int64_t      max_steps;             /* every run's limits (tpu_run_opts; 0: none); a request may ask for less */
+    double       max_seconds;
 } tn_host_opts;
 
 int         tn_host_new(const tn_host_opts *o, tn_host **out, tn_err *e);
@@ -146,6 +148,8 @@ typedef struct tn_exec_req {
     const int64_t  *non_donatable;
     int             nnon_donatable;
     const tpu_host_io *host;               /* host transfers (ExecuteStream), or NULL */
+    int64_t         max_steps;             /* the client's limits (0: the host's) */
+    double          max_seconds;
 } tn_exec_req;
 typedef struct tn_exec_result {
     int             ndevices, noutputs;

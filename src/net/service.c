@@ -288,7 +288,7 @@ static int tn_exec_unpack(const Tpusim__V1__ExecuteRequest *r, tn_exec_req *xr, 
     }
     *xr = (tn_exec_req){.executable = r->executable, .ndevices = n, .nargs = k, .args = *args,
                         .devices = r->n_devices ? devs : NULL, .non_donatable = r->non_donatable,
-                        .nnon_donatable = (int)r->n_non_donatable};
+                        .nnon_donatable = (int)r->n_non_donatable, .max_steps = r->max_steps, .max_seconds = r->max_seconds};
     return TN_OK;
 }
 

@@ -143,11 +143,23 @@ PJRT_Error *pj_client_new(const PJRT_Client_Create_Args *a, PJRT_Client **out)
     }
     if (!err) {
         snprintf(c->slice, sizeof c->slice, "%s", tpu_chip_name(c->chip));
-        const char *th = getenv("TPUSIM_THREADS");
-        c->threads = th ? atoi(th) : 0;
+        /* per-execution limits (tpu_run_opts.max_steps / max_seconds) and threads: whole numbers, nothing else */
+        const char *th = pj_env("TPUSIM_THREADS", "0");
+        const char *ms = pj_env("TPUSIM_MAX_STEPS", "0"), *to = pj_env("TPUSIM_TIMEOUT", "0");
+        char *e0 = NULL, *e1 = NULL, *e2 = NULL;
+        long nth = strtol(th, &e0, 10);
+        c->threads = (int)nth;
+        c->max_steps = strtoll(ms, &e1, 10);
+        c->max_seconds = strtod(to, &e2);
+        if (*e0 || nth < 0 || nth > 4096)
+            err = pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "TPUSIM_THREADS=%s: expected a thread count (0: all cores)", th);
+        else if (*e1 || c->max_steps < 0)
+            err = pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "TPUSIM_MAX_STEPS=%s: expected a count of instructions (0: no limit)", ms);
+        else if (*e2 || !(c->max_seconds >= 0) || c->max_seconds > 1e9)
+            err = pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "TPUSIM_TIMEOUT=%s: expected seconds (0: no limit)", to);
         snprintf(c->version, sizeof c->version, "tpusim %s: simulated TPU %s (%s numerics)", TPUSIM_VERSION, c->slice,
                  c->numerics == TPU_NUMERICS_TPU ? "TPU" : "exact f32");
-        err = pj_client_devices(c);
+        if (!err) err = pj_client_devices(c);
     }
     if (!err) {
         const char *pd = getenv("TPUSIM_PROFILE_DIR");

@@ -394,11 +394,21 @@ PJRT_Error *pjx_PJRT_Executable_OptimizedProgram(PJRT_Executable_OptimizedProgra
     PJRT_Executable *e = a->executable;
     PJRT_Program *p = a->program;
     if (!p) return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "OptimizedProgram: no program to fill");
+    /* made outside the client's mutex: Python's GIL is taken inside, and a thread holding the GIL may be
+     * waiting for that mutex (lock order: GIL, then the client's mutex, never the reverse) */
     pthread_mutex_lock(&e->client->mu);
-    PJRT_Error *err = NULL;
-    if (!e->optimized_mlir) err = pj_python_optimized_program(e->optimized_hlo, &e->optimized_mlir, &e->optimized_mlir_len);
+    int have = e->optimized_mlir != NULL;
     pthread_mutex_unlock(&e->client->mu);
-    if (err) return err;
+    if (!have) {
+        char *mlir = NULL;
+        size_t len = 0;
+        PJRT_Error *err = pj_python_optimized_program(e->optimized_hlo, &mlir, &len);
+        if (err) return err;
+        pthread_mutex_lock(&e->client->mu);
+        if (!e->optimized_mlir) e->optimized_mlir = mlir, e->optimized_mlir_len = len, mlir = NULL;
+        pthread_mutex_unlock(&e->client->mu);
+        free(mlir);
+    }
     p->format = "mlir";
     p->format_size = 4;
     if (p->code) {

@@ -213,6 +213,8 @@ static PJRT_Error *pj_run(PJRT_Executable *e, int n, tpu_tensor ***ins, tpu_tens
     tpu_run_opts o = tpu_run_opts_default();
     o.numerics = e->numerics;
     o.threads = c->threads;
+    o.max_steps = c->max_steps;
+    o.max_seconds = c->max_seconds;
     pj_host host = {xo, n};
     tpu_host_io hio = {&host, pj_host_send, pj_host_recv};
     if (xo && (xo->num_send_ops || xo->num_recv_ops)) o.host = &hio;

@@ -118,6 +118,9 @@ struct PJRT_Client {
     PJRT_TopologyDescription topo;
     tpu_numerics    numerics;
     int             threads;        /* kernel threads of one device's run (0: all cores) */
+    int64_t         max_steps;      /* per execution (TPUSIM_MAX_STEPS; 0: none): a program from the framework
+                                       whose loop never ends fails instead of hanging the caller */
+    double          max_seconds;    /* per execution (TPUSIM_TIMEOUT seconds; 0: none) */
     char            version[160];   /* platform_version: says it is tpusim */
     int             process_index;
     pthread_mutex_t mu;

@@ -210,6 +210,8 @@ static PJRT_Error *pj_remote_request(PJRT_LoadedExecutable_Execute_Args *a, PJRT
     q->n_arguments = (size_t)n;
     q->devices = dev_ids;
     q->n_devices = (size_t)n;
+    q->max_steps = e->client->max_steps;       /* TPUSIM_MAX_STEPS / TPUSIM_TIMEOUT travel with the run */
+    q->max_seconds = e->client->max_seconds;
     const PJRT_ExecuteOptions *o = a->options;
     if (o && o->non_donatable_input_indices) {
         q->non_donatable = (int64_t *)o->non_donatable_input_indices;

@@ -313,9 +313,11 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         ut_buf b;
         ut_buf_init(&b);
         adv_time(t1, sizeof t1, coll);
-        double hide = coll < compute ? coll : compute;
+        /* what is left after the collectives the model already ran beside compute (r->collective_hidden_s) */
+        double hide = coll < compute - r->collective_hidden_s ? coll : compute - r->collective_hidden_s;
+        if (hide < 0) hide = 0;
         adv_time(t2, sizeof t2, hide);
-        ut_buf_printf(&b, "Collectives take %s (%.0f%% of the step): %d collective ops move %.3g GB per device over ICI on\n"
+        ut_buf_printf(&b, "Collectives take %s of the step that compute does not hide (%.0f%%): %d collective ops move %.3g GB per device over ICI on\n"
                           "   %s (%d chips).\n"
                           "   Fix: a larger per-device batch (the gradient all-reduce does not grow with it), gradient\n"
                           "   accumulation, fewer and larger collectives (XLA combines small ones), overlap with compute\n"

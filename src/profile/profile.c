@@ -199,6 +199,7 @@ const char *tpu_profile_json(tpu_profile *p)
     cJSON_AddNumberToObject(o, "devices", p->slice.devices);
     cJSON_AddNumberToObject(o, "step_time_s", r->step_s);
     cJSON_AddNumberToObject(o, "device_time_s", r->device_s);
+    cJSON_AddNumberToObject(o, "collective_hidden_s", r->collective_hidden_s);
     cJSON_AddNumberToObject(o, "host_time_s", r->host_s);
     cJSON_AddNumberToObject(o, "idle_time_s", r->idle_s);
     cJSON_AddNumberToObject(o, "flops", r->flops);
@@ -265,14 +266,7 @@ const char *tpu_profile_advice(tpu_profile *p)
     return p->advice;
 }
 
-static tpu_status prf_write(tpu_ctx *ctx, const char *path, ut_buf *b)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int bad = fwrite(b->data, 1, b->len, f) != b->len;
-    bad |= fclose(f) != 0;
-    return bad ? ut_err(ctx, TPU_ERR_IO, "%s: write error", path) : TPU_OK;
-}
+static tpu_status prf_write(tpu_ctx *ctx, const char *path, ut_buf *b) { return ut_write_file(ctx, path, b->data, b->len, 0); }
 
 tpu_status tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path)
 {

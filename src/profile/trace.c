@@ -12,6 +12,7 @@
 
 #define TR_MAX_TRACKS 16
 #define TR_MAX_OP_EVENTS 200000
+#define TR_MAX_STEPS 10000   /* steps drawn one by one; the rest are one event per track (--steps 1e8 stays small) */
 
 static void tr_str(ut_buf *b, const char *s)
 {
@@ -118,7 +119,8 @@ tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)
     tr_meta(b, &first, "thread_name", 2, 0, "program launches");
     tr_meta(b, &first, "thread_name", 2, 1, "input pipeline");
     double t = 0;
-    for (int s = 0; s < steps; s++) {
+    int drawn = steps < TR_MAX_STEPS ? steps : TR_MAX_STEPS;
+    for (int s = 0; s < drawn; s++) {
         double step_start = t;
         if (s % spe == 0) {
             snprintf(nm, sizeof nm, "launch (steps %d-%d)", s, s + spe - 1 < steps - 1 ? s + spe - 1 : steps - 1);
@@ -148,6 +150,13 @@ tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)
         }
         t = step_start + r->step_s;
         if (b->failed) return ut_nomem(ctx);
+    }
+    if (drawn < steps) {
+        snprintf(nm, sizeof nm, "steps %d-%d (%d more, drawn as one)", drawn, steps - 1, steps - drawn);
+        for (int k = 0; k < tracks; k++) {
+            tr_event(b, &first, nm, "step", 1, k, t * 1e6, (double)(steps - drawn) * r->step_s * 1e6);
+            ut_buf_puts(b, "}");
+        }
     }
     ut_buf_puts(b, "\n]}\n");
     return b->failed ? ut_nomem(ctx) : TPU_OK;

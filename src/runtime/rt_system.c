@@ -2,6 +2,7 @@
  * its inputs, runs the module with the executor (exe_run) on all of them at once with the collectives of
  * rt_coll.c, and gathers outputs, the first failure and the statistics. The public tpu_system_* API. */
 #include "runtime/runtime.h"
+#include "verify/verify.h"
 
 #include <ctype.h>
 #include <omp.h>
@@ -237,6 +238,8 @@ static tpu_status rt_view(tpu_ctx *ctx, const hlo_module *m, int R, int P, const
         return ut_nomem(ctx);
     }
     *v = *m;
+    /* group sizes, and so collective shapes, depend on the counts: verified again, unless these counts did */
+    v->verified = __atomic_load_n(&m->verified_split, __ATOMIC_ACQUIRE) == ((int64_t)R << 32 | P) ? 1 : 0;
     int n = 0;
     for (int i = 0; i < m->nattrs; i++)
         if (m->attrs[i].key != HK_REPLICA_COUNT && m->attrs[i].key != HK_NUM_PARTITIONS) attrs[n++] = m->attrs[i];
@@ -329,6 +332,12 @@ tpu_status tpu_system_run(tpu_ctx *ctx, tpu_system *ts, const tpu_module *m, con
     const hlo_module *view = NULL;
     tpu_status st = rt_view(ctx, m, R, P, &view);
     if (st) return st;
+    /* nothing runs that does not verify (with the counts the devices will see) */
+    if ((st = ver_require(ctx, view))) {
+        rt_view_free(view, m);
+        return st;
+    }
+    if (view != m) __atomic_store_n(&((hlo_module *)m)->verified_split, (int64_t)R << 32 | P, __ATOMIC_RELEASE);
     int64_t total = 0;
     sys->comp_base = ut_calloc((size_t)(m->ncomps ? m->ncomps : 1), sizeof *sys->comp_base);
     for (int c = 0; sys->comp_base && c < m->ncomps; c++) {

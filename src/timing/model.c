@@ -27,6 +27,12 @@ static int64_t tim_ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The MXU peak of one device in FLOP/s from its structure: 2 x rows x cols x MXUs x clock. The published peak
  * (chp_device_peak_flops) is this figure rounded; utilizations use this one so a perfect GEMM reads 100%. */
+/* The share of the MXU peak XLA's matmul code sustains on large GEMMs (chip table, from published sweeps). */
+static double tim_mxu_eff(const chp_chip *chip)
+{
+    return chip->mxu_efficiency > 0 && chip->mxu_efficiency <= 1 ? chip->mxu_efficiency : 1;
+}
+
 double tim_mxu_peak_flops(const chp_chip *chip)
 {
     return 2.0 * (double)chip->mxu_rows * (double)chip->mxu_cols * chip->mxus_per_core * chip->cores_per_device *
@@ -216,6 +222,40 @@ static double tim_vpu_cost(const hlo_instr *in)
     }
 }
 
+/* ---- the TPU's linear-algebra custom-calls ----
+ * LuDecomposition, Qr, ProductOfElementaryHouseholderReflectors and Eigh run as blocked algorithms: a panel
+ * of 128 columns factored on the vector unit, then the trailing matrix updated with matrix products on the MXU
+ * at f32 precision (6 bf16 passes). FLOPs per matrix are the textbook counts (Golub & Van Loan, "Matrix
+ * Computations", 4th ed.: LU 2/3 n^3 (m n k - (m+n) k^2/2 + k^3/3, k = min(m,n), doubled), Householder QR
+ * 2 m n^2 - 2/3 n^3, forming Q (orgqr) 4 m n k - 2 (m+n) k^2 + 4/3 k^3, symmetric eigensolver with vectors
+ * 9 n^3); the panel share is m x n x 128 multiply-adds. Returns 0 when `in` is not one of them. */
+static int tim_linalg_flops(const hlo_instr *in, double *flops, double *panel)
+{
+    const char *t = in->op == HLO_CUSTOM_CALL ? hlo_attr_str(in, HK_CUSTOM_CALL_TARGET) : NULL;
+    if (!t || in->nops < 1 || !hlo_shape_is_array(&in->ops[0]->shape) || in->ops[0]->shape.rank < 2) return 0;
+    const hlo_shape *a = &in->ops[0]->shape;
+    double m = (double)a->dims[a->rank - 2], n = (double)a->dims[a->rank - 1], k = m < n ? m : n;
+    double batch = m * n > 0 ? (double)hlo_shape_count(a) / (m * n) : 0, f;
+    if (!strcmp(t, "LuDecomposition")) {
+        f = 2 * (m * n * k - (m + n) * k * k / 2 + k * k * k / 3);
+    } else if (!strcmp(t, "Qr")) {
+        f = 2 * m * n * k - 2.0 / 3.0 * k * k * k;
+    } else if (!strcmp(t, "ProductOfElementaryHouseholderReflectors")) {
+        const hlo_shape *tau = in->nops > 1 ? &in->ops[1]->shape : NULL;
+        double r = tau && tau->rank ? (double)tau->dims[tau->rank - 1] : k;
+        f = 4 * m * n * r - 2 * (m + n) * r * r + 4.0 / 3.0 * r * r * r;
+    } else if (!strcmp(t, "Eigh")) {
+        f = 9 * n * n * n;
+    } else {
+        return 0;
+    }
+    if (f < 0) f = 0;
+    double p = 2 * m * n * (k < 128 ? k : 128);
+    *flops = batch * f;
+    *panel = batch * (p < f ? p : f);
+    return 1;
+}
+
 typedef struct tim_state tim_state;
 
 /* ---- collectives ---- */
@@ -285,7 +325,59 @@ static int tim_param_index(const hlo_instr *in)
     return -1;
 }
 
-/* known_trip_count in backend_config, or the pattern i = c0; while (i < N) i += s. */
+/* Through the no-op wrappers a compiled program puts around loop state (copies, bitcasts, converts). */
+static const hlo_instr *tim_strip(const hlo_instr *x)
+{
+    while ((x->op == HLO_COPY || x->op == HLO_BITCAST || x->op == HLO_CONVERT || x->op == HLO_RESHAPE) && x->nops == 1)
+        x = x->ops[0];
+    return x;
+}
+
+/* The instruction computing x: a fusion's fused root (*fus = the fusion), or x itself (*fus = NULL). */
+static const hlo_instr *tim_unfuse(const hlo_instr *x, const hlo_instr **fus)
+{
+    x = tim_strip(x);
+    *fus = NULL;
+    if (x->op == HLO_FUSION && x->ncalled == 1) {
+        *fus = x;
+        x = tim_strip(x->called[0]->root);
+    }
+    return x;
+}
+
+/* An operand seen from the loop computation: a fused parameter maps back to the fusion's operand. */
+static const hlo_instr *tim_outer(const hlo_instr *x, const hlo_instr *fus)
+{
+    x = tim_strip(x);
+    if (fus && x->op == HLO_PARAMETER && x->param_no >= 0 && x->param_no < fus->nops) x = tim_strip(fus->ops[x->param_no]);
+    return x;
+}
+
+/* Loop state element idx is the same after the body (root element = the parameter's element idx). */
+static int tim_state_invariant(const hlo_comp *body, int idx)
+{
+    const hlo_instr *r = body->root;
+    return r->op == HLO_TUPLE && idx < r->nops && tim_param_index(tim_strip(r->ops[idx])) == idx;
+}
+
+/* A scalar integer fixed for the whole loop: a constant, or a state element the body never changes whose
+ * initial value (in the while's operand tuple) is a constant. */
+static int tim_loop_const(const hlo_instr *w, const hlo_comp *body, const hlo_instr *x, int64_t *v)
+{
+    x = tim_strip(x);
+    if (tim_const_int(x, v)) return 1;
+    int idx = tim_param_index(x);
+    if (idx < 0 || !tim_state_invariant(body, idx)) return 0;
+    const hlo_instr *init = tim_strip(w->ops[0]);
+    return init->op == HLO_TUPLE && idx < init->nops && tim_const_int(tim_strip(init->ops[idx]), v);
+}
+
+static int tim_compare_trips(const hlo_instr *w, const hlo_comp *body, const hlo_instr *r, const hlo_instr *cf,
+                             double *trips, int depth);
+
+/* known_trip_count in backend_config, or the loop's own bounds: i = c0; while (i OP N) i += s, where c0, N
+ * and s are constants or loop-invariant state, through the copies, converts and fusions of a compiled
+ * program (whose backend_config may have been stripped). */
 static int tim_trip_count(const hlo_instr *w, double *trips)
 {
     const char *bc = hlo_attr_str(w, HK_BACKEND_CONFIG);
@@ -305,32 +397,53 @@ static int tim_trip_count(const hlo_instr *w, double *trips)
         }
     }
     const hlo_attr *ca = hlo_attr_find(w, HK_CONDITION), *ba = hlo_attr_find(w, HK_BODY);
-    if (!ca || !ba) return 0;
+    if (!ca || !ba || (ca->kind != HA_COMP && ca->kind != HA_COMPS) || (ba->kind != HA_COMP && ba->kind != HA_COMPS) ||
+        !ca->v.comps.n || !ba->v.comps.n)
+        return 0;
     const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
-    const hlo_instr *r = cond->root;
-    if (r->op != HLO_COMPARE) return 0;
+    const hlo_instr *cf, *r = tim_unfuse(cond->root, &cf);
+    return tim_compare_trips(w, body, r, cf, trips, 0);
+}
+
+/* Trips of the loop `w` whose condition is `r` (in fusion cf, or NULL): a compare of the induction variable
+ * with a bound, or an `and` of conditions (a loop that may stop early, like jax's QDWH iteration: its own
+ * bound, the most it can run, is the count). */
+static int tim_compare_trips(const hlo_instr *w, const hlo_comp *body, const hlo_instr *r, const hlo_instr *cf,
+                             double *trips, int depth)
+{
+    if (r->op == HLO_AND && r->nops == 2 && depth < 8) {
+        double a, b;
+        int ka = tim_compare_trips(w, body, tim_outer(r->ops[0], NULL), cf, &a, depth + 1);
+        int kb = tim_compare_trips(w, body, tim_outer(r->ops[1], NULL), cf, &b, depth + 1);
+        if (ka && kb) *trips = a < b ? a : b;
+        else if (ka) *trips = a;
+        else if (kb) *trips = b;
+        return ka || kb;
+    }
+    if (r->op != HLO_COMPARE || r->nops != 2) return 0;
     const char *dir = hlo_attr_str(r, HK_DIRECTION);
-    int idx = tim_param_index(r->ops[0]);
+    const hlo_instr *lhs = tim_outer(r->ops[0], cf), *rhs = tim_outer(r->ops[1], cf);
+    int idx = tim_param_index(lhs), flipped = 0;
     int64_t limit;
-    int flipped = 0;
-    if (idx < 0 || !tim_const_int(r->ops[1], &limit)) {
-        idx = tim_param_index(r->ops[1]);
-        if (idx < 0 || !tim_const_int(r->ops[0], &limit)) return 0;
+    if (idx < 0 || !tim_loop_const(w, body, rhs, &limit)) {
+        idx = tim_param_index(rhs);
+        if (idx < 0 || !tim_loop_const(w, body, lhs, &limit)) return 0;
         flipped = 1;
     }
     /* init value: element idx of the while's operand tuple */
-    const hlo_instr *init = w->ops[0];
+    const hlo_instr *init = tim_strip(w->ops[0]);
     if (init->op != HLO_TUPLE || idx >= init->nops) return 0;
     int64_t c0;
-    if (!tim_const_int(init->ops[idx], &c0)) return 0;
-    /* step: body root tuple element idx = add(gte(param, idx), const) */
+    if (!tim_const_int(tim_strip(init->ops[idx]), &c0)) return 0;
+    /* step: body root tuple element idx = add(element idx, loop constant), possibly fused */
     const hlo_instr *br = body->root;
     if (br->op != HLO_TUPLE || idx >= br->nops) return 0;
-    const hlo_instr *upd = br->ops[idx];
+    const hlo_instr *uf, *upd = tim_unfuse(br->ops[idx], &uf);
     int64_t step;
     if (upd->op != HLO_ADD) return 0;
-    if (tim_param_index(upd->ops[0]) == idx && tim_const_int(upd->ops[1], &step)) {
-    } else if (tim_param_index(upd->ops[1]) == idx && tim_const_int(upd->ops[0], &step)) {
+    const hlo_instr *u0 = tim_outer(upd->ops[0], uf), *u1 = tim_outer(upd->ops[1], uf);
+    if (tim_param_index(u0) == idx && tim_loop_const(w, body, u1, &step)) {
+    } else if (tim_param_index(u1) == idx && tim_loop_const(w, body, u0, &step)) {
     } else {
         return 0;
     }
@@ -393,10 +506,40 @@ static int64_t tim_padded(const cmp_program *p, const hlo_instr *in)
     return cmp_padded_bytes(p->chip, &s);
 }
 
-/* Bytes an op reads from value v: the whole buffer, unless every reader inside the op only slices it. */
+/* A fusion whose root is a dynamic-update-slice of one of its parameters (through bitcasts) updates that
+ * operand in place: the update it writes, and which parameter (*param). NULL when it is not such a fusion. */
+static const hlo_instr *tim_fused_dus(const hlo_instr *fusion, int *param)
+{
+    if (fusion->op != HLO_FUSION || fusion->ncalled != 1) return NULL;
+    const hlo_instr *r = fusion->called[0]->root;
+    while (r->op == HLO_BITCAST && r->nops == 1) r = r->ops[0];
+    if (r->op != HLO_DYNAMIC_UPDATE_SLICE || r->nops < 2) return NULL;
+    const hlo_instr *a = r->ops[0];
+    while (a->op == HLO_BITCAST && a->nops == 1) a = a->ops[0];
+    if (a->op != HLO_PARAMETER) return NULL;
+    *param = (int)a->param_no;
+    return r->ops[1];
+}
+
+/* Bytes an op writes to its output value v: none for a buffer the compiler keeps in VMEM (MSA on v5e and
+ * later), the update's window for an in-place dynamic-update-slice (also as a fusion's root), else all. */
+static int64_t tim_write_bytes(const tim_state *T, const cmp_op *op, int v)
+{
+    const cmp_value *val = &T->p->values[v];
+    if (val->vmem) return 0;
+    int param;
+    const hlo_instr *upd = tim_fused_dus(op->root, &param);
+    if (upd) return tim_padded(T->p, upd);
+    if (op->root->op == HLO_DYNAMIC_UPDATE_SLICE && op->root->nops > 1) return tim_padded(T->p, op->root->ops[1]);
+    return val->padded;
+}
+
+/* Bytes an op reads from value v: nothing from VMEM, the whole buffer, unless every reader inside the op only
+ * slices it or updates it in place. */
 static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
 {
     const cmp_value *val = &T->p->values[v];
+    if (val->vmem) return 0;
     int64_t sliced = 0;
     int all_slicing = 1, readers = 0;
     for (int m = 0; m < op->ninstrs && all_slicing; m++) {
@@ -404,10 +547,14 @@ static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
         for (int o = 0; o < in->nops; o++) {
             if (in->ops[o] != val->def) continue;
             readers++;
+            int param;
+            const hlo_instr *upd = tim_fused_dus(in, &param);
             if ((in->op == HLO_DYNAMIC_SLICE || in->op == HLO_SLICE || in->op == HLO_GATHER) && o == 0)
                 sliced += tim_padded(T->p, in);
             else if (in->op == HLO_DYNAMIC_UPDATE_SLICE && o == 0)
                 sliced += tim_padded(T->p, in->ops[1]);   /* in place: only the window */
+            else if (upd && param == o)
+                sliced += tim_padded(T->p, upd);          /* a fusion updating it in place */
             else
                 all_slicing = 0;
         }
@@ -417,6 +564,7 @@ static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
 }
 
 static void tim_finish_op(const chp_chip *chip, tim_op *t);
+static double tim_fill_s(const chp_chip *chip, const tim_op *t);
 
 static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
 {
@@ -439,7 +587,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
             }
             double passes = tim_passes(in), waste = 0;
             double macs = (double)B * (double)M * (double)N * (double)K;
-            double mxu = tim_mxu_gemm_s(chip, B, M, N, K, passes, &waste);
+            double mxu = tim_mxu_gemm_s(chip, B, M, N, K, passes, &waste) / tim_mxu_eff(chip);
             /* tiny-per-group convolutions (depthwise) run faster on the vector unit: the compiler picks */
             double vpu_alt = vpu_rate > 0 ? 2 * macs / vpu_rate : mxu;
             t->flops += 2 * macs;
@@ -472,6 +620,15 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
             }
             continue;
         }
+        double lf, lp;
+        if (tim_linalg_flops(in, &lf, &lp)) {
+            double mp = tim_mxu_peak_flops(chip);
+            t->flops += lf;
+            t->mxu_flops += lf - lp;
+            t->mxu_s += mp > 0 ? (lf - lp) * 6 / mp / tim_mxu_eff(chip) : 0;
+            vpu_ops += lp;
+            continue;
+        }
         double cost = tim_vpu_cost(in);
         if (cost <= 0) continue;
         double elems;
@@ -481,9 +638,19 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
             if (o == HLO_REDUCE_WINDOW) {
                 const hlo_attr *wa = hlo_attr_find(in, HK_WINDOW);
                 double w = 1;
-                for (int d = 0; wa && wa->kind == HA_WINDOW && d < wa->v.window->rank; d++) w *= (double)wa->v.window->d[d].size;
+                for (int d = 0; wa && wa->kind == HA_WINDOW && d < wa->v.window->rank; d++) {
+                    /* a window sliding by one over most of a dimension is a cumulative op (jax's cummax and
+                     * cumsum lower to it): the compiler runs it as a prefix computation, log2(window) steps per
+                     * element rather than window of them */
+                    double sz = (double)wa->v.window->d[d].size;
+                    int64_t dim = d < in->ops[0]->shape.rank ? in->ops[0]->shape.dims[d] : 0;
+                    if (sz >= 64 && wa->v.window->d[d].stride == 1 && 2 * sz >= (double)dim) sz = ceil(log2(sz));
+                    w *= sz;
+                }
                 elems = tim_vpu_elems(T, in, hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[0] : &in->shape) * w;
             }
+        } else if (o == HLO_DYNAMIC_UPDATE_SLICE && in->nops > 1) {
+            elems = tim_vpu_elems(T, in->ops[1], &in->ops[1]->shape);   /* writes its window only */
         } else if (o == HLO_SORT) {
             double n = (double)hlo_shape_count(&in->ops[0]->shape);
             elems = n * log2(n > 2 ? n : 2) * in->nops;
@@ -509,13 +676,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
     /* HBM: values read from outside the op and written by it (padded bytes) */
     int64_t bytes = 0;
     for (int i = 0; i < op->nin; i++) bytes += tim_read_bytes(T, op, op->in[i]);
-    for (int i = 0; i < op->nout; i++) {
-        const cmp_value *v = &T->p->values[op->out[i]];
-        if (op->root->op == HLO_DYNAMIC_UPDATE_SLICE && op->root->nops > 1)
-            bytes += tim_padded(T->p, op->root->ops[1]);   /* in-place update */
-        else
-            bytes += v->padded;
-    }
+    for (int i = 0; i < op->nout; i++) bytes += tim_write_bytes(T, op, op->out[i]);
     t->hbm_bytes = bytes;
     t->hbm_s = bw > 0 ? (double)bytes / bw : 0;
     /* collectives */
@@ -530,10 +691,26 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
         t->ici_bytes = moved;
     }
     t->overhead_s = chip->op_overhead_s;
+    t->fill_s = tim_fill_s(chip, t);
     tim_finish_op(chip, t);
 }
 
-/* The op's time: the largest of its unit times plus the launch cost; its bound; its MXU utilization. */
+/* An MXU op streams its operands through VMEM in a pipeline: compute overlaps the transfers except the first
+ * loads and the last store. Their share falls as the transfers outgrow the VMEM working set the compiler's
+ * kernels use (the scoped VMEM: the chip's VMEM less what memory-space assignment may take, 16-32 MiB):
+ * exposed = min(compute, transfer) x W / (W + bytes). Small matmuls, whose operands fit a few working sets,
+ * pay most of their transfer on top of their compute (Ironwood bf16 1024^3-4096^3 run at 30-77% of peak). */
+static double tim_fill_s(const chp_chip *chip, const tim_op *t)
+{
+    if (t->mxu_s <= 0 || t->hbm_s <= 0 || t->hbm_bytes <= 0) return 0;
+    double w = (double)(chip->vmem_bytes - chip->vmem_temp_bytes);
+    if (w <= 0) w = (double)chip->vmem_bytes;
+    double m = t->mxu_s < t->hbm_s ? t->mxu_s : t->hbm_s;
+    return m * w / (w + (double)t->hbm_bytes);
+}
+
+/* The op's time: the largest of its unit times plus the pipeline fill and the launch cost; its bound; its MXU
+ * utilization. */
 static void tim_finish_op(const chp_chip *chip, tim_op *t)
 {
     double best = t->mxu_s;
@@ -542,7 +719,7 @@ static void tim_finish_op(const chp_chip *chip, tim_op *t)
     if (t->hbm_s > best) { best = t->hbm_s; t->bound = TIM_BOUND_MEMORY; }
     if (t->ici_s > best) { best = t->ici_s; t->bound = TIM_BOUND_COLLECTIVE; }
     if (t->overhead_s > best) t->bound = TIM_BOUND_OVERHEAD;
-    t->time_s = best + t->overhead_s;
+    t->time_s = best + t->fill_s + t->overhead_s;
     double peak = tim_mxu_peak_flops(chip);
     t->mxu_util = t->time_s > 0 && peak > 0 ? t->mxu_flops / (t->time_s * peak) : 0;
 }
@@ -565,9 +742,17 @@ static tim_op *tim_push(tim_state *T)
     return t;
 }
 
+/* Op executions the timeline of one step may list: sub-plans are walked once per call site, so calls that
+ * fan out (f calls g twice, g calls h twice, ...) could list exponentially many. */
+#define TIM_MAX_OPS 1000000
+
 static tpu_status tim_walk(tim_state *T, const cmp_plan *plan, int depth, double count)
 {
     if (depth > 64) return ut_err(T->ctx, TPU_ERR_UNSUPPORTED, "control flow nested more than 64 deep");
+    if (T->n + plan->nops > TIM_MAX_OPS)
+        return ut_err(T->ctx, TPU_ERR_UNSUPPORTED, "the step's timeline passes %d op executions at '%s' (computations "
+                      "called from many places, each call walked once); tpusim stops there", TIM_MAX_OPS,
+                      plan->comp ? plan->comp->name : "?");
     int inst = ++T->inst_next;
     for (int k = 0; k < plan->nops; k++) {
         T->ninst = inst;   /* ops after a nested plan belong to this walk again */
@@ -832,15 +1017,9 @@ static tpu_status tim_fuse(tim_state *T)
                 if (indep) continue;
                 charged[v] = i;
             }
-            bytes += src[i].via[j] ? p->values[v].padded : tim_read_bytes(T, op, v);
+            bytes += src[i].via[j] ? (p->values[v].vmem ? 0 : p->values[v].padded) : tim_read_bytes(T, op, v);
         }
-        for (int k = 0; k < op->nout; k++) {
-            const cmp_value *val = &p->values[op->out[k]];
-            if (op->root->op == HLO_DYNAMIC_UPDATE_SLICE && op->root->nops > 1)
-                bytes += tim_padded(p, op->root->ops[1]);
-            else
-                bytes += val->padded;
-        }
+        for (int k = 0; k < op->nout; k++) bytes += tim_write_bytes(T, op, op->out[k]);
         double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
         t->hbm_bytes = bytes;
         t->hbm_s = bw > 0 ? (double)bytes / bw : 0;
@@ -858,6 +1037,38 @@ static tpu_status tim_fuse(tim_state *T)
     }
     ut_free(own_vpu);
     ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
+    return TPU_OK;
+}
+
+/* XLA's latency-hiding scheduler starts collectives asynchronously and runs independent compute while they
+ * move (all-gather-start/done, async reduce-scatter and all-reduce; MaxText's FSDP all-gathers of the next
+ * layer's weights run under the current layer's matmuls). The model lets each walk of a computation (a loop
+ * body's iteration, the entry) hide its collectives behind its other ops, up to their time: *hidden is the
+ * step time that saves. An upper bound on the overlap: a collective that feeds the very next op cannot hide. */
+static tpu_status tim_hide_collectives(tim_state *T, double *hidden)
+{
+    *hidden = 0;
+    int ni = T->inst_next + 1;
+    double *coll = ut_calloc((size_t)ni + 1, sizeof *coll), *other = ut_calloc((size_t)ni + 1, sizeof *other);
+    double *count = ut_calloc((size_t)ni + 1, sizeof *count);
+    if (!coll || !other || !count) {
+        ut_free(coll);
+        ut_free(other);
+        ut_free(count);
+        return ut_nomem(T->ctx);
+    }
+    for (int i = 0; i < T->n; i++) {
+        const tim_op *t = &T->ops[i];
+        int k = T->inst[i];
+        if (t->op->kind == CMP_CONTROL || k < 0 || k > ni) continue;
+        if (tim_is_collective((hlo_op)t->root->op)) coll[k] += t->time_s;
+        else other[k] += t->time_s;
+        count[k] = t->count;
+    }
+    for (int k = 0; k <= ni; k++) *hidden += count[k] * (coll[k] < other[k] ? coll[k] : other[k]);
+    ut_free(coll);
+    ut_free(other);
+    ut_free(count);
     return TPU_OK;
 }
 
@@ -891,6 +1102,7 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
     tim_state T = {ctx, p, &r->slice, &o, NULL, NULL, 0, 0, 0, 0, 0};
     tpu_status st = tim_walk(&T, p->entry, 0, 1.0);
     if (!st) st = tim_fuse(&T);
+    if (!st) st = tim_hide_collectives(&T, &r->collective_hidden_s);
     ut_free(T.inst);
     if (st) {
         ut_free(T.ops);
@@ -912,6 +1124,10 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
         r->hbm_bytes += (int64_t)((double)t->hbm_bytes * t->count);
         r->ici_bytes += (int64_t)((double)t->ici_bytes * t->count);
     }
+    /* the share of the collectives that ran beside compute is not step time */
+    r->device_s -= r->collective_hidden_s;
+    r->by_bound[TIM_BOUND_COLLECTIVE] -= r->collective_hidden_s;
+    if (r->by_bound[TIM_BOUND_COLLECTIVE] < 0) r->by_bound[TIM_BOUND_COLLECTIVE] = 0;
     /* host: one launch per steps_per_exec steps; inputs that are not device-resident state cross PCIe */
     double launch = o.launch_s / o.steps_per_exec;
     double infeed_bytes = 0;

@@ -32,7 +32,8 @@ typedef struct tim_op {
     double           mxu_flops;    /* of which on the MXU */
     double           mxu_passes;   /* bf16 passes the precision asks for (1, 3, 6) */
     double           mxu_s, vpu_s, hbm_s, ici_s, overhead_s;
-    double           time_s;       /* max(mxu, vpu, hbm, ici) + overhead */
+    double           fill_s;       /* MXU ops: the transfers their pipeline cannot hide (its first loads, last store) */
+    double           time_s;       /* max(mxu, vpu, hbm, ici) + fill + overhead */
     int64_t          hbm_bytes;    /* padded bytes read and written */
     int64_t          ici_bytes;
     double           mxu_util;     /* useful MXU flops / (time x device peak) */
@@ -61,7 +62,8 @@ typedef struct tim_result {
     int                nops;
     tim_op            *ops;        /* every op of every plan reached, entry order, nested after their parent */
     /* per step, on one device */
-    double             device_s;   /* sum of op times */
+    double             device_s;   /* sum of op times, less the collective time hidden behind compute */
+    double             collective_hidden_s; /* collective time that ran beside compute (async collectives) */
     double             host_s;     /* host work not hidden (launch share, infeed, input wait) */
     double             idle_s;     /* device waiting for input */
     double             step_s;     /* device_s + host_s + idle_s */

@@ -251,7 +251,7 @@ static tpu_status trn_open_tpuds(tpu_ctx *ctx, trn_dataset *d, trn_part *p, int 
     tpu_dtype dt[64];
     int rank[64];
     int64_t dims[64][TPU_MAX_RANK];
-    uint64_t offs[64];
+    uint64_t offs[64], nbs[64];
     tpu_status st = TPU_OK;
     int k;
     for (k = 0; k < (int)A && !st; k++) {
@@ -320,6 +320,17 @@ static tpu_status trn_open_tpuds(tpu_ctx *ctx, trn_dataset *d, trn_part *p, int 
             break;
         }
         offs[k] = off;
+        nbs[k] = nb;
+        /* arrays share no bytes: two names for the same examples would be data that lie */
+        for (int j = 0; j < k && !st; j++)
+            if (nb && nbs[j] && off < offs[j] + nbs[j] && offs[j] < off + nb)
+                st = ut_err(ctx, TPU_ERR_INVALID, "%s: arrays '%s' and '%s' overlap (bytes %llu..%llu and %llu..%llu)", f,
+                            names[j], names[k], (unsigned long long)offs[j], (unsigned long long)(offs[j] + nbs[j]),
+                            (unsigned long long)off, (unsigned long long)(off + nb));
+        if (st) {
+            k++;
+            break;
+        }
     }
     if (!st) st = trn_data_arrays(ctx, d, f, idx, (int)A, names, dt, rank, (const int64_t(*)[TPU_MAX_RANK])dims);
     if (!st) {

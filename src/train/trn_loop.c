@@ -7,6 +7,7 @@
  * Also evaluation, checkpoints (atomic), --resume, metrics.jsonl and the progress line. */
 #include "train/train.h"
 #include "chip/chip.h"
+#include "verify/verify.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -99,14 +100,7 @@ static tpu_status trn_rename(tpu_ctx *ctx, const char *from, const char *to)
 
 tpu_status trn_write_atomic(tpu_ctx *ctx, const char *path, const void *data, size_t len)
 {
-    size_t n = strlen(path) + 5;
-    char *tmp = ut_malloc(n);
-    if (!tmp) return ut_nomem(ctx);
-    snprintf(tmp, n, "%s.tmp", path);
-    tpu_status st = trn_write_tmp(ctx, tmp, data, len);
-    if (!st) st = trn_rename(ctx, tmp, path);
-    ut_free(tmp);
-    return st;
+    return ut_write_file(ctx, path, data, len, 1);
 }
 
 static tpu_status trn_file_crc(tpu_ctx *ctx, const char *path, uint32_t *crc)
@@ -289,6 +283,11 @@ static tpu_status trn_load_programs(tpu_ctx *ctx, tpu_trainer *tr)
             return st;
         }
         tpu_warnings_clear(ctx);
+        st = ver_require(ctx, tr->prog[k]);   /* docs/step_dir.md section 10: a program must verify */
+        if (st) {
+            ut_err_prefix(ctx, "%s: programs.%s", s->path, trn_prog_kind[k]);
+            return st;
+        }
         st = trn_sig_check_program(ctx, s, k, tr->prog[k]);
         if (st) return st;
     }
@@ -306,7 +305,7 @@ static tpu_status trn_read_progress(tpu_ctx *ctx, tpu_trainer *tr, int64_t *step
         char *text = NULL;
         size_t len = 0;
         const char *which = attempt ? pt : pj;
-        st = ut_read_file(ctx, which, &text, &len);
+        st = ut_read_text(ctx, which, &text, &len);
         if (st) {
             if (!attempt) ut_err_prefix(ctx, "--resume: no checkpoint in %s", tr->model_dir);
             break;
@@ -354,7 +353,7 @@ static tpu_status trn_trim_metrics(tpu_ctx *ctx, const char *path, int64_t step)
     char *text = NULL;
     size_t len = 0;
     if (access(path, F_OK)) return TPU_OK;
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ut_read_text(ctx, path, &text, &len);
     if (st) return st;
     ut_buf b;
     ut_buf_init(&b);
@@ -493,11 +492,16 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
         if (!st && !(tr->f_metrics = trn_path(tr->model_dir, "metrics.jsonl"))) st = ut_nomem(ctx);
         if (!st && tr->o.resume) st = trn_trim_metrics(ctx, tr->f_metrics, tr->step);
         if (!st && !tr->o.resume) {
-            char *pj = trn_path(tr->model_dir, "progress.json");
-            if (pj && access(pj, F_OK) == 0)
-                trn_log(tr, "note: %s holds a checkpoint; starting over from init_state (--resume continues it)\n",
-                        tr->model_dir);
+            /* a checkpoint is somebody's training: replaced only when asked (a note could be hidden by --quiet) */
+            char *pj = trn_path(tr->model_dir, "progress.json"), *sn = trn_path(tr->model_dir, "state.npz");
+            int has = (pj && access(pj, F_OK) == 0) || (sn && access(sn, F_OK) == 0);
+            if (has && !tr->o.overwrite)
+                st = ut_err(ctx, TPU_ERR_INVALID, "%s holds a checkpoint: --resume continues it, --overwrite starts over "
+                            "from init_state and replaces it", tr->model_dir);
+            else if (has)
+                trn_log(tr, "note: %s holds a checkpoint; starting over from init_state (--overwrite)\n", tr->model_dir);
             ut_free(pj);
+            ut_free(sn);
         }
         if (!st && !(tr->metrics = fopen(tr->f_metrics, tr->o.resume ? "a" : "w")))
             st = ut_err(ctx, TPU_ERR_IO, "%s: cannot open: %s", tr->f_metrics, strerror(errno));

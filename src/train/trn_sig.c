@@ -492,7 +492,7 @@ tpu_status trn_sig_load(tpu_ctx *ctx, const char *dir, trn_sig **out)
     }
     char *text = NULL;
     size_t len = 0;
-    tpu_status st = ut_read_file(ctx, s->path, &text, &len);
+    tpu_status st = ut_read_text(ctx, s->path, &text, &len);
     if (st) {
         ut_err_prefix(ctx, "%s is not a STEP_DIR (docs/step_dir.md)", dir);
         trn_sig_free(s);
@@ -608,13 +608,36 @@ tpu_status trn_sig_check_program(tpu_ctx *ctx, const trn_sig *s, int kind, const
     return TPU_OK;
 }
 
+/* Each member's header against the signature before its data are read: a member that is no state entry, or
+ * whose dtype or shape differs, is refused without inflating it. */
+static int trn_state_filter(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
+                            char *why, size_t why_size)
+{
+    const trn_sig *s = user;
+    (void)index;
+    for (int i = 0; i < s->nstate; i++) {
+        const trn_entry *e = &s->state[i];
+        if (strcmp(e->name, name)) continue;
+        int ok = dtype == e->dtype && rank == e->rank;
+        for (int d = 0; ok && d < rank; d++) ok = dims[d] == e->dims[d];
+        if (ok) return 0;
+        char want[128], got[128];
+        trn_shape_str(e->dtype, e->rank, e->dims, want, sizeof want);
+        trn_shape_str(dtype, rank, dims, got, sizeof got);
+        snprintf(why, why_size, "is %s, the signature says %s", got, want);
+        return 1;
+    }
+    snprintf(why, why_size, "is not a state entry of %s", s->path);
+    return 1;
+}
+
 tpu_status trn_sig_load_state(tpu_ctx *ctx, const trn_sig *s, const char *npz, tpu_tensor ***state)
 {
     *state = NULL;
     tpu_tensor **t = NULL;
     char **names = NULL;
     int n = 0;
-    tpu_status st = tpu_npz_load(ctx, npz, &t, &names, &n);
+    tpu_status st = tpu_npz_load_filtered(ctx, npz, trn_state_filter, (void *)s, &t, &names, &n);
     if (st) return st;
     tpu_tensor **out = ut_calloc((size_t)s->nstate + 1, sizeof *out);
     if (!out) st = ut_nomem(ctx);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct { const char *name; int bits; char kind; } ut_dtypes[] = {
 #define X(e, name, bits, kind) {name, bits, kind},
@@ -47,6 +48,12 @@ int64_t ten_count(int rank, const int64_t *dims)
     return n;
 }
 
+uint64_t ten_max_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (uint64_t)1 << 40;
+}
+
 static tpu_tensor *ten_alloc_impl(tpu_dtype dtype, int rank, const int64_t *dims, int zero)
 {
     if (rank < 0 || rank > TPU_MAX_RANK || (unsigned)dtype >= TPU_DTYPE_COUNT) return NULL;
@@ -54,6 +61,9 @@ static tpu_tensor *ten_alloc_impl(tpu_dtype dtype, int rank, const int64_t *dims
     if (n < 0) return NULL;
     size_t es = tpu_dtype_size(dtype);
     if (es && (uint64_t)n > SIZE_MAX / 2 / es) return NULL;
+    /* a tensor larger than the machine's memory cannot be used: refused before malloc is asked (a sanitizer's
+     * or fuzzer's allocator would stop the process on the request itself) */
+    if ((uint64_t)n * es > ten_max_bytes()) return NULL;
     tpu_tensor *t = ut_calloc(1, sizeof *t);
     if (!t) return NULL;
     t->dtype = dtype;

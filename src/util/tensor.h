@@ -21,6 +21,8 @@ tpu_tensor *ten_alloc_uninit(tpu_dtype dtype, int rank, const int64_t *dims);
 tpu_tensor *ten_clone(const tpu_tensor *t);
 /* Product of dims, or -1 on overflow past 2^62. */
 int64_t     ten_count(int rank, const int64_t *dims);
+/* The largest tensor ten_alloc makes: the machine's physical memory (larger requests fail as out of memory). */
+uint64_t    ten_max_bytes(void);
 
 /* Element access, converting through double / int64 / uint64. Slow paths for generic and reference code. */
 double   ten_load_f64(tpu_dtype t, const void *base, int64_t i);

@@ -3,9 +3,13 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- allocation ---- */
 
@@ -76,6 +80,30 @@ void tpu_ctx_free(tpu_ctx *ctx)
     ut_free(ctx);
 }
 
+void tpu_ctx_set_input_limit(tpu_ctx *ctx, uint64_t bytes)
+{
+    if (ctx) ctx->max_input = bytes;
+}
+
+uint64_t ut_max_input(const tpu_ctx *ctx) { return ctx && ctx->max_input ? ctx->max_input : UT_DEFAULT_MAX_INPUT; }
+
+static void ut_fmt_bytes(char *b, size_t n, uint64_t v)
+{
+    if (v >= ((uint64_t)1 << 30)) snprintf(b, n, "%.3g GiB", (double)v / (double)((uint64_t)1 << 30));
+    else if (v >= ((uint64_t)1 << 20)) snprintf(b, n, "%.3g MiB", (double)v / (double)((uint64_t)1 << 20));
+    else snprintf(b, n, "%llu bytes", (unsigned long long)v);
+}
+
+tpu_status ut_too_large(tpu_ctx *ctx, const char *what, uint64_t bytes)
+{
+    char a[32], l[32];
+    ut_fmt_bytes(a, sizeof a, bytes);
+    ut_fmt_bytes(l, sizeof l, ut_max_input(ctx));
+    return ut_err(ctx, TPU_ERR_LIMIT, "%s: %s%s is more than the input limit of %s (raise it with tpusim "
+                  "--max-input-size, or tpu_ctx_set_input_limit)", what, bytes == UINT64_MAX ? "more than " : "",
+                  bytes == UINT64_MAX ? l : a, l);
+}
+
 const char *tpu_errmsg(const tpu_ctx *ctx)
 {
     if (!ctx) return "no context (tpu_ctx_new failed: out of memory)";
@@ -105,6 +133,7 @@ const char *tpu_status_name(tpu_status st)
     case TPU_ERR_UNRUNNABLE: return "not runnable";
     case TPU_ERR_OOM: return "out of device memory";
     case TPU_ERR_INTERNAL: return "internal error";
+    case TPU_ERR_LIMIT: return "limit reached";
     }
     return "unknown status";
 }
@@ -351,17 +380,30 @@ char *ut_buf_take(ut_buf *b)
 
 /* ---- files ---- */
 
-tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len)
+static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_t *len, int text,
+                              int (*binary)(const char *head, size_t n))
 {
     *data = NULL;
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            fclose(f);
+            return ut_err(ctx, TPU_ERR_IO, "%s: is a directory, not a file", path);
+        }
+        if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > ut_max_input(ctx)) {
+            fclose(f);
+            return ut_too_large(ctx, path, (uint64_t)sb.st_size);
+        }
+    }
+    uint64_t limit = ut_max_input(ctx);
     size_t cap = 1 << 16, n = 0;
     char *buf = ut_malloc(cap);
     if (!buf) {
         fclose(f);
-        return ut_nomem(ctx);
+        return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory", path);
     }
     for (;;) {
         if (n + 1 >= cap) {
@@ -369,25 +411,172 @@ tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len
             if (!nb) {
                 ut_free(buf);
                 fclose(f);
-                return ut_nomem(ctx);
+                return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory after reading %zu bytes", path, n);
             }
             buf = nb;
             cap *= 2;
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
+        if (text && binary && n == 0 && binary(buf, r)) text = 0;
+        const char *nul = text && r ? memchr(buf + n, 0, r) : NULL;
+        if (nul) {
+            size_t at = (size_t)(nul - buf);
+            ut_free(buf);
+            fclose(f);
+            return ut_err(ctx, TPU_ERR_PARSE, "%s: not a text file (a NUL byte at offset %zu)", path, at);
+        }
         n += r;
         if (r == 0) break;
+        if ((uint64_t)n > limit) {   /* a pipe or device that never ends */
+            ut_free(buf);
+            fclose(f);
+            return ut_too_large(ctx, path, UINT64_MAX);
+        }
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     fclose(f);
     if (bad) {
         ut_free(buf);
-        return ut_err(ctx, TPU_ERR_IO, "%s: read error", path);
+        return ut_err(ctx, TPU_ERR_IO, "%s: cannot read: %s", path, strerror(err));
     }
     buf[n] = 0;
     *data = buf;
     *len = n;
     return TPU_OK;
+}
+
+tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len)
+{
+    return ut_read_any(ctx, path, data, len, 0, NULL);
+}
+
+tpu_status ut_read_text(tpu_ctx *ctx, const char *path, char **data, size_t *len)
+{
+    return ut_read_any(ctx, path, data, len, 1, NULL);
+}
+
+tpu_status ut_read_text_or_binary(tpu_ctx *ctx, const char *path, int (*binary)(const char *head, size_t n), char **data,
+                                  size_t *len)
+{
+    return ut_read_any(ctx, path, data, len, 1, binary);
+}
+
+static void ut_out_free(ut_out *o)
+{
+    ut_free(o->path);
+    free(o->dest);   /* from realpath, or ut_strdup'ed below: both malloc */
+    ut_free(o->tmp);
+    memset(o, 0, sizeof *o);
+}
+
+tpu_status ut_out_open(tpu_ctx *ctx, const char *path, ut_out *o)
+{
+    memset(o, 0, sizeof *o);
+    o->ctx = ctx;
+    struct stat st;
+    if (!path || !*path) return ut_err(ctx, TPU_ERR_INVALID, "no output file name given");
+    if (!(o->path = ut_strdup(path))) return ut_nomem(ctx);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket";
+        if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+            ut_out_free(o);
+            return ut_err(ctx, TPU_ERR_IO, "%s: is %s, not a file to write", path, what);
+        }
+        /* a character device or FIFO: written through, never replaced */
+        if (!(o->f = fopen(path, "wb"))) {
+            tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+            ut_out_free(o);
+            return e;
+        }
+        return TPU_OK;
+    }
+    /* the file the rename replaces: a symlink's target, so the link itself stays */
+    struct stat lst;
+    int link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    char *dest = link ? realpath(path, NULL) : strdup(path);
+    if (link && !dest) {
+        /* a link to nothing yet: fopen creates its target (not atomically, but the link stays a link) */
+        if (!(o->f = fopen(path, "wb"))) {
+            tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+            ut_out_free(o);
+            return e;
+        }
+        return TPU_OK;
+    }
+    size_t n = strlen(dest) + 16;
+    o->dest = dest;
+    o->tmp = ut_malloc(n);
+    if (!o->dest || !o->tmp) {
+        ut_out_free(o);
+        return ut_nomem(ctx);
+    }
+    snprintf(o->tmp, n, "%s.tmp.XXXXXX", dest);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        ut_out_free(o);
+        return e;
+    }
+    /* the mode an ordinary fopen would give: the old file's, or 0666 less the umask */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, stat(dest, &st) == 0 ? st.st_mode & 07777 : 0666 & ~um);
+    if (!(o->f = fdopen(fd, "wb"))) {
+        tpu_status e = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        close(fd);
+        unlink(o->tmp);
+        ut_out_free(o);
+        return e;
+    }
+    return TPU_OK;
+}
+
+tpu_status ut_out_close(ut_out *o, int ok, int durable)
+{
+    if (!o->f) {
+        tpu_ctx *ctx = o->ctx;
+        ut_out_free(o);
+        return ut_err(ctx, TPU_ERR_INTERNAL, "output closed twice");
+    }
+    int err = 0;
+    if (ok) {
+        if (fflush(o->f) || ferror(o->f)) err = errno ? errno : EIO;
+        if (!err && durable && o->tmp && fsync(fileno(o->f))) err = errno;
+    }
+    if (fclose(o->f) && ok && !err) err = errno ? errno : EIO;
+    o->f = NULL;
+    tpu_ctx *ctx = o->ctx;
+    tpu_status st = TPU_OK;
+    if (ok && !err && o->tmp && rename(o->tmp, o->dest)) err = errno;
+    if (ok && err) st = ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", o->path, strerror(err));
+    if (o->tmp && (!ok || err)) unlink(o->tmp);
+    if (ok && !err && o->tmp && durable) {
+        /* the rename itself survives a crash once the directory is synced */
+        char *slash = strrchr(o->dest, '/');
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash == o->dest ? 1 : slash - o->dest) : 1, slash ? o->dest : ".");
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        if (fd >= 0) {
+            fsync(fd);
+            close(fd);
+        }
+    }
+    ut_out_free(o);
+    return ok ? st : TPU_ERR_IO;
+}
+
+tpu_status ut_write_file(tpu_ctx *ctx, const char *path, const void *data, size_t len, int durable)
+{
+    ut_out o;
+    tpu_status st = ut_out_open(ctx, path, &o);
+    if (st) return st;
+    int ok = fwrite(data ? data : "", 1, len, o.f) == len;
+    if (!ok) {
+        int e = errno;
+        ut_out_close(&o, 0, 0);
+        return ut_err(ctx, TPU_ERR_IO, "%s: cannot write: %s", path, strerror(e ? e : EIO));
+    }
+    return ut_out_close(&o, 1, durable);
 }
 
 double ut_now(void)

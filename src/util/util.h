@@ -33,7 +33,14 @@ struct tpu_ctx {
     size_t warn_len, warn_cap;
     int    nwarn;
     int    max_warn;     /* warnings past this count are counted but not stored */
+    uint64_t max_input;  /* tpu_ctx_set_input_limit (0: UT_DEFAULT_MAX_INPUT) */
 };
+
+#define UT_DEFAULT_MAX_INPUT ((uint64_t)4 << 30)
+/* The input size limit of ctx (the default for a NULL ctx). */
+uint64_t ut_max_input(const tpu_ctx *ctx);
+/* "X: N bytes is more than the input limit of L (tpusim --max-input-size)", TPU_ERR_LIMIT */
+tpu_status ut_too_large(tpu_ctx *ctx, const char *what, uint64_t bytes);
 
 /* Sets the message and returns st, so callers can write `return ut_err(ctx, TPU_ERR_IO, "...")`. A NULL ctx
  * is allowed (the message is dropped). */
@@ -77,8 +84,35 @@ void ut_buf_vprintf(ut_buf *b, const char *fmt, va_list ap);
 char *ut_buf_take(ut_buf *b);
 
 /* ---- files ---- */
-/* Reads a whole file (NUL-terminated). */
+/* Reads a whole file (NUL-terminated), at most the context's input limit; a directory or a file that cannot be
+ * read is an error naming errno's reason. */
 tpu_status ut_read_file(tpu_ctx *ctx, const char *path, char **data, size_t *len);
+/* The same for text (HLO, JSON, configs): a NUL byte stops the read at once ("not a text file"), so a binary
+ * file or /dev/zero fails in the first block, not after gigabytes. */
+tpu_status ut_read_text(tpu_ctx *ctx, const char *path, char **data, size_t *len);
+/* Text, unless binary(first block, its length) says the file is in a binary format: then it is read as bytes. */
+tpu_status ut_read_text_or_binary(tpu_ctx *ctx, const char *path, int (*binary)(const char *head, size_t n), char **data,
+                                  size_t *len);
+
+/* Output files. A regular file (or a new one) is written to a temporary beside it and renamed over it only
+ * when everything was written, so a full disk or a crash never leaves a truncated file and an old file stays
+ * whole; a symlink keeps pointing where it did (its target is replaced). A character device or FIFO
+ * (/dev/stdout, /dev/null, a pipe) is written through, deliberately; a directory, block device or socket is
+ * refused. Failures name the file and errno's reason ("out.npy: cannot write: No space left on device"). */
+typedef struct ut_out {
+    tpu_ctx *ctx;
+    FILE    *f;
+    char    *path;    /* as the caller named it (for messages) */
+    char    *dest;    /* the file renamed over (a symlink's target), NULL when writing through */
+    char    *tmp;     /* the temporary, NULL when writing through */
+} ut_out;
+
+tpu_status ut_out_open(tpu_ctx *ctx, const char *path, ut_out *o);
+/* Ends the output: when ok, flushes, (durable: fsyncs the file and its directory) and renames; otherwise,
+ * or if that fails, removes the temporary and reports why. Returns TPU_OK only if the file is complete. */
+tpu_status ut_out_close(ut_out *o, int ok, int durable);
+/* A whole buffer to a file, as above. */
+tpu_status ut_write_file(tpu_ctx *ctx, const char *path, const void *data, size_t len, int durable);
 
 /* ---- time ---- */
 double ut_now(void);   /* monotonic seconds */

@@ -23,6 +23,14 @@ static int ver_is_pb_name(const char *file)
     return n > 3 && !strcmp(file + n - 3, ".pb");
 }
 
+/* Whether a file's first block is a binary proto: it starts with the tag of field 1, 2 or 3 (bytes 0x0a, 0x12,
+ * 0x1a) and looks binary. Anything else is read as text, which stops at the first NUL byte (/dev/zero, a
+ * binary file of another kind) instead of reading up to the input limit. */
+static int ver_head_is_binary(const char *head, size_t n)
+{
+    return n > 0 && (head[0] == 0x0a || head[0] == 0x12 || head[0] == 0x1a) && hlo_is_proto_bin(head, n);
+}
+
 /* Parses one module in whichever format the bytes are: binary proto, proto text or HLO text. */
 static tpu_status ver_parse_any(tpu_ctx *ctx, const char *text, size_t len, const char *file, int line_offset,
                                 tpu_module **out)
@@ -59,7 +67,8 @@ tpu_status tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out)
     if (!path) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_load: path is NULL");
     char *text;
     size_t len;
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ver_is_pb_name(path) ? ut_read_file(ctx, path, &text, &len)
+                                         : ut_read_text_or_binary(ctx, path, ver_head_is_binary, &text, &len);
     if (st) return st;
     st = ver_parse_any(ctx, text, len, path, 0, out);
     ut_free(text);
@@ -99,7 +108,8 @@ tpu_status tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***o
     if (!path) return ut_err(ctx, TPU_ERR_INVALID, "tpu_module_load_split: path is NULL");
     char *text;
     size_t len;
-    tpu_status st = ut_read_file(ctx, path, &text, &len);
+    tpu_status st = ver_is_pb_name(path) ? ut_read_file(ctx, path, &text, &len)
+                                         : ut_read_text_or_binary(ctx, path, ver_head_is_binary, &text, &len);
     if (st) return st;
     if (hlo_is_proto_bin(text, len) || ver_is_pb_name(path)) {   /* a binary proto holds one module: no split */
         tpu_module **one = ut_calloc(1, sizeof *one);

@@ -80,9 +80,15 @@ void ver_report_add(ver_report *r, const hlo_module *m, const hlo_instr *in, ver
         p->where = vc_dup(r, hlo_where(m, in, w, sizeof w));
         p->instr = vc_dup(r, in->name);
         p->opcode = vc_dup(r, hlo_op_name((hlo_op)in->op));
-        p->op_name = vc_dup(r, hlo_meta(in, "op_name"));
-        const char *sf = hlo_meta(in, "source_file"), *sl = hlo_meta(in, "source_line");
-        const char *frame = hlo_meta(in, "stack_frame_id");
+        if (r->meta_in != in) {
+            r->meta_in = in;
+            r->meta_op_name = hlo_meta(in, "op_name");
+            r->meta_sf = hlo_meta(in, "source_file");
+            r->meta_sl = hlo_meta(in, "source_line");
+            r->meta_frame = hlo_meta(in, "stack_frame_id");
+        }
+        p->op_name = vc_dup(r, r->meta_op_name);
+        const char *sf = r->meta_sf, *sl = r->meta_sl, *frame = r->meta_frame;
         int64_t line = 0;
         if (sf) {
             snprintf(w, sizeof w, "%s:%s", sf, sl ? sl : "?");
@@ -153,22 +159,26 @@ const char *tpu_report_text(const tpu_report *rc)
         int total = sev == 0 ? r->nerrors : sev == 1 ? r->nwarnings : r->nnotes;
         if (!total) continue;
         ut_buf_printf(&b, "\n%d %s:\n", total, titles[sev][total != 1]);
-        /* groups in order of first appearance */
+        /* groups in order of first appearance: the categories are a few fixed names, so one pass finds them
+         * and one pass per category prints it (a report of 100000 problems stays linear) */
+        const char *cats[64];
+        int counts[64], ncat = 0;
         for (int i = 0; i < r->nproblems; i++) {
             const ver_problem *p = &r->problems[i];
             if ((int)p->sev != sev) continue;
-            int first = 1, count = 0;
+            int c = 0;
+            while (c < ncat && strcmp(cats[c], p->category)) c++;
+            if (c == ncat && ncat < 64) {
+                cats[ncat] = p->category;
+                counts[ncat++] = 0;
+            }
+            if (c < ncat) counts[c]++;
+        }
+        for (int c = 0; c < ncat; c++) {
+            ut_buf_printf(&b, "  [%s] %d\n", cats[c], counts[c]);
             for (int j = 0; j < r->nproblems; j++) {
                 const ver_problem *q = &r->problems[j];
-                if ((int)q->sev != sev || strcmp(q->category, p->category)) continue;
-                if (j < i) first = 0;
-                count++;
-            }
-            if (!first) continue;
-            ut_buf_printf(&b, "  [%s] %d\n", p->category, count);
-            for (int j = i; j < r->nproblems; j++) {
-                const ver_problem *q = &r->problems[j];
-                if ((int)q->sev != sev || strcmp(q->category, p->category)) continue;
+                if ((int)q->sev != sev || strcmp(q->category, cats[c])) continue;
                 ut_buf_printf(&b, "    %s: ", q->where);
                 if (q->instr && q->instr[0]) ut_buf_printf(&b, "%%%s (%s): ", q->instr, q->opcode);
                 ut_buf_printf(&b, "%s\n", q->msg);
@@ -357,11 +367,16 @@ static vc_cc_kind vc_custom_call_kind(const char *t)
         "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",   /* SPMD partitioner markers */
         "MoveToHost", "MoveToDevice", "LayoutConstraint",             /* placement and layout markers */
         "dce_sink",                                                   /* jax.lax.dce_sink: keeps a value alive */
+        "xla.sdy.FuncResultSharding",   /* Shardy's result-sharding marker, removed by XLA's Shardy import */
         NULL};
     static const char *const tpu[] = {"tpu_custom_call", "ApproxTopK", "PartialReduce", "TopK", "X64Combine",
-                                      "X64SplitLow", "X64SplitHigh", "PadToStatic", "SliceToDynamic", NULL};
+                                      "X64SplitLow", "X64SplitHigh", "PadToStatic", "SliceToDynamic",
+                                      /* jax.numpy.linalg for TPUs (libtpu compiles them; tpusim runs them) */
+                                      "LuDecomposition", "Qr", "ProductOfElementaryHouseholderReflectors", "Eigh",
+                                      NULL};
     /* written by the TPU compiler itself into the programs it optimizes (seen in libtpu's dumps) */
-    static const char *const internal[] = {"ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound", NULL};
+    static const char *const internal[] = {"ConcatBitcast", "AllocateBuffer", "AssumeGatherIndicesInBound",
+                                           "GatherScatterIndicesBitpacked", NULL};
     static const char *const host[] = {"xla_python_cpu_callback", "xla_python_gpu_callback", "xla_ffi_python_cpu_callback",
                                        "xla_ffi_python_gpu_callback", "PyFunc", "EagerPyFunc", "py_func",
                                        "InspectSharding", NULL};

@@ -35,7 +35,11 @@ static ver_infer_status vi_fail(vi *v, const char *fmt, ...)
     return VER_INFER_ERROR;
 }
 
-#define OPS(k) (&v->in->ops[k]->shape)
+/* Operand k's shape; past the last operand, a shape of no type (so no rule reads outside the operand list:
+ * every array check fails on it). */
+static const hlo_shape vi_missing;
+static const hlo_shape *vi_op(const vi *v, int k) { return k < v->in->nops ? &v->in->ops[k]->shape : &vi_missing; }
+#define OPS(k) vi_op(v, k)
 #define NOPS (v->in->nops)
 #define VI_TRY(x)                                  \
     do {                                           \
@@ -95,6 +99,7 @@ static ver_infer_status vi_tuple(vi *v, hlo_shape *out, int n, const hlo_shape *
 static ver_infer_status vi_need_array(vi *v, int k, const char *what)
 {
     const hlo_shape *s = OPS(k);
+    if (k >= NOPS) return vi_fail(v, "%s (operand %d) is missing: %d operand%s given", what, k, NOPS, NOPS == 1 ? "" : "s");
     if (!hlo_shape_is_array(s))
         return vi_fail(v, "%s (operand %d) must be an array, got %s", what, k, vi_ss(s));
     return VER_INFER_OK;
@@ -477,11 +482,36 @@ static ver_infer_status vi_reshape(vi *v)
     return VER_INFER_GIVEN;
 }
 
+/* Elements of an array with a tiled layout (a compiled program's T(r,c) or T(n) first tile), padded to whole
+ * tiles; -1 when the layout has no tile. A compiled program's bitcast keeps the physical size, which the tiles
+ * decide: f32[8,17]{1,0:T(8,128)} and f32[8,16]{1,0:T(8,128)} are both one 4 KiB tile. */
+static int64_t vi_tiled_count(const hlo_shape *s)
+{
+    const hlo_layout *l = s->layout;
+    if (!l || l->ntiles < 1 || l->tiles[0].n < 1 || l->tiles[0].n > 2 || l->rank != s->rank || s->rank < 1) return -1;
+    int m2m[TPU_MAX_RANK];
+    hlo_shape_m2m(s, m2m);
+    const hlo_tile *t = &l->tiles[0];
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dims[i], q = 0;
+        if (i == m2m[0]) q = t->d[t->n - 1];
+        else if (t->n == 2 && s->rank > 1 && i == m2m[1]) q = t->d[0];
+        if (q > 0) d = (d + q - 1) / q * q;
+        n = vi_mul(n, d);
+    }
+    return n;
+}
+
 static ver_infer_status vi_bitcast(vi *v)
 {
     const hlo_shape *x = OPS(0), *d = &v->in->shape;
     if (hlo_shape_is_array(x) && hlo_shape_is_array(d)) {
-        int64_t a = vi_count(x), b = vi_count(d);
+        int64_t a = vi_count(x), b = vi_count(d), ta = vi_tiled_count(x), tb = vi_tiled_count(d);
+        if (ta >= 0 && tb >= 0 && x->dtype == d->dtype) {   /* both tiled: compare what they occupy */
+            a = ta;
+            b = tb;
+        }
         vi_ovf = 0;
         int64_t ba = vi_mul(a, tpu_dtype_bits((tpu_dtype)x->dtype)), bb = vi_mul(b, tpu_dtype_bits((tpu_dtype)d->dtype));
         if (a >= 0 && b >= 0 && !vi_ovf && ba != bb)
@@ -1839,6 +1869,22 @@ static ver_infer_status vi_custom_call(vi *v)
 
 /* ---- dispatch ---- */
 
+/* The fewest operands a variadic op can have (its rule reads that many before counting them itself). */
+static int vi_min_operands(hlo_op op)
+{
+    switch (op) {
+    case HLO_SCATTER: return 3;
+    case HLO_CONVOLUTION: case HLO_DYNAMIC_UPDATE_SLICE: case HLO_REDUCE: case HLO_REDUCE_WINDOW: case HLO_RNG:
+        return 2;
+    case HLO_ALL_GATHER: case HLO_ALL_GATHER_START: case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
+    case HLO_ALL_TO_ALL: case HLO_ASYNC_UPDATE: case HLO_COLLECTIVE_BROADCAST: case HLO_COLLECTIVE_PERMUTE:
+    case HLO_COLLECTIVE_PERMUTE_START: case HLO_COLLECTIVE_REDUCE: case HLO_CONCATENATE: case HLO_CONDITIONAL:
+    case HLO_DYNAMIC_RESHAPE: case HLO_DYNAMIC_SLICE: case HLO_MAP: case HLO_REDUCE_SCATTER: case HLO_SORT:
+        return 1;
+    default: return 0;
+    }
+}
+
 ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_arena *arena, hlo_shape *out,
                                  char *msg, size_t msg_size)
 {
@@ -1850,9 +1896,11 @@ ver_infer_status ver_infer_shape(const hlo_module *m, const hlo_instr *in, ut_ar
     for (int k = 0; k < in->nops; k++)
         if (in->ops[k]->shape.dtype == TPU_INVALID)
             return vi_fail(v, "operand %d ('%s') has no known shape", k, in->ops[k]->name);
-    int ar = hlo_op_arity(op);
+    int ar = hlo_op_arity(op), least = vi_min_operands(op);
     if (ar >= 0 && in->nops != ar)
         return vi_fail(v, "takes %d operand%s, got %d", ar, ar == 1 ? "" : "s", in->nops);
+    if (in->nops < least)
+        return vi_fail(v, "takes at least %d operand%s, got %d", least, least == 1 ? "" : "s", in->nops);
     switch (hlo_op_class(op)) {
     case HLO_CLASS_EW1:
         if (op == HLO_CONVERT) return vi_convert(v);
@@ -2024,7 +2072,8 @@ tpu_status ver_fill_shapes(tpu_ctx *ctx, hlo_module *m)
     /* callees first: post-order over the (acyclic) call graph, iteratively */
     int n = m->ncomps;
     uint8_t *done = ut_calloc((size_t)n + 1, 1);
-    int *stack = ut_malloc((size_t)(n + 1) * 2 * sizeof(int));
+    /* frames of (computation, instruction, callee of that instruction): each call edge is visited once */
+    int *stack = ut_malloc((size_t)(n + 1) * 3 * sizeof(int));
     uint8_t *onstack = ut_calloc((size_t)n + 1, 1);
     tpu_status st = done && stack && onstack ? TPU_OK : ut_nomem(ctx);
     for (int r = 0; st == TPU_OK && r < n; r++) {
@@ -2032,22 +2081,24 @@ tpu_status ver_fill_shapes(tpu_ctx *ctx, hlo_module *m)
         int sp = 0;
         stack[sp++] = r;
         stack[sp++] = 0;
+        stack[sp++] = 0;
         onstack[r] = 1;
         while (st == TPU_OK && sp) {
-            hlo_comp *c = m->comps[stack[sp - 2]];
-            int k = stack[sp - 1]++, seen = 0;
-            hlo_comp *next = NULL;
-            for (int i = 0; i < c->ninstrs && !next; i++) {
-                if (k < seen + c->instrs[i]->ncalled) next = c->instrs[i]->called[k - seen];
-                seen += c->instrs[i]->ncalled;
+            hlo_comp *c = m->comps[stack[sp - 3]];
+            int *i = &stack[sp - 2], *k = &stack[sp - 1];
+            while (*i < c->ninstrs && *k >= c->instrs[*i]->ncalled) {
+                (*i)++;
+                *k = 0;
             }
+            hlo_comp *next = *i < c->ninstrs ? c->instrs[*i]->called[(*k)++] : NULL;
             if (!next) {
                 st = ver_fill_comp(ctx, m, c, done);
                 onstack[c->id] = 0;
-                sp -= 2;
+                sp -= 3;
             } else if (!done[next->id] && !onstack[next->id]) {
                 onstack[next->id] = 1;
                 stack[sp++] = next->id;
+                stack[sp++] = 0;
                 stack[sp++] = 0;
             }
         }

@@ -61,6 +61,10 @@ struct tpu_report {
     int          oom;          /* an allocation failed while building: the report is incomplete */
     char        *text;         /* built on demand */
     char        *json;
+    /* the metadata of the last instruction reported on (one instruction with 100000 unknown attributes gets
+     * 100000 notes: its attributes are searched once, not once per note) */
+    const hlo_instr *meta_in;
+    const char      *meta_op_name, *meta_sf, *meta_sl, *meta_frame;
 };
 typedef struct tpu_report ver_report;
 
@@ -75,5 +79,10 @@ void ver_report_add(ver_report *r, const hlo_module *m, const hlo_instr *in, ver
  * required attributes and called-computation signatures. Adds one "shape" error per problem found to r.
  * Returns the number of errors added. */
 int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r);
+
+/* The gate in front of everything that executes or plans a program (run, the replicated runtime, training,
+ * memory, profile): TPU_OK when m verifies, else TPU_ERR_SHAPE with "FILE does not verify (N errors)" and the
+ * first errors, each at file:line:col. The verdict is kept on the module, so a training loop pays once. */
+tpu_status ver_require(tpu_ctx *ctx, const hlo_module *m);
 
 #endif

@@ -1,6 +1,6 @@
 # tpusim chips: the generation table, one chip or slice, chip files, and clear errors (exit 2).
 # Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
-out=/tmp/tpusim-cli.out
+out=$CLI_OUT
 has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
 
 expect 0 "$BIN" chips

@@ -1,6 +1,6 @@
 # tpusim serve / resolve / list / jobs: options, help, and clear errors without a server (loopback only; the
 # end-to-end tests with servers are python/tests/net). Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
-out=/tmp/tpusim-cli.out
+out=$CLI_OUT
 has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
 net_home=$(mktemp -d /tmp/tpusim-cli-home-XXXXXX)
 export TPUSIM_HOME=$net_home

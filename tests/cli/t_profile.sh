@@ -31,7 +31,7 @@ if [ -d "$corpus" ]; then
   pexpect 0 "$BIN" profile "$corpus/mobilenet_v2.hlo" --chip v3-8
   has "step time"; has "bound            memory"; has "top ops"; has "advice:"
 else
-  echo "  SKIP corpus profiles: $corpus absent" >&2
+  skip "corpus profiles: $corpus absent"
 fi
 
 # the validation programs (docs/timing-validation.md)
@@ -70,7 +70,7 @@ has "simulated v2-8"; has "warm"; has "cold"; has "host CPU"; has "extrapolated"
 pexpect 0 "$BIN" bench matmul --print-program --n 128 --count 3
 has "while(init)"
 pexpect 2 "$BIN" bench matmul --chip v2-8 --n 0
-has "--n must be"
+has "--n wants an integer from 1 to 1048576"
 pexpect 2 "$BIN" bench nosuch
 pexpect 2 "$BIN" bench matmul
 

@@ -1,7 +1,7 @@
 # tpusim run on several devices (docs/runtime.md): a jax pmap program compiled for 4 partitions, --replicas on
 # a module naming no counts, per-device inputs from an .npz, outputs per device, a failing device (exit 1).
 # Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
-out=/tmp/tpusim-cli.out
+out=$CLI_OUT
 rt_dir=$(mktemp -d /tmp/tpusim-rt.XXXXXX)
 has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
 

@@ -32,11 +32,11 @@ fi
 # malformed input: exit 2 and a message naming file:line
 printf '[general]\nrun_name = x\n[architecture_presets]\nArrayHeight: tall\n[run_presets]\nInterfaceBandwidth: CALC\n' > "$ss_tmp/bad.cfg"
 expect 2 "$BIN" scalesim -c "$ss_tmp/bad.cfg" -t "$ss_gold/calc_os_gemm/topology.csv" -i gemm
-if grep -q "bad.cfg:4: ArrayHeight = 'tall' is not an integer" /tmp/tpusim-cli.out; then ok; else bad "bad.cfg message"; fi
+if grep -q "bad.cfg:4: ArrayHeight = 'tall' is not an integer" "$CLI_OUT"; then ok; else bad "bad.cfg message"; fi
 printf 'Layer, M, N, K,\ng1, 8, 8, 8,\ng2, 8, eight, 8,\n' > "$ss_tmp/bad.csv"
 expect 2 "$BIN" scalesim -c "$ss_gold/calc_os_gemm/config.cfg" -t "$ss_tmp/bad.csv" -i gemm -p "$ss_tmp/out"
-if grep -q "bad.csv:3: column 3 (N) = 'eight' is not an integer" /tmp/tpusim-cli.out; then ok; else bad "bad.csv message"; fi
+if grep -q "bad.csv:3: column 3 (N) = 'eight' is not an integer" "$CLI_OUT"; then ok; else bad "bad.csv message"; fi
 expect 2 "$BIN" scalesim -c "$ss_gold/calc_os_gemm/config.cfg" -t "$ss_gold/calc_os_gemm/topology.csv" -i conv -p "$ss_tmp/out"
-if grep -q "needs -i gemm" /tmp/tpusim-cli.out; then ok; else bad "gemm hint"; fi
+if grep -q "needs -i gemm" "$CLI_OUT"; then ok; else bad "gemm hint"; fi
 
 rm -rf "$ss_tmp"

@@ -2,7 +2,7 @@
 # middle of a run then --resume giving the uninterrupted run's final state byte for byte, --steps-per-exec
 # and the cached dataset format giving the same state, the learning-rate finder, input-bound reporting.
 # Sourced by tests/cli/run.sh ($BIN, expect, ok, bad).
-out=/tmp/tpusim-cli.out
+out=$CLI_OUT
 tr_dir=$(mktemp -d /tmp/tpusim-train.XXXXXX)
 SD=examples/digits_mlp
 has() { if grep -q -- "$1" "$out"; then ok; else bad "output lacks '$1'"; sed 's/^/    /' "$out" | head -20 >&2; fi; }
@@ -51,6 +51,15 @@ has "INPUT-BOUND"
 
 # kill -9 in the middle, --resume: the same final state as an uninterrupted run, every step logged once
 expect 0 "$BIN" train $SD --steps 40 --save-every 5 --model-dir "$tr_dir/full" --quiet
+# a model dir holding a checkpoint is not overwritten without being asked (issue 18), even with --quiet
+cp "$tr_dir/full/state.npz" "$tr_dir/state.before"
+expect 2 "$BIN" train $SD --steps 2 --model-dir "$tr_dir/full" --quiet
+has "holds a checkpoint: --resume continues it, --overwrite starts over"
+same "$tr_dir/full/state.npz" "$tr_dir/state.before"
+expect 2 "$BIN" train $SD --steps 2 --model-dir "$tr_dir/full" --quiet --resume --overwrite
+has "not both"
+expect 0 "$BIN" train $SD --steps 40 --save-every 5 --model-dir "$tr_dir/full" --quiet --overwrite
+same "$tr_dir/full/state.npz" "$tr_dir/state.before"
 "$BIN" train $SD --steps 40 --save-every 5 --model-dir "$tr_dir/killed" --input-delay-ms 40 --quiet >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do

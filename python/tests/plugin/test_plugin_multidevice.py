@@ -142,3 +142,16 @@ def test_partitioned_program_keeps_its_large_constants(tpu):
     x = jax.device_put(np.ones((8, 4000), np.float32), NamedSharding(m, P("data")))
     got = jax.jit(lambda x: jnp.sum(x * c, axis=1))(x)
     np.testing.assert_allclose(np.asarray(got), np.full(8, c.sum()), rtol=1e-5)
+
+
+def test_host_callback_inside_a_partitioned_program(tpu, capfd):
+    """The partitioner runs inside XLA:CPU's compiler, which cannot emit host transfers itself: the program
+    is taken after partitioning, so jax.debug.print works in a jit over a mesh (once per device)."""
+    m = mesh8(tpu)
+    x = jax.device_put(np.arange(16, dtype=np.float32).reshape(8, 2), NamedSharding(m, P("data")))
+
+    def f(v):
+        jax.debug.print("total {}", v.sum())
+        return v * 2
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), np.arange(16).reshape(8, 2) * 2)
+    assert capfd.readouterr().out.count("total 120.0") == 8

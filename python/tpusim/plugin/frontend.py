@@ -55,34 +55,49 @@ def _varint(b: bytes, i: int) -> tuple[int, int]:
             return v, i
 
 
-def _module_text(proto: bytes) -> str:
-    """HLO text, constants in full, of an HloProto as XLA dumps it (its field 1 is the HloModuleProto)."""
-    from jax._src.lib import xla_client as xc
-    i, module = 0, None
-    while i < len(proto):
-        key, i = _varint(proto, i)
+def _module_proto(dump: bytes) -> bytes:
+    """The HloModuleProto inside an HloProto as XLA dumps it (its field 1)."""
+    i = 0
+    while i < len(dump):
+        key, i = _varint(dump, i)
         wire = key & 7
         if wire == 2:
-            n, i = _varint(proto, i)
+            n, i = _varint(dump, i)
             if key >> 3 == 1:
-                module = proto[i:i + n]
+                return dump[i:i + n]
             i += n
         elif wire == 0:
-            _, i = _varint(proto, i)
+            _, i = _varint(dump, i)
         else:
             i += 8 if wire == 1 else 4
-    if module is None:
-        raise RuntimeError("XLA's dump holds no HloModuleProto (jaxlib changed? tpusim pins jax 0.10.2)")
-    return xc.XlaComputation(module).as_hlo_text(print_large_constants=True)
+    raise RuntimeError("XLA's dump holds no HloModuleProto (jaxlib changed? tpusim pins jax 0.10.2)")
+
+
+def _shardings(module, n_outputs: int) -> tuple[list[bytes], list[bytes]]:
+    """The parameter and output shardings the partitioner recorded on the module (serialized OpShardings)."""
+    from jax._src.lib import xla_client as xc
+    ins = [s.SerializeToString() for s in module.spmd_parameters_shardings or []]
+    out = module.spmd_output_sharding
+    if out is None:
+        return ins, []
+    leaves = list(out.tuple_shardings) if out.type == xc.OpSharding.Type.TUPLE else [out]
+    if len(leaves) == 1 and n_outputs > 1:
+        leaves = leaves * n_outputs   # one sharding written for every element of the result
+    return ins, [s.SerializeToString() for s in leaves]
 
 
 def _partition(code: bytes, options: bytes) -> tuple[str, list[bytes], list[bytes]]:
-    """The per-device program of an SPMD program, and the parameter and output shardings chosen for it."""
+    """The per-device program of an SPMD program, and the parameter and output shardings chosen for it.
+
+    The XLA:CPU compile stands in for the TPU's up to its SPMD partitioner; what comes after (the CPU's own
+    code generation) may refuse TPU-only ops (linear-algebra custom calls, host transfers), which does not
+    matter once the partitioned module has been dumped."""
     import numpy as np
     from jax._src.interpreters import mlir
     from jax._src.lib import _jax
     from jax._src.lib import xla_client as xc
     from jax._src.lib.mlir import ir
+    from jaxlib import _hlo
 
     co = xc.CompileOptions.ParseFromString(options)
     eb = co.executable_build_options
@@ -99,19 +114,27 @@ def _partition(code: bytes, options: bytes) -> tuple[str, list[bytes], list[byte
         dbg.xla_dump_hlo_as_proto = True   # read back below; the text dump elides large constants as {...}
         dbg.xla_dump_hlo_pass_re = "spmd-partitioning"
         dbg.xla_dump_hlo_module_re = ".*"
+        backend_error = None
         with mlir.make_ir_context():
             module = _jax.mlir.deserialize_portable_artifact(code)
             if not isinstance(module, ir.Module):
                 module = ir.Module.parse(module)
-            exe = client.compile_and_load(module, xc.DeviceList(tuple(client.devices()[:n])), co)
+            try:
+                client.compile_and_load(module, xc.DeviceList(tuple(client.devices()[:n])), co)
+            except Exception as e:  # noqa: BLE001 - judged below: only a failure before partitioning counts
+                backend_error = e
         files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*")))
         if not files:
+            if backend_error is not None:
+                raise backend_error
             raise RuntimeError("XLA's SPMD partitioner left no module behind (jaxlib changed? tpusim pins jax 0.10.2)")
         with open(files[-1], "rb") as f:
-            text = _module_text(f.read())
-        ins = [s.SerializeToString() for s in exe.get_parameter_shardings() or []]
-        outs = [s.SerializeToString() for s in exe.get_output_shardings() or []]
-        return text, ins, outs
+            proto = _module_proto(f.read())
+        comp = xc.XlaComputation(proto)
+        shape = comp.program_shape()
+        n_out = len(shape.result_shape().tuple_shapes()) if shape.result_shape().is_tuple() else 1
+        ins, outs = _shardings(_hlo.HloModule.from_serialized_hlo_module_proto(proto), n_out)
+        return comp.as_hlo_text(print_large_constants=True), ins, outs
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 

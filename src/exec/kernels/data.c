@@ -236,8 +236,10 @@ EXE_KERNEL(exe_k_bitcast)
     tpu_status st = exe_alloc(S, in, &t);
     if (st) return st;
     if (t->nbytes != a->nbytes) {
+        size_t tb = t->nbytes;   /* read before t is freed (the message used to read it after) */
         tpu_tensor_free(t);
-        return exe_fail(S, in, TPU_ERR_SHAPE, "bitcast changes the byte size (%zu vs %zu)", a->nbytes, t->nbytes);
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "bitcast changes the byte size as tpusim stores the elements (%zu "
+                        "vs %zu bytes; sub-byte types take a byte each here)", a->nbytes, tb);
     }
     int io[TPU_MAX_RANK], oo[TPU_MAX_RANK];
     data_major_to_minor(is, io);

@@ -3,7 +3,11 @@
  * Inputs are first arranged so the reduced dimensions are innermost (a strided copy, skipped when they
  * already are); then every output element folds one contiguous run. f32/f64 sums use a double accumulator
  * (closer to the exact sum than any fixed f32 order, which XLA does not promise either); max/min and the
- * generic reducer path follow the computation literally, rounding each step to its dtype. */
+ * generic reducer path follow the computation literally, rounding each step to its dtype.
+ *
+ * A bf16 or f16 sum whose reducer adds in that type is accumulated in f32 and rounded once (XLA widens such
+ * reductions: the TPU's vector unit adds in f32, and jnp.sum upcasts the same way); element-by-element bf16
+ * rounding would make 4096 ones sum to 256. Both numerics modes do this. */
 #include "exec/exec.h"
 #include "exec/exe_ops.h"
 #include "exec/exe_par.h"
@@ -213,6 +217,52 @@ static void rd_generic(void *ctx, int64_t o0, int64_t o1, int tid)
     (void)tid;
 }
 
+/* A bf16/f16 sum accumulated in f32 (see the top of the file): the input widened to f32, summed by the f32
+ * kernel, init added and rounded once to the result type. 1 when done, 0 when `in` is not such a sum. */
+static int rd_low_precision_sum(exe_state *S, const tpu_tensor *a, const tpu_tensor *init, const uint8_t *is_red,
+                                int64_t outer, int64_t inner, tpu_tensor *res, tpu_status *st)
+{
+    if ((a->dtype != TPU_BF16 && a->dtype != TPU_F16) || res->dtype != a->dtype || init->dtype != a->dtype) return 0;
+    float *wide = ut_malloc((size_t)(a->count ? a->count : 1) * sizeof *wide);
+    float *sums = ut_malloc((size_t)(outer ? outer : 1) * sizeof *sums);
+    if (!wide || !sums) {
+        ut_free(wide);
+        ut_free(sums);
+        *st = ut_nomem(S->ctx);
+        return 1;
+    }
+    tpu_tensor w = *a;   /* the same dims and strides, as f32 */
+    w.dtype = TPU_F32;
+    w.data = wide;
+    w.nbytes = (size_t)a->count * sizeof(float);
+    for (int64_t i = 0; i < a->count; i++) wide[i] = (float)ten_load_f64(a->dtype, a->data, i);
+    void *buf = NULL;
+    int moved;
+    const void *src = rd_arrange(&w, is_red, &buf, &moved);
+    if (!src) {
+        *st = ut_nomem(S->ctx);
+    } else {
+        rd_job J;
+        memset(&J, 0, sizeof J);
+        J.is32 = 1;
+        J.bop = HLO_ADD;
+        J.init = 0;
+        J.x = src;
+        J.out = sums;
+        J.O = outer;
+        J.R = inner;
+        J.I = 1;
+        exe_par_for(outer * inner > 65536 && outer > 1 ? S->threads : 1, outer,
+                    UT_MAX((int64_t)1, 32768 / UT_MAX(inner, (int64_t)1)), rd_rows, &J);
+        double i0 = ten_load_f64(init->dtype, init->data, 0);
+        for (int64_t o = 0; o < outer; o++) exe_store_float(S, res->dtype, res->data, o, (double)(float)(i0 + sums[o]));
+    }
+    ut_free(buf);
+    ut_free(wide);
+    ut_free(sums);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_reduce)
 {
     int n = in->nops / 2;
@@ -266,7 +316,9 @@ EXE_KERNEL(exe_k_reduce)
         if (!src[k]) st = ut_nomem(S->ctx);
     }
     hlo_op bop = exe_scalar_fn_binop(fn);
-    if (!st && n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && res[0]->dtype == a0->dtype &&
+    if (!st && n == 1 && bop == HLO_ADD && rd_low_precision_sum(S, a0, ops[1]->t, is_red, outer, inner, res[0], &st)) {
+        /* done: accumulated in f32 */
+    } else if (!st && n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && res[0]->dtype == a0->dtype &&
         (bop == HLO_ADD || bop == HLO_MAXIMUM || bop == HLO_MINIMUM)) {
         rd_job J;
         memset(&J, 0, sizeof J);

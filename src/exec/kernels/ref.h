@@ -1,5 +1,5 @@
 /* ref.h — the naive reference kernels kept beside the fast ones in gather_scatter.c, window.c, sort.c, rng.c,
- * linalg.c, batchnorm.c and fft.c, exported only so tests can compare fast against reference on the same
+ * linalg.c, linalg_tpu.c, batchnorm.c and fft.c, exported only so tests can compare fast against reference on the same
  * instruction. Same signature and result as the fast kernel; slow and obviously correct. */
 #ifndef TPU_EXEC_KERNELS_REF_H
 #define TPU_EXEC_KERNELS_REF_H
@@ -23,6 +23,10 @@ EXE_KERNEL(exe_k_batch_norm_training_ref);
 EXE_KERNEL(exe_k_batch_norm_inference_ref);
 EXE_KERNEL(exe_k_batch_norm_grad_ref);
 EXE_KERNEL(exe_k_fft_ref);
+EXE_KERNEL(exe_k_lu_ref);
+EXE_KERNEL(exe_k_qr_ref);
+EXE_KERNEL(exe_k_householder_product_ref);
+EXE_KERNEL(exe_k_eigh_ref);
 
 /* rng.c: the counter-based generators (exposed for their known-answer tests). out[2] <- Threefry-2x32 (20
  * rounds) of x[2] under key[2]; out[4] <- Philox-4x32-10 of ctr[4] under key[2]. */

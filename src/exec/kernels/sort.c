@@ -211,12 +211,17 @@ static void st_move_median_to_first(const st_cmp *c, int64_t *r, int64_t *a, int
     else st_swap(r, b);
 }
 
+/* libstdc++'s loops here are "unguarded": they stop at the pivot or the run's minimum only because the
+ * comparator is a strict weak order. A user's comparator need not be one (direction=LE, always true), so each
+ * loop also stops at the range's end; for a strict weak order the bound is never reached and the order is
+ * libstdc++'s, step for step. */
 static int64_t *st_unguarded_partition(const st_cmp *c, int64_t *first, int64_t *last, const int64_t *pivot)
 {
+    int64_t *const end = last;
     for (;;) {
-        while (ST_LESS(c, *first, *pivot)) ++first;
+        while (first < end && ST_LESS(c, *first, *pivot)) ++first;
         --last;
-        while (ST_LESS(c, *pivot, *last)) --last;
+        while (last > pivot && ST_LESS(c, *pivot, *last)) --last;
         if (!(first < last)) return first;
         st_swap(first, last);
         ++first;
@@ -278,12 +283,12 @@ static void st_introsort_loop(const st_cmp *c, int64_t *first, int64_t *last, in
     }
 }
 
-static void st_unguarded_linear_insert(const st_cmp *c, int64_t *last)
+static void st_unguarded_linear_insert(const st_cmp *c, const int64_t *base, int64_t *last)
 {
-    int64_t v = *last, *next = last - 1;
-    while (ST_LESS(c, v, *next)) {
-        *last = *next;
-        last = next--;
+    int64_t v = *last;
+    while (last > base && ST_LESS(c, v, last[-1])) {
+        *last = last[-1];
+        last--;
     }
     *last = v;
 }
@@ -297,7 +302,7 @@ static void st_insertion_sort(const st_cmp *c, int64_t *first, int64_t *last)
             memmove(first + 1, first, (size_t)(i - first) * sizeof *first);
             *first = v;
         } else {
-            st_unguarded_linear_insert(c, i);
+            st_unguarded_linear_insert(c, first, i);
         }
     }
 }
@@ -310,7 +315,7 @@ static void st_std_sort(const st_cmp *c, int64_t *perm, int64_t n)
     st_introsort_loop(c, perm, perm + n, 2 * lg);
     if (n > 16) {
         st_insertion_sort(c, perm, perm + 16);
-        for (int64_t *i = perm + 16; i != perm + n; ++i) st_unguarded_linear_insert(c, i);
+        for (int64_t *i = perm + 16; i != perm + n; ++i) st_unguarded_linear_insert(c, perm, i);
     } else {
         st_insertion_sort(c, perm, perm + n);
     }
