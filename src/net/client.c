@@ -321,7 +321,7 @@ int tn_client_put(tn_client *c, int device, tpu_dtype dt, int rank, const int64_
         info->device = bi->device;
         info->dtype = dt;
         info->rank = rank;
-        memcpy(info->dims, dims, (size_t)rank * sizeof *dims);
+        if (rank > 0) memcpy(info->dims, dims, (size_t)rank * sizeof *dims);   /* a scalar has no dims */
         info->hbm_bytes = bi->hbm_bytes;
     }
     tn_msg_free(bi ? &bi->base : NULL);
@@ -355,7 +355,7 @@ int tn_client_get(tn_client *c, uint64_t buffer, void *dst, size_t nbytes, tn_er
         if (!ch || ch->data.len > nbytes - off || (msgs == 0 && ch->total_bytes != (int64_t)nbytes) ||
             (msgs > 0 && ch->data.len == 0))
             bad = 1;
-        else memcpy((char *)dst + off, ch->data.data, ch->data.len), off += ch->data.len;
+        else if (ch->data.len) memcpy((char *)dst + off, ch->data.data, ch->data.len), off += ch->data.len;
         tn_msg_free(ch ? &ch->base : NULL);
     }
     if (bad) grpc_call_cancel(k.call, NULL), k.broken = 1;

@@ -283,7 +283,7 @@ static int tn_exec_unpack(const Tpusim__V1__ExecuteRequest *r, tn_exec_req *xr, 
     *args = calloc((size_t)n * (size_t)k + 1, sizeof **args);
     if (!*args) return tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
     for (int d = 0; d < n; d++) {
-        memcpy(*args + (size_t)d * (size_t)k, r->arguments[d]->buffers, (size_t)k * sizeof **args);
+        if (k) memcpy(*args + (size_t)d * (size_t)k, r->arguments[d]->buffers, (size_t)k * sizeof **args);
         if (r->n_devices) devs[d] = r->devices[d];
     }
     *xr = (tn_exec_req){.executable = r->executable, .ndevices = n, .nargs = k, .args = *args,
@@ -379,7 +379,7 @@ static tpu_status tn_xs_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, t
     size_t want = tpu_tensor_nbytes(v);
     if (a->host_data->data.len != want) st = tpu_set_error(ctx, TPU_ERR_INVALID, "ExecuteStreamRequest.host_data.data: %zu bytes for "
                                                            "a recv of %zu (channel %lld)", a->host_data->data.len, want, (long long)ch);
-    else memcpy(tpu_tensor_data(v), a->host_data->data.data, want);
+    else if (want) memcpy(tpu_tensor_data(v), a->host_data->data.data, want);
     tn_msg_free(&a->base);
     return st;
 }

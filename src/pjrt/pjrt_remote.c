@@ -232,7 +232,7 @@ static PJRT_Error *pj_remote_result(PJRT_Device *dev, const Tpusim__V1__BufferIn
     b->dev = dev;
     b->dtype = t;
     b->rank = (int)bi->n_dims;
-    memcpy(b->dims, bi->dims, bi->n_dims * sizeof b->dims[0]);
+    if (bi->n_dims) memcpy(b->dims, bi->dims, bi->n_dims * sizeof b->dims[0]);   /* a scalar has no dims */
     b->hbm_bytes = bi->hbm_bytes;
     PJRT_Error *err = pj_hbm_alloc(dev, b->hbm_bytes, NULL);
     if (err) {
@@ -297,7 +297,7 @@ static PJRT_Error *pj_remote_transfer(tn_stream *s, pj_host *host, const Tpusim_
     if (!err && !recv && t->data.len != tpu_tensor_nbytes(v))
         err = pj_error(PJRT_Error_Code_DATA_LOSS, "a host send of %zu bytes for an array of %zu", t->data.len, tpu_tensor_nbytes(v));
     if (!err) {
-        if (!recv) memcpy(tpu_tensor_data(v), t->data.data, t->data.len);
+        if (!recv && t->data.len) memcpy(tpu_tensor_data(v), t->data.data, t->data.len);
         st = recv ? pj_host_recv(host, ctx, t->device, t->channel, v) : pj_host_send(host, ctx, t->device, t->channel, v);
         if (st && !cb_err[0]) snprintf(cb_err, cb_n, "%s", tpu_errmsg(ctx));
     }
