@@ -6,12 +6,17 @@
 #   make fuzz       builds the libFuzzer targets with clang (build/fuzz/)
 #   make plugin     the PJRT plugin: build/release/libtpusim_pjrt.so (jax: JAX_PLATFORMS=tpusim)
 #   make test-plugin  its pytest suite through jax (installs the pinned jax into build/venv)
+#   make test-net   the network TPU (tpusim serve, the plugin's remote mode, names, jobs) through jax
 MODE ?= release
 CC ?= cc
 BUILD ?= build/$(MODE)
 PKGS := openblas zlib libcjson ompi-c
 
-CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# src/net (tpusim serve, the plugin's remote mode): gRPC's C core, protobuf-c (C generated from src/net/*.proto
+# at build time into build/gen/), SQLite
+NET_PKGS := grpc libprotobuf-c sqlite3
+GEN := build/gen
+CPPFLAGS += -Iinclude -Isrc -I$(GEN) -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wmissing-prototypes -Werror
 ifeq ($(findstring clang,$(shell $(CC) --version 2>/dev/null)),)
   WARN += -Wno-format-truncation   # gcc only (make CC=clang builds too)
@@ -21,6 +26,7 @@ endif
 # -fPIC: the same objects go into the PJRT plugin (a shared library)
 CFLAGS += -std=c11 $(WARN) -fopenmp -g -fPIC
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -fopenmp -lm -lpthread
+NET_LIBS := $(shell pkg-config --libs $(NET_PKGS) 2>/dev/null)
 
 ifeq ($(MODE),release)
   CFLAGS += -O2
@@ -34,7 +40,13 @@ else
 endif
 
 # src/pjrt is the PJRT plugin: a client of the library (like tools/), linked into its own shared object
-LIB_SRC := $(shell find src -name '*.c' -not -path 'src/pjrt/*' | sort)
+LIB_SRC := $(shell find src -name '*.c' -not -path 'src/pjrt/*' -not -path 'src/net/*' | sort)
+# src/net: a client of the library too (the server, the client, the registry), linked by tools/ and the plugin
+NET_SRC := $(sort $(wildcard src/net/*.c))
+PROTOS := $(sort $(wildcard src/net/*.proto))
+GEN_C := $(PROTOS:src/net/%.proto=$(GEN)/%.pb-c.c)
+GEN_H := $(GEN_C:.c=.h)
+NET_OBJ := $(NET_SRC:%.c=$(BUILD)/%.o) $(GEN_C:$(GEN)/%.c=$(BUILD)/gen/%.o)
 PJRT_SRC := $(sort $(wildcard src/pjrt/*.c))
 PJRT_OBJ := $(PJRT_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -42,9 +54,9 @@ TEST_SRC := $(sort $(wildcard tests/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
-DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/dist/t_dist.d $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
+DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/dist/t_dist.d $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d) $(NET_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin test-plugin-remote test-net bench-net venv jax-tests
 all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
@@ -60,15 +72,31 @@ $(BUILD)/%.o: %.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# the protocol's C code, generated (never committed)
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: src/net/%.proto
+	@mkdir -p $(GEN)
+	@$(if $(Q),echo "  PROTOC  $<")
+	$(Q)protoc-c --proto_path=src/net --c_out=$(GEN) $<
+$(BUILD)/gen/%.o: $(GEN)/%.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) -std=c11 -g -fPIC $(filter -O% -fsanitize% -fno-omit%,$(CFLAGS)) -MMD -MP -c $< -o $@
+$(TOOL_OBJ) $(TEST_OBJ) $(PJRT_OBJ) $(NET_OBJ): | $(GEN_H)
+
+$(BUILD)/libtpusim_net.a: $(NET_OBJ)
+	@rm -f $@
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)ar rcs $@ $^
+
 $(BUILD)/src/pjrt/%.o: src/pjrt/%.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) -Ithird_party/pjrt $(CFLAGS) -MMD -MP -c $< -o $@
 
 # Only GetPjrtApi is exported (src/pjrt/exports.map): the library inside stays private to the plugin.
-$(BUILD)/libtpusim_pjrt.so: $(PJRT_OBJ) $(BUILD)/libtpusim.a src/pjrt/exports.map
+$(BUILD)/libtpusim_pjrt.so: $(PJRT_OBJ) $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a src/pjrt/exports.map
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/pjrt/exports.map -Wl,-z,defs -o $@ $(PJRT_OBJ) $(BUILD)/libtpusim.a $(LDLIBS) -ldl
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/pjrt/exports.map -Wl,-z,defs -o $@ $(PJRT_OBJ) $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a $(LDLIBS) $(NET_LIBS) -ldl
 plugin: $(BUILD)/libtpusim_pjrt.so
 
 $(BUILD)/libtpusim.a: $(LIB_OBJ)
@@ -76,9 +104,9 @@ $(BUILD)/libtpusim.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)ar rcs $@ $^
 
-$(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim.a
+$(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(NET_LIBS)
 
 # the multi-process runtime under mpirun (tests/cli/t_dist.sh)
 $(BUILD)/dist-tests: $(BUILD)/tests/dist/t_dist.o $(BUILD)/libtpusim.a
@@ -88,9 +116,9 @@ $(BUILD)/dist-tests: $(BUILD)/tests/dist/t_dist.o $(BUILD)/libtpusim.a
 # tests/t_pjrt.c drives the plugin through its ABI header
 $(BUILD)/tests/t_pjrt.o: CPPFLAGS += -Ithird_party/pjrt
 
-$(BUILD)/unit-tests: $(TEST_OBJ) $(BUILD)/libtpusim.a
+$(BUILD)/unit-tests: $(TEST_OBJ) $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(NET_LIBS) -ldl
 
 # The Python environment of the plugin's tests and demo: the pinned jax from PyPI (scripts/requirements-plugin.txt).
 VENV := build/venv
@@ -105,7 +133,8 @@ venv: deps $(VENV)/.ok
 # scripts/run_tests.sh runs each suite and closes with the totals ("N passed, N failed, N skipped").
 test: deps
 	./scripts/run_tests.sh "$(MAKE) --no-print-directory test-unit" "$(MAKE) --no-print-directory test-cli" \
-	    "$(MAKE) --no-print-directory test-plugin"
+	    "$(MAKE) --no-print-directory test-plugin" "$(MAKE) --no-print-directory test-plugin-remote" \
+	    "$(MAKE) --no-print-directory test-net"
 
 test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
@@ -122,6 +151,17 @@ jax-tests: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
 test-plugin: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
 	JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 \
 	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/plugin
+
+# The same suite with the plugin in remote mode: a `tpusim serve` on loopback, reached through TPU_NAME.
+test-plugin-remote: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so $(BUILD)/tpusim
+	JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 \
+	    ./scripts/with_tpu_server.sh $(BUILD)/tpusim $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/plugin
+
+# The network TPU end to end (python/tests/net): servers, names, jobs, tokens, TLS, faults (clients and servers
+# killed). Every server a test starts, the test stops.
+test-net: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so $(BUILD)/tpusim
+	TPUSIM_BIN=$(BUILD)/tpusim JAX_PLATFORMS=tpusim PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so \
+	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/net
 
 # Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK). The plugin
 # is checked under the sanitizers through its ABI (tests/t_pjrt.c); inside Python it runs in the release build.
@@ -145,10 +185,15 @@ build/fuzz/libtpusim.a: $(FUZZ_OBJ)
 	@rm -f $@
 	$(Q)ar rcs $@ $^
 # the plugin's target links the plugin's sources and reads its ABI header
-build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(PJRT_SRC) build/fuzz/libtpusim.a
+build/fuzz/fuzz_pjrt: fuzz/fuzz_pjrt.c $(PJRT_SRC) $(NET_SRC) $(GEN_C) build/fuzz/libtpusim.a
 	@mkdir -p build/fuzz
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)clang $(FUZZ_CFLAGS) -Ithird_party/pjrt -fsanitize=fuzzer,address,undefined -o $@ $< $(PJRT_SRC) build/fuzz/libtpusim.a $(LDLIBS) -ldl
+	$(Q)clang $(FUZZ_CFLAGS) -Ithird_party/pjrt -fsanitize=fuzzer,address,undefined -o $@ $< $(PJRT_SRC) $(NET_SRC) $(GEN_C) build/fuzz/libtpusim.a $(LDLIBS) $(NET_LIBS) -ldl
+# the request decoder of tpusim serve, with the generated protocol code
+build/fuzz/fuzz_net: fuzz/fuzz_net.c src/net/decode.c src/net/err.c $(GEN_C) build/fuzz/libtpusim.a
+	@mkdir -p build/fuzz
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< src/net/decode.c src/net/err.c $(GEN_C) build/fuzz/libtpusim.a $(LDLIBS) -lprotobuf-c
 build/fuzz/%: fuzz/%.c fuzz/oracle.h build/fuzz/libtpusim.a
 	@mkdir -p build/fuzz
 	@$(if $(Q),echo "  LINK    $@")
@@ -161,6 +206,12 @@ fuzz-run: fuzz
 
 bench: $(BUILD)/tpusim
 	@echo "see bench/README.md"
+
+# The load test of tpusim serve (bench/README.md): N clients x M executions beside in-process execution.
+$(BUILD)/net_bench: bench/net_bench.c $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a | $(GEN_H)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a $(LDFLAGS) $(LDLIBS) $(NET_LIBS)
+bench-net: $(BUILD)/net_bench $(BUILD)/tpusim
+	$(BUILD)/net_bench --clients $(or $(CLIENTS),8) --execs $(or $(EXECS),200) --server $(BUILD)/tpusim
 
 clean:
 	rm -rf build

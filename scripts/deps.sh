@@ -5,6 +5,9 @@ set -euo pipefail
 pkgs=(gcc make pkg-config libopenblas-dev libcjson-dev zlib1g-dev)
 # multi-host slices: one process per simulated host over MPI (src/dist/, docs/pods.md)
 pkgs+=(libopenmpi-dev openmpi-bin)
+# the network TPU (tpusim serve, the plugin's remote mode): gRPC's C core, protobuf-c (protoc-c generates the
+# protocol's C code at build time), SQLite for names and jobs; openssl makes the TLS test's certificate
+pkgs+=(libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libsqlite3-dev openssl)
 if [ "${TPUSIM_WITH_CLANG:-1}" = 1 ]; then
   pkgs+=(clang libclang-rt-14-dev libomp-dev)
 fi

@@ -19,6 +19,10 @@ int cmd_chips(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_scale(int argc, char **argv);
+int cmd_serve(int argc, char **argv);     /* the network TPU: tools/cmd_serve.c, cmd_resolve.c, cmd_list.c, cmd_jobs.c */
+int cmd_resolve(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
 
 /* Shared helpers (tools/cli_util.c). */
 /* A context with the process's settings: tpusim --max-input-size SIZE (anywhere on the command line) sets

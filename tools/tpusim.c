@@ -19,6 +19,10 @@ static const struct {
     {"chips", cmd_chips, "the TPU generations modelled, or one chip or slice (v3-8, v5litepod-16, file.json)"},
     {"bench", cmd_bench, "the classic NxN matmul benchmark: simulated TPU TFLOP/s beside this CPU's, measured"},
     {"train", cmd_train, "train a STEP_DIR data-parallel on a simulated slice (v3-8); predicted step time, profile"},
+    {"serve", cmd_serve, "a TPU on the network: serve a simulated slice over gRPC (grpc://HOST:8470), optionally named"},
+    {"resolve", cmd_resolve, "print the URL of a named TPU (TPU_NAME -> TPU_GRPC_URL)"},
+    {"list", cmd_list, "the named TPUs: URL, slice, state (READY/BUSY/UNHEALTHY), clients, HBM in use"},
+    {"jobs", cmd_jobs, "run and manage jobs on a named TPU: create, list, logs, stop, artifacts"},
 };
 
 static void cli_usage(FILE *f)

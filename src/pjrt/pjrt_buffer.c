@@ -56,6 +56,14 @@ PJRT_Error *pj_buffer_wrap(PJRT_Device *d, tpu_tensor *t, PJRT_Buffer **out)
         free(b);
         return e;
     }
+    if (d->client->remote) {   /* remote mode: the array goes to the TPU host (t is freed either way) */
+        b->t = NULL;
+        if ((e = pj_remote_put(b, t))) {
+            pj_hbm_free(d, bytes);
+            free(b);
+            return e;
+        }
+    }
     b->hbm_bytes = bytes;
     *out = b;
     return NULL;
@@ -63,10 +71,23 @@ PJRT_Error *pj_buffer_wrap(PJRT_Device *d, tpu_tensor *t, PJRT_Buffer **out)
 
 void pj_buffer_release(PJRT_Buffer *b)
 {
-    if (!b->t) return;
+    if (!b->t && !b->remote) return;
+    if (b->remote) pj_remote_delete_buffer(b);
     tpu_tensor_free(b->t);
     b->t = NULL;
+    b->remote = 0;
     pj_hbm_free(b->dev, b->hbm_bytes);
+}
+
+/* The buffer's bytes on this host: its tensor, or in remote mode a copy fetched into *tmp (free it). */
+static PJRT_Error *pj_host_view(const PJRT_Buffer *b, tpu_tensor **tmp, const tpu_tensor **view)
+{
+    *tmp = NULL;
+    *view = b->t;
+    if (b->t || !b->remote) return NULL;
+    PJRT_Error *err = pj_remote_fetch(b, tmp);
+    *view = *tmp;
+    return err;
 }
 
 static PJRT_Error *pj_deleted_error(const PJRT_Buffer *b, const char *what)
@@ -269,14 +290,19 @@ PJRT_Error *pjx_PJRT_Buffer_IsDeleted(PJRT_Buffer_IsDeleted_Args *a)
 
 static PJRT_Error *pj_copy_to(PJRT_Buffer *src, PJRT_Device *dst, PJRT_Buffer **out)
 {
-    if (src->deleted || !src->t) return pj_deleted_error(src, "copy to another device");
+    if (!pj_buffer_live(src)) return pj_deleted_error(src, "copy to another device");
     tpu_ctx *ctx = tpu_ctx_new();
-    tpu_tensor *t = NULL;
+    tpu_tensor *t = NULL, *tmp = NULL;
+    const tpu_tensor *view = NULL;
     tpu_status st = ctx ? tpu_tensor_new(ctx, src->dtype, src->rank, src->dims, &t) : TPU_ERR_NOMEM;
-    PJRT_Error *err = st ? pj_error_tpu(ctx, st, "copy to device") : NULL;
+    PJRT_Error *err = st ? pj_error_tpu(ctx, st, "copy to device") : pj_host_view(src, &tmp, &view);
     tpu_ctx_free(ctx);
-    if (err) return err;
-    memcpy(tpu_tensor_data(t), tpu_tensor_cdata(src->t), tpu_tensor_nbytes(t));
+    if (!err) memcpy(tpu_tensor_data(t), tpu_tensor_cdata(view), tpu_tensor_nbytes(t));
+    tpu_tensor_free(tmp);
+    if (err) {
+        tpu_tensor_free(t);
+        return err;
+    }
     return pj_buffer_wrap(dst, t, out);
 }
 
@@ -298,8 +324,9 @@ PJRT_Error *pjx_PJRT_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *a)
 {
     PJ_NEED(a, PJRT_Buffer_ToHostBuffer_Args, event);
     PJRT_Buffer *b = a->src;
-    if (b->deleted || !b->t) return pj_deleted_error(b, "ToHostBuffer");
-    size_t esz = tpu_dtype_size(b->dtype), n = tpu_tensor_nbytes(b->t);
+    if (!pj_buffer_live(b)) return pj_deleted_error(b, "ToHostBuffer");
+    size_t esz = tpu_dtype_size(b->dtype), n = esz;
+    for (int k = 0; k < b->rank; k++) n *= (size_t)b->dims[k];
     int64_t strides[TPU_MAX_RANK];
     int strided = 0;
     const PJRT_Buffer_MemoryLayout *hl = a->host_layout;
@@ -322,8 +349,13 @@ PJRT_Error *pjx_PJRT_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *a)
     }
     if (a->dst_size < n)
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "ToHostBuffer: destination has %zu bytes, the array needs %zu", a->dst_size, n);
-    if (strided) pj_copy_strided((char *)tpu_tensor_cdata(b->t), a->dst, b->rank, b->dims, strides, esz, 1);
-    else memcpy(a->dst, tpu_tensor_cdata(b->t), n);
+    tpu_tensor *tmp;
+    const tpu_tensor *view;
+    PJRT_Error *err = pj_host_view(b, &tmp, &view);
+    if (err) return err;
+    if (strided) pj_copy_strided((char *)tpu_tensor_cdata(view), a->dst, b->rank, b->dims, strides, esz, 1);
+    else memcpy(a->dst, tpu_tensor_cdata(view), n);
+    tpu_tensor_free(tmp);
     a->event = pj_event_ready(NULL);
     return NULL;
 }
@@ -332,12 +364,19 @@ PJRT_Error *pjx_PJRT_Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *a)
 {
     PJ_NEED(a, PJRT_Buffer_CopyRawToHost_Args, event);
     PJRT_Buffer *b = a->buffer;
-    if (b->deleted || !b->t) return pj_deleted_error(b, "CopyRawToHost");
-    size_t n = tpu_tensor_nbytes(b->t);
-    if (a->offset < 0 || a->transfer_size < 0 || (uint64_t)a->offset + (uint64_t)a->transfer_size > n)
+    if (!pj_buffer_live(b)) return pj_deleted_error(b, "CopyRawToHost");
+    tpu_tensor *tmp;
+    const tpu_tensor *view;
+    PJRT_Error *err = pj_host_view(b, &tmp, &view);
+    if (err) return err;
+    size_t n = tpu_tensor_nbytes(view);
+    if (a->offset < 0 || a->transfer_size < 0 || (uint64_t)a->offset + (uint64_t)a->transfer_size > n) {
+        tpu_tensor_free(tmp);
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "CopyRawToHost: bytes [%lld, %lld) outside the buffer's %zu",
                         (long long)a->offset, (long long)(a->offset + a->transfer_size), n);
-    memcpy(a->dst, (const char *)tpu_tensor_cdata(b->t) + a->offset, (size_t)a->transfer_size);
+    }
+    memcpy(a->dst, (const char *)tpu_tensor_cdata(view) + a->offset, (size_t)a->transfer_size);
+    tpu_tensor_free(tmp);
     a->event = pj_event_ready(NULL);
     return NULL;
 }
@@ -376,6 +415,7 @@ PJRT_Error *pjx_PJRT_Buffer_DecreaseExternalReferenceCount(PJRT_Buffer_DecreaseE
 PJRT_Error *pjx_PJRT_Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *a)
 {
     PJ_NEED(a, PJRT_Buffer_UnsafePointer_Args, buffer_pointer);
+    if (a->buffer->remote) return pj_error(PJRT_Error_Code_UNIMPLEMENTED, "UnsafePointer: the buffer lives on the remote TPU host");
     if (a->buffer->deleted || !a->buffer->t) return pj_deleted_error(a->buffer, "UnsafePointer");
     a->buffer_pointer = (uintptr_t)tpu_tensor_data(a->buffer->t);
     return NULL;
@@ -384,6 +424,8 @@ PJRT_Error *pjx_PJRT_Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *a)
 PJRT_Error *pjx_PJRT_Buffer_OpaqueDeviceMemoryDataPointer(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args *a)
 {
     PJ_NEED(a, PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, device_memory_ptr);
+    if (a->buffer->remote)
+        return pj_error(PJRT_Error_Code_UNIMPLEMENTED, "OpaqueDeviceMemoryDataPointer: the buffer lives on the remote TPU host");
     if (a->buffer->deleted || !a->buffer->t) return pj_deleted_error(a->buffer, "OpaqueDeviceMemoryDataPointer");
     a->device_memory_ptr = tpu_tensor_data(a->buffer->t);
     return NULL;

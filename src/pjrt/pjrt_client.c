@@ -140,6 +140,7 @@ PJRT_Error *pj_client_new(const PJRT_Client_Create_Args *a, PJRT_Client **out)
     else if (!strcmp(num, "tpu")) c->numerics = TPU_NUMERICS_TPU;
     else if (!strcmp(num, "exact")) c->numerics = TPU_NUMERICS_EXACT;
     else err = pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "TPUSIM_NUMERICS=%s: expected tpu or exact", num);
+    if (!err) err = pj_remote_open(c, &slice);   /* TPU_NAME / TPU_GRPC_URL: the TPU host's slice */
     if (!err) {
         tpu_status st = tpu_chip_get(c->ctx, slice, &c->chip);
         if (st) err = pj_error_tpu(c->ctx, st, "TPUSIM_SLICE");
@@ -183,6 +184,7 @@ void pj_client_free(PJRT_Client *c)
     if (!c) return;
     pj_report_track(c, 0);
     if (c->devs) pj_report_summary(c);
+    pj_remote_close(c);
     for (int i = 0; i < c->nsystems; i++) tpu_system_free(c->systems[i].sys);
     pj_dist_client_free(c);
     for (int i = 0; c->devs && i < c->ndev; i++)

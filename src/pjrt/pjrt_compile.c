@@ -14,6 +14,7 @@ static PJRT_Error *pj_nomem(void) { return pj_error(PJRT_Error_Code_RESOURCE_EXH
 
 static void pj_executable_free(PJRT_Executable *e)
 {
+    if (e->remote) pj_remote_delete_executable(e);
     tpu_module_free(e->m);
     free(e->name);
     free(e->assignment);
@@ -198,8 +199,10 @@ static PJRT_Error *pj_build(PJRT_Client *c, tpu_ctx *ctx, const PJRT_Program *pr
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT,
                         "tpusim: %s says replica_count=%lld num_partitions=%lld; the compile options ask for %d x %d",
                         e->name, (long long)mr, (long long)mp, e->nreplicas, e->npartitions);
-    if ((err = pj_assign(c, e, o)) || (err = pj_describe_outputs(e)) || (err = pj_check_for_tpu(c, ctx, e))) return err;
+    if ((err = pj_assign(c, e, o)) || (err = pj_describe_outputs(e))) return err;
     if (!e->optimized_hlo && tpu_module_to_string(ctx, e->m, &e->optimized_hlo)) return pj_nomem();
+    /* remote mode: the TPU host checks, plans and keeps the per-device program */
+    if ((err = c->remote ? pj_remote_compile(c, e) : pj_check_for_tpu(c, ctx, e))) return err;
     e->fingerprint = pj_fingerprint(e->optimized_hlo, e->nreplicas, e->npartitions, e->numerics);
     return e->fingerprint ? NULL : pj_nomem();
 }

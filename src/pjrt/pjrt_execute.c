@@ -21,7 +21,7 @@ static void pj_shape_str(tpu_dtype t, int rank, const int64_t *dims, char *buf, 
 static PJRT_Error *pj_check_arg(const PJRT_Executable *e, const PJRT_Buffer *b, PJRT_Device *dev, int i)
 {
     if (!b) return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: argument %d is missing", e->name, i);
-    if (b->deleted || !b->t)
+    if (!pj_buffer_live(b))
         return pj_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: argument %d was %s", e->name, i,
                         b->donated ? "donated to an earlier execution (its buffer was reused)" : "deleted");
     if (b->dev != dev)
@@ -79,11 +79,6 @@ static PJRT_Error *pj_system(PJRT_Client *c, int n, tpu_system **out)
 
 /* ---- host transfers: the framework's send and recv callbacks of this execution ---- */
 
-typedef struct pj_host {
-    const PJRT_ExecuteOptions *o;
-    int                        ndev;
-} pj_host;
-
 static PJRT_Error *pj_callback_error(PJRT_Error_Code code, const char *msg, size_t n)
 {
     return pj_error(code, "%.*s", (int)n, msg ? msg : "");
@@ -108,7 +103,7 @@ static tpu_status pj_host_fail(tpu_ctx *ctx, PJRT_Error *e, const char *what, in
     return st;
 }
 
-static tpu_status pj_host_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v)
+tpu_status pj_host_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v)
 {
     const pj_host *h = user;
     for (size_t i = 0; h->o && h->o->send_callbacks && device < h->ndev && i < h->o->num_send_ops; i++) {
@@ -137,7 +132,7 @@ static void pj_stream_unref(PJRT_CopyToDeviceStream *s)
     free(s);
 }
 
-static tpu_status pj_host_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v)
+tpu_status pj_host_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v)
 {
     const pj_host *h = user;
     for (size_t i = 0; h->o && h->o->recv_callbacks && device < h->ndev && i < h->o->num_recv_ops; i++) {
@@ -334,6 +329,7 @@ PJRT_Error *pj_execute(PJRT_LoadedExecutable_Execute_Args *a)
             PJRT_Error *err = pj_check_arg(e, a->argument_lists[d][i], devs[d], i);
             if (err) return err;
         }
+    if (e->client->remote) return pj_remote_execute(a, devs, n);
     tpu_tensor ***ins = calloc((size_t)n, sizeof *ins), ***outs = calloc((size_t)n, sizeof *outs);
     tpu_tensor **flat = calloc((size_t)n * (size_t)(e->ninputs + 1), sizeof *flat);
     PJRT_Error *err = !ins || !outs || !flat ? pj_nomem() : NULL;

@@ -15,6 +15,7 @@
  *   pjrt_report.c    what a TPU user sees: the "Found TPU system" line, TPUSIM_PROFILE_DIR, the exit summary
  *   pjrt_dist.c      a slice spread over processes (jax.distributed under mpirun): which devices are this
  *                    process's, and executions whose devices span processes (src/dist/ carries the collectives)
+ *   pjrt_remote.c    remote mode (TPU_NAME / TPU_GRPC_URL): compile, buffers and runs on a `tpusim serve` host
  *
  * Every call is synchronous: when a function returns, its work is done, so every event is born ready.
  * Threads: the framework calls from several threads; a client's shared state is under its mutex. */
@@ -143,6 +144,7 @@ struct PJRT_Client {
     int64_t         live_buffers, live_executables;
     int             summarized;     /* the exit summary was written */
     int             announced;      /* the "Found TPU system" line was printed */
+    struct pj_remote *remote;       /* remote mode (TPU_NAME / TPU_GRPC_URL): pjrt_remote.c; NULL in-process */
 };
 
 /* Environment and slice: TPUSIM_SLICE (default v3-8), TPUSIM_NUMERICS (tpu|exact), TPUSIM_THREADS. */
@@ -166,7 +168,9 @@ struct PJRT_Buffer {
     int          donated;
     int          ext_refs;
     int64_t      ext_dims[TPU_MAX_RANK];
+    uint64_t     remote;     /* remote mode: the server's handle (t stays NULL); 0 otherwise */
 };
+static inline int pj_buffer_live(const PJRT_Buffer *b) { return !b->deleted && (b->t || b->remote); }
 
 tpu_dtype        pj_dtype_from_pjrt(PJRT_Buffer_Type t);
 PJRT_Buffer_Type pj_dtype_to_pjrt(tpu_dtype t);
@@ -177,6 +181,15 @@ void        pj_buffer_release(PJRT_Buffer *b);    /* frees the tensor and its HB
 /* ---- host transfers: jax's host callbacks (pjrt_execute.c) ----
  * A recv asks the framework's recv callback for data through a stream the framework fills with chunks
  * (possibly from another thread) and destroys when it is done with it: two owners, counted. */
+/* An execution's host transfers go to the framework's send/recv callbacks (user: a pj_host); remote mode
+ * calls them for the transfers the TPU host streams back. */
+typedef struct pj_host {
+    const PJRT_ExecuteOptions *o;
+    int                        ndev;
+} pj_host;
+tpu_status pj_host_send(void *user, tpu_ctx *ctx, int device, int64_t ch, const tpu_tensor *v);
+tpu_status pj_host_recv(void *user, tpu_ctx *ctx, int device, int64_t ch, tpu_tensor *v);
+
 struct PJRT_CopyToDeviceStream {
     pthread_mutex_t mu;
     pthread_cond_t  cv;
@@ -226,6 +239,7 @@ struct PJRT_Executable {
     char         *options;           /* the compile options as received */
     size_t        options_len;
     int           note;              /* index in client->notes, or -1 */
+    uint64_t      remote;            /* remote mode: the server's executable (0: none) */
     int           refs;              /* the loaded executable and each PJRT_Executable handle given out */
 };
 
@@ -277,6 +291,20 @@ PJRT_Error *pj_python_frontend(const char *code, size_t len, const char *format,
 void        pj_frontend_result_free(pj_frontend_result *r);
 /* The per-device HLO as StableHLO bytecode (what OptimizedProgram returns as "mlir"), through jaxlib. */
 PJRT_Error *pj_python_optimized_program(const char *hlo, char **out, size_t *len);
+
+/* ---- remote mode (pjrt_remote.c): with TPU_NAME or TPU_GRPC_URL set, the client is a session on a
+ * `tpusim serve` host: programs are compiled, buffers kept and executions run there; what the framework asks
+ * about them (shapes, memory and cost analyses) is answered here from the same program. ---- */
+/* Connects when TPU_GRPC_URL / TPU_NAME say so (else leaves c->remote NULL): *slice gets the server's. */
+PJRT_Error *pj_remote_open(PJRT_Client *c, const char **slice);
+void        pj_remote_close(PJRT_Client *c);
+const char *pj_remote_where(const PJRT_Client *c);                 /* " at grpc://HOST:PORT (TPU NAME)", or "" */
+PJRT_Error *pj_remote_put(PJRT_Buffer *b, tpu_tensor *t);          /* uploads t to b's device (t is freed) */
+PJRT_Error *pj_remote_fetch(const PJRT_Buffer *b, tpu_tensor **out);
+void        pj_remote_delete_buffer(PJRT_Buffer *b);
+PJRT_Error *pj_remote_compile(PJRT_Client *c, PJRT_Executable *e);   /* the server checks, plans and keeps it */
+void        pj_remote_delete_executable(PJRT_Executable *e);
+PJRT_Error *pj_remote_execute(PJRT_LoadedExecutable_Execute_Args *a, PJRT_Device *const *devs, int n);
 
 /* ---- what a TPU user sees (pjrt_report.c) ---- */
 void        pj_report_found_system(PJRT_Client *c);                      /* at first use */

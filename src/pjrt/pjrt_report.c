@@ -28,9 +28,9 @@ void pj_report_found_system(PJRT_Client *c)
     tpu_device_info d0;
     if (tpu_chip_device(c->ctx, c->chip, 0, &d0)) return;
     fprintf(stderr,
-            "tpusim: Found TPU system: %s (simulated), %d %s device%s (%d TensorCore%s on %d chip%s, %d host%s), "
+            "tpusim: Found TPU system: %s (simulated)%s, %d %s device%s (%d TensorCore%s on %d chip%s, %d host%s), "
             "%.2f GiB HBM per device, %s numerics\n",
-            c->slice, c->ndev, d0.kind, c->ndev == 1 ? "" : "s", tpu_chip_num_cores(c->chip),
+            c->slice, pj_remote_where(c), c->ndev, d0.kind, c->ndev == 1 ? "" : "s", tpu_chip_num_cores(c->chip),
             tpu_chip_num_cores(c->chip) == 1 ? "" : "s", tpu_chip_num_chips(c->chip),
             tpu_chip_num_chips(c->chip) == 1 ? "" : "s", tpu_chip_num_hosts(c->chip),
             tpu_chip_num_hosts(c->chip) == 1 ? "" : "s", (double)d0.hbm_bytes / (1024.0 * 1024 * 1024),

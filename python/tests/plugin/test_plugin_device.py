@@ -137,6 +137,7 @@ def test_found_tpu_system_line_and_profile_dir(tmp_path):
     """)
     env = dict(os.environ, JAX_PLATFORMS="tpusim", TPUSIM_PROFILE_DIR=str(tmp_path / "prof"), TPUSIM_QUIET="0",
                TPUSIM_SLICE="v5e-4")
+    env.pop("TPU_NAME", None), env.pop("TPU_GRPC_URL", None)   # in-process: the slice this test names
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "Found TPU system: v5litepod-4 (simulated), 4 TPU v5 lite devices" in r.stderr
