@@ -28,6 +28,7 @@ def _env(slice_name):
     env = dict(os.environ, JAX_PLATFORMS="tpusim", TPUSIM_SLICE=slice_name, TPUSIM_QUIET="1", TPUSIM_MPI_TEST_TAG=TAG,
                PYTHONPATH=os.path.join(ROOT, "python"))
     env.pop("XLA_FLAGS", None)
+    env.pop("TPU_NAME", None), env.pop("TPU_GRPC_URL", None)   # the ranks simulate the slice themselves
     return env
 
 
