@@ -490,6 +490,25 @@ const char *tpu_profile_advice(tpu_profile *p);
 /* Chrome trace-event JSON (opens in Perfetto and chrome://tracing), and the HTML report with charts. */
 tpu_status  tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path);
 tpu_status  tpu_profile_write_html(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+/* TensorBoard: the profile as an XSpace, the XLA profiler's protobuf (an XPlane per device with its "Steps",
+ * "XLA Modules" and "XLA Ops" lines and each op's FLOPs, bytes and HLO category), which TensorBoard's profile
+ * plugin shows in its trace viewer, op profile and overview. _write_tensorboard writes it where the plugin
+ * looks: LOGDIR/plugins/profile/RUN/HOST.xplane.pb (RUN NULL: the time, as the profiler names runs), creating
+ * directories as needed; *written (if not NULL) gets the file's path (free with tpu_free). The profile's steps
+ * are laid end to end. */
+tpu_status  tpu_profile_write_xplane(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+tpu_status  tpu_profile_write_tensorboard(tpu_ctx *ctx, const tpu_profile *p, const char *logdir, const char *run,
+                                          char **written);
+/* Several programs in one TensorBoard profile (the PJRT plugin: every executable and its executions): each
+ * added profile's `runs` executions are laid end to end after the previous one's. The profiles must stay
+ * alive until the space is written or freed. */
+typedef struct tpu_xspace tpu_xspace;
+tpu_status  tpu_xspace_new(tpu_ctx *ctx, tpu_xspace **out);
+void        tpu_xspace_free(tpu_xspace *xs);
+tpu_status  tpu_xspace_add(tpu_ctx *ctx, tpu_xspace *xs, const tpu_profile *p, int64_t runs);
+tpu_status  tpu_xspace_write(tpu_ctx *ctx, const tpu_xspace *xs, const char *path);
+tpu_status  tpu_xspace_write_tensorboard(tpu_ctx *ctx, const tpu_xspace *xs, const char *logdir, const char *run,
+                                         char **written);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Replicas: a system of devices running one program together, with collectives (docs/runtime.md)
