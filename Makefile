@@ -44,7 +44,7 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests tensorboard-venv
 all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
@@ -96,9 +96,19 @@ $(VENV)/.ok: scripts/requirements-plugin.txt
 	@touch $@
 venv: deps $(VENV)/.ok
 
+# TensorBoard and its profile plugin from PyPI (scripts/requirements-tensorboard.txt), for the browser test of
+# `tpusim profile --tensorboard` (tests/t_tensorboard.c); `tensorboard --logdir LOGDIR` from here shows profiles.
+TBVENV := build/tb-venv
+$(TBVENV)/.ok: scripts/requirements-tensorboard.txt
+	@echo "tpusim: setting up $(TBVENV) (tensorboard and its profile plugin from PyPI)"
+	@python3 -m venv $(TBVENV)
+	@$(TBVENV)/bin/pip install -q --disable-pip-version-check -r scripts/requirements-tensorboard.txt
+	@touch $@
+tensorboard-venv: deps $(TBVENV)/.ok
+
 # The README's test command. Everything runs from the repository root (tests read ../shared/corpus).
 # scripts/run_tests.sh runs each suite and closes with the totals ("N passed, N failed, N skipped").
-test: deps
+test: deps $(VENV)/.ok $(TBVENV)/.ok
 	./scripts/run_tests.sh "$(MAKE) --no-print-directory test-unit" "$(MAKE) --no-print-directory test-cli" \
 	    "$(MAKE) --no-print-directory test-plugin"
 
