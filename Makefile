@@ -5,6 +5,7 @@
 #   make demo       installs missing packages, builds, runs the demo
 #   make fuzz       builds the libFuzzer targets with clang (build/fuzz/)
 #   make plugin     the PJRT plugin: build/release/libtpusim_pjrt.so (jax: JAX_PLATFORMS=tpusim)
+#   make install PREFIX=/usr/local   tpusim, libtpusim.so and .a, include/tpusim.h, lib/pkgconfig/tpusim.pc
 #   make test-plugin  its pytest suite through jax (installs the pinned jax into build/venv)
 MODE ?= release
 CC ?= cc
@@ -44,8 +45,8 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests tensorboard-venv
-all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests tensorboard-venv lib install uninstall
+all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim.so $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
 	@./scripts/deps.sh
@@ -75,6 +76,32 @@ $(BUILD)/libtpusim.a: $(LIB_OBJ)
 	@rm -f $@
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)ar rcs $@ $^
+
+# The library to link against (and the one the Python API loads): only the public API is exported.
+VERSION := $(shell sed -n 's/^\#define TPUSIM_VERSION "\(.*\)"/\1/p' include/tpusim.h)
+SOMAJOR := 0
+$(BUILD)/libtpusim.so: $(LIB_OBJ) src/exports.map
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/exports.map -Wl,-soname,libtpusim.so.$(SOMAJOR) -Wl,-z,defs \
+	    -o $@ $(LIB_OBJ) $(LDLIBS)
+lib: $(BUILD)/libtpusim.so $(BUILD)/libtpusim.a
+
+# make install PREFIX=DIR [DESTDIR=STAGE]: the CLI, the libraries, the header and a pkg-config file.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+install: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim.so scripts/tpusim.pc.in
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BUILD)/tpusim $(DESTDIR)$(PREFIX)/bin/tpusim
+	install -m 644 $(BUILD)/libtpusim.a $(DESTDIR)$(LIBDIR)/libtpusim.a
+	install -m 755 $(BUILD)/libtpusim.so $(DESTDIR)$(LIBDIR)/libtpusim.so.$(VERSION)
+	ln -sf libtpusim.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libtpusim.so.$(SOMAJOR)
+	ln -sf libtpusim.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libtpusim.so
+	install -m 644 include/tpusim.h $(DESTDIR)$(PREFIX)/include/tpusim.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' scripts/tpusim.pc.in \
+	    > $(DESTDIR)$(LIBDIR)/pkgconfig/tpusim.pc
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tpusim $(DESTDIR)$(LIBDIR)/libtpusim.a $(DESTDIR)$(LIBDIR)/libtpusim.so* \
+	    $(DESTDIR)$(PREFIX)/include/tpusim.h $(DESTDIR)$(LIBDIR)/pkgconfig/tpusim.pc
 
 $(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
