@@ -212,8 +212,26 @@ tpu_status  tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out);
  * HloSnapshot as XLA dumps them (`*.hlo.pb`), told apart from the bytes. `what` names the input in messages,
  * which give the byte offset and field path ("prog.pb: byte 1234: computations[2].instructions[7].shape:
  * ..."); instructions of such a module report line 1, column = byte offset + 1. tpu_module_parse and
- * tpu_module_load accept binary protos too (told from text by its control bytes). */
+ * tpu_module_load accept binary protos too (told from text by its control bytes), and StableHLO through the
+ * context's converter (tpu_ctx_set_converter). tpu_module_load reads standard input for the path "-". */
 tpu_status  tpu_module_parse_proto(tpu_ctx *ctx, const void *bytes, size_t len, const char *what, tpu_module **out);
+/* The format of a program's bytes, from the bytes alone: "hlo" (HLO text), "hlo-proto-text", "hlo-proto"
+ * (binary HloModuleProto, HloProto, HloSnapshot), "stablehlo" (MLIR text: jax's lowered.as_text(), .mlir),
+ * "stablehlo-bytecode" (MLIR bytecode: .mlirbc, jax's portable artifact) or "jax-export" (jax.export's
+ * Exported.serialize()). */
+const char *tpu_program_format(const void *bytes, size_t len);
+/* StableHLO (the three formats above) is read as jaxlib converts it to HLO, the route the PJRT plugin takes.
+ * tpusim does not link jaxlib: the loaders hand the StableHLO (MLIR text or bytecode; a jax export's module
+ * taken out of it) to the context's converter, which returns HLO text or a binary HloModuleProto in *out
+ * (malloc'ed; tpusim frees it with free()) or an error on ctx (tpu_set_error). Without a converter, StableHLO
+ * is TPU_ERR_UNSUPPORTED with a message saying so. `fn` NULL removes it. */
+typedef tpu_status (*tpu_converter)(void *user, tpu_ctx *ctx, const void *stablehlo, size_t len, const char *what,
+                                    char **out, size_t *out_len);
+void        tpu_ctx_set_converter(tpu_ctx *ctx, tpu_converter fn, void *user);
+/* The converter the tpusim command uses: runs Python (`user`: its path, else $TPUSIM_PYTHON, else python3)
+ * with jaxlib's converter in a child process. Without jaxlib the error names the pip command. */
+tpu_status  tpu_convert_with_python(void *user, tpu_ctx *ctx, const void *stablehlo, size_t len, const char *what,
+                                    char **out, size_t *out_len);
 /* Parses a file holding several modules separated by lines "// -----" (XLA's -split-input-file test
  * convention). Line numbers in messages are those of the whole file. */
 tpu_status  tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***out, int *count);

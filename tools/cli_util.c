@@ -14,6 +14,8 @@ tpu_ctx *cli_ctx_new(void)
 {
     tpu_ctx *ctx = tpu_ctx_new();
     if (ctx && cli_max_input) tpu_ctx_set_input_limit(ctx, cli_max_input);
+    /* StableHLO (.mlir, .mlirbc, jax.export files) through jaxlib in a child Python (TPUSIM_PYTHON) */
+    if (ctx) tpu_ctx_set_converter(ctx, tpu_convert_with_python, NULL);
     return ctx;
 }
 
