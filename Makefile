@@ -45,7 +45,7 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests tensorboard-venv lib install uninstall
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin venv jax-tests tensorboard-venv lib install uninstall test-python
 all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim.so $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
@@ -137,7 +137,7 @@ tensorboard-venv: deps $(TBVENV)/.ok
 # scripts/run_tests.sh runs each suite and closes with the totals ("N passed, N failed, N skipped").
 test: deps $(VENV)/.ok $(TBVENV)/.ok
 	./scripts/run_tests.sh "$(MAKE) --no-print-directory test-unit" "$(MAKE) --no-print-directory test-cli" \
-	    "$(MAKE) --no-print-directory test-plugin"
+	    "$(MAKE) --no-print-directory test-plugin" "$(MAKE) --no-print-directory test-python"
 
 test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
@@ -154,6 +154,11 @@ jax-tests: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
 test-plugin: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so
 	JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 \
 	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/plugin
+
+# The in-process Python API (python/tests/api): tpusim.run/check/memory/profile over libtpusim.so.
+test-python: $(VENV)/.ok $(BUILD)/libtpusim.so
+	JAX_PLATFORMS=cpu PYTHONPATH=python TPUSIM_LIBRARY=$(BUILD)/libtpusim.so \
+	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/api
 
 # Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK). The plugin
 # is checked under the sanitizers through its ABI (tests/t_pjrt.c); inside Python it runs in the release build.
