@@ -244,6 +244,8 @@ tpu_status  tpu_module_to_string(tpu_ctx *ctx, const tpu_module *m, char **out);
 const char *tpu_module_name(const tpu_module *m);
 int         tpu_module_num_params(const tpu_module *m);
 int         tpu_module_num_instructions(const tpu_module *m);  /* all computations */
+/* The name of entry parameter i as the program writes it ("x.1", "Arg_0.1"), NULL if out of range. */
+const char *tpu_module_param_name(const tpu_module *m, int i);
 /* Parameter shape of the entry computation, e.g. "f32[2,3]{1,0}". */
 tpu_status  tpu_module_param_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
 /* The entry computation's inputs and outputs as arrays: tuple-shaped parameters and results are flattened

@@ -44,6 +44,9 @@ int  cli_num(const char *cmd, const char *opt, const char *v, double lo, double 
 int  cli_npz_params_filter(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
                            char *why, size_t why_size);
 
+/* The entry parameter an .npz member is named after ("x" or "x.1" for parameter x.1), or -1. */
+int  cli_param_named(const tpu_module *m, const char *member);
+
 /* The same check without a message (for values inside a list, e.g. --price v4=3.22): 1 if v is a number. */
 int  cli_parse_num(const char *v, size_t len, double *out);
 

@@ -71,11 +71,51 @@ void cli_print_warnings(tpu_ctx *ctx)
     tpu_warnings_clear(ctx);
 }
 
+int cli_param_named(const tpu_module *m, const char *member)
+{
+    int np = tpu_module_num_params(m);
+    size_t ml = strlen(member);
+    for (int i = 0; i < np; i++) {
+        const char *pn = tpu_module_param_name(m, i);
+        if (!pn) continue;
+        if (!strcmp(pn, member)) return i;
+        /* "x" names "x.1": XLA numbers instruction names, jax's exports name parameters after the arguments */
+        const char *dot = strrchr(pn, '.');
+        if (dot && (size_t)(dot - pn) == ml && !strncmp(pn, member, ml) && dot[1] && strspn(dot + 1, "0123456789") == strlen(dot + 1))
+            return i;
+    }
+    return -1;
+}
+
+/* "f32[8,16]" */
+static void cli_shape_str(char *buf, size_t n, tpu_dtype dtype, int rank, const int64_t *dims)
+{
+    size_t l = (size_t)snprintf(buf, n, "%s[", tpu_dtype_name(dtype));
+    for (int k = 0; k < rank && l + 24 < n; k++) l += (size_t)snprintf(buf + l, n - l, "%s%lld", k ? "," : "", (long long)dims[k]);
+    if (l + 2 < n) snprintf(buf + l, n - l, "]");
+}
+
 int cli_npz_params_filter(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
                           char *why, size_t why_size)
 {
     const tpu_module *m = user;
     int np = tpu_module_num_params(m);
+    int named = cli_param_named(m, name);
+    if (named >= 0) {   /* a member named like a parameter must have that parameter's shape */
+        tpu_dtype pt;
+        int pr;
+        int64_t pd[TPU_MAX_RANK];
+        if (tpu_module_param_info(m, named, &pt, &pr, pd) != TPU_OK || pt == TPU_TUPLE) return 0;
+        int same = pt == dtype && pr == rank;
+        for (int k = 0; same && k < rank; k++) same = pd[k] == dims[k];
+        if (same) return 0;
+        char got[256], want[256];
+        cli_shape_str(got, sizeof got, dtype, rank, dims);
+        cli_shape_str(want, sizeof want, pt, pr, pd);
+        snprintf(why, why_size, "%s, but parameter %d (%s) of %s is %s; nothing was read", got, named,
+                 tpu_module_param_name(m, named), tpu_module_name(m), want);
+        return 1;
+    }
     char want[512] = "";
     size_t wl = 0;
     for (int i = 0; i < np; i++) {

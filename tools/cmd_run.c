@@ -54,6 +54,62 @@ static void run_usage(FILE *f)
             "unreadable program.\n");
 }
 
+/* The parameter member k of an archive stands for: arg<i> (every member so named), else the parameter it is
+ * named like (every member so named), else its position. */
+static int run_member_param(const tpu_module *m, char **names, int nin, int k, int by)
+{
+    if (by == 0) {
+        int i, len = 0;
+        return sscanf(names[k], "arg%d%n", &i, &len) == 1 && !names[k][len] && i >= 0 ? i : -1;
+    }
+    return by == 1 ? cli_param_named(m, names[k]) : k;
+}
+
+/* Puts an .npz's members in parameter order (ins and names together); says which member is wrong, missing or
+ * extra and returns 1 when they do not make up the parameters. */
+static int run_order_members(const tpu_module *m, const char *npz, tpu_tensor **ins, char **names, int nin)
+{
+    int np = tpu_module_num_params(m), by = 2;
+    for (int rule = 0; rule < 2 && by == 2; rule++) {
+        int all = nin > 0;
+        for (int k = 0; k < nin && all; k++) all = run_member_param(m, names, nin, k, rule) >= 0;
+        if (all) by = rule;
+    }
+    if (by == 2) return 0;   /* archive order; tpu_run checks count and shapes */
+    tpu_tensor **t = calloc((size_t)(np ? np : 1), sizeof *t);
+    char **nm = calloc((size_t)(np ? np : 1), sizeof *nm);
+    int bad = !t || !nm;
+    for (int k = 0; k < nin && !bad; k++) {
+        int i = run_member_param(m, names, nin, k, by);
+        if (i >= np) {
+            fprintf(stderr, "tpusim run: %s: member '%s': %s takes %d parameter%s\n", npz, names[k], tpu_module_name(m),
+                    np, np == 1 ? "" : "s");
+            bad = 1;
+        } else if (t[i]) {
+            fprintf(stderr, "tpusim run: %s: members '%s' and '%s' both stand for parameter %d (%s)\n", npz, nm[i],
+                    names[k], i, tpu_module_param_name(m, i));
+            bad = 1;
+        } else {
+            t[i] = ins[k], nm[i] = names[k];
+        }
+    }
+    for (int i = 0; i < np && !bad && nin == np; i++)
+        if (!t[i]) bad = 1;
+    if (!bad && nin != np) bad = 1;
+    if (bad && t && nm && nin < np)
+        for (int i = 0; i < np; i++)
+            if (!t[i]) {
+                fprintf(stderr, "tpusim run: %s has no member for parameter %d (%s; name a member '%s' or 'arg%d')\n", npz,
+                        i, tpu_module_param_name(m, i), tpu_module_param_name(m, i), i);
+                break;
+            }
+    if (!bad)
+        for (int i = 0; i < np; i++) ins[i] = t[i], names[i] = nm[i];
+    free(t);
+    free(nm);
+    return bad;
+}
+
 static int run_mkdir_p(const char *dir)
 {
     char buf[4096];
@@ -193,28 +249,9 @@ int cmd_run(int argc, char **argv)
     } else if (npz) {
         st = tpu_npz_load_filtered(ctx, npz, cli_npz_params_filter, m, &ins, &names, &nin);
         nnames = nin;
-        /* order members arg0, arg1, ... when they are named that way */
-        if (!st) {
-            int numbered = 1;
-            for (int i = 0; i < nin && numbered; i++) {
-                char want[32];
-                snprintf(want, sizeof want, "arg%d", i);
-                int found = 0;
-                for (int k = 0; k < nin; k++) found |= !strcmp(names[k], want);
-                numbered = found;
-            }
-            if (numbered) {
-                tpu_tensor **sorted = calloc((size_t)(nin ? nin : 1), sizeof *sorted);
-                if (!sorted) { fprintf(stderr, "tpusim run: out of memory\n"); rc = 2; goto done; }
-                for (int i = 0; i < nin; i++) {
-                    char want[32];
-                    snprintf(want, sizeof want, "arg%d", i);
-                    for (int k = 0; k < nin; k++)
-                        if (!strcmp(names[k], want)) sorted[i] = ins[k];
-                }
-                for (int i = 0; i < nin; i++) ins[i] = sorted[i];
-                free(sorted);
-            }
+        if (!st && run_order_members(m, npz, ins, names, nin)) {
+            rc = 2;
+            goto done;
         }
     } else if (nfiles) {
         ins = calloc((size_t)nfiles, sizeof *ins);
