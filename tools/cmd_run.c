@@ -1,6 +1,8 @@
 /* cmd_run.c — `tpusim run`: execute an HLO program on the CPU with TPU numerics. */
 #include "cli.h"
 
+#include <cJSON.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@ static void run_usage(FILE *f)
             "                         program from elsewhere whose while loop never ends cannot hang (default:\n"
             "                         no limit)\n"
             "  --timeout SECONDS      stop (exit 1) after this much wall time (default: no limit)\n"
+            "  --json                 print a JSON object: the outputs' shapes, statistics and first values, times\n"
             "  --quiet                print nothing but errors\n"
             "\n"
             "several devices (docs/runtime.md):\n"
@@ -168,7 +171,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *prog = NULL, *npz = NULL, *outdir = NULL;
     const char *files[1024];
-    int nfiles = 0, random = 0, quiet = 0;
+    int nfiles = 0, random = 0, quiet = 0, json = 0;
     uint64_t seed = 1;
     tpu_run_opts opts = tpu_run_opts_default();
     for (int i = 1; i < argc && !cli_is_help(argv[i]); i++)   /* several devices: cmd_run_rep.c */
@@ -200,6 +203,8 @@ int cmd_run(int argc, char **argv)
             random = 1;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tpusim run: unknown option '%s' (see tpusim run --help)\n", argv[i]);
             return 2;
@@ -279,14 +284,37 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     double t1 = run_now();
+    cli_progress *prog_line = cli_progress_start("tpusim run: running %s", tpu_module_name(m));
     st = tpu_run(ctx, m, &opts, ins, nin, &outs, &nout);
+    cli_progress_stop(prog_line);
     double t_run = run_now() - t1;
     if (st) {
         fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
         rc = 1;
         goto done;
     }
-    if (!quiet) {
+    if (json) {
+        cJSON *o = cJSON_CreateObject(), *arr = o ? cJSON_AddArrayToObject(o, "outputs") : NULL;
+        if (o) {
+            cJSON_AddStringToObject(o, "program", prog);
+            cJSON_AddStringToObject(o, "module", tpu_module_name(m));
+            cJSON_AddStringToObject(o, "numerics", opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact");
+            cJSON_AddNumberToObject(o, "parse_s", t_parse);
+            cJSON_AddNumberToObject(o, "run_s", t_run);
+        }
+        for (int i = 0; arr && i < nout; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "out%d", i);
+            cJSON *e = cli_tensor_json(outs[i], name);
+            if (e && outdir) {
+                char path[4200];
+                snprintf(path, sizeof path, "%s/out%d.npy", outdir, i);
+                cJSON_AddStringToObject(e, "file", path);
+            }
+            cJSON_AddItemToArray(arr, e);
+        }
+        if (cli_print_json(o)) rc = 2;
+    } else if (!quiet) {
         printf("%s: %d output%s (numerics %s), parse %.3f s, run %.3f s\n", prog, nout, nout == 1 ? "" : "s",
                opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact", t_parse, t_run);
         for (int i = 0; i < nout; i++) {
@@ -312,7 +340,7 @@ int cmd_run(int argc, char **argv)
                 goto done;
             }
         }
-        if (!quiet) printf("wrote %d file%s to %s/\n", nout, nout == 1 ? "" : "s", outdir);
+        if (!quiet && !json) printf("wrote %d file%s to %s/\n", nout, nout == 1 ? "" : "s", outdir);
     }
 done:
     if (nfiles && ins) {
