@@ -2,6 +2,8 @@
  * then says how fast it would run there; or the learning-rate finder (--lr-find). */
 #include "cli.h"
 
+#include <cJSON.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,7 @@ static void train_usage(FILE *f)
             "  --log-every L          a progress line every L steps (default: 20 per run)\n"
             "  --no-progress          no progress bar even on a terminal (plain lines)\n"
             "  --quiet                no progress output at all\n"
+            "  --json                 print the result as a JSON object (progress stays on stderr)\n"
             "learning-rate finder (docs/step_dir.md section 8):\n"
             "  --lr-find              from init_state, steps with the learning rate growing geometrically from\n"
             "                         --lr-min (1e-6) to --lr-max (1) over --steps (100); stops when the loss\n"
@@ -98,7 +101,7 @@ int cmd_train(int argc, char **argv)
 {
     tpu_train_opts o = tpu_train_opts_default();
     const char *dir = NULL, *lr_out = NULL;
-    int lr_find = 0, quiet = 0, no_bar = 0;
+    int lr_find = 0, quiet = 0, no_bar = 0, json = 0;
     double lr_min = 1e-6, lr_max = 1.0, d;
     int have_steps = 0;
     for (int i = 1; i < argc; i++) {
@@ -127,6 +130,8 @@ int cmd_train(int argc, char **argv)
             lr_find = 1;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
         } else if (!strcmp(a, "--no-progress")) {
             no_bar = 1;
         } else if (OPT("--steps-per-exec")) {
@@ -244,7 +249,35 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "tpusim train: the report: %s\n", tpu_errmsg(ctx));
         rc = 1;
     }
-    if (!rc) {
+    if (!rc && json) {
+        cJSON *j = cJSON_CreateObject();
+        if (j) {
+            cJSON_AddStringToObject(j, "slice", o.slice);
+            cJSON_AddNumberToObject(j, "steps", (double)r.steps);
+            cJSON_AddNumberToObject(j, "replicas", r.replicas);
+            cJSON_AddNumberToObject(j, "global_batch", (double)r.global_batch);
+            cJSON_AddNumberToObject(j, "loss", r.loss);
+            const char *en;
+            double ev;
+            cJSON *eo = cJSON_AddObjectToObject(j, "eval");
+            for (int k = 0; eo && tpu_trainer_eval_result(tr, k, &en, &ev); k++) cJSON_AddNumberToObject(eo, en, ev);
+            cJSON_AddNumberToObject(j, "wall_s", r.wall_s);
+            cJSON_AddNumberToObject(j, "steps_per_s", r.steps_per_s);
+            cJSON_AddNumberToObject(j, "sim_step_s", r.sim_step_s);
+            cJSON_AddNumberToObject(j, "sim_program_s", r.sim_program_s);
+            cJSON_AddNumberToObject(j, "sim_allreduce_s", r.sim_allreduce_s);
+            cJSON_AddNumberToObject(j, "mxu_utilization", r.mxu_utilization);
+            cJSON_AddStringToObject(j, "bound", r.bound ? r.bound : "");
+            cJSON_AddNumberToObject(j, "input_samples_per_s", r.input_samples_per_s);
+            cJSON_AddBoolToObject(j, "input_bound", r.input_bound);
+            cJSON_AddStringToObject(j, "advice", r.advice ? r.advice : "");
+            cJSON *files = cJSON_AddArrayToObject(j, "files");
+            const char *fs[] = {r.metrics_jsonl, r.profile_html, r.trace_json, r.memory_html};
+            for (int k = 0; files && k < 4; k++)
+                if (fs[k]) cJSON_AddItemToArray(files, cJSON_CreateString(fs[k]));
+        }
+        rc = cli_print_json(j);
+    } else if (!rc) {
         char t1[32], t2[32], t3[32];
         printf("trained %lld steps on %s: %d replica%s, global batch %lld; %.1f steps/s on this host (%.2f s in steps)\n",
                (long long)r.steps, o.slice, r.replicas, r.replicas == 1 ? "" : "s", (long long)r.global_batch, r.steps_per_s,
