@@ -18,7 +18,9 @@ extern char **environ;
 static const char ver_mlir_magic[4] = {'M', 'L', (char)0xef, 'R'};
 
 /* A jax.export serialization is a FlatBuffer (no file identifier) whose module is a byte vector holding MLIR
- * bytecode: a 32-bit length, then "ML\xefR...". Finds that vector; 0 if there is none. */
+ * bytecode: a 32-bit length, then "ML\xefR...". Finds that vector; 0 if there is none. A FlatBuffer's root
+ * offset is a multiple of 4, which a binary HloModuleProto's first bytes (0x0a, 0x12 or 0x1a: 2 mod 4) never
+ * are, so the two cannot be confused. */
 static int ver_jax_export_module(const char *b, size_t n, size_t *off, size_t *len)
 {
     if (n < 16) return 0;
