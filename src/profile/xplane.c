@@ -214,7 +214,7 @@ static void xpl_metadata(const tpu_xspace *xs, ut_buf *plane, ut_buf *ent, ut_bu
     }
 }
 
-static void xpl_event(ut_buf *line, ut_buf *ev, int64_t meta, double t_s, double dur_s)
+static void xpl_event(ut_buf *ev, int64_t meta, double t_s, double dur_s)
 {
     xpl_int(ev, 1, meta);
     xpl_int(ev, 2, (int64_t)(t_s * 1e12 + 0.5));
@@ -237,7 +237,7 @@ static void xpl_ops(ut_buf *line, ut_buf *ev, ut_buf *tmp, const prf_profile *p,
             dur = t->time_s * t->count;
         }
         if (dur <= 0) continue;
-        xpl_event(line, ev, base + k, cur, dur);
+        xpl_event(ev, base + k, cur, dur);
         xpl_stat_int(ev, 4, XS_GROUP_ID, step, tmp);
         xpl_msg(line, 4, ev);
         if (t->op->kind != CMP_CONTROL) cur += dur;
@@ -269,12 +269,12 @@ static void xpl_lines(const tpu_xspace *xs, ut_buf *plane, ut_buf *line, ut_buf 
                 /* the last drawn run stands for the rest */
                 double span = s == drawn - 1 ? (double)(runs - drawn + 1) * r->step_s - r->host_s - r->idle_s : r->device_s;
                 if (which == 0) {
-                    xpl_event(line, ev, base + r->nops + 1, dev, span);
+                    xpl_event(ev, base + r->nops + 1, dev, span);
                     xpl_stat_int(ev, 4, XS_GROUP_ID, step, tmp);
                     xpl_stat_int(ev, 4, XS_STEP_NUM, step, tmp);
                     xpl_msg(line, 4, ev);
                 } else if (which == 1) {
-                    xpl_event(line, ev, base + r->nops, dev, span);
+                    xpl_event(ev, base + r->nops, dev, span);
                     xpl_stat_int(ev, 4, XS_GROUP_ID, step, tmp);
                     xpl_msg(line, 4, ev);
                 } else if (op_events + r->nops <= XPL_MAX_OP_EVENTS) {
