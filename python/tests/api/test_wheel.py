@@ -18,7 +18,7 @@ def test_wheel_ships_the_library_and_the_api_uses_it(tmp_path):
     (whl,) = glob.glob(str(tmp_path / "dist" / "tpusim-*.whl"))
     names = zipfile.ZipFile(whl).namelist()
     assert "tpusim/libtpusim.so" in names and "tpusim/plugin/libtpusim_pjrt.so" in names
-    assert "tpusim/api.py" in names and "jax_plugins/tpusim/__init__.py" in names
+    assert "tpusim/api.py" in names and "tpusim/py.typed" in names and "jax_plugins/tpusim/__init__.py" in names
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
                         "--target", str(tmp_path / "site"), whl], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
