@@ -70,7 +70,7 @@ static void xpl_msg(ut_buf *b, int field, ut_buf *sub)
 enum {
     XS_PROGRAM_ID = 1, XS_SYMBOL_ID, XS_HLO_CATEGORY, XS_TF_OP, XS_FLOPS, XS_BYTES, XS_DEVICE_TYPE, XS_PEAK_TF,
     XS_PEAK_HBM, XS_MEGACORE, XS_GROUP_ID, XS_STEP_NUM, XS_BOUND, XS_MXU_UTIL, XS_HLO_OP, XS_HLO_MODULE,
-    XS_OCCURRENCES, XS_CORE_COUNT, XS_COUNT
+    XS_OCCURRENCES, XS_CORE_COUNT, XS_MEM_BREAKDOWN, XS_COUNT
 };
 static const char *const xpl_stat_names[XS_COUNT] = {
     [XS_PROGRAM_ID] = "program_id", [XS_SYMBOL_ID] = "symbol_id", [XS_HLO_CATEGORY] = "hlo_category",
@@ -79,7 +79,7 @@ static const char *const xpl_stat_names[XS_COUNT] = {
     [XS_PEAK_HBM] = "peak_hbm_bw_gigabytes_per_second", [XS_MEGACORE] = "has_megacore", [XS_GROUP_ID] = "group_id",
     [XS_STEP_NUM] = "step_num", [XS_BOUND] = "tpusim_bound", [XS_MXU_UTIL] = "tpusim_mxu_utilization",
     [XS_HLO_OP] = "hlo_op", [XS_HLO_MODULE] = "hlo_module", [XS_OCCURRENCES] = "tpusim_executions_per_step",
-    [XS_CORE_COUNT] = "core_count",
+    [XS_CORE_COUNT] = "core_count", [XS_MEM_BREAKDOWN] = "memory_access_breakdown",
 };
 
 static void xpl_stat_int(ut_buf *b, int field, int stat, int64_t v, ut_buf *tmp)
@@ -160,6 +160,26 @@ static const char *xpl_category(const tim_op *t)
     }
 }
 
+/* The op's HBM traffic as a MemoryAccessBreakdown (XProf's op_metrics.proto: memory_accessed 1 { is_read 1,
+ * memory_space 2 (HBM = 1), bytes_accessed 3 }), from which the op profile computes bandwidth use. The model
+ * counts reads and writes together; they go in as one entry, which XProf's read+write HBM figure sums the same. */
+static void xpl_mem_breakdown(ut_buf *md, int64_t bytes, ut_buf *tmp)
+{
+    ut_buf acc, brk;
+    ut_buf_init(&acc);
+    ut_buf_init(&brk);
+    xpl_int(&acc, 1, 1);
+    xpl_int(&acc, 2, 1);
+    xpl_int(&acc, 3, bytes > 0 ? bytes : 0);
+    xpl_msg(&brk, 1, &acc);
+    xpl_int(tmp, 1, XS_MEM_BREAKDOWN);
+    xpl_bytes(tmp, 6, brk.data ? brk.data : "", brk.len);
+    tmp->failed |= brk.failed;
+    xpl_msg(md, 5, tmp);
+    ut_buf_free(&acc);
+    ut_buf_free(&brk);
+}
+
 /* Event metadata ids: per program a block of (ops + 2): its ops, then its module, then its step name. */
 static int64_t xpl_meta_base(const tpu_xspace *xs, int prog)
 {
@@ -186,6 +206,7 @@ static void xpl_metadata(const tpu_xspace *xs, ut_buf *plane, ut_buf *ent, ut_bu
             if (on) xpl_stat_str(md, 5, XS_TF_OP, on, tmp);
             xpl_stat_uint(md, 5, XS_FLOPS, (uint64_t)(t->flops > 0 ? t->flops : 0), tmp);
             xpl_stat_uint(md, 5, XS_BYTES, (uint64_t)(t->hbm_bytes > 0 ? t->hbm_bytes : 0), tmp);
+            xpl_mem_breakdown(md, t->hbm_bytes, tmp);
             xpl_stat_str(md, 5, XS_BOUND, tim_bound_name(t->bound), tmp);
             xpl_stat_double(md, 5, XS_MXU_UTIL, t->mxu_util, tmp);
             xpl_stat_double(md, 5, XS_OCCURRENCES, t->count, tmp);
