@@ -5,6 +5,7 @@
 #   make demo       installs missing packages, builds, runs the demo
 #   make fuzz       builds the libFuzzer targets with clang (build/fuzz/)
 #   make plugin     the PJRT plugin: build/release/libtpusim_pjrt.so (jax: JAX_PLATFORMS=tpusim)
+#   make install PREFIX=/usr/local   tpusim, libtpusim.so and .a, include/tpusim.h, lib/pkgconfig/tpusim.pc
 #   make test-plugin  its pytest suite through jax (installs the pinned jax into build/venv)
 #   make test-net   the network TPU (tpusim serve, the plugin's remote mode, names, jobs) through jax
 MODE ?= release
@@ -56,8 +57,8 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 DEPS := $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/dist/t_dist.d $(TOOL_OBJ:.o=.d) $(PJRT_OBJ:.o=.d) $(NET_OBJ:.o=.d)
 
-.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin test-plugin-remote test-net bench-net venv jax-tests
-all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim_pjrt.so
+.PHONY: all deps test test-unit test-cli test-asan demo fuzz fuzz-run clean bench plugin test-plugin test-plugin-remote test-net bench-net venv jax-tests tensorboard-venv lib install uninstall test-python
+all: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim.so $(BUILD)/libtpusim_pjrt.so
 
 build/.deps-ok: scripts/deps.sh
 	@./scripts/deps.sh
@@ -104,6 +105,32 @@ $(BUILD)/libtpusim.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)ar rcs $@ $^
 
+# The library to link against (and the one the Python API loads): only the public API is exported.
+VERSION := $(shell sed -n 's/^\#define TPUSIM_VERSION "\(.*\)"/\1/p' include/tpusim.h)
+SOMAJOR := 0
+$(BUILD)/libtpusim.so: $(LIB_OBJ) src/exports.map
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=src/exports.map -Wl,-soname,libtpusim.so.$(SOMAJOR) -Wl,-z,defs \
+	    -o $@ $(LIB_OBJ) $(LDLIBS)
+lib: $(BUILD)/libtpusim.so $(BUILD)/libtpusim.a
+
+# make install PREFIX=DIR [DESTDIR=STAGE]: the CLI, the libraries, the header and a pkg-config file.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+install: $(BUILD)/tpusim $(BUILD)/libtpusim.a $(BUILD)/libtpusim.so scripts/tpusim.pc.in
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BUILD)/tpusim $(DESTDIR)$(PREFIX)/bin/tpusim
+	install -m 644 $(BUILD)/libtpusim.a $(DESTDIR)$(LIBDIR)/libtpusim.a
+	install -m 755 $(BUILD)/libtpusim.so $(DESTDIR)$(LIBDIR)/libtpusim.so.$(VERSION)
+	ln -sf libtpusim.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libtpusim.so.$(SOMAJOR)
+	ln -sf libtpusim.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libtpusim.so
+	install -m 644 include/tpusim.h $(DESTDIR)$(PREFIX)/include/tpusim.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' scripts/tpusim.pc.in \
+	    > $(DESTDIR)$(LIBDIR)/pkgconfig/tpusim.pc
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tpusim $(DESTDIR)$(LIBDIR)/libtpusim.a $(DESTDIR)$(LIBDIR)/libtpusim.so* \
+	    $(DESTDIR)$(PREFIX)/include/tpusim.h $(DESTDIR)$(LIBDIR)/pkgconfig/tpusim.pc
+
 $(BUILD)/tpusim: $(TOOL_OBJ) $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(NET_LIBS)
@@ -129,12 +156,22 @@ $(VENV)/.ok: scripts/requirements-plugin.txt
 	@touch $@
 venv: deps $(VENV)/.ok
 
+# TensorBoard and its profile plugin from PyPI (scripts/requirements-tensorboard.txt), for the browser test of
+# `tpusim profile --tensorboard` (tests/t_tensorboard.c); `tensorboard --logdir LOGDIR` from here shows profiles.
+TBVENV := build/tb-venv
+$(TBVENV)/.ok: scripts/requirements-tensorboard.txt
+	@echo "tpusim: setting up $(TBVENV) (tensorboard and its profile plugin from PyPI)"
+	@python3 -m venv $(TBVENV)
+	@$(TBVENV)/bin/pip install -q --disable-pip-version-check -r scripts/requirements-tensorboard.txt
+	@touch $@
+tensorboard-venv: deps $(TBVENV)/.ok
+
 # The README's test command. Everything runs from the repository root (tests read ../shared/corpus).
 # scripts/run_tests.sh runs each suite and closes with the totals ("N passed, N failed, N skipped").
-test: deps
+test: deps $(VENV)/.ok $(TBVENV)/.ok
 	./scripts/run_tests.sh "$(MAKE) --no-print-directory test-unit" "$(MAKE) --no-print-directory test-cli" \
 	    "$(MAKE) --no-print-directory test-plugin" "$(MAKE) --no-print-directory test-plugin-remote" \
-	    "$(MAKE) --no-print-directory test-net"
+	    "$(MAKE) --no-print-directory test-net" "$(MAKE) --no-print-directory test-python"
 
 test-unit: $(BUILD)/unit-tests $(BUILD)/tpusim $(BUILD)/libtpusim_pjrt.so
 	TPUSIM_BIN=$(BUILD)/tpusim TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so TPUSIM_QUIET=1 $(BUILD)/unit-tests
@@ -162,6 +199,11 @@ test-plugin-remote: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so $(BUILD)/tpusim
 test-net: $(VENV)/.ok $(BUILD)/libtpusim_pjrt.so $(BUILD)/tpusim
 	TPUSIM_BIN=$(BUILD)/tpusim JAX_PLATFORMS=tpusim PYTHONPATH=python TPUSIM_PJRT_LIBRARY=$(BUILD)/libtpusim_pjrt.so \
 	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/net
+
+# The in-process Python API (python/tests/api): tpusim.run/check/memory/profile over libtpusim.so.
+test-python: $(VENV)/.ok $(BUILD)/libtpusim.so
+	JAX_PLATFORMS=cpu PYTHONPATH=python TPUSIM_LIBRARY=$(BUILD)/libtpusim.so \
+	    $(VENV)/bin/python -m pytest -q -p no:cacheprovider python/tests/api
 
 # Sanitizers make the MobileNetV2 step ~5x slower: it runs in the release test only (TPUSIM_QUICK). The plugin
 # is checked under the sanitizers through its ABI (tests/t_pjrt.c); inside Python it runs in the release build.

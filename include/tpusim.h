@@ -212,8 +212,26 @@ tpu_status  tpu_module_load(tpu_ctx *ctx, const char *path, tpu_module **out);
  * HloSnapshot as XLA dumps them (`*.hlo.pb`), told apart from the bytes. `what` names the input in messages,
  * which give the byte offset and field path ("prog.pb: byte 1234: computations[2].instructions[7].shape:
  * ..."); instructions of such a module report line 1, column = byte offset + 1. tpu_module_parse and
- * tpu_module_load accept binary protos too (told from text by its control bytes). */
+ * tpu_module_load accept binary protos too (told from text by its control bytes), and StableHLO through the
+ * context's converter (tpu_ctx_set_converter). tpu_module_load reads standard input for the path "-". */
 tpu_status  tpu_module_parse_proto(tpu_ctx *ctx, const void *bytes, size_t len, const char *what, tpu_module **out);
+/* The format of a program's bytes, from the bytes alone: "hlo" (HLO text), "hlo-proto-text", "hlo-proto"
+ * (binary HloModuleProto, HloProto, HloSnapshot), "stablehlo" (MLIR text: jax's lowered.as_text(), .mlir),
+ * "stablehlo-bytecode" (MLIR bytecode: .mlirbc, jax's portable artifact) or "jax-export" (jax.export's
+ * Exported.serialize()). */
+const char *tpu_program_format(const void *bytes, size_t len);
+/* StableHLO (the three formats above) is read as jaxlib converts it to HLO, the route the PJRT plugin takes.
+ * tpusim does not link jaxlib: the loaders hand the StableHLO (MLIR text or bytecode; a jax export's module
+ * taken out of it) to the context's converter, which returns HLO text or a binary HloModuleProto in *out
+ * (malloc'ed; tpusim frees it with free()) or an error on ctx (tpu_set_error). Without a converter, StableHLO
+ * is TPU_ERR_UNSUPPORTED with a message saying so. `fn` NULL removes it. */
+typedef tpu_status (*tpu_converter)(void *user, tpu_ctx *ctx, const void *stablehlo, size_t len, const char *what,
+                                    char **out, size_t *out_len);
+void        tpu_ctx_set_converter(tpu_ctx *ctx, tpu_converter fn, void *user);
+/* The converter the tpusim command uses: runs Python (`user`: its path, else $TPUSIM_PYTHON, else python3)
+ * with jaxlib's converter in a child process. Without jaxlib the error names the pip command. */
+tpu_status  tpu_convert_with_python(void *user, tpu_ctx *ctx, const void *stablehlo, size_t len, const char *what,
+                                    char **out, size_t *out_len);
 /* Parses a file holding several modules separated by lines "// -----" (XLA's -split-input-file test
  * convention). Line numbers in messages are those of the whole file. */
 tpu_status  tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***out, int *count);
@@ -226,6 +244,8 @@ tpu_status  tpu_module_to_string(tpu_ctx *ctx, const tpu_module *m, char **out);
 const char *tpu_module_name(const tpu_module *m);
 int         tpu_module_num_params(const tpu_module *m);
 int         tpu_module_num_instructions(const tpu_module *m);  /* all computations */
+/* The name of entry parameter i as the program writes it ("x.1", "Arg_0.1"), NULL if out of range. */
+const char *tpu_module_param_name(const tpu_module *m, int i);
 /* Parameter shape of the entry computation, e.g. "f32[2,3]{1,0}". */
 tpu_status  tpu_module_param_info(const tpu_module *m, int i, tpu_dtype *dtype, int *rank, int64_t *dims);
 /* The entry computation's inputs and outputs as arrays: tuple-shaped parameters and results are flattened
@@ -495,6 +515,25 @@ const char *tpu_profile_advice(tpu_profile *p);
 /* Chrome trace-event JSON (opens in Perfetto and chrome://tracing), and the HTML report with charts. */
 tpu_status  tpu_profile_write_trace(tpu_ctx *ctx, const tpu_profile *p, const char *path);
 tpu_status  tpu_profile_write_html(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+/* TensorBoard: the profile as an XSpace, the XLA profiler's protobuf (an XPlane per device with its "Steps",
+ * "XLA Modules" and "XLA Ops" lines and each op's FLOPs, bytes and HLO category), which TensorBoard's profile
+ * plugin shows in its trace viewer, op profile and overview. _write_tensorboard writes it where the plugin
+ * looks: LOGDIR/plugins/profile/RUN/HOST.xplane.pb (RUN NULL: the time, as the profiler names runs), creating
+ * directories as needed; *written (if not NULL) gets the file's path (free with tpu_free). The profile's steps
+ * are laid end to end. */
+tpu_status  tpu_profile_write_xplane(tpu_ctx *ctx, const tpu_profile *p, const char *path);
+tpu_status  tpu_profile_write_tensorboard(tpu_ctx *ctx, const tpu_profile *p, const char *logdir, const char *run,
+                                          char **written);
+/* Several programs in one TensorBoard profile (the PJRT plugin: every executable and its executions): each
+ * added profile's `runs` executions are laid end to end after the previous one's. The profiles must stay
+ * alive until the space is written or freed. */
+typedef struct tpu_xspace tpu_xspace;
+tpu_status  tpu_xspace_new(tpu_ctx *ctx, tpu_xspace **out);
+void        tpu_xspace_free(tpu_xspace *xs);
+tpu_status  tpu_xspace_add(tpu_ctx *ctx, tpu_xspace *xs, const tpu_profile *p, int64_t runs);
+tpu_status  tpu_xspace_write(tpu_ctx *ctx, const tpu_xspace *xs, const char *path);
+tpu_status  tpu_xspace_write_tensorboard(tpu_ctx *ctx, const tpu_xspace *xs, const char *logdir, const char *run,
+                                         char **written);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Scaling: one per-device program on slices of several sizes (tpusim scale, docs/pods.md)

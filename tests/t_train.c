@@ -5,6 +5,9 @@
  * masked last batch. Uses examples/digits_mlp (docs/step_dir.md). */
 #include "test.h"
 #include "train/train.h"
+#include "train/trn_trainer.h"
+#include "profile/profile.h"
+#include "test_browser.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -793,6 +796,20 @@ TEST(train_finish_reports_time_and_files)
     CHECK(r.trace_json && access(r.trace_json, R_OK) == 0);
     CHECK(r.memory_html && access(r.memory_html, R_OK) == 0);
     CHECK(r.advice && strstr(r.advice, "input pipeline"));
+    /* the profile, its report and trace show the step the trainer predicts: the all-reduce included */
+    CHECK_NEAR(tpu_profile_step_time(tr->prof), r.sim_step_s, 1e-12);
+    size_t n = 0;
+    char *html = r.profile_html ? test_slurp(r.profile_html, &n) : NULL, *trace = r.trace_json ? test_slurp(r.trace_json, &n) : NULL;
+    CHECK_MSG(html && strstr(html, "all-reduce (gradients, runtime)"), "profile.html lacks the all-reduce");
+    CHECK_MSG(trace && strstr(trace, "\"all-reduce (gradients, runtime)\""), "trace.json lacks the all-reduce");
+    char st[64];   /* the report's step-time card, formatted as it formats times */
+    double s = r.sim_step_s;
+    if (s >= 1) snprintf(st, sizeof st, "step time<b>%.3g s</b>", s);
+    else if (s >= 1e-3) snprintf(st, sizeof st, "step time<b>%.3g ms</b>", s * 1e3);
+    else snprintf(st, sizeof st, "step time<b>%.3g us</b>", s * 1e6);
+    CHECK_MSG(html && strstr(html, st), "profile.html does not show the step time %s", st);
+    free(html);
+    free(trace);
     tpu_trainer_free(tr);
     tt_rm_rf(d);
     tpu_ctx_free(ctx);

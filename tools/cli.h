@@ -49,7 +49,26 @@ int  cli_num(const char *cmd, const char *opt, const char *v, double lo, double 
 int  cli_npz_params_filter(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
                            char *why, size_t why_size);
 
+/* The entry parameter an .npz member is named after ("x" or "x.1" for parameter x.1), or -1. */
+int  cli_param_named(const tpu_module *m, const char *member);
+
 /* The same check without a message (for values inside a list, e.g. --price v4=3.22): 1 if v is a number. */
 int  cli_parse_num(const char *v, size_t len, double *out);
+
+/* --json: one output tensor as {"name", "dtype", "shape", "min", "max", "mean", "nan_count", "first": [...]},
+ * and printing (and freeing) a JSON value; cli_print_json returns 0, or 2 when out of memory. */
+typedef struct cJSON cJSON;
+cJSON *cli_tensor_json(const tpu_tensor *t, const char *name);
+int    cli_print_json(cJSON *o);
+
+/* Progress on stderr for work that may take a while: after 2 s, "WHAT ... N s" (redrawn on a terminal), and
+ * "WHAT: done in N s" at the end if anything was said. NULL (out of memory) is a valid handle. */
+typedef struct cli_progress cli_progress;
+cli_progress *cli_progress_start(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+void cli_progress_stop(cli_progress *p);
 
 #endif

@@ -1,12 +1,17 @@
 /* cli_util.c — option helpers shared by the subcommands. */
 #include "cli.h"
+#include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static uint64_t cli_max_input;   /* 0: the library's default */
 
@@ -14,6 +19,8 @@ tpu_ctx *cli_ctx_new(void)
 {
     tpu_ctx *ctx = tpu_ctx_new();
     if (ctx && cli_max_input) tpu_ctx_set_input_limit(ctx, cli_max_input);
+    /* StableHLO (.mlir, .mlirbc, jax.export files) through jaxlib in a child Python (TPUSIM_PYTHON) */
+    if (ctx) tpu_ctx_set_converter(ctx, tpu_convert_with_python, NULL);
     return ctx;
 }
 
@@ -69,11 +76,51 @@ void cli_print_warnings(tpu_ctx *ctx)
     tpu_warnings_clear(ctx);
 }
 
+int cli_param_named(const tpu_module *m, const char *member)
+{
+    int np = tpu_module_num_params(m);
+    size_t ml = strlen(member);
+    for (int i = 0; i < np; i++) {
+        const char *pn = tpu_module_param_name(m, i);
+        if (!pn) continue;
+        if (!strcmp(pn, member)) return i;
+        /* "x" names "x.1": XLA numbers instruction names, jax's exports name parameters after the arguments */
+        const char *dot = strrchr(pn, '.');
+        if (dot && (size_t)(dot - pn) == ml && !strncmp(pn, member, ml) && dot[1] && strspn(dot + 1, "0123456789") == strlen(dot + 1))
+            return i;
+    }
+    return -1;
+}
+
+/* "f32[8,16]" */
+static void cli_shape_str(char *buf, size_t n, tpu_dtype dtype, int rank, const int64_t *dims)
+{
+    size_t l = (size_t)snprintf(buf, n, "%s[", tpu_dtype_name(dtype));
+    for (int k = 0; k < rank && l + 24 < n; k++) l += (size_t)snprintf(buf + l, n - l, "%s%lld", k ? "," : "", (long long)dims[k]);
+    if (l + 2 < n) snprintf(buf + l, n - l, "]");
+}
+
 int cli_npz_params_filter(void *user, const char *name, int index, tpu_dtype dtype, int rank, const int64_t *dims,
                           char *why, size_t why_size)
 {
     const tpu_module *m = user;
     int np = tpu_module_num_params(m);
+    int named = cli_param_named(m, name);
+    if (named >= 0) {   /* a member named like a parameter must have that parameter's shape */
+        tpu_dtype pt;
+        int pr;
+        int64_t pd[TPU_MAX_RANK];
+        if (tpu_module_param_info(m, named, &pt, &pr, pd) != TPU_OK || pt == TPU_TUPLE) return 0;
+        int same = pt == dtype && pr == rank;
+        for (int k = 0; same && k < rank; k++) same = pd[k] == dims[k];
+        if (same) return 0;
+        char got[256], want[256];
+        cli_shape_str(got, sizeof got, dtype, rank, dims);
+        cli_shape_str(want, sizeof want, pt, pr, pd);
+        snprintf(why, why_size, "%s, but parameter %d (%s) of %s is %s; nothing was read", got, named,
+                 tpu_module_param_name(m, named), tpu_module_name(m), want);
+        return 1;
+    }
     char want[512] = "";
     size_t wl = 0;
     for (int i = 0; i < np; i++) {
@@ -174,4 +221,129 @@ int cli_num(const char *cmd, const char *opt, const char *v, double lo, double h
     }
     *out = d;
     return 1;
+}
+
+/* ---- progress on stderr for work that takes a while ---- */
+
+struct cli_progress {
+    pthread_t       th;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    int             done, said;
+    char            what[256];
+    double          t0;
+};
+
+static double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Says nothing for the first 2 s, then how long it has been running: redrawn in place every second on a
+ * terminal, a line every 10 s otherwise (a log file). */
+static void *cli_progress_main(void *arg)
+{
+    cli_progress *p = arg;
+    int tty = isatty(2);
+    double next = 2.0;
+    pthread_mutex_lock(&p->mu);
+    while (!p->done) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        double wait = next - (cli_now() - p->t0);
+        if (wait > 0) {
+            until.tv_sec += (time_t)wait;
+            until.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+            if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&p->cv, &p->mu, &until);
+            continue;
+        }
+        fprintf(stderr, tty ? "\r%s ... %.0f s " : "%s ... %.0f s\n", p->what, cli_now() - p->t0);
+        fflush(stderr);
+        p->said = 1;
+        next += tty ? 1.0 : 10.0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+cli_progress *cli_progress_start(const char *fmt, ...)
+{
+    cli_progress *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->what, sizeof p->what, fmt, ap);
+    va_end(ap);
+    p->t0 = cli_now();
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->th, NULL, cli_progress_main, p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void cli_progress_stop(cli_progress *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->done = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->th, NULL);
+    if (p->said) fprintf(stderr, "%s%s: done in %.1f s\n", isatty(2) ? "\r" : "", p->what, cli_now() - p->t0);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}
+
+/* ---- JSON ---- */
+
+cJSON *cli_tensor_json(const tpu_tensor *t, const char *name)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "dtype", tpu_dtype_name(tpu_tensor_dtype(t)));
+    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+    for (int k = 0; shape && k < tpu_tensor_rank(t); k++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)tpu_tensor_dims(t)[k]));
+    int64_t n = tpu_tensor_count(t), nans = 0;
+    double mn = INFINITY, mx = -INFINITY, sum = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double v = tpu_tensor_get_f64(t, k);
+        if (isnan(v)) {
+            nans++;
+            continue;
+        }
+        mn = v < mn ? v : mn, mx = v > mx ? v : mx, sum += v;
+    }
+    if (n > nans && isfinite(mn) && isfinite(mx) && isfinite(sum)) {
+        cJSON_AddNumberToObject(o, "min", mn);
+        cJSON_AddNumberToObject(o, "max", mx);
+        cJSON_AddNumberToObject(o, "mean", sum / (double)(n - nans));
+    }
+    cJSON_AddNumberToObject(o, "nan_count", (double)nans);
+    cJSON *first = cJSON_AddArrayToObject(o, "first");
+    for (int64_t k = 0; first && k < n && k < 8; k++) {
+        double v = tpu_tensor_get_f64(t, k);
+        cJSON_AddItemToArray(first, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());   /* JSON has no NaN */
+    }
+    return o;
+}
+
+int cli_print_json(cJSON *o)
+{
+    char *s = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    if (!s) {
+        fprintf(stderr, "tpusim: out of memory\n");
+        return 2;
+    }
+    printf("%s\n", s);
+    cJSON_free(s);
+    return 0;
 }

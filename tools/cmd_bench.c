@@ -13,6 +13,8 @@
  * extrapolated from it, never run. */
 #include "cli.h"
 
+#include <cJSON.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,7 @@ static void bench_usage(FILE *f)
             "  --host-runs R      host runs of one matmul to measure (default 3 for N <= 2048, else 1);\n"
             "                     0 skips the host measurement\n"
             "  --print-program    print the simulated program (HLO) and exit\n"
+            "  --json             print a JSON object (simulated and measured times and TFLOP/s)\n"
             "\n"
             "exit status: 0 done, 2 bad command line or a failure.\n");
 }
@@ -105,11 +108,14 @@ static void bench_fmt_time(char *b, size_t n, double s)
     else snprintf(b, n, "%.2f us", s * 1e6);
 }
 
+/* Text output, unless --json (then the object below holds the figures). */
+#define BPRINTF(...) (json ? 0 : printf(__VA_ARGS__))
+
 static int bench_matmul(int argc, char **argv)
 {
     const char *chip = NULL, *dt = "f32";
     int64_t n = 8192;
-    int count = 100, host_runs = -1, print = 0;
+    int count = 100, host_runs = -1, print = 0, json = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_is_help(argv[i])) {
@@ -131,6 +137,8 @@ static int bench_matmul(int argc, char **argv)
             if (!cli_int32("bench matmul", "--host-runs", v, 0, 1000, &host_runs)) return 2;
         } else if (!strcmp(argv[i], "--print-program")) {
             print = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
         } else {
             fprintf(stderr, "tpusim bench matmul: unknown argument '%s' (see tpusim bench matmul --help)\n", argv[i]);
             return 2;
@@ -180,17 +188,20 @@ static int bench_matmul(int argc, char **argv)
     {
         /* host link bytes/s per chip, from the chip table (docs/chips.md) via the chip's JSON description;
          * the profile's infeed model uses the same figure */
-        char *json = NULL;
+        char *cj = NULL;
         size_t len = 0;
-        FILE *mf = open_memstream(&json, &len);
+        FILE *mf = open_memstream(&cj, &len);
         if (mf && tpu_chip_print(ctx, c, mf, 1) == TPU_OK) {
             fclose(mf);
             mf = NULL;
-            const char *k = strstr(json, "\"host_bw\"");
-            if (k && (k = strchr(k, ':'))) host_bw = atof(k + 1);
+            const char *k = strstr(cj, "\"host_bw\"");
+            if (k && (k = strchr(k, ':'))) {
+                k += strspn(k + 1, " \t") + 1;
+                if (!cli_parse_num(k, strcspn(k, ",}\n \t"), &host_bw)) host_bw = 0;
+            }
         }
         if (mf) fclose(mf);
-        free(json);
+        free(cj);
     }
     double xfer = host_bw > 0 ? 2.0 * (double)(n * n * esize) / host_bw : 0;
     double cold = warm + compile_s + xfer;
@@ -200,17 +211,33 @@ static int bench_matmul(int argc, char **argv)
     bench_fmt_time(tx, sizeof tx, xfer);
     bench_fmt_time(tk, sizeof tk, compile_s);
     bench_fmt_time(tm, sizeof tm, warm / count);
-    printf("tpusim bench matmul: C = A·B with %s[%lld,%lld] operands, %d times (%.4g TFLOP of work)\n\n", dt, (long long)n,
+    BPRINTF("tpusim bench matmul: C = A·B with %s[%lld,%lld] operands, %d times (%.4g TFLOP of work)\n\n", dt, (long long)n,
            (long long)n, count, total / 1e12);
-    printf("simulated %s, one device (the slice has %d chip%s, %d device%s; each would run its own copy):\n",
+    BPRINTF("simulated %s, one device (the slice has %d chip%s, %d device%s; each would run its own copy):\n",
            tpu_chip_name(c), chips, chips == 1 ? "" : "s", devices, devices == 1 ? "" : "s");
-    printf("  per matmul        %12s   %8.2f TFLOP/s\n", tm, warm > 0 ? flops1 * count / warm / 1e12 : 0);
-    printf("  warm              %12s   %8.2f TFLOP/s   one launch + %d matmuls, modelled\n", tw,
+    BPRINTF("  per matmul        %12s   %8.2f TFLOP/s\n", tm, warm > 0 ? flops1 * count / warm / 1e12 : 0);
+    BPRINTF("  warm              %12s   %8.2f TFLOP/s   one launch + %d matmuls, modelled\n", tw,
            warm > 0 ? total / warm / 1e12 : 0, count);
-    printf("  cold              %12s   %8.2f TFLOP/s   warm + compile + input copy:\n", tc, cold > 0 ? total / cold / 1e12 : 0);
-    printf("                    compile %s (tpusim's own compile of this program, measured: a lower bound on\n"
+    BPRINTF("  cold              %12s   %8.2f TFLOP/s   warm + compile + input copy:\n", tc, cold > 0 ? total / cold / 1e12 : 0);
+    BPRINTF("                    compile %s (tpusim's own compile of this program, measured: a lower bound on\n"
            "                    XLA's); A and B to the device %s over the host link\n", tk, tx);
-    printf("  MXU utilization   %11.1f%%   bound: %s\n", 100 * tpu_profile_mxu_utilization(p), tpu_profile_bound(p));
+    BPRINTF("  MXU utilization   %11.1f%%   bound: %s\n", 100 * tpu_profile_mxu_utilization(p), tpu_profile_bound(p));
+    cJSON *jo = json ? cJSON_CreateObject() : NULL;
+    if (jo) {
+        cJSON_AddStringToObject(jo, "chip", tpu_chip_name(c));
+        cJSON_AddStringToObject(jo, "dtype", dt);
+        cJSON_AddNumberToObject(jo, "n", (double)n);
+        cJSON_AddNumberToObject(jo, "count", count);
+        cJSON_AddNumberToObject(jo, "flops", total);
+        cJSON_AddNumberToObject(jo, "warm_s", warm);
+        cJSON_AddNumberToObject(jo, "cold_s", cold);
+        cJSON_AddNumberToObject(jo, "compile_s", compile_s);
+        cJSON_AddNumberToObject(jo, "input_copy_s", xfer);
+        cJSON_AddNumberToObject(jo, "warm_tflops", warm > 0 ? total / warm / 1e12 : 0);
+        cJSON_AddNumberToObject(jo, "cold_tflops", cold > 0 ? total / cold / 1e12 : 0);
+        cJSON_AddNumberToObject(jo, "mxu_utilization", tpu_profile_mxu_utilization(p));
+        cJSON_AddStringToObject(jo, "bound", tpu_profile_bound(p));
+    }
     /* the host CPU, measured */
     if (host_runs > 0) {
         char *t1 = bench_program(n, dt, 0);
@@ -226,7 +253,10 @@ static int bench_matmul(int argc, char **argv)
             tpu_run_opts ro = tpu_run_opts_default();
             for (int r = 0; r < host_runs; r++) {
                 double s = bench_now();
-                if (tpu_run(ctx, once, &ro, in, nin, &out, &nout) != TPU_OK) {
+                cli_progress *pl = cli_progress_start("tpusim bench matmul: host run %d of %d", r + 1, host_runs);
+                tpu_status hst = tpu_run(ctx, once, &ro, in, nin, &out, &nout);
+                cli_progress_stop(pl);
+                if (hst != TPU_OK) {
                     fprintf(stderr, "tpusim bench matmul: host run: %s\n", tpu_errmsg(ctx));
                     rc = 2;
                     break;
@@ -249,14 +279,21 @@ static int bench_matmul(int argc, char **argv)
             bench_fmt_time(tb, sizeof tb, best);
             bench_fmt_time(tf, sizeof tf, first);
             bench_fmt_time(te, sizeof te, best * count);
-            printf("\nhost CPU (%ld hardware thread%s), measured: %d run%s of one matmul, first %s, best %s\n", threads,
+            BPRINTF("\nhost CPU (%ld hardware thread%s), measured: %d run%s of one matmul, first %s, best %s\n", threads,
                    threads == 1 ? "" : "s", ran, ran == 1 ? "" : "s", tf, tb);
-            printf("  per matmul        %12s   %8.4f TFLOP/s   (tpu_run, TPU numerics)\n", tb, flops1 / best / 1e12);
-            printf("  all %-13d %12s   %8.4f TFLOP/s   %d x the best run: extrapolated, not run\n", count, te,
+            BPRINTF("  per matmul        %12s   %8.4f TFLOP/s   (tpu_run, TPU numerics)\n", tb, flops1 / best / 1e12);
+            BPRINTF("  all %-13d %12s   %8.4f TFLOP/s   %d x the best run: extrapolated, not run\n", count, te,
                    flops1 / best / 1e12, count);
-            if (warm > 0) printf("\nsimulated TPU device vs this CPU: %.3gx (warm), %.3gx (cold)\n", best * count / warm, best * count / cold);
+            if (warm > 0) BPRINTF("\nsimulated TPU device vs this CPU: %.3gx (warm), %.3gx (cold)\n", best * count / warm, best * count / cold);
+            if (jo) {
+                cJSON_AddNumberToObject(jo, "host_runs", ran);
+                cJSON_AddNumberToObject(jo, "host_best_s", best);
+                cJSON_AddNumberToObject(jo, "host_tflops", flops1 / best / 1e12);
+                cJSON_AddNumberToObject(jo, "host_extrapolated_s", best * count);
+            }
         }
     }
+    if (json && cli_print_json(jo)) rc = 2;
 done:
     free(text);
     tpu_profile_free(p);
@@ -266,6 +303,8 @@ done:
     tpu_ctx_free(ctx);
     return rc;
 }
+
+#undef BPRINTF
 
 int cmd_bench(int argc, char **argv)
 {

@@ -22,7 +22,7 @@ static void check_usage(FILE *f)
             "                        v5litepod, trillium, tpu7x/ironwood; a slice suffix such as v5e-8 is ignored).\n"
             "                        Without it the generic TPU rules apply.\n"
             "  --split-input-file    the file holds several modules separated by lines '// -----'; check each\n"
-            "  --json                print the report as JSON (one object per module, one per line group)\n"
+            "  --json                print the report as a JSON object (with --split-input-file: an array of them)\n"
             "  -h, --help            this help\n"
             "\n"
             "exit status: 0 compatible (warnings and notes allowed), 1 not compatible, 2 the program cannot be read\n"
@@ -124,7 +124,8 @@ int cmd_check(int argc, char **argv)
     tpu_module **ms = NULL;
     int n = 0;
     int rc = check_load(ctx, path, split, &ms, &n);
-    for (int i = 0; !rc && i < n; i++) {
+    if (!rc && json && split) printf("[\n");
+    for (int i = 0; rc != 2 && i < n; i++) {
         tpu_report *r = NULL;
         if (tpu_check(ctx, ms[i], chip, &r)) {
             fprintf(stderr, "tpusim check: %s\n", tpu_errmsg(ctx));
@@ -133,6 +134,7 @@ int cmd_check(int argc, char **argv)
         }
         if (json) {
             fputs(tpu_report_json(r), stdout);
+            fputs(split && i + 1 < n ? ",\n" : "\n", stdout);
         } else {
             if (n > 1) printf("%s// module %d of %d\n", i ? "\n" : "", i + 1, n);
             fputs(tpu_report_text(r), stdout);
@@ -140,6 +142,7 @@ int cmd_check(int argc, char **argv)
         if (!tpu_report_compatible(r)) rc = 1;
         tpu_report_free(r);
     }
+    if (rc != 2 && json && split) printf("]\n");
     check_free(ms, n, split);
     tpu_ctx_free(ctx);
     return rc;

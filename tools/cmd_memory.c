@@ -10,7 +10,7 @@ static void memory_usage(FILE *f, const char *cmd)
 {
     if (!strcmp(cmd, "compile")) {
         fprintf(f,
-                "usage: tpusim compile PROGRAM.hlo --chip SLICE_OR_GEN [--policy mixed_bfloat16]\n"
+                "usage: tpusim compile PROGRAM.hlo --chip SLICE_OR_GEN [--policy mixed_bfloat16] [--json]\n"
                 "\n"
                 "Compiles PROGRAM.hlo for one core of the chip (layouts, (8,128) tiling, fusion, schedule, buffer\n"
                 "assignment) and fails like the TPU compiler when it does not fit in HBM, printing the same\n"
@@ -20,6 +20,7 @@ static void memory_usage(FILE *f, const char *cmd)
                 "  --chip NAME        slice (v2-8, v3-8, v3-32, v4-8, v5p-128, v5litepod-16, v6e-8, ...), generation\n"
                 "                     (v2 ... v7) or a chip file (.json, see docs/chips.md)\n"
                 "  --policy P         float32 (as written, default) or mixed_bfloat16 (Keras' mixed policy)\n"
+                "  --json             print the memory plan as a JSON object (as tpusim memory --json) instead\n"
                 "\n"
                 "exit status: 0 fits, 1 does not fit or does not verify, 2 bad command line or unreadable program.\n");
         return;
@@ -65,7 +66,7 @@ static int memory_main(int argc, char **argv, int compile)
             html = v;
         } else if (!compile && (v = cli_opt_value(argc, argv, &i, "--top"))) {
             if (!cli_int32(cmd, "--top", v, 1, 1000000, &top)) return 2;
-        } else if (!compile && !strcmp(argv[i], "--json")) {
+        } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tpusim %s: unknown option '%s' (see tpusim %s --help)\n", cmd, argv[i], cmd);
@@ -101,6 +102,17 @@ static int memory_main(int argc, char **argv, int compile)
         rc = st == TPU_ERR_INVALID || st == TPU_ERR_IO || st == TPU_ERR_PARSE ? 2 : 1;
         goto done;
     }
+    if (compile && json) {   /* the plan as memory --json prints it; the exit status says whether it compiled */
+        const char *j = tpu_memory_json(mem);
+        if (!j) {
+            fprintf(stderr, "tpusim compile: out of memory\n");
+            rc = 2;
+        } else {
+            printf("%s\n", j);
+            rc = tpu_memory_fits(mem) ? 0 : 1;
+        }
+        goto done;
+    }
     if (compile) {
         if (!tpu_memory_fits(mem)) {
             fprintf(stderr, "%s", tpu_memory_report(mem));
@@ -130,7 +142,8 @@ static int memory_main(int argc, char **argv, int compile)
         fprintf(stderr, "tpusim memory: %s\n", tpu_errmsg(ctx));
         rc = 2;
     }
-    if (!json && (svg || html) && !rc) fprintf(stderr, "wrote%s%s%s%s\n", svg ? " " : "", svg ? svg : "", html ? " " : "", html ? html : "");
+    if ((svg || html) && !rc)   /* on stderr: stdout may hold the JSON or a file written to "-" */
+        fprintf(stderr, "tpusim memory: wrote%s%s%s%s\n", svg ? " " : "", svg ? svg : "", html ? " " : "", html ? html : "");
 done:
     tpu_memory_free(mem);
     tpu_module_free(m);

@@ -38,6 +38,9 @@ static void profile_usage(FILE *f)
             "                         ops[{name, time_s, bound, ...}], ...)\n"
             "  --trace FILE           write a Chrome trace-event JSON timeline (open in ui.perfetto.dev)\n"
             "  --html FILE            write an HTML report with charts and the advisor's pointers\n"
+            "  --tensorboard LOGDIR   write the profile for TensorBoard's profile plugin (XPlane):\n"
+            "                         LOGDIR/plugins/profile/RUN/HOST.xplane.pb; then tensorboard --logdir LOGDIR\n"
+            "  --run NAME             the run's name under LOGDIR (default: the time, as the profiler names runs)\n"
             "  --no-advice            don't print the advisor's pointers\n"
             "  --split-input-file     the file holds several modules separated by lines '// -----': profile\n"
             "                         each (--json prints an array; trace and report files get -1, -2 ...)\n"
@@ -148,7 +151,7 @@ static int profile_compare(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_
 
 typedef struct profile_out {
     int         json, top, advice;
-    const char *trace, *html, *compare, *price;
+    const char *trace, *html, *compare, *price, *tb, *run;
     double      input_time;
     int         index, count;   /* module index and count with --split-input-file (count 0: one module) */
 } profile_out;
@@ -163,6 +166,12 @@ static void profile_path(char *buf, size_t n, const char *path, int k)
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (!dot || (slash && dot < slash)) dot = path + strlen(path);
     snprintf(buf, n, "%.*s-%d%s", (int)(dot - path), path, k, dot);
+}
+
+/* Says which files were written (on stderr: stdout may be JSON or a file given as "-"). */
+static void profile_wrote(const char *path)
+{
+    if (strcmp(path, "-")) fprintf(stderr, "tpusim profile: wrote %s\n", path);
 }
 
 /* Profiles one module and prints what was asked. Returns the exit code (0, 1 does not verify, 2 error). */
@@ -213,6 +222,8 @@ static int profile_one(tpu_ctx *ctx, const tpu_module *m, tpu_profile_opts o, co
         if (tpu_profile_write_trace(ctx, p, path) != TPU_OK) {
             fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
             rc = 2;
+        } else {
+            profile_wrote(path);
         }
     }
     if (po->html) {
@@ -220,7 +231,21 @@ static int profile_one(tpu_ctx *ctx, const tpu_module *m, tpu_profile_opts o, co
         if (tpu_profile_write_html(ctx, p, path) != TPU_OK) {
             fprintf(stderr, "tpusim profile: %s\n", tpu_errmsg(ctx));
             rc = 2;
+        } else {
+            profile_wrote(path);
         }
+    }
+    if (po->tb) {
+        char run[256], *written = NULL;
+        if (po->run) profile_path(run, sizeof run, po->run, po->index);
+        else if (po->count) snprintf(run, sizeof run, "%s", tpu_module_name(m));   /* one run per module */
+        if (tpu_profile_write_tensorboard(ctx, p, po->tb, po->run || po->count ? run : NULL, &written) != TPU_OK) {
+            fprintf(stderr, "tpusim profile: --tensorboard: %s\n", tpu_errmsg(ctx));
+            rc = 2;
+        } else {
+            profile_wrote(written);
+        }
+        tpu_free(written);
     }
     tpu_profile_free(p);
     return rc;
@@ -228,7 +253,7 @@ static int profile_one(tpu_ctx *ctx, const tpu_module *m, tpu_profile_opts o, co
 
 int cmd_profile(int argc, char **argv)
 {
-    const char *prog = NULL, *trace = NULL, *html = NULL, *price = NULL, *compare = NULL;
+    const char *prog = NULL, *trace = NULL, *html = NULL, *price = NULL, *compare = NULL, *tb = NULL, *run = NULL;
     int json = 0, top = 15, advice = 1, split = 0;
     double input_time = 0;
     tpu_profile_opts o;
@@ -270,6 +295,10 @@ int cmd_profile(int argc, char **argv)
             trace = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--html"))) {
             html = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--tensorboard"))) {
+            tb = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--run"))) {
+            run = v;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--analytic")) {
@@ -315,7 +344,7 @@ int cmd_profile(int argc, char **argv)
     cli_print_warnings(ctx);
     if (json && split) printf("[\n");
     for (int k = 0; k < nm; k++) {
-        profile_out po = {json, top, advice, trace, html, compare, price, input_time, k, split ? nm : 0};
+        profile_out po = {json, top, advice, trace, html, compare, price, tb, run, input_time, k, split ? nm : 0};
         int r = profile_one(ctx, ms[k], o, &po);
         if (r > rc) rc = r;
         if (json && split && k + 1 < nm) printf(",\n");

@@ -1,6 +1,8 @@
 /* cmd_run.c — `tpusim run`: execute an HLO program on the CPU with TPU numerics. */
 #include "cli.h"
 
+#include <cJSON.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,8 +21,9 @@ static void run_usage(FILE *f)
             "one .npy per leaf), or as an .npz, or generated.\n"
             "\n"
             "options:\n"
-            "  --inputs FILE.npz      inputs from an archive: members arg0, arg1, ... (or named like the\n"
-            "                         parameters, or else taken in archive order)\n"
+            "  --inputs FILE.npz      inputs from an archive: members arg0, arg1, ..., or named like the\n"
+            "                         parameters (x or x.1 for parameter x.1; a member of the wrong shape or a\n"
+            "                         parameter without a member is named in the error), or else in archive order\n"
             "  --random-inputs        deterministic random inputs: floats uniform in [-1,1), integers in [0,8)\n"
             "  --seed N               seed for --random-inputs (default 1)\n"
             "  --numerics tpu|exact   tpu (default): dot/convolution operands rounded to bf16 per their precision,\n"
@@ -33,6 +36,7 @@ static void run_usage(FILE *f)
             "                         program from elsewhere whose while loop never ends cannot hang (default:\n"
             "                         no limit)\n"
             "  --timeout SECONDS      stop (exit 1) after this much wall time (default: no limit)\n"
+            "  --json                 print a JSON object: the outputs' shapes, statistics and first values, times\n"
             "  --quiet                print nothing but errors\n"
             "\n"
             "several devices (docs/runtime.md):\n"
@@ -52,6 +56,62 @@ static void run_usage(FILE *f)
             "\n"
             "exit status: 0 ran, 1 the program failed to run (unsupported op, bad inputs), 2 bad command line or\n"
             "unreadable program.\n");
+}
+
+/* The parameter member k of an archive stands for: arg<i> (every member so named), else the parameter it is
+ * named like (every member so named), else its position. */
+static int run_member_param(const tpu_module *m, char **names, int nin, int k, int by)
+{
+    if (by == 0) {
+        int i, len = 0;
+        return sscanf(names[k], "arg%d%n", &i, &len) == 1 && !names[k][len] && i >= 0 ? i : -1;
+    }
+    return by == 1 ? cli_param_named(m, names[k]) : k;
+}
+
+/* Puts an .npz's members in parameter order (ins and names together); says which member is wrong, missing or
+ * extra and returns 1 when they do not make up the parameters. */
+static int run_order_members(const tpu_module *m, const char *npz, tpu_tensor **ins, char **names, int nin)
+{
+    int np = tpu_module_num_params(m), by = 2;
+    for (int rule = 0; rule < 2 && by == 2; rule++) {
+        int all = nin > 0;
+        for (int k = 0; k < nin && all; k++) all = run_member_param(m, names, nin, k, rule) >= 0;
+        if (all) by = rule;
+    }
+    if (by == 2) return 0;   /* archive order; tpu_run checks count and shapes */
+    tpu_tensor **t = calloc((size_t)(np ? np : 1), sizeof *t);
+    char **nm = calloc((size_t)(np ? np : 1), sizeof *nm);
+    int bad = !t || !nm;
+    for (int k = 0; k < nin && !bad; k++) {
+        int i = run_member_param(m, names, nin, k, by);
+        if (i >= np) {
+            fprintf(stderr, "tpusim run: %s: member '%s': %s takes %d parameter%s\n", npz, names[k], tpu_module_name(m),
+                    np, np == 1 ? "" : "s");
+            bad = 1;
+        } else if (t[i]) {
+            fprintf(stderr, "tpusim run: %s: members '%s' and '%s' both stand for parameter %d (%s)\n", npz, nm[i],
+                    names[k], i, tpu_module_param_name(m, i));
+            bad = 1;
+        } else {
+            t[i] = ins[k], nm[i] = names[k];
+        }
+    }
+    for (int i = 0; i < np && !bad && nin == np; i++)
+        if (!t[i]) bad = 1;
+    if (!bad && nin != np) bad = 1;
+    if (bad && t && nm && nin < np)
+        for (int i = 0; i < np; i++)
+            if (!t[i]) {
+                fprintf(stderr, "tpusim run: %s has no member for parameter %d (%s; name a member '%s' or 'arg%d')\n", npz,
+                        i, tpu_module_param_name(m, i), tpu_module_param_name(m, i), i);
+                break;
+            }
+    if (!bad)
+        for (int i = 0; i < np; i++) ins[i] = t[i], names[i] = nm[i];
+    free(t);
+    free(nm);
+    return bad;
 }
 
 static int run_mkdir_p(const char *dir)
@@ -112,7 +172,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *prog = NULL, *npz = NULL, *outdir = NULL;
     const char *files[1024];
-    int nfiles = 0, random = 0, quiet = 0;
+    int nfiles = 0, random = 0, quiet = 0, json = 0;
     uint64_t seed = 1;
     tpu_run_opts opts = tpu_run_opts_default();
     for (int i = 1; i < argc && !cli_is_help(argv[i]); i++)   /* several devices: cmd_run_rep.c */
@@ -144,6 +204,8 @@ int cmd_run(int argc, char **argv)
             random = 1;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tpusim run: unknown option '%s' (see tpusim run --help)\n", argv[i]);
             return 2;
@@ -193,28 +255,9 @@ int cmd_run(int argc, char **argv)
     } else if (npz) {
         st = tpu_npz_load_filtered(ctx, npz, cli_npz_params_filter, m, &ins, &names, &nin);
         nnames = nin;
-        /* order members arg0, arg1, ... when they are named that way */
-        if (!st) {
-            int numbered = 1;
-            for (int i = 0; i < nin && numbered; i++) {
-                char want[32];
-                snprintf(want, sizeof want, "arg%d", i);
-                int found = 0;
-                for (int k = 0; k < nin; k++) found |= !strcmp(names[k], want);
-                numbered = found;
-            }
-            if (numbered) {
-                tpu_tensor **sorted = calloc((size_t)(nin ? nin : 1), sizeof *sorted);
-                if (!sorted) { fprintf(stderr, "tpusim run: out of memory\n"); rc = 2; goto done; }
-                for (int i = 0; i < nin; i++) {
-                    char want[32];
-                    snprintf(want, sizeof want, "arg%d", i);
-                    for (int k = 0; k < nin; k++)
-                        if (!strcmp(names[k], want)) sorted[i] = ins[k];
-                }
-                for (int i = 0; i < nin; i++) ins[i] = sorted[i];
-                free(sorted);
-            }
+        if (!st && run_order_members(m, npz, ins, names, nin)) {
+            rc = 2;
+            goto done;
         }
     } else if (nfiles) {
         ins = calloc((size_t)nfiles, sizeof *ins);
@@ -242,14 +285,37 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     double t1 = run_now();
+    cli_progress *prog_line = cli_progress_start("tpusim run: running %s", tpu_module_name(m));
     st = tpu_run(ctx, m, &opts, ins, nin, &outs, &nout);
+    cli_progress_stop(prog_line);
     double t_run = run_now() - t1;
     if (st) {
         fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
         rc = 1;
         goto done;
     }
-    if (!quiet) {
+    if (json) {
+        cJSON *o = cJSON_CreateObject(), *arr = o ? cJSON_AddArrayToObject(o, "outputs") : NULL;
+        if (o) {
+            cJSON_AddStringToObject(o, "program", prog);
+            cJSON_AddStringToObject(o, "module", tpu_module_name(m));
+            cJSON_AddStringToObject(o, "numerics", opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact");
+            cJSON_AddNumberToObject(o, "parse_s", t_parse);
+            cJSON_AddNumberToObject(o, "run_s", t_run);
+        }
+        for (int i = 0; arr && i < nout; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "out%d", i);
+            cJSON *e = cli_tensor_json(outs[i], name);
+            if (e && outdir) {
+                char path[4200];
+                snprintf(path, sizeof path, "%s/out%d.npy", outdir, i);
+                cJSON_AddStringToObject(e, "file", path);
+            }
+            cJSON_AddItemToArray(arr, e);
+        }
+        if (cli_print_json(o)) rc = 2;
+    } else if (!quiet) {
         printf("%s: %d output%s (numerics %s), parse %.3f s, run %.3f s\n", prog, nout, nout == 1 ? "" : "s",
                opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact", t_parse, t_run);
         for (int i = 0; i < nout; i++) {
@@ -275,7 +341,7 @@ int cmd_run(int argc, char **argv)
                 goto done;
             }
         }
-        if (!quiet) printf("wrote %d file%s to %s/\n", nout, nout == 1 ? "" : "s", outdir);
+        if (!quiet && !json) printf("wrote %d file%s to %s/\n", nout, nout == 1 ? "" : "s", outdir);
     }
 done:
     if (nfiles && ins) {

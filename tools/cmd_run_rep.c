@@ -3,6 +3,8 @@
  * between them; outputs per device. tools/cmd_run.c hands the command line over here. */
 #include "cli.h"
 
+#include <cJSON.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -86,7 +88,7 @@ int cmd_run_replicated(int argc, char **argv)
 {
     const char *prog = NULL, *npz = NULL, *outdir = NULL, *chip = NULL;
     const char *files[1024];
-    int nfiles = 0, random = 0, quiet = 0, vary = 0, replicas = 0, partitions = 0;
+    int nfiles = 0, random = 0, quiet = 0, vary = 0, replicas = 0, partitions = 0, json = 0;
     uint64_t seed = 1;
     tpu_run_opts opts = tpu_run_opts_default();
     for (int i = 1; i < argc; i++) {
@@ -117,6 +119,8 @@ int cmd_run_replicated(int argc, char **argv)
             random = 1;
         } else if (!strcmp(argv[i], "--per-device-seeds")) {
             vary = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -279,7 +283,9 @@ int cmd_run_replicated(int argc, char **argv)
         rc = 2;
         goto done;
     }
+    cli_progress *prog_line = cli_progress_start("tpusim run: running %s on %d devices", tpu_module_name(m), n);
     st = tpu_system_run(ctx, sys, m, &opts, ins, nin, outs, &nout);
+    cli_progress_stop(prog_line);
     cli_print_warnings(ctx);
     if (st) {
         fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
@@ -288,7 +294,32 @@ int cmd_run_replicated(int argc, char **argv)
     }
     tpu_system_stats s;
     tpu_system_last_stats(sys, &s);
-    if (!quiet) {
+    if (json) {
+        cJSON *o = cJSON_CreateObject(), *devs = o ? cJSON_AddArrayToObject(o, "devices") : NULL;
+        if (o) {
+            cJSON_AddStringToObject(o, "program", prog);
+            cJSON_AddStringToObject(o, "module", tpu_module_name(m));
+            cJSON_AddStringToObject(o, "numerics", opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact");
+            cJSON_AddNumberToObject(o, "replicas", s.replicas);
+            cJSON_AddNumberToObject(o, "partitions", s.partitions);
+            cJSON_AddNumberToObject(o, "parse_s", t_parse);
+            cJSON_AddNumberToObject(o, "run_s", s.run_s);
+            cJSON_AddNumberToObject(o, "collectives", (double)s.collectives);
+            cJSON_AddNumberToObject(o, "ici_s", s.ici_s);
+            cJSON_AddNumberToObject(o, "ici_bytes", (double)s.ici_bytes);
+        }
+        for (int d = 0; devs && d < n; d++) {
+            cJSON *dv = cJSON_CreateObject(), *arr = dv ? cJSON_AddArrayToObject(dv, "outputs") : NULL;
+            if (dv) cJSON_AddNumberToObject(dv, "device", d);
+            for (int i = 0; arr && i < nout; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "out%d", i);
+                cJSON_AddItemToArray(arr, cli_tensor_json(outs[d][i], name));
+            }
+            cJSON_AddItemToArray(devs, dv);
+        }
+        if (cli_print_json(o)) rc = 2;
+    } else if (!quiet) {
         printf("%s: %d output%s on %d device%s (%d replica%s x %d partition%s), numerics %s, parse %.3f s, run %.3f s\n",
                prog, nout, nout == 1 ? "" : "s", n, n == 1 ? "" : "s", s.replicas, s.replicas == 1 ? "" : "s",
                s.partitions, s.partitions == 1 ? "" : "s", opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact", t_parse,
@@ -353,7 +384,7 @@ int cmd_run_replicated(int argc, char **argv)
                 files_written++;
             }
         }
-        if (!rc && !quiet) printf("wrote %d file%s to %s/dev*/\n", files_written, files_written == 1 ? "" : "s", outdir);
+        if (!rc && !quiet && !json) printf("wrote %d file%s to %s/dev*/\n", files_written, files_written == 1 ? "" : "s", outdir);
     }
 done:
     if (outs) tpu_system_outputs_free(outs, n, nout);

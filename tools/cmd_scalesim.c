@@ -1,6 +1,9 @@
 /* cmd_scalesim.c — `tpusim scalesim`: SCALE-Sim's command line (-c -t -i -p), SCALE-Sim's reports. */
 #include "cli.h"
+
+#include <cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,16 +26,66 @@ static void scalesim_help(FILE *f)
             "  -s Y|N        SCALE-Sim's trace switch; accepted, traces are not written\n"
             "  -l LAYOUT     SCALE-Sim's layout file; accepted and ignored (custom layouts are unsupported)\n"
             "  -q            quiet: no per-layer lines on stdout\n"
+            "  --json        print a JSON object instead: layers, report directory, times and the compute\n"
+            "                report's rows (one object per layer, keyed by its columns)\n"
             "  -h, --help    this help\n"
             "\n"
             "exit status: 0 reports written, 1 simulation failed or unsupported feature, 2 bad usage or input\n");
+}
+
+/* One CSV line's fields, trimmed, into fields[] (at most max); returns the count. Modifies line. */
+static int scalesim_fields(char *line, char **fields, int max)
+{
+    int n = 0;
+    for (char *save = NULL, *f = strtok_r(line, ",", &save); f && n < max; f = strtok_r(NULL, ",", &save)) {
+        while (*f == ' ') f++;
+        char *e = f + strlen(f);
+        while (e > f && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r')) *--e = 0;
+        if (*f) fields[n++] = f;
+    }
+    return n;
+}
+
+/* --json: the run and COMPUTE_REPORT.csv's rows as objects keyed by its header. */
+static int scalesim_json(tpu_ctx *ctx, const char *dir, int layers, double wall, double cpu)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return 2;
+    cJSON_AddNumberToObject(o, "layers", layers);
+    cJSON_AddStringToObject(o, "report_dir", dir);
+    cJSON_AddNumberToObject(o, "wall_s", wall);
+    cJSON_AddNumberToObject(o, "cpu_s", cpu);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/COMPUTE_REPORT.csv", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "tpusim scalesim: %s: cannot read\n", path);
+        cJSON_Delete(o);
+        return 2;
+    }
+    char head[4096], line[4096], *cols[64], *vals[64];
+    int ncols = fgets(head, sizeof head, f) ? scalesim_fields(head, cols, 64) : 0;
+    cJSON *rows = cJSON_AddArrayToObject(o, "compute_report");
+    while (rows && fgets(line, sizeof line, f)) {
+        int nv = scalesim_fields(line, vals, 64);
+        cJSON *r = cJSON_CreateObject();
+        for (int k = 0; r && k < nv && k < ncols; k++) {
+            double d;
+            if (cli_parse_num(vals[k], strlen(vals[k]), &d)) cJSON_AddNumberToObject(r, cols[k], d);
+            else cJSON_AddStringToObject(r, cols[k], vals[k]);
+        }
+        cJSON_AddItemToArray(rows, r);
+    }
+    fclose(f);
+    (void)ctx;
+    return cli_print_json(o);
 }
 
 int cmd_scalesim(int argc, char **argv)
 {
     tpu_scalesim_opts o = tpu_scalesim_opts_default();
     o.out_dir = "./results";
-    int quiet = 0, trace = 0;
+    int quiet = 0, trace = 0, json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (cli_is_help(a)) {
@@ -40,6 +93,7 @@ int cmd_scalesim(int argc, char **argv)
             return 0;
         }
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
         if ((v = cli_opt_value(argc, argv, &i, "-c"))) { o.config_path = v; continue; }
         if ((v = cli_opt_value(argc, argv, &i, "-t"))) { o.topology_path = v; continue; }
         if ((v = cli_opt_value(argc, argv, &i, "-p"))) { o.out_dir = v; continue; }
@@ -72,7 +126,7 @@ int cmd_scalesim(int argc, char **argv)
         return 2;
     }
     if (trace) fprintf(stderr, "tpusim scalesim: note: -s Y accepted, but SRAM/DRAM traces are not written\n");
-    if (!quiet) o.log = stdout;
+    if (!quiet && !json) o.log = stdout;
     tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "tpusim scalesim: out of memory\n");
@@ -96,6 +150,8 @@ int cmd_scalesim(int argc, char **argv)
     if (st != TPU_OK) {
         fprintf(stderr, "tpusim scalesim: %s\n", tpu_errmsg(ctx));
         rc = st == TPU_ERR_PARSE || st == TPU_ERR_IO || st == TPU_ERR_INVALID ? 2 : 1;
+    } else if (json) {
+        rc = scalesim_json(ctx, dir, n, wall, cpu);
     } else if (!quiet) {
         printf("%d layers in %.6f s (CPU %.6f s); reports in %s/\n", n, wall, cpu, dir);
     }

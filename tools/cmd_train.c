@@ -2,6 +2,8 @@
  * then says how fast it would run there; or the learning-rate finder (--lr-find). */
 #include "cli.h"
 
+#include <cJSON.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,7 @@ static void train_usage(FILE *f)
             "  --log-every L          a progress line every L steps (default: 20 per run)\n"
             "  --no-progress          no progress bar even on a terminal (plain lines)\n"
             "  --quiet                no progress output at all\n"
+            "  --json                 print the result as a JSON object (progress stays on stderr)\n"
             "learning-rate finder (docs/step_dir.md section 8):\n"
             "  --lr-find              from init_state, steps with the learning rate growing geometrically from\n"
             "                         --lr-min (1e-6) to --lr-max (1) over --steps (100); stops when the loss\n"
@@ -137,7 +140,40 @@ static void train_print_result(tpu_trainer *tr, const tpu_train_opts *o, const t
 }
 
 /* Trains, then reports (process 0 of several). Returns the exit status. */
-static int train_run(tpu_ctx *ctx, const char *dir, const tpu_train_opts *o)
+/* The result as one JSON object (--json): what train_print_result says, for scripts. */
+static int train_print_json(tpu_trainer *tr, const tpu_train_opts *o, const tpu_train_result *rr)
+{
+    const tpu_train_result r = *rr;
+    cJSON *j = cJSON_CreateObject();
+    if (j) {
+        cJSON_AddStringToObject(j, "slice", o->slice);
+        cJSON_AddNumberToObject(j, "steps", (double)r.steps);
+        cJSON_AddNumberToObject(j, "replicas", r.replicas);
+        cJSON_AddNumberToObject(j, "global_batch", (double)r.global_batch);
+        cJSON_AddNumberToObject(j, "loss", r.loss);
+        const char *en;
+        double ev;
+        cJSON *eo = cJSON_AddObjectToObject(j, "eval");
+        for (int k = 0; eo && tpu_trainer_eval_result(tr, k, &en, &ev); k++) cJSON_AddNumberToObject(eo, en, ev);
+        cJSON_AddNumberToObject(j, "wall_s", r.wall_s);
+        cJSON_AddNumberToObject(j, "steps_per_s", r.steps_per_s);
+        cJSON_AddNumberToObject(j, "sim_step_s", r.sim_step_s);
+        cJSON_AddNumberToObject(j, "sim_program_s", r.sim_program_s);
+        cJSON_AddNumberToObject(j, "sim_allreduce_s", r.sim_allreduce_s);
+        cJSON_AddNumberToObject(j, "mxu_utilization", r.mxu_utilization);
+        cJSON_AddStringToObject(j, "bound", r.bound ? r.bound : "");
+        cJSON_AddNumberToObject(j, "input_samples_per_s", r.input_samples_per_s);
+        cJSON_AddBoolToObject(j, "input_bound", r.input_bound);
+        cJSON_AddStringToObject(j, "advice", r.advice ? r.advice : "");
+        cJSON *files = cJSON_AddArrayToObject(j, "files");
+        const char *fs[] = {r.metrics_jsonl, r.profile_html, r.trace_json, r.memory_html};
+        for (int k = 0; files && k < 4; k++)
+            if (fs[k]) cJSON_AddItemToArray(files, cJSON_CreateString(fs[k]));
+    }
+    return cli_print_json(j);
+}
+
+static int train_run(tpu_ctx *ctx, const char *dir, const tpu_train_opts *o, int json)
 {
     int lead = !o->dist || tpu_dist_rank(o->dist) == 0;
     tpu_trainer *tr = NULL;
@@ -165,7 +201,7 @@ static int train_run(tpu_ctx *ctx, const char *dir, const tpu_train_opts *o)
         train_err(o, "the report: ", tpu_errmsg(ctx));
         rc = 1;
     }
-    if (!rc && lead) train_print_result(tr, o, &r);
+    if (!rc && lead) rc = json ? train_print_json(tr, o, &r) : (train_print_result(tr, o, &r), 0);
     tpu_trainer_free(tr);
     return rc;
 }
@@ -174,7 +210,7 @@ int cmd_train(int argc, char **argv)
 {
     tpu_train_opts o = tpu_train_opts_default();
     const char *dir = NULL, *lr_out = NULL;
-    int lr_find = 0, quiet = 0, no_bar = 0;
+    int lr_find = 0, quiet = 0, no_bar = 0, json = 0;
     double lr_min = 1e-6, lr_max = 1.0, d;
     int have_steps = 0;
     for (int i = 1; i < argc; i++) {
@@ -203,6 +239,8 @@ int cmd_train(int argc, char **argv)
             lr_find = 1;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
         } else if (!strcmp(a, "--no-progress")) {
             no_bar = 1;
         } else if (OPT("--steps-per-exec")) {
@@ -313,7 +351,7 @@ int cmd_train(int argc, char **argv)
             o.progress_bar = 0;
         }
     }
-    rc = train_run(ctx, dir, &o);
+    rc = train_run(ctx, dir, &o, json);
     tpu_dist_free(dist, rc);   /* after a failure: MPI_Abort(rc), so that no process waits for this one */
     tpu_ctx_free(ctx);
     return rc;

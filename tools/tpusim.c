@@ -32,7 +32,10 @@ static void cli_usage(FILE *f)
     for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
         fprintf(f, "  %-10s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
     fprintf(f, "\nA PROGRAM may be HLO text, an HloModuleProto in protobuf text format, or a binary HloModuleProto,\n"
-               "HloProto or HloSnapshot (XLA's *.hlo.pb dumps, what PyTorch/XLA hands a PJRT plugin).\n");
+               "HloProto or HloSnapshot (XLA's *.hlo.pb dumps, what PyTorch/XLA hands a PJRT plugin); or StableHLO:\n"
+               "MLIR text (jax's lowered.as_text(), .mlir), bytecode (.mlirbc) or a jax.export file, read through\n"
+               "jaxlib's converter in $TPUSIM_PYTHON (default python3; pip install jax==0.10.2). '-' is standard\n"
+               "input for a PROGRAM and standard output for a file written.\n");
     fprintf(f, "\noption for every command:\n"
                "  --max-input-size SIZE  the largest input read into memory: a program or config file, one .npy,\n"
                "                         one .npz member once inflated (default 4G; SIZE in bytes or with K, M, G, T)\n");

@@ -48,6 +48,11 @@ tpu_status tpu_module_param_info(const tpu_module *m, int i, tpu_dtype *dtype, i
     return TPU_OK;
 }
 
+const char *tpu_module_param_name(const tpu_module *m, int i)
+{
+    return i >= 0 && i < m->entry->nparams ? m->entry->params[i]->name : NULL;
+}
+
 /* ---- the entry's inputs and outputs as flat lists of leaves (tuples depth-first) ---- */
 
 static int hlo_api_leaves(const hlo_shape *s)

@@ -190,7 +190,12 @@ void pj_client_free(PJRT_Client *c)
     for (int i = 0; c->devs && i < c->ndev; i++)
         for (int k = 0; k < c->devs[i].mem.nuser; k++)
             if (c->devs[i].mem.user[k].dtor) c->devs[i].mem.user[k].dtor(c->devs[i].mem.user[k].data);
-    for (int i = 0; i < c->nnotes; i++) free(c->notes[i].advice);
+    for (int i = 0; i < c->nnotes; i++) {
+        free(c->notes[i].advice);
+        tpu_profile_free(c->notes[i].p);
+        tpu_module_free(c->notes[i].m);
+        tpu_ctx_free(c->notes[i].ctx);
+    }
     free(c->notes);
     free(c->devs);
     free(c->dev_list);

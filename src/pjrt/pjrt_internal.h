@@ -204,6 +204,11 @@ typedef struct pj_exe_note {
     char  *advice;             /* the advisor's pointers for the program, or NULL */
     double step_s, mxu_util;
     int64_t runs;
+    /* the program's predicted profile, kept for the TensorBoard profile written at exit: its own context and
+     * copy of the program (parsed from the optimized HLO), since the executable may be gone by then */
+    tpu_ctx     *ctx;
+    tpu_module  *m;
+    tpu_profile *p;
 } pj_exe_note;
 
 struct PJRT_Executable {

@@ -98,7 +98,12 @@ void pj_report_executable(PJRT_Client *c, PJRT_Executable *e)
     pj_write_text(path, e->optimized_hlo);
     tpu_profile_opts po = {.chip = c->slice, .steps = 1, .steps_per_exec = 1};
     tpu_profile *p = NULL;
-    if (tpu_profile_program(ctx, e->m, &po, &p) == TPU_OK) {
+    /* the note's own copy of the program, so its profile outlives the executable (for TensorBoard at exit) */
+    tpu_module *own = NULL;
+    const tpu_module *m = e->m;
+    if (e->optimized_hlo && tpu_module_parse(ctx, e->optimized_hlo, strlen(e->optimized_hlo), e->name, &own) == TPU_OK)
+        m = own;
+    if (tpu_profile_program(ctx, m, &po, &p) == TPU_OK) {
         snprintf(path, sizeof path, "%s/%s.profile.html", c->profile_dir, base);
         tpu_profile_write_html(ctx, p, path);
         snprintf(path, sizeof path, "%s/%s.trace.json", c->profile_dir, base);
@@ -119,7 +124,6 @@ void pj_report_executable(PJRT_Client *c, PJRT_Executable *e)
     } else {
         fprintf(stderr, "tpusim: profiling %s: %s\n", e->name, tpu_errmsg(ctx));
     }
-    tpu_profile_free(p);
     tpu_memory_opts mo = {.chip = c->slice, .top = 10};
     tpu_memory *mem = NULL;
     if (tpu_memory_plan(ctx, e->m, &mo, &mem) == TPU_OK) {
@@ -127,6 +131,36 @@ void pj_report_executable(PJRT_Client *c, PJRT_Executable *e)
         tpu_memory_write_html(ctx, mem, path);
     }
     tpu_memory_free(mem);
+    if (p && own) {
+        pthread_mutex_lock(&c->mu);
+        c->notes[idx].ctx = ctx, c->notes[idx].m = own, c->notes[idx].p = p;
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    tpu_profile_free(p);
+    tpu_module_free(own);
+    tpu_ctx_free(ctx);
+}
+
+/* Every program that ran, each run on the predicted device timeline, as TensorBoard's profile plugin reads it:
+ * DIR/plugins/profile/<time>/<host>.xplane.pb (tensorboard --logdir DIR). */
+static void pj_write_tensorboard(PJRT_Client *c, char *written, size_t size)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_xspace *xs = NULL;
+    int added = 0;
+    written[0] = 0;
+    if (!ctx || tpu_xspace_new(ctx, &xs)) {
+        tpu_ctx_free(ctx);
+        return;
+    }
+    for (int i = 0; i < c->nnotes; i++)
+        if (c->notes[i].p && c->notes[i].runs > 0 && tpu_xspace_add(ctx, xs, c->notes[i].p, c->notes[i].runs) == TPU_OK) added++;
+    char *path = NULL;
+    if (added && tpu_xspace_write_tensorboard(ctx, xs, c->profile_dir, NULL, &path) == TPU_OK) snprintf(written, size, "%s", path);
+    else if (added) fprintf(stderr, "tpusim: TensorBoard profile: %s\n", tpu_errmsg(ctx));
+    tpu_free(path);
+    tpu_xspace_free(xs);
     tpu_ctx_free(ctx);
 }
 
@@ -212,6 +246,8 @@ void pj_report_summary(PJRT_Client *c)
     pj_fmt_time(tot, sizeof tot, c->predicted_s);
     snprintf(path, sizeof path, "%s/trace.json", c->profile_dir);
     pj_write_trace(c, path);
+    char tb[4400];
+    pj_write_tensorboard(c, tb, sizeof tb);
     /* the most expensive program's advice leads */
     int top = -1;
     double top_s = -1;
@@ -234,6 +270,7 @@ void pj_report_summary(PJRT_Client *c)
         if (top >= 0 && c->notes[top].advice)
             fprintf(o, "Advice for %s (most device time):\n%s", c->notes[top].name, c->notes[top].advice);
         fprintf(o, "Profiles, memory plans and the trace: %s\n", c->profile_dir);
+        if (tb[0]) fprintf(o, "TensorBoard profile: %s (tensorboard --logdir %s)\n", tb, c->profile_dir);
     }
     if (f) fclose(f);
 }

@@ -208,6 +208,26 @@ const char *tpu_profile_summary(tpu_profile *p, int top)
     return p->summary ? p->summary : "out of memory\n";
 }
 
+void prf_add_runtime_collective(prf_profile *p, const char *name, double seconds, double ici_bytes)
+{
+    tim_result *r = p->tim;
+    if (seconds <= 0) return;
+    snprintf(p->extra_name, sizeof p->extra_name, "%s", name);
+    p->extra_s += seconds;
+    /* it runs between two programs, so it adds to the step as the trainer counts it (any wait for input
+     * stays as it was) */
+    double step = r->step_s + seconds;
+    r->device_s += seconds;
+    r->ici_bytes += (int64_t)ici_bytes;
+    r->by_bound[TIM_BOUND_COLLECTIVE] += seconds;
+    r->mxu_util = r->step_s > 0 ? r->mxu_util * r->step_s / step : 0;
+    r->step_s = step;
+    r->flops_per_s = step > 0 ? r->flops / step : 0;
+    r->bound = TIM_BOUND_COMPUTE;
+    for (int b = 0; b < TIM_BOUND_COUNT; b++)
+        if (r->by_bound[b] > r->by_bound[r->bound]) r->bound = (tim_bound)b;
+}
+
 const char *tpu_profile_json(tpu_profile *p)
 {
     if (p->json) return p->json;
@@ -223,6 +243,7 @@ const char *tpu_profile_json(tpu_profile *p)
     cJSON_AddNumberToObject(o, "collective_hidden_s", r->collective_hidden_s);
     cJSON_AddNumberToObject(o, "host_time_s", r->host_s);
     cJSON_AddNumberToObject(o, "idle_time_s", r->idle_s);
+    if (p->extra_s > 0) cJSON_AddNumberToObject(o, "runtime_collective_s", p->extra_s);
     cJSON_AddNumberToObject(o, "flops", r->flops);
     cJSON_AddNumberToObject(o, "mxu_flops", r->mxu_flops);
     cJSON_AddNumberToObject(o, "flops_per_s", r->flops_per_s);

@@ -18,6 +18,10 @@ struct tpu_profile {
     tpu_profile_opts opts;
     char            *summary, *json, *advice;
     int             *order;        /* ops sorted by total time, largest first */
+    /* a collective the step runs outside the program (the trainer's gradient all-reduce, executed by the
+     * runtime between grad.hlo and apply.hlo): after the ops on the timeline, and in tim's totals */
+    double           extra_s;
+    char             extra_name[64];
 };
 typedef struct tpu_profile prf_profile;
 
@@ -25,6 +29,11 @@ typedef struct tpu_profile prf_profile;
 const char *prf_op_label(const tim_op *t, char *buf, size_t n);
 /* Fills p->order. */
 tpu_status prf_sort_ops(prf_profile *p);
+
+/* Adds a collective the runtime runs in every step beside the program (seconds on one device, bytes it
+ * sends): the step time, the collective share, ICI bytes, utilization and bound follow. Before any
+ * summary, JSON or advice is asked for. */
+void prf_add_runtime_collective(prf_profile *p, const char *name, double seconds, double ici_bytes);
 
 /* trace.c */
 tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);

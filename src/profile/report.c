@@ -119,6 +119,13 @@ static void rp_timeline(ut_buf *b, const prf_profile *p)
     }
     if (pend_b >= 0 && pend_w > 0.05)
         ut_buf_printf(b, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"40\" fill=\"%s\"/>\n", pend_x, pend_w, rp_color[pend_b]);
+    if (p->extra_s > 0) {   /* the runtime's collective after the program's ops */
+        rp_time(t, sizeof t, p->extra_s);
+        ut_buf_printf(b, "<rect class=\"op\" x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"40\" fill=\"%s\"><title>", W * cur / total,
+                      W * p->extra_s / total, rp_color[TIM_BOUND_COLLECTIVE]);
+        rp_esc(b, p->extra_name);
+        ut_buf_printf(b, ": %s, collective (run by the runtime)</title></rect>\n", t);
+    }
     if (r->idle_s > 0)
         ut_buf_printf(b, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"40\" fill=\"%s\"><title>waiting for input</title></rect>\n",
                       W * (r->host_s + r->device_s) / total, W * r->idle_s / total, rp_color[TIM_BOUND_IDLE]);

@@ -77,6 +77,10 @@ static void tr_ops(ut_buf *b, int *first, const prf_profile *p, int tid, double 
                       op->hbm_s * 1e6, op->ici_s * 1e6, op->count, op->mxu_util, op->pad_waste);
         cur += dur;
     }
+    if (p->extra_s > 0) {   /* the runtime's collective (the trainer's gradient all-reduce) */
+        tr_event(b, first, p->extra_name, "collective", 1, tid, cur * 1e6, p->extra_s * 1e6);
+        ut_buf_puts(b, ", \"args\": {\"bound\": \"collective\", \"executed_by\": \"runtime\"}}");
+    }
 }
 
 tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)

@@ -380,21 +380,30 @@ char *ut_buf_take(ut_buf *b)
 
 /* ---- files ---- */
 
+/* Closes an input file; standard input stays open. */
+static void ut_close_in(FILE *f)
+{
+    if (f != stdin) fclose(f);
+}
+
 static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_t *len, int text,
                               int (*binary)(const char *head, size_t n))
 {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    /* "-" is standard input, as everywhere on the command line */
+    int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) return ut_err(ctx, TPU_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (is_stdin) path = "<stdin>";
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0) {
         if (S_ISDIR(sb.st_mode)) {
-            fclose(f);
+            ut_close_in(f);
             return ut_err(ctx, TPU_ERR_IO, "%s: is a directory, not a file", path);
         }
         if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > ut_max_input(ctx)) {
-            fclose(f);
+            ut_close_in(f);
             return ut_too_large(ctx, path, (uint64_t)sb.st_size);
         }
     }
@@ -402,7 +411,7 @@ static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_
     size_t cap = 1 << 16, n = 0;
     char *buf = ut_malloc(cap);
     if (!buf) {
-        fclose(f);
+        ut_close_in(f);
         return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory", path);
     }
     for (;;) {
@@ -410,7 +419,7 @@ static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_
             char *nb = ut_realloc(buf, cap * 2);
             if (!nb) {
                 ut_free(buf);
-                fclose(f);
+                ut_close_in(f);
                 return ut_err(ctx, TPU_ERR_NOMEM, "%s: out of memory after reading %zu bytes", path, n);
             }
             buf = nb;
@@ -422,19 +431,19 @@ static tpu_status ut_read_any(tpu_ctx *ctx, const char *path, char **data, size_
         if (nul) {
             size_t at = (size_t)(nul - buf);
             ut_free(buf);
-            fclose(f);
+            ut_close_in(f);
             return ut_err(ctx, TPU_ERR_PARSE, "%s: not a text file (a NUL byte at offset %zu)", path, at);
         }
         n += r;
         if (r == 0) break;
         if ((uint64_t)n > limit) {   /* a pipe or device that never ends */
             ut_free(buf);
-            fclose(f);
+            ut_close_in(f);
             return ut_too_large(ctx, path, UINT64_MAX);
         }
     }
     int bad = ferror(f), err = errno;
-    fclose(f);
+    ut_close_in(f);
     if (bad) {
         ut_free(buf);
         return ut_err(ctx, TPU_ERR_IO, "%s: cannot read: %s", path, strerror(err));
@@ -476,6 +485,10 @@ tpu_status ut_out_open(tpu_ctx *ctx, const char *path, ut_out *o)
     struct stat st;
     if (!path || !*path) return ut_err(ctx, TPU_ERR_INVALID, "no output file name given");
     if (!(o->path = ut_strdup(path))) return ut_nomem(ctx);
+    if (!strcmp(path, "-")) {   /* standard output, written through (and left open) */
+        o->f = stdout;
+        return TPU_OK;
+    }
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket";
         if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
@@ -543,7 +556,7 @@ tpu_status ut_out_close(ut_out *o, int ok, int durable)
         if (fflush(o->f) || ferror(o->f)) err = errno ? errno : EIO;
         if (!err && durable && o->tmp && fsync(fileno(o->f))) err = errno;
     }
-    if (fclose(o->f) && ok && !err) err = errno ? errno : EIO;
+    if (o->f != stdout && fclose(o->f) && ok && !err) err = errno ? errno : EIO;
     o->f = NULL;
     tpu_ctx *ctx = o->ctx;
     tpu_status st = TPU_OK;

@@ -34,6 +34,8 @@ struct tpu_ctx {
     int    nwarn;
     int    max_warn;     /* warnings past this count are counted but not stored */
     uint64_t max_input;  /* tpu_ctx_set_input_limit (0: UT_DEFAULT_MAX_INPUT) */
+    tpu_converter convert;   /* StableHLO -> HLO (tpu_ctx_set_converter), or NULL */
+    void    *convert_user;
 };
 
 #define UT_DEFAULT_MAX_INPUT ((uint64_t)4 << 30)

@@ -2,6 +2,7 @@
  * the shapes the text left out, so every module handed out is complete. */
 #include "verify.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Fills in the shapes a freshly parsed module left out; frees it on failure. */
@@ -28,7 +29,8 @@ static int ver_is_pb_name(const char *file)
  * binary file of another kind) instead of reading up to the input limit. */
 static int ver_head_is_binary(const char *head, size_t n)
 {
-    return n > 0 && (head[0] == 0x0a || head[0] == 0x12 || head[0] == 0x1a) && hlo_is_proto_bin(head, n);
+    return (n > 0 && (head[0] == 0x0a || head[0] == 0x12 || head[0] == 0x1a) && hlo_is_proto_bin(head, n)) ||
+           ver_head_is_stablehlo(head, n);
 }
 
 /* Parses one module in whichever format the bytes are: binary proto, proto text or HLO text. */
@@ -37,6 +39,21 @@ static tpu_status ver_parse_any(tpu_ctx *ctx, const char *text, size_t len, cons
 {
     *out = NULL;
     tpu_status st;
+    const char *kind;
+    size_t off, n;
+    if (!(line_offset == 0 && ver_is_pb_name(file)) && ver_stablehlo_payload(text, len, &kind, &off, &n)) {
+        /* StableHLO: the HLO jaxlib makes of it; messages name the file and say the lines are the HLO's */
+        char *hlo = NULL, name[1024];
+        size_t hl = 0;
+        st = ver_convert(ctx, text, len, file, &hlo, &hl);
+        snprintf(name, sizeof name, "%s (as HLO)", file ? file : "<program>");
+        if (!st && ver_stablehlo_payload(hlo, hl, &kind, &off, &n))
+            st = ut_err(ctx, TPU_ERR_INTERNAL, "%s: the converter returned StableHLO again", name);
+        else if (!st)
+            st = ver_parse_any(ctx, hlo, hl, name, 0, out);
+        free(hlo);
+        return st;
+    }
     if (hlo_is_proto_bin(text, len) || (line_offset == 0 && ver_is_pb_name(file)))
         st = hlo_parse_proto_bin(ctx, text, len, file, out);
     else if (hlo_is_proto_text(text, len)) st = hlo_parse_proto_text(ctx, text, len, file, line_offset, out);

@@ -85,4 +85,10 @@ int ver_verify_module(tpu_ctx *ctx, const hlo_module *m, ver_report *r);
  * first errors, each at file:line:col. The verdict is kept on the module, so a training loop pays once. */
 tpu_status ver_require(tpu_ctx *ctx, const hlo_module *m);
 
+/* ver_stablehlo.c: StableHLO (MLIR text, bytecode, a jax.export serialization) through the context's converter */
+int        ver_head_is_stablehlo(const char *head, size_t n);
+int        ver_stablehlo_payload(const char *b, size_t n, const char **kind, size_t *off, size_t *len);
+/* The HLO (text or binary proto; malloc'ed, free with free()) the converter makes of StableHLO bytes. */
+tpu_status ver_convert(tpu_ctx *ctx, const char *b, size_t n, const char *file, char **out, size_t *out_len);
+
 #endif

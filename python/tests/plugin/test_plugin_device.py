@@ -150,6 +150,13 @@ def test_found_tpu_system_line_and_profile_dir(tmp_path):
     import json
     trace = json.loads((tmp_path / "prof" / "trace.json").read_text())
     assert any(e.get("args", {}).get("runs") == 3 for e in trace["traceEvents"])
+    # the same executions for TensorBoard's profile plugin (tensorboard --logdir prof)
+    import glob
+    xplanes = glob.glob(str(tmp_path / "prof" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    assert len(xplanes) == 1, names
+    data = open(xplanes[0], "rb").read()
+    assert b"/device:TPU:0" in data and b"XLA Ops" in data and b"XLA Modules" in data and b"TPU v5 lite" in data
+    assert "TensorBoard profile: " + xplanes[0] in summary
 
 
 def test_tokens_in_and_out(tpu):

@@ -168,3 +168,11 @@ def optimized_program(hlo_text: str) -> tuple:
         return ("ok", _jax.mlir.hlo_to_stablehlo(proto))
     except Exception as e:  # noqa: BLE001 - the framework gets the reason
         return ("error", f"tpusim: the optimized program could not be converted: {type(e).__name__}: {e}")
+
+
+def stablehlo_to_hlo(code: bytes | str) -> str:
+    """HLO text of StableHLO (MLIR text or bytecode, a portable artifact): jaxlib's converter, as for jax's own
+    programs above. Used by the Python API (tpusim.run/check/memory/profile on .mlir, .mlirbc, jax.export files).
+    Raises ImportError without jaxlib."""
+    _, text = _hlo_text(code.encode() if isinstance(code, str) else bytes(code))
+    return text
