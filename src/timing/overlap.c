@@ -14,8 +14,8 @@
  * So a collective hides only behind ops that neither feed it nor wait for it, and each op's time serves one
  * collective at most. A loop body is scheduled in its steady state, two consecutive iterations joined by the
  * loop state, so a collective may also hide behind the previous or next iteration's independent work (XLA's
- * collective pipeliner, xla/service/collective_pipeliner.h, moves them there). Walks do not overlap each
- * other otherwise (the entry's collectives do not hide behind a loop it calls).
+ * collective pipeliner, xla/service/collective_pipeliner.h, moves them there; assumed of the TPU compiler).
+ * Walks do not overlap each other otherwise (the entry's collectives do not hide behind a loop it calls).
  * Cost: linear in the ops and the values they read, plus the ready heaps (n log n). */
 #include "timing/model.h"
 #include "util/util.h"
