@@ -42,6 +42,12 @@ TEST(scale_resnet50_weak_over_v2_slices)
     CHECK_MSG(eff > 0.9 && eff < 1.1, "v2-512 efficiency %g", eff);
     /* its collectives span the slice: more devices, a different collective time than on v2-8 */
     CHECK(json_num(j, "v2-512", "collective_s") > 0 && json_num(j, "v2-512", "collective_s") != json_num(j, "v2-8", "collective_s"));
+    /* what ran beside compute is part of the collectives' time, and the step is what is left of it */
+    const char *sl[] = {"v2-8", "v2-32", "v2-128", "v2-256", "v2-512"};
+    for (int k = 0; k < 5; k++) {
+        double c = json_num(j, sl[k], "collective_s"), h = json_num(j, sl[k], "collective_hidden_s");
+        CHECK_MSG(h >= 0 && h <= c * (1 + 1e-9), "%s: %g s hidden of %g s", sl[k], h, c);
+    }
     /* time to train = ceil(N E / G) steps; cost = hours x chips x price */
     double steps = json_num(j, "v2-512", "steps_to_train"), step = json_num(j, "v2-512", "step_time_s");
     CHECK_NEAR(steps, ceil(1281167.0 * 90 / 16384), 0.5);

@@ -789,3 +789,205 @@ TEST(timing_fused_dynamic_update_slice_in_place)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* ---- overlap of collectives with compute (docs/timing.md "Overlap", src/timing/overlap.c) ---- */
+
+#define OVL_HEAD "HloModule ovl, replica_count=8\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+
+/* The model of `text` on v5e-8 (8 devices, all-reduces over all of them); NULL on failure. */
+static tpu_profile *ovl_prof(tpu_ctx *ctx, const char *text, tpu_module **m)
+{
+    tpu_profile_opts o = {0};
+    o.chip = "v5e-8";
+    return prof_opts(ctx, text, o, m);
+}
+
+/* Time of the op whose root is `name` (one execution), or -1. */
+static double ovl_op_s(const tpu_profile *p, const char *name)
+{
+    const tim_result *r = ((const prf_profile *)p)->tim;
+    for (int i = 0; i < r->nops; i++)
+        if (!strcmp(r->ops[i].root->name, name)) return r->ops[i].time_s;
+    return -1;
+}
+
+static double ovl_sum_s(const tpu_profile *p)
+{
+    const tim_result *r = ((const prf_profile *)p)->tim;
+    double s = 0;
+    for (int i = 0; i < r->nops; i++)
+        if (r->ops[i].op->kind != CMP_CONTROL) s += r->ops[i].time_s * r->ops[i].count;
+    return s;
+}
+
+/* A collective the next op needs, fed by the op before it: nothing runs beside it. */
+TEST(timing_overlap_dependent_collective_hides_nothing)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_profile *p = ovl_prof(ctx, OVL_HEAD
+        "ENTRY main { x = f32[1024,1024]{1,0} parameter(0)\n w = f32[1024,1024]{1,0} parameter(1)\n"
+        " d = f32[1024,1024]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " ar = f32[1024,1024]{1,0} all-reduce(d), replica_groups={}, to_apply=add\n"
+        " ROOT e = f32[1024,1024]{1,0} dot(ar, w), lhs_contracting_dims={1}, rhs_contracting_dims={0} }\n", &m);
+    REQUIRE(p);
+    const tim_result *r = ((const prf_profile *)p)->tim;
+    CHECK(ovl_op_s(p, "ar") > 0 && ovl_op_s(p, "d") > 0);
+    CHECK_NEAR(r->collective_hidden_s, 0, 0);
+    CHECK_NEAR(r->device_s, ovl_sum_s(p), 1e-12);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* An all-reduce beside matmuls that neither feed it nor read it hides up to their time; a matmul that feeds
+ * it or waits for it does not count, and each matmul's time serves one collective. */
+TEST(timing_overlap_beside_independent_matmuls)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    /* one small all-reduce beside two matmuls: hidden entirely */
+    tpu_profile *p = ovl_prof(ctx, OVL_HEAD
+        "ENTRY main { g = f32[256,1024]{1,0} parameter(0)\n x = f32[2048,2048]{1,0} parameter(1)\n"
+        " ar = f32[256,1024]{1,0} all-reduce(g), replica_groups={}, to_apply=add\n"
+        " m1 = f32[2048,2048]{1,0} dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " m2 = f32[2048,2048]{1,0} dot(m1, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " ROOT t = (f32[256,1024]{1,0}, f32[2048,2048]{1,0}) tuple(ar, m2) }\n", &m);
+    REQUIRE(p);
+    double ar = ovl_op_s(p, "ar"), mm = ovl_op_s(p, "m1") + ovl_op_s(p, "m2");
+    CHECK_MSG(ar > 0 && ar < mm, "all-reduce %g s, matmuls %g s", ar, mm);
+    CHECK_NEAR(((const prf_profile *)p)->tim->collective_hidden_s, ar, 1e-12);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    /* a large all-reduce beside one matmul (and one that waits for it): hidden up to that matmul's time */
+    p = ovl_prof(ctx, OVL_HEAD
+        "ENTRY main { g = f32[8192,2048]{1,0} parameter(0)\n x = f32[1024,1024]{1,0} parameter(1)\n"
+        " ar = f32[8192,2048]{1,0} all-reduce(g), replica_groups={}, to_apply=add\n"
+        " m1 = f32[1024,1024]{1,0} dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " s = f32[1024,2048]{1,0} slice(ar), slice={[0:1024], [0:2048]}\n"
+        " m2 = f32[1024,2048]{1,0} dot(m1, s), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " ROOT t = (f32[8192,2048]{1,0}, f32[1024,2048]{1,0}) tuple(ar, m2) }\n", &m);
+    REQUIRE(p);
+    ar = ovl_op_s(p, "ar");
+    mm = ovl_op_s(p, "m1");
+    CHECK_MSG(ar > mm && mm > 0, "all-reduce %g s, matmul %g s", ar, mm);
+    CHECK_NEAR(((const prf_profile *)p)->tim->collective_hidden_s, mm, 1e-12);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    /* two all-reduces (different groups: not combined) beside one matmul share its time */
+    p = ovl_prof(ctx, OVL_HEAD
+        "ENTRY main { g = f32[2048,1024]{1,0} parameter(0)\n x = f32[4096,1024]{1,0} parameter(1)\n"
+        " y = f32[1024,4096]{1,0} parameter(2)\n"
+        " a1 = f32[2048,1024]{1,0} all-reduce(g), replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply=add\n"
+        " a2 = f32[2048,1024]{1,0} all-reduce(g), replica_groups={{0,1},{2,3},{4,5},{6,7}}, to_apply=add\n"
+        " m1 = f32[4096,4096]{1,0} dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " ROOT t = (f32[2048,1024]{1,0}, f32[2048,1024]{1,0}, f32[4096,4096]{1,0}) tuple(a1, a2, m1) }\n", &m);
+    REQUIRE(p);
+    double a1 = ovl_op_s(p, "a1"), a2 = ovl_op_s(p, "a2");
+    mm = ovl_op_s(p, "m1");
+    CHECK_MSG(a1 < mm && a2 < mm && a1 + a2 > mm, "all-reduces %g and %g s, matmul %g s", a1, a2, mm);
+    CHECK_NEAR(((const prf_profile *)p)->tim->collective_hidden_s, mm, 1e-12);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Combining joins independent all-reduces only: one that reads another's result stays apart (a combined
+ * collective starts when all its operands are ready, which would be after itself). */
+TEST(timing_combine_only_independent_collectives)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *indep = OVL_HEAD
+        "ENTRY main { g = f32[256,256]{1,0} parameter(0)\n h = f32[256,256]{1,0} parameter(1)\n"
+        " a1 = f32[256,256]{1,0} all-reduce(g), replica_groups={}, to_apply=add\n"
+        " a2 = f32[256,256]{1,0} all-reduce(h), replica_groups={}, to_apply=add\n"
+        " ROOT t = (f32[256,256]{1,0}, f32[256,256]{1,0}) tuple(a1, a2) }\n";
+    const char *dep = OVL_HEAD
+        "ENTRY main { g = f32[256,256]{1,0} parameter(0)\n h = f32[256,256]{1,0} parameter(1)\n"
+        " a1 = f32[256,256]{1,0} all-reduce(g), replica_groups={}, to_apply=add\n"
+        " s = f32[256,256]{1,0} multiply(a1, h)\n"
+        " a2 = f32[256,256]{1,0} all-reduce(s), replica_groups={}, to_apply=add\n"
+        " ROOT t = (f32[256,256]{1,0}, f32[256,256]{1,0}) tuple(a1, a2) }\n";
+    const char *texts[2] = {indep, dep};
+    for (int k = 0; k < 2; k++) {
+        tpu_module *m = NULL;
+        tpu_profile *p = ovl_prof(ctx, texts[k], &m);
+        if (!p) continue;
+        const tim_result *r = ((const prf_profile *)p)->tim;
+        int combined = 0, n = 0;
+        for (int i = 0; i < r->nops; i++) {
+            if (r->ops[i].root->op != HLO_ALL_REDUCE) continue;
+            n++;
+            combined += r->ops[i].combined;
+        }
+        CHECK_EQ_INT(n, 2);
+        CHECK_MSG(combined == (k == 0), "%s: %d combined", k ? "dependent" : "independent", combined);
+        tpu_profile_free(p);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}
+
+/* A scan over layers (8 trips): each iteration all-gathers its layer's weights (a dynamic-slice of the
+ * stacked weights by the counter) and multiplies the carried activation by them. Within one iteration the
+ * matmul waits for the gather; in the loop's steady state the next iteration's gather runs under this
+ * iteration's matmul (XLA's collective pipeliner): all but the first hide (the first only behind the counter's
+ * increment). An all-reduce of the carried activation instead (each iteration's input is the previous one's
+ * output) hides only behind the ops that do not touch the activation: the counter and the weights' copy. */
+static const char *ovl_scan_hlo(int gather_weights)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, OVL_HEAD
+        "cond { p = (s32[], f32[8192,512]{1,0}, f32[8,64,512]{2,1,0}) parameter(0)\n"
+        " i = s32[] get-tuple-element(p), index=0\n n = s32[] constant(8)\n"
+        " ROOT c = pred[] compare(i, n), direction=LT }\n"
+        "body { p = (s32[], f32[8192,512]{1,0}, f32[8,64,512]{2,1,0}) parameter(0)\n"
+        " i = s32[] get-tuple-element(p), index=0\n x = f32[8192,512]{1,0} get-tuple-element(p), index=1\n"
+        " ws = f32[8,64,512]{2,1,0} get-tuple-element(p), index=2\n z = s32[] constant(0)\n"
+        " s = f32[1,64,512]{2,1,0} dynamic-slice(ws, i, z, z), dynamic_slice_sizes={1,64,512}\n"
+        " r = f32[64,512]{1,0} reshape(s)\n"
+        "%s"
+        " y = f32[8192,512]{1,0} dot(%s, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " one = s32[] constant(1)\n i2 = s32[] add(i, one)\n"
+        " ROOT t = (s32[], f32[8192,512]{1,0}, f32[8,64,512]{2,1,0}) tuple(i2, y, ws) }\n"
+        "ENTRY main { x = f32[8192,512]{1,0} parameter(0)\n ws = f32[8,64,512]{2,1,0} parameter(1)\n"
+        " z = s32[] constant(0)\n"
+        " t = (s32[], f32[8192,512]{1,0}, f32[8,64,512]{2,1,0}) tuple(z, x, ws)\n"
+        " w = (s32[], f32[8192,512]{1,0}, f32[8,64,512]{2,1,0}) while(t), condition=cond, body=body\n"
+        " ROOT y = f32[8192,512]{1,0} get-tuple-element(w), index=1 }\n",
+        gather_weights ? " g = f32[512,512]{1,0} all-gather(r), dimensions={0}, replica_groups={}\n"
+                       : " g = f32[512,512]{1,0} concatenate(r, r, r, r, r, r, r, r), dimensions={0}\n"
+                         " ax = f32[8192,512]{1,0} all-reduce(x), replica_groups={}, to_apply=add\n",
+        gather_weights ? "x" : "ax");
+    return buf;
+}
+
+TEST(timing_overlap_loop_steady_state)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (int k = 0; k < 2; k++) {
+        tpu_module *m = NULL;
+        tpu_profile *p = ovl_prof(ctx, ovl_scan_hlo(k == 0), &m);
+        if (!p) continue;
+        const tim_result *r = ((const prf_profile *)p)->tim;
+        double coll = 0, other = 0;
+        for (int i = 0; i < r->nops; i++) {
+            const tim_op *t = &r->ops[i];
+            if (t->op->kind == CMP_CONTROL || strcmp(t->root->parent->name, "body")) continue;
+            if (t->root->op == HLO_ALL_GATHER || t->root->op == HLO_ALL_REDUCE) coll += t->time_s;
+            else other += t->time_s;
+            CHECK_NEAR(t->count, 8, 0);
+        }
+        double inc = ovl_op_s(p, "i2"), copy = ovl_op_s(p, "g");
+        CHECK_MSG(coll > 0 && inc > 0 && inc < coll, "%g s of collectives, %g s of other ops per iteration", coll, other);
+        if (k == 0) {
+            CHECK(coll < other);
+            CHECK_NEAR(r->collective_hidden_s, 7 * coll + inc, 1e-9 * coll);
+        } else {
+            CHECK_NEAR(r->collective_hidden_s, 8 * (inc + copy), 1e-9 * coll);
+        }
+        tpu_profile_free(p);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}

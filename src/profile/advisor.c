@@ -317,11 +317,13 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         double hide = coll < compute - r->collective_hidden_s ? coll : compute - r->collective_hidden_s;
         if (hide < 0) hide = 0;
         adv_time(t2, sizeof t2, hide);
+        /* the model already ran each collective beside the compute independent of it: what is left waits for
+         * the ops that feed it or holds up the ops that read it */
         ut_buf_printf(&b, "Collectives take %s of the step that compute does not hide (%.0f%%): %d collective ops move %.3g GB per device over ICI on\n"
-                          "   %s (%d chips).\n"
+                          "   %s (%d chips). They wait for the ops that feed them or hold up the ops that read them.\n"
                           "   Fix: a larger per-device batch (the gradient all-reduce does not grow with it), gradient\n"
-                          "   accumulation, fewer and larger collectives (XLA combines small ones), overlap with compute\n"
-                          "   (async collectives): up to %s could hide behind the MXU work.\n",
+                          "   accumulation, fewer and larger collectives (XLA combines small ones), independent work\n"
+                          "   beside them (split them, pipeline them over layers): up to %s could hide behind the MXU work.\n",
                       t1, 100 * coll / step, n, bytes / 1e9, p->slice.name, p->slice.chips, t2);
         adv_add(&L, hide, &b);
     }

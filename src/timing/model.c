@@ -270,7 +270,7 @@ static int64_t tim_group_size(const hlo_instr *in, int devices)
     return g->len[0];
 }
 
-static int tim_is_collective(hlo_op op)
+int tim_is_collective(hlo_op op)
 {
     switch (op) {
     case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START: case HLO_ALL_GATHER: case HLO_ALL_GATHER_START:
@@ -455,6 +455,9 @@ struct tim_state {
     int               *inst;         /* per op: which walk of a plan it came from (sibling fusion stays inside one) */
     int                n, cap;
     int                ninst, inst_next; /* current walk, and the last walk id handed out */
+    double            *wtrips;       /* per walk: the trip count of the loop whose body it is (0: not a body) */
+    int                wcap;
+    double             body_trips;   /* for the walk about to start */
     int                unknown_trips;
 };
 
@@ -540,7 +543,6 @@ static int64_t tim_read_bytes(const tim_state *T, const cmp_op *op, int v)
     return val->padded;
 }
 
-static void tim_finish_op(const chp_chip *chip, tim_op *t);
 static double tim_fill_s(const chp_chip *chip, const tim_op *t);
 
 static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
@@ -684,7 +686,7 @@ static void tim_cost_op(const tim_state *T, const cmp_op *op, tim_op *t)
     }
     t->overhead_s = chip->op_overhead_s;
     t->fill_s = tim_fill_s(chip, t);
-    tim_finish_op(chip, t);
+    tim_op_finish(chip, t);
 }
 
 /* An MXU op streams its operands through VMEM in a pipeline: compute overlaps the transfers except the first
@@ -703,7 +705,7 @@ static double tim_fill_s(const chp_chip *chip, const tim_op *t)
 
 /* The op's time: the largest of its unit times plus the pipeline fill and the launch cost; its bound; its MXU
  * utilization. */
-static void tim_finish_op(const chp_chip *chip, tim_op *t)
+void tim_op_finish(const chp_chip *chip, tim_op *t)
 {
     double best = t->mxu_s;
     t->bound = TIM_BOUND_COMPUTE;
@@ -746,6 +748,15 @@ static tpu_status tim_walk(tim_state *T, const cmp_plan *plan, int depth, double
                       "called from many places, each call walked once); tpusim stops there", TIM_MAX_OPS,
                       plan->comp ? plan->comp->name : "?");
     int inst = ++T->inst_next;
+    if (inst >= T->wcap) {
+        int cap = T->wcap ? 2 * T->wcap : 64;
+        double *nw = ut_realloc(T->wtrips, (size_t)cap * sizeof *nw);
+        if (!nw) return ut_nomem(T->ctx);
+        T->wtrips = nw;
+        T->wcap = cap;
+    }
+    T->wtrips[inst] = T->body_trips;
+    T->body_trips = 0;
     for (int k = 0; k < plan->nops; k++) {
         T->ninst = inst;   /* ops after a nested plan belong to this walk again */
         const cmp_op *op = &plan->ops[k];
@@ -785,6 +796,7 @@ static tpu_status tim_walk(tim_state *T, const cmp_plan *plan, int depth, double
                 const hlo_attr *ca = hlo_attr_find(in, HK_CONDITION);
                 int is_cond = ca && ca->v.comps.v[0] == op->sub[s]->comp;
                 c = count * (is_cond ? trips + 1 : trips);
+                T->body_trips = is_cond ? 0 : trips;
             } else if (in->op == HLO_CONDITIONAL) {
                 c = count / op->nsub;   /* branch unknown statically: each equally likely */
             }
@@ -1021,46 +1033,14 @@ static tpu_status tim_fuse(tim_state *T)
         if (t->op->kind == CMP_CONTROL) continue;
         if (dup[i]) {
             t->vpu_s = 0;
-            tim_finish_op(chip, t);
+            tim_op_finish(chip, t);
             t->bound = TIM_BOUND_VECTOR;
         } else {
-            tim_finish_op(chip, t);
+            tim_op_finish(chip, t);
         }
     }
     ut_free(own_vpu);
     ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
-    return TPU_OK;
-}
-
-/* XLA's latency-hiding scheduler starts collectives asynchronously and runs independent compute while they
- * move (all-gather-start/done, async reduce-scatter and all-reduce; MaxText's FSDP all-gathers of the next
- * layer's weights run under the current layer's matmuls). The model lets each walk of a computation (a loop
- * body's iteration, the entry) hide its collectives behind its other ops, up to their time: *hidden is the
- * step time that saves. An upper bound on the overlap: a collective that feeds the very next op cannot hide. */
-static tpu_status tim_hide_collectives(tim_state *T, double *hidden)
-{
-    *hidden = 0;
-    int ni = T->inst_next + 1;
-    double *coll = ut_calloc((size_t)ni + 1, sizeof *coll), *other = ut_calloc((size_t)ni + 1, sizeof *other);
-    double *count = ut_calloc((size_t)ni + 1, sizeof *count);
-    if (!coll || !other || !count) {
-        ut_free(coll);
-        ut_free(other);
-        ut_free(count);
-        return ut_nomem(T->ctx);
-    }
-    for (int i = 0; i < T->n; i++) {
-        const tim_op *t = &T->ops[i];
-        int k = T->inst[i];
-        if (t->op->kind == CMP_CONTROL || k < 0 || k > ni) continue;
-        if (tim_is_collective((hlo_op)t->root->op)) coll[k] += t->time_s;
-        else other[k] += t->time_s;
-        count[k] = t->count;
-    }
-    for (int k = 0; k <= ni; k++) *hidden += count[k] * (coll[k] < other[k] ? coll[k] : other[k]);
-    ut_free(coll);
-    ut_free(other);
-    ut_free(count);
     return TPU_OK;
 }
 
@@ -1079,35 +1059,6 @@ static int64_t tim_guess_batch(const cmp_program *p)
     return best;
 }
 
-/* XLA combines independent all-reduces (all-gathers, reduce-scatters) of one computation into one collective
- * of up to a threshold of bytes (AllReduceCombiner and its siblings), so a step's hundred gradient
- * all-reduces pay the ring's per-hop latency a few times, not a hundred. Consecutive collectives of one kind
- * and group size in one walk of a plan are taken as combined up to 30 MiB (XLA's default combine threshold,
- * debug_options_flags.cc; TPU's own is not public): all but the first of a batch keep only their bandwidth
- * time. */
-#define TIM_COMBINE_BYTES (30.0 * 1024 * 1024)
-static void tim_combine(tim_state *T)
-{
-    const chp_chip *chip = &T->slice->chip;
-    for (int i = 0; i < T->n; i++) {
-        tim_op *t = &T->ops[i];
-        hlo_op k = (hlo_op)t->root->op;
-        if (k != HLO_ALL_REDUCE && k != HLO_ALL_GATHER && k != HLO_REDUCE_SCATTER) continue;
-        double batch = t->coll_bytes;
-        for (int j = i + 1; j < T->n; j++) {
-            tim_op *u = &T->ops[j];
-            if (T->inst[j] != T->inst[i] || u->depth != t->depth) break;
-            if ((hlo_op)u->root->op != k) continue;
-            if (u->coll_n != t->coll_n || batch + u->coll_bytes > TIM_COMBINE_BYTES) break;
-            batch += u->coll_bytes;
-            u->ici_s = u->ici_bw_s;
-            u->combined = 1;
-            tim_finish_op(chip, u);
-            i = j;
-        }
-    }
-}
-
 tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out)
 {
     *out = NULL;
@@ -1120,12 +1071,17 @@ tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice,
     if (!r) return ut_nomem(ctx);
     r->prog = p;
     r->slice = *slice;
-    tim_state T = {ctx, p, &r->slice, &o, NULL, NULL, 0, 0, 0, 0, 0};
+    tim_state T = {0};
+    T.ctx = ctx;
+    T.p = p;
+    T.slice = &r->slice;
+    T.opts = &o;
     tpu_status st = tim_walk(&T, p->entry, 0, 1.0);
     if (!st) st = tim_fuse(&T);
-    if (!st) tim_combine(&T);   /* XLA combines small collectives first; then what hides behind compute */
-    if (!st) st = tim_hide_collectives(&T, &r->collective_hidden_s);
+    /* XLA combines small collectives first; then what hides behind compute (overlap.c) */
+    if (!st) st = tim_overlap(ctx, p, &slice->chip, T.ops, T.inst, T.wtrips, T.n, T.inst_next + 1, &r->collective_hidden_s);
     ut_free(T.inst);
+    ut_free(T.wtrips);
     if (st) {
         ut_free(T.ops);
         ut_free(r);

@@ -89,6 +89,17 @@ typedef struct tim_result {
 tpu_status tim_model(tpu_ctx *ctx, const cmp_program *p, const chp_slice *slice, const tim_opts *opts, tim_result **out);
 void       tim_result_free(tim_result *r);
 
+/* ---- inside the model ---- */
+int  tim_is_collective(hlo_op op);
+/* An op's time from its unit times: the largest plus pipeline fill and launch; its bound and MXU utilization. */
+void tim_op_finish(const chp_chip *chip, tim_op *t);
+/* Combines the collectives of each walk (walk[i]: which walk of a plan op i came from, 0..nwalks-1) as XLA's
+ * combiners do, then schedules each walk's dataflow on the core and the ICI (a loop body's, trips[w] >= 2, in
+ * its steady state): *hidden gets the collective time per step that ran beside compute (overlap.c,
+ * docs/timing.md "Overlap"). */
+tpu_status tim_overlap(tpu_ctx *ctx, const cmp_program *p, const chp_chip *chip, tim_op *ops, const int *walk,
+                       const double *trips, int n, int nwalks, double *hidden);
+
 /* ---- collectives on the topology (coll.c) ---- */
 
 /* Where a collective's group lies: chips spanned per torus dimension, whether each closes into a ring, the
