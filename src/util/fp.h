@@ -45,6 +45,13 @@ static inline uint16_t fp_f32_to_bf16_inline(float x)
     return (uint16_t)(u >> 16);
 }
 
+/* RNE, then a zero exponent field (subnormal or zero) becomes signed zero: fp_f32_to_bf16_ftz inline */
+static inline uint16_t fp_f32_to_bf16_ftz_inline(float x)
+{
+    uint16_t h = fp_f32_to_bf16_inline(x);
+    return (h & 0x7F80) == 0 ? (uint16_t)(h & 0x8000) : h;
+}
+
 uint16_t fp_f32_to_bf16(float x);          /* RNE, subnormals kept (XLA:CPU's convert) */
 uint16_t fp_f32_to_bf16_ftz(float x);      /* RNE, then subnormal results flushed to signed zero (TPU) */
 float    fp_bf16_to_f32(uint16_t h);
