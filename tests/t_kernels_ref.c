@@ -121,6 +121,30 @@ static const kr_case kr_cases[] = {
      " v = f32[12] parameter(3)\n g = f32[8,12,5,5] parameter(4)\n"
      " ROOT t = (f32[8,12,5,5], f32[12], f32[12]) batch-norm-grad(x, s, m, v, g), epsilon=1, feature_index=1\n}\n",
      1e-5, 1e-5},
+    /* reduce through lanes (exe_vfn: argmin, bf16 sums rounded at every step) and the order-free integer folds */
+    {"reduce_argmin_nan_ties",
+     "HloModule r\nam { a = f32[] parameter(0)\n b = f32[] parameter(2)\n lt = pred[] compare(a, b), direction=LT\n"
+     " ne = pred[] compare(a, a), direction=NE\n o = pred[] or(lt, ne)\n v = f32[] select(o, a, b)\n"
+     " eq = pred[] compare(a, b), direction=EQ\n i = s32[] parameter(1)\n j = s32[] parameter(3)\n"
+     " li = pred[] compare(i, j), direction=LT\n an = pred[] and(eq, li)\n o2 = pred[] or(o, an)\n"
+     " k = s32[] select(o2, i, j)\n ROOT t = (f32[], s32[]) tuple(v, k) }\n"
+     "ENTRY main {\n x = f32[300,7,70] parameter(0)\n l = f32[300,7,70] log(x)\n f = f32[300,7,70] floor(l)\n"
+     " io = s32[300,7,70] iota(), iota_dimension=2\n c = f32[] constant(inf)\n z = s32[] constant(0)\n"
+     " ROOT r = (f32[300,7], s32[300,7]) reduce(f, io, c, z), dimensions={2}, to_apply=am\n}\n", 0, 0},
+    {"reduce_bf16_sum_middle",
+     "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
+     "ENTRY main {\n x = bf16[20,64,33] parameter(0)\n c = bf16[] constant(0.5)\n"
+     " ROOT r = bf16[20,33] reduce(x, c), dimensions={1}, to_apply=add\n}\n", 0, 0},
+    {"reduce_int_folds",
+     "HloModule r\nadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
+     "mx { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] maximum(a, b) }\n"
+     "ml { a = s64[] parameter(0)\n b = s64[] parameter(1)\n ROOT r = s64[] multiply(a, b) }\n"
+     "xr { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] xor(a, b) }\n"
+     "ENTRY main {\n x = s32[300001] parameter(0)\n k = s32[] constant(-7)\n s = s32[] reduce(x, k), dimensions={0}, to_apply=add\n"
+     " y = u32[9,5000] parameter(1)\n m = u32[] constant(3)\n ym = u32[5000] reduce(y, m), dimensions={0}, to_apply=mx\n"
+     " w = s64[40,1000] parameter(2)\n o = s64[] constant(1)\n wm = s64[40] reduce(w, o), dimensions={1}, to_apply=ml\n"
+     " yx = u32[9] reduce(y, m), dimensions={1}, to_apply=xr\n"
+     " ROOT t = (s32[], u32[5000], s64[40], u32[9]) tuple(s, ym, wm, yx)\n}\n", 0, 0},
     {"fft_bluestein_105",
      "HloModule f\nENTRY main {\n x = f32[4,105] parameter(0)\n y = f32[4,105] parameter(1)\n c = c64[4,105] complex(x, y)\n"
      " ROOT f = c64[4,105] fft(c), fft_type=FFT, fft_length={105}\n}\n", 2e-5, 1e-5},

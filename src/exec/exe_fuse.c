@@ -918,3 +918,148 @@ done:
     if (t != tv) ut_free(t);
     return st;
 }
+
+/* ---- scalar computations on many lanes at once ----
+ * A reducer or combiner (parameters and results scalars, body elementwise) run over `len` independent
+ * argument sets with the fused loops' block operations: a reduce folds many outputs in step, one lane each,
+ * each lane exactly the reference's fold. */
+
+struct exe_vfn {
+    exe_fgroup  G;         /* members: the body's elementwise instructions; inputs: parameters and constants */
+    int         nparams, nres;
+    int        *in_param;  /* per input: its parameter number, or -1 for a constant */
+    void      **consts;    /* per input: a constant's value in FU_BLOCK lanes (NULL for parameters) */
+    int        *res_slot;  /* per result: >= 0 member slot, < 0 input slot -1-s */
+    uint8_t    *res_cls;
+};
+
+void exe_vfn_free(exe_vfn *f)
+{
+    if (!f) return;
+    for (int q = 0; q < f->G.ninputs; q++) ut_free(f->consts ? f->consts[q] : NULL);
+    ut_free(f->consts);
+    ut_free(f->in_param);
+    ut_free(f->res_slot);
+    ut_free(f->res_cls);
+    ut_free(f->G.members);
+    ut_free(f->G.inputs);
+    ut_free(f);
+}
+
+int exe_vfn_lane_bytes(tpu_dtype t) { return fu_class(t) < 0 ? 0 : (int)fu_esize(fu_class(t)); }
+
+static int fu_scalar_ok(const hlo_shape *s) { return hlo_shape_is_array(s) && s->rank == 0 && fu_class((tpu_dtype)s->dtype) >= 0; }
+
+/* A constant replicated over FU_BLOCK lanes of its class. */
+static void *fu_const_lanes(const hlo_instr *in)
+{
+    tpu_dtype t = (tpu_dtype)in->shape.dtype;
+    size_t es = fu_esize(fu_class(t));
+    char *p = ut_malloc(FU_BLOCK * es);
+    if (!p || !in->literal || in->literal->elided || in->literal->nbytes < tpu_dtype_size(t)) {
+        ut_free(p);
+        return NULL;
+    }
+    uint64_t v = 0;
+    if (t == TPU_BF16) {
+        float f = fp_bf16_to_f32_inline(((const uint16_t *)in->literal->data)[0]);
+        memcpy(&v, &f, 4);
+    } else {
+        memcpy(&v, in->literal->data, es);
+    }
+    for (int i = 0; i < FU_BLOCK; i++) memcpy(p + (size_t)i * es, &v, es);
+    return p;
+}
+
+static exe_vfn *fu_vfn_fail(exe_vfn *f)
+{
+    exe_vfn_free(f);
+    return NULL;
+}
+
+exe_vfn *exe_vfn_build(const hlo_comp *c)
+{
+    int n = c->ninstrs;
+    exe_vfn *f = ut_calloc(1, sizeof *f);
+    int *slot = ut_malloc((size_t)n * sizeof(int)), *inslot = ut_malloc((size_t)n * sizeof(int));
+    if (!f || !slot || !inslot) goto fail;
+    f->G.members = ut_calloc((size_t)n, sizeof *f->G.members);
+    f->G.inputs = ut_calloc((size_t)n * 3 + 1, sizeof *f->G.inputs);
+    if (!f->G.members || !f->G.inputs) goto fail;
+    for (int i = 0; i < n; i++) slot[i] = inslot[i] = -1;
+    f->nparams = c->nparams;
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = c->instrs[i];
+        if (in->op == HLO_PARAMETER || in->op == HLO_CONSTANT) {
+            if (!fu_scalar_ok(&in->shape)) goto fail;
+            continue;
+        }
+        if (in->op == HLO_TUPLE && in == c->root) continue;
+        if (!fu_scalar_ok(&in->shape)) goto fail;
+        for (int k = 0; k < in->nops; k++)
+            if (!fu_scalar_ok(&in->ops[k]->shape)) goto fail;
+        hlo_class cl = hlo_op_class((hlo_op)in->op);
+        if (!(cl == HLO_CLASS_EW1 || cl == HLO_CLASS_EW2 || cl == HLO_CLASS_EW3 || cl == HLO_CLASS_CMP) ||
+            in->op == HLO_REDUCE_PRECISION || in->op == HLO_STOCHASTIC_CONVERT || in->op == HLO_COMPLEX ||
+            in->op == HLO_REAL || in->op == HLO_IMAG || in->nops < 1 || in->nops > 3)
+            goto fail;
+        fu_add_member(&f->G, in, slot, inslot);
+        f->G.last = in;
+    }
+    /* the inputs the members read: parameters (lanes from the caller) and constants (replicated here) */
+    f->in_param = ut_malloc((size_t)(f->G.ninputs + 1) * sizeof(int));
+    f->consts = ut_calloc((size_t)f->G.ninputs + 1, sizeof(void *));
+    if (!f->in_param || !f->consts) goto fail;
+    for (int q = 0; q < f->G.ninputs; q++) {
+        const hlo_instr *x = f->G.inputs[q];
+        f->in_param[q] = x->op == HLO_PARAMETER ? (int)x->param_no : -1;
+        if (x->op != HLO_PARAMETER && !(f->consts[q] = fu_const_lanes(x))) goto fail;
+    }
+    const hlo_instr *R = c->root;
+    f->nres = R->op == HLO_TUPLE ? R->nops : 1;
+    f->res_slot = ut_malloc((size_t)(f->nres + 1) * sizeof(int));
+    f->res_cls = ut_malloc((size_t)f->nres + 1);
+    if (!f->res_slot || !f->res_cls) goto fail;
+    for (int k = 0; k < f->nres; k++) {
+        const hlo_instr *x = R->op == HLO_TUPLE ? R->ops[k] : R;
+        f->res_cls[k] = (uint8_t)fu_class((tpu_dtype)x->shape.dtype);
+        if (slot[x->id] >= 0) {
+            f->res_slot[k] = slot[x->id];
+        } else {   /* a parameter or constant passed straight through: an input of its own */
+            if (inslot[x->id] < 0) goto fail;   /* (only read ones are inputs: keep it simple, fall back) */
+            f->res_slot[k] = -1 - inslot[x->id];
+        }
+    }
+    ut_free(slot);
+    ut_free(inslot);
+    return f;
+fail:
+    ut_free(slot);
+    ut_free(inslot);
+    return fu_vfn_fail(f);
+}
+
+size_t exe_vfn_scratch_bytes(const exe_vfn *f) { return (size_t)(f->G.nmembers + f->G.ninputs) * (FU_BLOCK * FU_LANE + sizeof(fu_buf)); }
+
+void exe_vfn_eval(const exe_state *S, const exe_vfn *f, void *const *args, void *const *res, int len, void *scratch)
+{
+    int nm = f->G.nmembers, ni = f->G.ninputs;
+    fu_buf *mb = scratch, *ib = mb + nm;
+    char *lanes = (char *)(mb + nm + ni);
+    for (int q = 0; q < ni; q++) {
+        ib[q].cls = fu_class((tpu_dtype)f->G.inputs[q]->shape.dtype);
+        ib[q].p = f->in_param[q] >= 0 ? args[f->in_param[q]] : f->consts[q];
+    }
+    for (int k = 0; k < nm; k++) {
+        const exe_fmember *m = &f->G.members[k];
+        mb[k].cls = m->cls;
+        mb[k].p = lanes + (size_t)k * FU_BLOCK * FU_LANE;
+        fu_buf *ops[3] = {NULL, NULL, NULL};
+        for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
+        fu_member(S, m, &mb[k], ops, len);
+    }
+    for (int k = 0; k < f->nres; k++) {
+        const fu_buf *b = f->res_slot[k] >= 0 ? &mb[f->res_slot[k]] : &ib[-1 - f->res_slot[k]];
+        memmove(res[k], b->p, (size_t)len * fu_esize(f->res_cls[k]));
+    }
+}

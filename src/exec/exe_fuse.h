@@ -45,4 +45,17 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
  * through a broadcast)? */
 int        exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t);
 
+/* A scalar computation (a reducer, a combiner: scalar parameters and results, elementwise body) evaluated on
+ * `len` <= 1024 independent argument sets at once with the fused loops' block operations: exactly what
+ * exe_scalar_fn_eval gives for each lane. Lanes of a parameter or result hold its class's layout: f32 (bf16
+ * as f32 values), u8 (pred), 32-bit or 64-bit integers (exe_vfn_lane_bytes). exe_vfn_build returns NULL
+ * when some instruction has no block form (then use exe_scalar_fn_eval). Results may not alias arguments. */
+typedef struct exe_vfn exe_vfn;
+exe_vfn *exe_vfn_build(const hlo_comp *c);
+void     exe_vfn_free(exe_vfn *f);
+int      exe_vfn_lane_bytes(tpu_dtype t);           /* 0: the type has no lanes */
+size_t   exe_vfn_scratch_bytes(const exe_vfn *f);   /* per concurrent caller */
+const exe_vfn *exe_scalar_fn_vfn(const exe_scalar_fn *fn);   /* built with fn (exe_scalar.c); or NULL */
+void     exe_vfn_eval(const exe_state *S, const exe_vfn *f, void *const *args, void *const *res, int len, void *scratch);
+
 #endif
