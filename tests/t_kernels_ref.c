@@ -41,6 +41,22 @@ static const kr_case kr_cases[] = {
     {"reduce_window_cumsum_2d",
      "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[300,5] parameter(0)\n c = f32[] constant(0)\n"
      " ROOT r = f32[300,5] reduce-window(x, c), window={size=300x1 pad=299_0x0_0}, to_apply=add\n}\n", 0, 0},
+    /* scans in f32 (XLA's tree) along the lanes and across them, reverse and exclusive, max */
+    {"reduce_window_scans_f32",
+     "HloModule r\n" KR_ADD KR_MAX "ENTRY main {\n x = f32[37,300] parameter(0)\n c = f32[] constant(0)\n"
+     " m = f32[] constant(-inf)\n a = f32[37,300] reduce-window(x, c), window={size=1x300 pad=0_0x299_0}, to_apply=add\n"
+     " b = f32[37,301] reduce-window(x, c), window={size=1x300 pad=0_0x0_300}, to_apply=add\n"
+     " d = f32[37,300] reduce-window(x, m), window={size=37x1 pad=0_36x0_0}, to_apply=max\n"
+     " e = f32[38,300] reduce-window(x, c), window={size=37x1 pad=37_0x0_0}, to_apply=add\n"
+     " ROOT t = (f32[37,300], f32[37,301], f32[37,300], f32[38,300]) tuple(a, b, d, e)\n}\n", 0, 0},
+    /* the row form (last dim windowed, no lhs dilation there): strides, padding, rhs dilation, NaN */
+    {"reduce_window_rows_min_nan",
+     "HloModule r\nmin { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+     "ENTRY main {\n x = f32[3,40,37] parameter(0)\n l = f32[3,40,37] log(x)\n c = f32[] constant(inf)\n"
+     " ROOT r = f32[4,21,12] reduce-window(l, c), window={size=2x3x5 stride=1x2x3 pad=1_1x1_2x2_4 rhs_dilate=1x1x2}, to_apply=min\n}\n", 0, 0},
+    {"reduce_window_rows_sum_1d",
+     "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[5000] parameter(0)\n c = f32[] constant(0)\n"
+     " ROOT r = f32[1662] reduce-window(x, c), window={size=32 stride=3 pad=7_9}, to_apply=add\n}\n", 0, 0},
     {"select_and_scatter_big",
      "HloModule s\n" KR_ADD KR_GE "ENTRY main {\n x = f32[4,32,32,8] parameter(0)\n g = f32[4,16,16,8] parameter(1)\n"
      " c = f32[] constant(0)\n ROOT s = f32[4,32,32,8] select-and-scatter(x, g, c), window={size=1x3x3x1 stride=1x2x2x1"
