@@ -55,6 +55,8 @@ static inline __attribute__((always_inline, EWB_NO_TRAP)) int ewb_unary_f32(hlo_
     case HLO_LOGISTIC: for (int64_t i = 0; i < n; i++) y[i] = ewm_logisticf(x[i]); return 1;
     case HLO_FLOOR: for (int64_t i = 0; i < n; i++) y[i] = floorf(x[i]); return 1;
     case HLO_CEIL: for (int64_t i = 0; i < n; i++) y[i] = ceilf(x[i]); return 1;
+    case HLO_ROUND_NEAREST_EVEN: for (int64_t i = 0; i < n; i++) y[i] = rintf(x[i]); return 1;
+    case HLO_ROUND_NEAREST_AFZ: for (int64_t i = 0; i < n; i++) y[i] = roundf(x[i]); return 1;
     default: return 0;
     }
 }
@@ -65,7 +67,8 @@ static inline int ewb_unary_bf16_ok(hlo_op op)
 {
     switch (op) {
     case HLO_NEGATE: case HLO_ABS: case HLO_EXP: case HLO_LOG: case HLO_LOG1P: case HLO_TANH: case HLO_SQRT:
-    case HLO_RSQRT: case HLO_LOGISTIC: case HLO_FLOOR: case HLO_CEIL:
+    case HLO_RSQRT: case HLO_LOGISTIC: case HLO_FLOOR: case HLO_CEIL: case HLO_ROUND_NEAREST_EVEN:
+    case HLO_ROUND_NEAREST_AFZ:
         return 1;
     default: return 0;
     }

@@ -199,6 +199,17 @@ EWI_INLINE int ewi_convert_from_f32(tpu_dtype to, const float *a, void *z, int64
             b[i] = a[i] != a[i] || a[i] <= 0 ? 0 : a[i] >= 4294967296.0f ? UINT32_MAX : (uint32_t)a[i];
         return 1;
     }
+#define EWI_F2N(T, lo, hi)                                                                           \
+    do {                                                                                             \
+        T *b = z;                                                                                    \
+        for (int64_t i = 0; i < n; i++) b[i] = (T)(a[i] != a[i] ? 0 : a[i] <= lo ? lo : a[i] >= hi ? hi : (int)a[i]); \
+        return 1;                                                                                    \
+    } while (0)
+    case TPU_S8: EWI_F2N(int8_t, -128, 127);
+    case TPU_U8: EWI_F2N(uint8_t, 0, 255);
+    case TPU_S16: EWI_F2N(int16_t, -32768, 32767);
+    case TPU_U16: EWI_F2N(uint16_t, 0, 65535);
+#undef EWI_F2N
     case TPU_S64: {
         int64_t *b = z;
         for (int64_t i = 0; i < n; i++)
@@ -234,6 +245,15 @@ EWI_INLINE int ewi_convert(tpu_dtype from, tpu_dtype to, const void *x, void *z,
         case TPU_S32: case TPU_U32: EWI_CONV(uint8_t, uint32_t, a[i] != 0);
         case TPU_S64: case TPU_U64: EWI_CONV(uint8_t, uint64_t, a[i] != 0);
         default: return 0;
+        }
+    }
+    if (to == TPU_F32) {   /* the narrow integers: exact in f32 */
+        switch (from) {
+        case TPU_S8: EWI_CONV(int8_t, float, (float)a[i]);
+        case TPU_U8: EWI_CONV(uint8_t, float, (float)a[i]);
+        case TPU_S16: EWI_CONV(int16_t, float, (float)a[i]);
+        case TPU_U16: EWI_CONV(uint16_t, float, (float)a[i]);
+        default: break;
         }
     }
     switch (from) {
