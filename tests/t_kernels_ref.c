@@ -27,6 +27,16 @@ static const kr_case kr_cases[] = {
      "HloModule s\n" KR_ADD "ENTRY main {\n p = f32[8,64] parameter(0)\n i = s32[3000,1] parameter(1)\n"
      " u = f32[3000,64] parameter(2)\n ROOT s = f32[8,64] scatter(p, i, u), update_window_dims={1},"
      " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n", 0, 0},
+    /* an operand that dies at the scatter is updated in place; integer max combiner; gathers of single elements */
+    {"scatter_s32_max_in_place",
+     "HloModule s\nmx { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] maximum(a, b) }\n"
+     "ENTRY main {\n p = s32[50,7] parameter(0)\n q = s32[50,7] add(p, p)\n i = s32[4000,1] parameter(1)\n"
+     " u = s32[4000,7] parameter(2)\n ROOT s = s32[50,7] scatter(q, i, u), update_window_dims={1},"
+     " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx\n}\n", 0, 0},
+    {"gather_take_along_batching",
+     "HloModule g\nENTRY main {\n p = f32[64,300] parameter(0)\n i = s32[64,90,1] parameter(1)\n"
+     " ROOT g = f32[64,90] gather(p, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
+     " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n}\n", 0, 0},
     {"scatter_max_window_first",
      "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
      " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"
