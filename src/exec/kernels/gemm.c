@@ -414,6 +414,8 @@ const char *exe_gemm_kernel_name(void)
                            : gm_pick()->name;
 }
 
+int exe_gemm_micro_default(void) { return atomic_load(&gm_mode) == GM_DEFAULT && !strcmp(gm_pick()->name, "avx512"); }
+
 void exe_gemm_force(const char *name)
 {
     int c = gm_auto(), m = name == NULL ? GM_DEFAULT : GM_MICRO;
@@ -554,7 +556,7 @@ static void gm_blas_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
             C += e0 * J->ldc;
             M = e1 - e0;
         }
-        exe_mx_gemm(0, J->ta, J->tb, M, N, J->K, A, J->lda, B, J->ldb, J->beta1, C, J->ldc);
+        exe_mx_gemm_blas(0, J->ta, J->tb, M, N, J->K, A, J->lda, B, J->ldb, J->beta1, C, J->ldc);
     }
     (void)tid;
 }

@@ -54,6 +54,8 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
  * bf16-valued operands (others, or a CPU without it: the best f32 microkernel); "openblas" sends every product
  * to OpenBLAS (no bf16 kernel); NULL restores the default. Not thread-safe against running products. */
 const char *exe_gemm_kernel_name(void);
+/* Does the default run f32 products on the microkernels (AVX-512 CPUs) rather than OpenBLAS? */
+int         exe_gemm_micro_default(void);
 void        exe_gemm_force(const char *name);
 
 /* Naive reference: the same FMA chain per element, one element at a time (for tests). */
