@@ -11,6 +11,7 @@
  *
  * Measured with bench/gemm_bench (figures in bench/README.md). */
 #include "gemm.h"
+#include "exec/exec.h"
 #include "exec/exe_par.h"
 
 #include <math.h>
@@ -513,6 +514,8 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
     }
 }
 
+/* (clones so that fmaf is one instruction, not a libm call: tiny products in loop bodies run here) */
+EXE_VEC
 void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
                   int accumulate)
 {

@@ -9,6 +9,7 @@
 #include "exec/exe_par.h"
 #include "exec/exe_fuse.h"
 #include "ew_int.h"
+#include "ew_block.h"
 #include "ref.h"
 #include "mxu.h"
 
@@ -138,6 +139,32 @@ static double rd_sum_f64(const double *x, int64_t n)
     return s;
 }
 
+/* max/min of an f32 run: the ops are associative and commutative (NaN absorbs, +0 beats -0 in max and -0
+ * beats +0 in min, subnormals read as zero), so the run folds in 64 lanes, branch-free */
+EXE_MX_CLONES
+static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
+{
+    float l[64];
+    for (int j = 0; j < 64; j++) l[j] = init;
+    int64_t m = n & ~(int64_t)63;
+    if (is_max)
+        for (int64_t r = 0; r < m; r += 64)
+            for (int j = 0; j < 64; j++) {
+                float a = l[j], v = ewb_dazf(x[r + j]);
+                l[j] = a != a || v != v ? NAN : (a > v || (a == v && !signbit(a))) ? a : v;
+            }
+    else
+        for (int64_t r = 0; r < m; r += 64)
+            for (int j = 0; j < 64; j++) {
+                float a = l[j], v = ewb_dazf(x[r + j]);
+                l[j] = a != a || v != v ? NAN : (a < v || (a == v && signbit(a))) ? a : v;
+            }
+    float acc = init;
+    for (int j = 0; j < 64; j++) acc = is_max ? ewb_maxf(acc, l[j]) : ewb_minf(acc, l[j]);
+    for (int64_t r = m; r < n; r++) acc = is_max ? ewb_maxf(acc, x[r]) : ewb_minf(acc, x[r]);
+    return acc;
+}
+
 static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
 {
     const rd_job *J = ctx;
@@ -146,6 +173,8 @@ static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
         if (J->bop == HLO_ADD) {
             double s = J->is32 ? rd_sum_f32((const float *)J->x + o * J->R, J->R) : rd_sum_f64((const double *)J->x + o * J->R, J->R);
             acc = J->R ? J->init + s : J->init;
+        } else if (J->is32 && J->R >= 64) {
+            acc = rd_maxmin_f32((const float *)J->x + o * J->R, J->R, J->bop == HLO_MAXIMUM, ewb_dazf((float)J->init));
         } else {
             int is_max = J->bop == HLO_MAXIMUM;
             for (int64_t r = 0; r < J->R; r++) acc = rd_step(is_max, acc, rd_ld(J, o * J->R + r));
