@@ -169,7 +169,7 @@ TEST(ew_bf16_unary_through_f32_matches_reference_on_every_input)
 {
     static const hlo_op ops[] = {HLO_NEGATE, HLO_ABS, HLO_EXP, HLO_LOG, HLO_LOG1P, HLO_TANH, HLO_SQRT, HLO_RSQRT,
                                  HLO_LOGISTIC, HLO_FLOOR, HLO_CEIL, HLO_SIN, HLO_ERF, HLO_ROUND_NEAREST_EVEN,
-                                 HLO_ROUND_NEAREST_AFZ};
+                                 HLO_ROUND_NEAREST_AFZ, HLO_EXPM1, HLO_COS, HLO_TAN, HLO_ATAN, HLO_CBRT};
     exe_state S;
     memset(&S, 0, sizeof S);
     float *x = malloc(65536 * sizeof(float)), *y = malloc(65536 * sizeof(float));

@@ -57,6 +57,17 @@ static inline __attribute__((always_inline, EWB_NO_TRAP)) int ewb_unary_f32(hlo_
     case HLO_CEIL: for (int64_t i = 0; i < n; i++) y[i] = ceilf(x[i]); return 1;
     case HLO_ROUND_NEAREST_EVEN: for (int64_t i = 0; i < n; i++) y[i] = rintf(x[i]); return 1;
     case HLO_ROUND_NEAREST_AFZ: for (int64_t i = 0; i < n; i++) y[i] = roundf(x[i]); return 1;
+    /* the rest as the reference computes them: libm in double, rounded once (a call per element, but
+     * without the per-element interpreter around it) */
+#define EWB_LIBM(OP, fn) case OP: for (int64_t i = 0; i < n; i++) y[i] = (float)fn((double)x[i]); return 1;
+    EWB_LIBM(HLO_ERF, erf)
+    EWB_LIBM(HLO_EXPM1, expm1)
+    EWB_LIBM(HLO_SIN, sin)
+    EWB_LIBM(HLO_COS, cos)
+    EWB_LIBM(HLO_TAN, tan)
+    EWB_LIBM(HLO_ATAN, atan)
+    EWB_LIBM(HLO_CBRT, cbrt)
+#undef EWB_LIBM
     default: return 0;
     }
 }
@@ -68,7 +79,8 @@ static inline int ewb_unary_bf16_ok(hlo_op op)
     switch (op) {
     case HLO_NEGATE: case HLO_ABS: case HLO_EXP: case HLO_LOG: case HLO_LOG1P: case HLO_TANH: case HLO_SQRT:
     case HLO_RSQRT: case HLO_LOGISTIC: case HLO_FLOOR: case HLO_CEIL: case HLO_ROUND_NEAREST_EVEN:
-    case HLO_ROUND_NEAREST_AFZ:
+    case HLO_ROUND_NEAREST_AFZ: case HLO_ERF: case HLO_EXPM1: case HLO_SIN: case HLO_COS: case HLO_TAN: case HLO_ATAN:
+    case HLO_CBRT:
         return 1;
     default: return 0;
     }
