@@ -2,6 +2,7 @@
  * dynamic-slice, dynamic-update-slice. All of them are one strided N-d copy (exe_nd_copy) with the right
  * strides and offsets, so they work for every dtype. */
 #include "exec/exec.h"
+#include "exec/exe_ops.h"
 #include "exec/exe_par.h"
 
 #include <string.h>
@@ -186,7 +187,21 @@ EXE_KERNEL(exe_k_broadcast)
         }
         ss[bd[i]] = as[i];
     }
-    exe_nd_copy(t->data, ts, a->data, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
+    /* the TPU compiler's optimized programs broadcast bf16 into f32 (and back): the operand is converted
+     * first (it is the small side), then broadcast */
+    const void *src = a->data;
+    void *conv = NULL;
+    if (a->dtype != t->dtype) {
+        if (!(conv = ut_malloc((size_t)(a->count ? a->count : 1) * tpu_dtype_size(t->dtype)))) {
+            tpu_tensor_free(t);
+            return ut_nomem(S->ctx);
+        }
+        for (int64_t i = 0; i < a->count; i++)
+            exe_scalar_store(S, t->dtype, conv, i, exe_scalar_convert(S, a->dtype, t->dtype, exe_scalar_load(a->dtype, a->data, i)));
+        src = conv;
+    }
+    exe_nd_copy(t->data, ts, src, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
+    ut_free(conv);
     return exe_out_array(S, t, out);
 }
 
