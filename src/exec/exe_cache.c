@@ -6,7 +6,8 @@
  * TPU compiler inline them all before fusing. Run as written, every call is a fusion boundary and a nested
  * computation with its own set-up per execution; run inlined, the elementwise ops on both sides of a call
  * fuse into one loop. The inlined copy keeps the source positions of the instructions it shares with the
- * original (by name), so errors still point into the user's file. */
+ * original (by name), so errors still point into the user's file. TPUSIM_NO_INLINE=1 runs the calls as
+ * written. */
 #include "exec.h"
 #include "compile/policy.h"
 
@@ -72,7 +73,8 @@ static void exe_copy_positions(const hlo_module *m, hlo_module *inl)
 static exe_mcache *exe_mcache_build(const hlo_module *m)
 {
     exe_mcache *c = ut_calloc(1, sizeof *c);
-    if (!c || !exe_has_calls(m)) return c;
+    const char *e = getenv("TPUSIM_NO_INLINE");   /* A/B checks: run the calls as written */
+    if (!c || !exe_has_calls(m) || (e && *e && strcmp(e, "0"))) return c;
     tpu_ctx *ctx = tpu_ctx_new();   /* its own: a failure here only means running the module as written */
     if (ctx && cmp_inline_calls(ctx, m, &c->inlined) == TPU_OK && c->inlined) exe_copy_positions(m, c->inlined);
     tpu_ctx_free(ctx);
