@@ -1119,8 +1119,6 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     *noutputs = 0;
     exe_init_kernels();
     tpu_run_opts o = opts ? *opts : tpu_run_opts_default();
-    /* one device without per-instruction tables: the inlined module (the same entry parameters and results) */
-    if (!cfg || (!cfg->coll && !cfg->trip_counts)) m = exe_module_for_run(m);
     exe_state S;
     memset(&S, 0, sizeof S);
     S.ctx = ctx;

@@ -82,10 +82,6 @@ typedef struct exe_run_cfg {
 tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, const exe_run_cfg *cfg,
                    tpu_tensor *const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs);
 
-/* The module a single-device run executes: m with every call inlined (built once, cached on m; exe_cache.c),
- * or m itself. */
-const hlo_module *exe_module_for_run(const hlo_module *m);
-
 /* Runs computation c on args (one per parameter). */
 tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, exe_value **out);
 /* Same; args whose bit is set in `owned` hand their reference to the callee (which drops it), so a value

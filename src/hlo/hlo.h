@@ -274,10 +274,6 @@ struct tpu_module {
     int64_t     ninstrs;      /* all computations */
     hlo_frames *frames;       /* stack-frame index, NULL when absent */
     int         from_proto;   /* read from an HloModuleProto, text or binary (hlo_proto_text.c, hlo_proto_bin.c) */
-    /* the executor's per-module cache (src/exec/exe_cache.c), set once on the first run and freed with the
-     * module; hlo knows nothing of its contents */
-    void       *exec_cache;
-    void      (*exec_cache_free)(void *);
 };
 typedef struct tpu_module hlo_module;
 

@@ -2446,7 +2446,6 @@ tpu_status hlo_parse(tpu_ctx *ctx, const char *text, size_t len, const char *fil
 void hlo_module_free(hlo_module *m)
 {
     if (!m) return;
-    if (m->exec_cache && m->exec_cache_free) m->exec_cache_free(m->exec_cache);
     ut_arena_free(&m->arena);
     ut_free(m);
 }
