@@ -739,7 +739,7 @@ typedef struct fu_job {
     exe_value *const *inputs;
     tpu_tensor      **outs;      /* by output index */
     int64_t           n;
-    size_t            per;       /* bytes per scratch slot */
+    const size_t     *off;       /* byte offset of each scratch slot (members, then inputs; then the total) */
     char            **scratch;   /* per thread: one block per member and per input */
     fu_buf          **mb;
     char             *stack_scratch;   /* a one-block group: on the caller's stack */
@@ -766,7 +766,7 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
     const exe_fgroup *G = J->G;
     exe_value *const *inputs = J->inputs;
     int nm = G->nmembers, ni = G->ninputs;
-    size_t per = J->per;
+    const size_t *off = J->off;
     fu_buf *ib = mb + nm;
     for (int q = 0; q < ni; q++) {
         const tpu_tensor *it = inputs[q]->t;
@@ -777,12 +777,12 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
             ib[q].p = NULL;
             continue;
         }
-        fu_load(it, o, len, cls, scratch + per * (size_t)(nm + q), &ib[q], J->n);
+        fu_load(it, o, len, cls, scratch + off[nm + q], &ib[q], J->n);
     }
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
         mb[k].cls = m->cls;
-        mb[k].p = scratch + per * (size_t)k;
+        mb[k].p = scratch + off[k];
         /* the last member writes straight into its result when the block's storage is the result's */
         int direct = k == nm - 1 && m->out >= 0 && fu_direct(J->outs[m->out]->dtype);
         if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
@@ -806,12 +806,11 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 {
     fu_job *J = ctx;
     int slots = J->G->nmembers + J->G->ninputs;
-    size_t per = J->per;
     char *scratch = J->stack_scratch;
     fu_buf *mb = J->stack_mb;
     if (!scratch) {
         if (!J->scratch[tid]) {
-            J->scratch[tid] = ut_malloc(per * (size_t)slots + 64);
+            J->scratch[tid] = ut_malloc(J->off[slots] + 64);
             J->mb[tid] = ut_malloc(sizeof(fu_buf) * (size_t)slots);
         }
         scratch = J->scratch[tid];
@@ -880,12 +879,23 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     memset(mbs, 0, sizeof mbs);
     J.scratch = scr;
     J.mb = mbs;
-    J.per = FU_BLOCK * FU_LANE;
+    /* slots sized by class (a 32-bit block takes half the bytes of a 64-bit one: a long integer chain's blocks
+     * stay in L1); a one-block group sized to its elements, on the stack when it fits */
+    size_t offv[FU_STACK_SLOTS + 1], *off = slots <= FU_STACK_SLOTS ? offv : ut_malloc((size_t)(slots + 1) * sizeof *off);
+    if (!off) {
+        st = ut_nomem(S->ctx);
+        goto done;
+    }
+    int64_t L = nblocks == 1 ? n : FU_BLOCK;
+    off[0] = 0;
+    for (int j = 0; j < slots; j++) {
+        int cls = j < G->nmembers ? G->members[j].cls : fu_class(inputs[j - G->nmembers]->t->dtype);
+        off[j + 1] = off[j] + (((size_t)L * fu_esize(cls) + 63) & ~(size_t)63);
+    }
+    J.off = off;
     _Alignas(64) char stack_scratch[FU_STACK_BYTES];
     fu_buf stack_mb[FU_STACK_SLOTS];
-    size_t small = ((size_t)n * FU_LANE + 63) & ~(size_t)63;
-    if (nblocks == 1 && slots <= FU_STACK_SLOTS && (size_t)slots * small <= FU_STACK_BYTES) {
-        J.per = small;
+    if (nblocks == 1 && slots <= FU_STACK_SLOTS && off[slots] <= FU_STACK_BYTES) {
         J.stack_scratch = stack_scratch;
         J.stack_mb = stack_mb;
     }
@@ -896,6 +906,7 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
         ut_free(mbs[i]);
     }
     if (atomic_load(&J.failed)) st = ut_nomem(S->ctx);
+    if (off != offv) ut_free(off);
 done:
     for (int k = 0; k < G->noutputs; k++) {
         if (st || k >= no) {
