@@ -239,6 +239,7 @@ def bench_program(args, name):
     res['ratio_tpu'] = res['xla'] / res['tpu']
     res['ratio_exact'] = res['xla'] / res['exact']
     res['tpu_over_exact'] = res['tpu'] / res['exact']
+    res['cpu_ratio_tpu'] = res['xla_cpu'] / res['tpu_cpu'] if res['tpu_cpu'] > 0 else float('nan')
     if 'cold_tpu' in res:
         res['ratio_cold'] = res['cold_xla'] / res['cold_tpu']
     print('  %-24s xla %8.2f ms  tpu %8.2f ms  exact %8.2f ms  %5.2fx  cold xla %6.3f s tpusim %6.3f s  '
@@ -253,9 +254,9 @@ def fmt_ms(s):
 
 
 def table(rows, markdown):
-    hdr = ['program', 'XLA:CPU ms', 'tpusim ms', 'XLA/tpusim', 'exact ms', 'XLA/exact', 'tpu/exact',
+    hdr = ['program', 'XLA:CPU ms', 'tpusim ms', 'XLA/tpusim', 'exact ms', 'XLA/exact', 'tpu/exact', 'CPU-time ratio',
            'cold XLA s', 'cold tpusim s', 'cold ratio', 'load']
-    widths = [24, 11, 10, 11, 10, 10, 10, 11, 14, 11, 9]
+    widths = [24, 11, 10, 11, 10, 10, 10, 15, 11, 14, 11, 9]
     if markdown:
         fmt_row = lambda c: '| ' + ' | '.join(c) + ' |'
     else:
@@ -267,12 +268,12 @@ def table(rows, markdown):
         cold = 'cold_tpu' in r
         lines.append(fmt_row([r['name'], fmt_ms(r['xla']), fmt_ms(r['tpu']), '%.2fx' % r['ratio_tpu'],
                               fmt_ms(r['exact']), '%.2fx' % r['ratio_exact'], '%.2f' % r['tpu_over_exact'],
-                              '%.3f' % r['cold_xla'], '%.3f' % r['cold_tpu'] if cold else '-',
+                              '%.2fx' % r['cpu_ratio_tpu'], '%.3f' % r['cold_xla'], '%.3f' % r['cold_tpu'] if cold else '-',
                               '%.2fx' % r['ratio_cold'] if cold else '-',
                               '%.1f-%.1f' % (r['load_before'], r['load_after'])]))
     g = lambda k: geomean([r[k] for r in rows if k in r])
     lines.append(fmt_row(['geometric mean (%d)' % len(rows), '', '', '%.2fx' % g('ratio_tpu'), '',
-                          '%.2fx' % g('ratio_exact'), '%.2f' % g('tpu_over_exact'), '', '',
+                          '%.2fx' % g('ratio_exact'), '%.2f' % g('tpu_over_exact'), '%.2fx' % g('cpu_ratio_tpu'), '', '',
                           '%.2fx' % g('ratio_cold') if any('ratio_cold' in r for r in rows) else '-', '']))
     return '\n'.join(lines)
 
