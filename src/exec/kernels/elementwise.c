@@ -128,10 +128,7 @@ static int ew_unary_fast(const exe_state *S, hlo_op op, const tpu_tensor *a, tpu
 {
     int bits = tpu_dtype_bits(a->dtype), k = tpu_dtype_kind(a->dtype);
     if (a->dtype == t->dtype && (k == 's' || k == 'u') && (bits == 32 || bits == 64)) {
-        uint64_t probe = 0;
-        if (!(bits == 32 ? ewi_unary32(op, 0, (const uint32_t *)&probe, (uint32_t *)&probe, 0)
-                         : ewi_unary64(op, 0, &probe, &probe, 0)))
-            return 0;
+        if (!ewi_has_unary(op)) return 0;
         ew_job J = {.fn = ew_unary_int_range, .op = op, .x = a->data, .z = t->data, .uns = k == 'u', .es = bits / 8};
         ew_par(S, t->count, &J);
         return 1;
@@ -222,10 +219,7 @@ static int ew_binary_int(const exe_state *S, hlo_op op, const tpu_tensor *a, con
 {
     int bits = tpu_dtype_bits(a->dtype), k = tpu_dtype_kind(a->dtype);
     if (a->dtype != t->dtype || b->dtype != t->dtype || !(k == 's' || k == 'u') || !(bits == 32 || bits == 64)) return 0;
-    uint64_t probe = 0;
-    if (!(bits == 32 ? ewi_binary32(op, 0, (const uint32_t *)&probe, (const uint32_t *)&probe, (uint32_t *)&probe, 0)
-                     : ewi_binary64(op, 0, &probe, &probe, &probe, 0)))
-        return 0;
+    if (!ewi_has_binary(op)) return 0;
     ew_job J = {.fn = ew_binary_int_range, .op = op, .x = a->data, .y = b->data, .z = t->data, .uns = k == 'u',
                 .es = bits / 8};
     ew_par(S, t->count, &J);

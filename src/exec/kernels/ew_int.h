@@ -14,6 +14,23 @@
 
 #define EWI_INLINE static inline __attribute__((always_inline))
 
+/* Does op have a block form here (binary: ewi_binary32/64, unary: ewi_unary32/64)? */
+static inline int ewi_has_binary(hlo_op op)
+{
+    switch (op) {
+    case HLO_ADD: case HLO_SUBTRACT: case HLO_MULTIPLY: case HLO_AND: case HLO_OR: case HLO_XOR: case HLO_SHIFT_LEFT:
+    case HLO_SHIFT_RIGHT_LOGICAL: case HLO_SHIFT_RIGHT_ARITHMETIC: case HLO_MAXIMUM: case HLO_MINIMUM: case HLO_DIVIDE:
+    case HLO_REMAINDER:
+        return 1;
+    default: return 0;
+    }
+}
+
+static inline int ewi_has_unary(hlo_op op)
+{
+    return op == HLO_NOT || op == HLO_NEGATE || op == HLO_ABS || op == HLO_SIGN || op == HLO_POPCNT || op == HLO_CLZ;
+}
+
 /* z = op(x, y) on n lanes of 32 bits; returns 0 when op has no block form here (the caller falls back). */
 EWI_INLINE int ewi_binary32(hlo_op op, int uns, const uint32_t *x, const uint32_t *y, uint32_t *z, int64_t n)
 {

@@ -246,6 +246,47 @@ static inline void gs_copy(void *dst, const void *src, size_t es, int64_t n)
     memcpy(dst, src, (size_t)n * es);
 }
 
+/* Point gathers (one element per batch position, results in position order, index vectors innermost, no
+ * batching dims: x[pts[:, 0], pts[:, 1]], embedding rows of one element): a loop simple enough that the CPU
+ * keeps many of the (random) loads in flight. Returns 0 when the gather is not of that form. */
+static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
+{
+    const gs_dims *g = J->g;
+    const tpu_tensor *op = J->op, *idx = J->idx;
+    if (g->nob > 4 || g->nwin || g->nvec > 4 || (g->ivd != g->irank - 1 && g->ivd != g->irank) ||
+        (idx->dtype != TPU_S32 && idx->dtype != TPU_S64))
+        return 0;
+    for (int d = 0; d < g->rank; d++)
+        if (g->wsize[d] != 1) return 0;
+    int64_t hi[4] = {0}, st[4] = {0};
+    int nv = g->nvec;
+    for (int k = 0; k < nv; k++) {
+        hi[k] = op->dims[g->map[k]] - 1;
+        st[k] = J->ostr[g->map[k]];
+    }
+    size_t es = J->es;
+    char *dst = J->t->data;
+    const char *src = op->data;
+    /* operand batching dims (take_along_axis) read the batch position's coordinates: an odometer */
+    int64_t bpos[TPU_MAX_RANK], rem = b0, bst[4] = {0};
+    for (int k = g->nbatch - 1; k >= 0; k--) {
+        bpos[k] = rem % J->bdims[k];
+        rem /= J->bdims[k];
+    }
+    for (int i = 0; i < g->nob; i++) bst[i] = J->ostr[g->obd[i]];
+    for (int64_t b = b0; b < b1; b++, g->nob ? gs_next(bpos, J->bdims, g->nbatch) : 0) {
+        int64_t off = 0;
+        for (int i = 0; i < g->nob; i++) off += bpos[g->obpos[i]] * bst[i];
+        for (int k = 0; k < nv; k++) {
+            int64_t s = idx->dtype == TPU_S32 ? ((const int32_t *)idx->data)[b * nv + k] : ((const int64_t *)idx->data)[b * nv + k];
+            s = s < 0 ? 0 : s > hi[k] ? hi[k] : s;
+            off += s * st[k];
+        }
+        gs_copy(dst + b * (int64_t)es, src + off * (int64_t)es, es, 1);
+    }
+    return 1;
+}
+
 static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 {
     const gat_job *J = ctx;
@@ -255,6 +296,7 @@ static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
     const int64_t *istr = J->istr, *ostr = J->ostr, *tstr = J->tstr, *bdims = J->bdims, *wd = J->wd, *wds = J->wds, *wss = J->wss;
     size_t es = J->es;
     (void)tid;
+    if (gat_points(J, b0, b1)) return;
     /* a window that is one contiguous run in both operand and result (or a single element): one copy */
     int64_t wcount = 1;
     for (int j = 0; j < gp->nwin; j++) wcount *= wd[j];
