@@ -528,7 +528,7 @@ static void dot_f32_batch(const dot_f32_ctx *c, int64_t b, int tid, int threads)
         acc = 1;
     }
     if (!c->out_f32)
-        exe_mx_store(c->S, c->out->dtype, c->out->data, b * p->M * p->N, 1, ct, 0, p->M * p->N, 0);
+        exe_mx_store(c->S, c->out->dtype, c->out->data, b * p->M * p->N, 1, ct, 0, p->M * p->N, c->nm->int_exact);
 }
 
 static void dot_f32_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
@@ -579,6 +579,19 @@ static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm,
     return TPU_OK;
 }
 
+/* Largest magnitude of an element of a small integer (or pred) dtype; 0 for the others. */
+static double dot_int_max(tpu_dtype t)
+{
+    switch (t) {
+    case TPU_PRED: return 1;
+    case TPU_S8: return 128;
+    case TPU_U8: return 255;
+    case TPU_S16: return 32768;
+    case TPU_U16: return 65535;
+    default: return 0;
+    }
+}
+
 EXE_KERNEL(exe_k_dot)
 {
     dot_plan p;
@@ -597,6 +610,12 @@ EXE_KERNEL(exe_k_dot)
     }
     exe_mx_num nm;
     if ((st = exe_mx_numerics(S, in, l->dtype, r->dtype, (tpu_dtype)in->shape.dtype, p.K, &nm))) return st;
+    /* small integers whose every partial sum is an integer of magnitude <= 2^24 (int8 matmuls of K <= 1024):
+     * f32 holds each exactly, so the f32 GEMM gives the exact sum in any order */
+    if (nm.int_exact && nm.dbl && dot_int_max(l->dtype) * dot_int_max(r->dtype) * (double)p.K <= 16777216.0) {
+        nm.acc = EXE_MX_F32;
+        nm.dbl = 0;
+    }
     if (p.M >= INT32_MAX || p.N >= INT32_MAX || p.K >= INT32_MAX)
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "a matrix dimension of 2^31 or more is not supported");
     tpu_tensor *t;
