@@ -4,8 +4,7 @@ Each builder gets a seeded numpy Generator and returns (fn, args) like tests/con
 model code it reuses); the entry parameters are jax.tree_util.tree_leaves(args) in order. The HLO text
 (jax `as_text(dialect="hlo")`, no metadata) is committed in bench/programs/NAME.hlo so the set stays fixed
 whatever jax version is installed; the inputs are regenerated from the seed (crc32 of the name) on first use.
-TensorFlow programs are in bench/programs_tf.py (their HLO is committed too; regenerating them needs
-tensorflow-cpu).
+(No TensorFlow programs yet: tensorflow-cpu 2.21 installs from pip, 274 MB, but none were written.)
 
     python3 bench/programs.py --regen [NAME ...]    rewrite bench/programs/NAME.hlo from the builders
     python3 bench/programs.py OUTDIR [NAME ...]     write OUTDIR/NAME/{program.hlo,inputs.npz}

@@ -7,8 +7,7 @@
     python3 bench/run_bench.py --gemm-only [--gemm-args "--quick"]    # GEMM vs this CPU's measured peak
     python3 bench/run_bench.py --mobilenet           # add the corpus MobileNetV2 train step (about 2 minutes)
 
-Programs: bench/programs/*.hlo (jax-lowered HLO text, committed; bench/programs.py and programs_tf.py
-regenerate them) with inputs made from each program's seed into BUILD/bench/NAME/inputs.npz on first use;
+Programs: bench/programs/*.hlo (jax-lowered HLO text, committed; bench/programs.py regenerates them) with inputs made from each program's seed into BUILD/bench/NAME/inputs.npz on first use;
 optionally ../shared/corpus/hlo/mobilenet_v2.hlo (PyTorch/XLA, inputs from the documented splitmix64
 generator).
 
@@ -86,12 +85,8 @@ def program_files(build, name):
     npz = os.path.join(d, 'inputs.npz')
     if not os.path.exists(npz) or os.path.getmtime(npz) < os.path.getmtime(hlo):
         os.makedirs(d, exist_ok=True)
-        if name.startswith('tf_'):
-            import programs_tf
-            programs_tf.write_inputs(name, npz)
-        else:
-            import programs
-            programs.write_inputs(name, npz)
+        import programs
+        programs.write_inputs(name, npz)
     return hlo, npz
 
 
