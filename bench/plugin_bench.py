@@ -7,6 +7,12 @@
 
     JAX_PLATFORMS=tpusim,cpu PYTHONPATH=python build/venv/bin/python bench/plugin_bench.py [--repeat 5]
 
+  * with --suite [NAME,...]: every program of the benchmark set (bench/programs.py: the same jax functions
+    whose HLO run_bench.py runs) jitted on both backends, interleaved: the first call (compile and run, what
+    a new process pays) and the best warm call; geometric mean of the ratios
+
+    PYTHONPATH=python TPUSIM_PJRT_LIBRARY=build/release/libtpusim_pjrt.so build/venv/bin/python bench/plugin_bench.py --suite
+
 Ratios are tpusim's speed over the CPU backend's (> 1: tpusim is faster). Timings are best of --repeat
 rounds; the machine's load average is printed before and after. Exact numerics are timed too (f32 dots)
 beside the default TPU numerics.
@@ -87,12 +93,60 @@ def training(devs, steps, opts):
     return run
 
 
+def suite(names, repeat, budget):
+    """Each benchmark program jitted on tpusim (TPU numerics) and on jax's CPU backend, interleaved."""
+    import math
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import programs
+    tpu, cpu = jax.devices()[0], jax.devices("cpu")[0]
+    names = names or programs.order()
+    print(f"load before: {load()}   {len(names)} programs")
+    rows = []
+    for name in names:
+        fn, args = programs.make_args(name)
+        runs = {}
+        for who, dev, opts in (("cpu", cpu, None), ("tpusim", tpu, {"tpusim_numerics": "tpu"})):
+            f = jax.jit(fn, compiler_options=opts) if opts else jax.jit(fn)
+            a = jax.device_put(args, dev)
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(*a))
+            runs[who] = (f, a, time.perf_counter() - t0)
+        best = {who: float("inf") for who in runs}
+        t_start, rounds = time.perf_counter(), 0
+        while rounds < repeat or (time.perf_counter() - t_start < budget and rounds < 50):
+            for who, (f, a, _) in runs.items():
+                t0 = time.perf_counter()
+                jax.block_until_ready(f(*a))
+                best[who] = min(best[who], time.perf_counter() - t0)
+            rounds += 1
+        r = (name, runs["cpu"][2], runs["tpusim"][2], best["cpu"], best["tpusim"])
+        rows.append(r)
+        print(f"  {name:24s} first call cpu {r[1]:7.3f} s tpusim {r[2]:7.3f} s   warm cpu {r[3] * 1e3:9.3f} ms "
+              f"tpusim {r[4] * 1e3:9.3f} ms  {r[3] / r[4]:5.2f}x  (load {load().split()[0]})", flush=True)
+        del runs
+    g = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))
+    print("\n| program | CPU backend first call s | tpusim first call s | CPU backend warm ms | tpusim warm ms | "
+          "warm tpusim/CPU speed |")
+    print("|---|---|---|---|---|---|")
+    for n, fc, ft, wc, wt in rows:
+        print(f"| {n} | {fc:.3f} | {ft:.3f} | {wc * 1e3:.3f} | {wt * 1e3:.3f} | {wc / wt:.2f}x |")
+    print(f"| geometric mean ({len(rows)}) | | | | | {g([r[3] / r[4] for r in rows]):.2f}x (first call "
+          f"{g([r[1] / r[2] for r in rows]):.2f}x) |")
+    print(f"\nload after: {load()}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--suite", nargs="?", const="", default=None, help="the benchmark set (comma-separated names)")
+    ap.add_argument("--budget", type=float, default=1.0, help="--suite: seconds of warm rounds per program")
     a = ap.parse_args()
+    if a.suite is not None:
+        suite([n for n in a.suite.split(",") if n], a.repeat, a.budget)
+        return
     tpu, cpu = jax.devices(), jax.devices("cpu")
     exact, tpun = {"tpusim_numerics": "exact"}, {"tpusim_numerics": "tpu"}
     print(f"load before: {load()}   tpusim: {tpu[0].client.platform_version.splitlines()[-1]}   cpu: {os.cpu_count()} cores")

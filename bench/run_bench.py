@@ -1,26 +1,30 @@
 #!/usr/bin/env python3
-"""tpusim vs XLA:CPU on the same HLO text, same machine, one run.
+"""tpusim vs XLA:CPU on the same HLO text, same machine, one run: the benchmark set of bench/programs.py.
 
-    python3 bench/run_bench.py [--build build/release] [--reps 3] [--only NAME,...] [--no-mobilenet]
-                               [--json FILE] [--markdown] [--gemm | --gemm-only] [--gemm-args "--quick"]
+    python3 bench/run_bench.py                       # the whole set, warm and cold (~15 minutes on 2 cores)
+    python3 bench/run_bench.py --only mlp_train,moe_train --reps 5 --no-cold
+    python3 bench/run_bench.py --markdown --json out.json
+    python3 bench/run_bench.py --gemm-only [--gemm-args "--quick"]    # GEMM vs this CPU's measured peak
+    python3 bench/run_bench.py --mobilenet           # add the corpus MobileNetV2 train step (about 2 minutes)
 
-Programs: the train steps of bench/programs.py (MLP, CNN, LSTM, transformer; exported with jax into
-BUILD/bench/ on first use), a 4096^3 f32 matmul, and ../shared/corpus/hlo/mobilenet_v2.hlo (PyTorch/XLA
-MobileNetV2 train step, batch 96, inputs from the documented splitmix64 generator: tpusim's
---random-inputs, tests/conformance/mobilenet_ref.py for XLA).
+Programs: bench/programs/*.hlo (jax-lowered HLO text, committed; bench/programs.py regenerates them) with inputs made from each program's seed into BUILD/bench/NAME/inputs.npz on first use;
+optionally ../shared/corpus/hlo/mobilenet_v2.hlo (PyTorch/XLA, inputs from the documented splitmix64
+generator).
 
-Each program is compiled once by XLA:CPU (jax/jaxlib from pip, through tests/conformance/xla_runner.py), then
-for each repetition it runs once on XLA:CPU (execute + wait; the inputs are already on the device), once on
-tpusim --numerics exact and once on tpusim --numerics tpu (bench_run: tpu_run only, after one untimed
-warm-up run in the same process), interleaved so that load from other jobs on the machine hits all three
-alike. The table gives the best wall time of each (and the median), the ratio XLA time / tpusim time (> 1:
-tpusim is faster) and tpu / exact, the geometric means, and the load average before and after.
+Warm: each program is compiled once by XLA:CPU (jax/jaxlib from pip; inputs on the device) and loaded once
+by a `bench_run --serve` process (tpu_run on the parsed module, as the PJRT plugin runs it), both run once
+untimed, then in each round XLA runs once, tpusim once in TPU numerics and once in exact numerics,
+interleaved so that load from other jobs hits all three alike; rounds continue until --reps rounds and about
+--budget seconds are spent (at most 50). Best wall time of each.
 
---gemm also runs the GEMM microbenchmark (bench/gemm_bench.c: this CPU's measured f32/bf16 peak and
-exe_gemm's GFLOP/s per kernel as a percentage of it) and prints its table; --gemm-only runs just that (no
-jax needed).
+Cold (what one command costs a user): tpusim is one `tpusim run PROGRAM --inputs FILE --quiet` process (start,
+parse, read inputs, run, exit), timed from outside; XLA:CPU is HloModule-from-text, conversion and compile
+plus the first execution, in this process (no interpreter start or jax import counted for it).
 
-Needs: pip jax jaxlib ml_dtypes numpy; a C compiler; the library built (`make BUILD=...`).
+Ratios are XLA time / tpusim time (> 1: tpusim is faster); tpu/exact is TPU numerics' time over exact mode's.
+The load average is printed before and after each program.
+
+Needs: pip jax jaxlib ml_dtypes numpy; a C compiler; the library built (`make`).
 """
 
 import argparse
@@ -28,7 +32,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -39,7 +42,7 @@ sys.path.insert(0, os.path.join(REPO, 'tests', 'conformance'))
 sys.path.insert(0, HERE)
 
 MOBILENET = os.path.join(os.path.dirname(REPO), 'shared', 'corpus', 'hlo', 'mobilenet_v2.hlo')
-ORDER = ['mlp_train', 'cnn_train', 'lstm_train', 'transformer_train', 'mobilenet_v2', 'matmul_4096']
+PROGRAM_DIR = os.path.join(HERE, 'programs')
 
 
 def sh(cmd, **kw):
@@ -47,18 +50,14 @@ def sh(cmd, **kw):
 
 
 def build_tools(build):
-    sh('make --no-print-directory -s BUILD=%s %s/libtpusim.a' % (build, build))
+    sh('make --no-print-directory -s BUILD=%s %s/libtpusim.a %s/tpusim' % (build, build, build))
     libs = subprocess.run('pkg-config --libs openblas zlib libcjson', shell=True, capture_output=True,
                           text=True).stdout.strip()
     for tool in ('bench_run', 'gemm_bench'):
         src = os.path.join('bench', tool + '.c')
         out = os.path.join(build, tool)
-        if not os.path.exists(os.path.join(REPO, src)):
-            continue
-        if not os.path.exists(os.path.join(REPO, out)) or \
-                os.path.getmtime(os.path.join(REPO, out)) < max(os.path.getmtime(os.path.join(REPO, src)),
-                                                               os.path.getmtime(os.path.join(REPO, build,
-                                                                                             'libtpusim.a'))):
+        dep = max(os.path.getmtime(os.path.join(REPO, src)), os.path.getmtime(os.path.join(REPO, build, 'libtpusim.a')))
+        if not os.path.exists(os.path.join(REPO, out)) or os.path.getmtime(os.path.join(REPO, out)) < dep:
             sh('cc -std=c11 -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc %s %s/libtpusim.a %s -fopenmp '
                '-lm -lpthread -o %s' % (src, build, libs, out))
 
@@ -67,14 +66,28 @@ def load():
     return os.getloadavg()
 
 
+def all_programs():
+    names = sorted(f[:-4] for f in os.listdir(PROGRAM_DIR) if f.endswith('.hlo'))
+    try:
+        import programs
+        first = [n for n in programs.order() if n in names]
+    except ImportError:
+        first = []
+    return first + [n for n in names if n not in first]
+
+
 def program_files(build, name):
+    """(hlo path, npz path or None for splitmix64 random inputs)."""
     if name == 'mobilenet_v2':
         return MOBILENET, None
+    hlo = os.path.join(PROGRAM_DIR, name + '.hlo')
     d = os.path.join(REPO, build, 'bench', name)
-    if not os.path.exists(os.path.join(d, 'inputs.npz')):
+    npz = os.path.join(d, 'inputs.npz')
+    if not os.path.exists(npz) or os.path.getmtime(npz) < os.path.getmtime(hlo):
+        os.makedirs(d, exist_ok=True)
         import programs
-        programs.export(name, d)
-    return os.path.join(d, 'program.hlo'), os.path.join(d, 'inputs.npz')
+        programs.write_inputs(name, npz)
+    return hlo, npz
 
 
 def xla_inputs(hlo, npz):
@@ -89,31 +102,43 @@ def xla_inputs(hlo, npz):
             et, dims, _ = ht.parse_shape(shape)
             ins.append(mobilenet_ref.generate(k, dims, et, 1))
         return text, ins
+    import ml_dtypes
     z = np.load(npz)
-    return text, [z['arg%d' % i] for i in range(len(z.files))]
+    ins = [z['arg%d' % i] for i in range(len(z.files))]
+    # numpy stores ml_dtypes' bfloat16 as 2-byte void ('<V2'); tpusim reads it as bf16, jax needs the view
+    return text, [a.view(ml_dtypes.bfloat16) if a.dtype.kind == 'V' and a.dtype.itemsize == 2 else a for a in ins]
 
 
 class Xla:
+    """The HLO text compiled by XLA:CPU; run() executes once with the inputs already on the device."""
+
     def __init__(self, text, inputs):
         import jax
         import numpy as np
         import hlo_text as ht
         import xla_runner as xr
-        self.jax = jax
-        self.c = xr.Compiled(text)
+        params = ht.Module(text).entry_parameters()
+        run_text = xr.executable_text(text)
+        t0 = time.perf_counter()
+        module = xr.xc.hlo.hlo_module_from_text(run_text)
+        mlir = xr._jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+        dev = jax.devices('cpu')[0]
+        self.exe = xr._client().compile_and_load(mlir, xr.xc.DeviceList((dev,)), xr.xc.CompileOptions())
+        self.compile_s = time.perf_counter() - t0
         old = jax.config.jax_enable_x64
         jax.config.update('jax_enable_x64', True)
         try:
             self.args = []
-            for (name, shape), a in zip(self.c.params, inputs):
+            for (name, shape), a in zip(params, inputs):
                 et, dims, _ = ht.parse_shape(shape)
-                self.args.append(jax.device_put(np.asarray(a).astype(xr.NP_DTYPES[et]), self.c.device))
+                self.args.append(jax.device_put(np.asarray(a).astype(xr.NP_DTYPES[et]), dev))
         finally:
             jax.config.update('jax_enable_x64', old)
+        self.first_s = self.run()[0]
 
     def run(self):
         w0, c0 = time.perf_counter(), time.process_time()
-        res = self.c.exe.execute_sharded(self.args)
+        res = self.exe.execute_sharded(self.args)
         arrs = [x[0] for x in res.disassemble_into_single_device_arrays()]
         for a in arrs:
             a.block_until_ready()
@@ -122,85 +147,142 @@ class Xla:
         return w, c
 
 
-def tpusim_run(build, hlo, npz, numerics, warmup, threads):
-    cmd = [os.path.join(REPO, build, 'bench_run'), hlo, '--numerics', numerics, '--reps', '1', '--warmup', str(warmup)]
+class Server:
+    """A warm tpusim: bench_run --serve with the program and inputs loaded once."""
+
+    def __init__(self, build, hlo, npz, threads):
+        cmd = [os.path.join(REPO, build, 'bench_run'), hlo, '--serve']
+        cmd += ['--inputs', npz] if npz else ['--random-inputs']
+        if threads:
+            cmd += ['--threads', str(threads)]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError('%s failed to start' % ' '.join(cmd))
+        self.parse_s = json.loads(line)['parse']
+
+    def run(self, mode, n=1):
+        self.p.stdin.write('%s %d\n' % (mode, n))
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError('bench_run --serve: run failed')
+        d = json.loads(line)
+        return list(zip(d['wall'], d['cpu']))
+
+    def close(self):
+        try:
+            self.p.stdin.write('quit\n')
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self.p.wait()
+
+
+def cold_tpusim(build, hlo, npz, threads):
+    cmd = [os.path.join(REPO, build, 'tpusim'), 'run', hlo, '--quiet']
     cmd += ['--inputs', npz] if npz else ['--random-inputs']
     if threads:
         cmd += ['--threads', str(threads)]
+    t0 = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True)
+    w = time.perf_counter() - t0
     if out.returncode:
         raise RuntimeError('%s failed: %s' % (' '.join(cmd), out.stderr.strip()))
-    d = json.loads(out.stdout.strip().splitlines()[-1])
-    return d['wall'][0], d['cpu'][0]
+    return w
 
 
 def geomean(xs):
-    xs = [x for x in xs if x and x > 0]
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float('nan')
 
 
 def bench_program(args, name):
     hlo, npz = program_files(args.build, name)
     big = name == 'mobilenet_v2'
-    reps = args.mobilenet_reps if big else args.reps
+    res = {'name': name, 'load_before': load()[0]}
+    if not args.no_cold:   # before anything of this program is warm (the page cache aside)
+        res['cold_tpu'] = min(cold_tpusim(args.build, hlo, npz, args.threads) for _ in range(args.cold_reps))
     text, inputs = xla_inputs(hlo, npz)
-    t0 = time.perf_counter()
     x = Xla(text, inputs)
-    compile_s = time.perf_counter() - t0
     del inputs
+    res['cold_xla'] = x.compile_s + x.first_s
+    res['xla_compile'] = x.compile_s
+    srv = Server(args.build, hlo, npz, args.threads)
+    res['parse'] = srv.parse_s
+    times = {'xla': [], 'tpu': [], 'exact': []}
     if not big:
-        x.run()   # warm-up, like tpusim's
-    res = {'xla': [], 'exact': [], 'tpu': [], 'xla_compile_s': compile_s, 'load_before': load()}
-    for r in range(reps):
-        res['xla'].append(x.run())
-        for mode in ('exact', 'tpu'):
-            res[mode].append(tpusim_run(args.build, hlo, npz, mode, 0 if big else 1, args.threads))
-        print('  %s rep %d: xla %.3f  exact %.3f  tpu %.3f  (load %.1f)' % (
-            name, r, res['xla'][-1][0], res['exact'][-1][0], res['tpu'][-1][0], load()[0]), flush=True)
-    res['load_after'] = load()
+        srv.run('tpu')
+        srv.run('exact')
+    t_start = time.perf_counter()
+    rounds = 0
+    while True:
+        times['xla'].append(x.run())
+        times['tpu'] += srv.run('tpu')
+        times['exact'] += srv.run('exact')
+        rounds += 1
+        spent = time.perf_counter() - t_start
+        if big or rounds >= 50 or (rounds >= args.reps and spent >= args.budget):
+            break
+    srv.close()
     del x
+    for k, v in times.items():
+        res[k] = min(w for w, _ in v)
+        res[k + '_cpu'] = min(c for _, c in v)
+    res['rounds'] = rounds
+    res['load_after'] = load()[0]
+    res['ratio_tpu'] = res['xla'] / res['tpu']
+    res['ratio_exact'] = res['xla'] / res['exact']
+    res['tpu_over_exact'] = res['tpu'] / res['exact']
+    res['cpu_ratio_tpu'] = res['xla_cpu'] / res['tpu_cpu'] if res['tpu_cpu'] > 0 else float('nan')
+    if 'cold_tpu' in res:
+        res['ratio_cold'] = res['cold_xla'] / res['cold_tpu']
+    print('  %-24s xla %8.2f ms  tpu %8.2f ms  exact %8.2f ms  %5.2fx  cold xla %6.3f s tpusim %6.3f s  '
+          '(%d rounds, load %.1f)' % (name, res['xla'] * 1e3, res['tpu'] * 1e3, res['exact'] * 1e3, res['ratio_tpu'],
+                                       res['cold_xla'], res.get('cold_tpu', float('nan')), rounds, load()[0]),
+          flush=True)
     return res
 
 
-def summarize(name, r):
-    best = {k: min(w for w, _ in r[k]) for k in ('xla', 'exact', 'tpu')}
-    med = {k: statistics.median(w for w, _ in r[k]) for k in ('xla', 'exact', 'tpu')}
-    cpu = {k: min(c for _, c in r[k]) for k in ('xla', 'exact', 'tpu')}
-    return {'name': name, 'best': best, 'median': med, 'cpu': cpu,
-            'ratio_exact': best['xla'] / best['exact'], 'ratio_tpu': best['xla'] / best['tpu'],
-            'tpu_over_exact': best['tpu'] / best['exact'],
-            'cpu_ratio_exact': cpu['xla'] / cpu['exact'], 'cpu_ratio_tpu': cpu['xla'] / cpu['tpu'],
-            'reps': len(r['xla']), 'load': [round(r['load_before'][0], 1), round(r['load_after'][0], 1)]}
+def fmt_ms(s):
+    return '%.3f' % (s * 1e3) if s < 0.01 else '%.2f' % (s * 1e3) if s < 1 else '%.0f' % (s * 1e3)
 
 
 def table(rows, markdown):
-    hdr = ['program', 'XLA:CPU s', 'tpusim exact s', 'XLA/exact', 'tpusim tpu s', 'XLA/tpu', 'tpu/exact',
-           'CPU-time XLA/exact', 'load']
-    lines = []
-    fmt_row = (lambda c: '| ' + ' | '.join(c) + ' |') if markdown else (lambda c: '  '.join(
-        s.ljust(w) for s, w in zip(c, [18, 10, 14, 10, 12, 8, 9, 18, 10])))
-    lines.append(fmt_row(hdr))
+    hdr = ['program', 'XLA:CPU ms', 'tpusim ms', 'XLA/tpusim', 'exact ms', 'XLA/exact', 'tpu/exact', 'CPU-time ratio',
+           'cold XLA s', 'cold tpusim s', 'cold ratio', 'load']
+    widths = [24, 11, 10, 11, 10, 10, 10, 15, 11, 14, 11, 9]
+    if markdown:
+        fmt_row = lambda c: '| ' + ' | '.join(c) + ' |'
+    else:
+        fmt_row = lambda c: '  '.join(s.ljust(w) for s, w in zip(c, widths))
+    lines = [fmt_row(hdr)]
     if markdown:
         lines.append('|' + '---|' * len(hdr))
-    for s in rows:
-        lines.append(fmt_row([s['name'], '%.3f' % s['best']['xla'], '%.3f' % s['best']['exact'],
-                              '%.2fx' % s['ratio_exact'], '%.3f' % s['best']['tpu'], '%.2fx' % s['ratio_tpu'],
-                              '%.2f' % s['tpu_over_exact'], '%.2fx' % s['cpu_ratio_exact'],
-                              '%.1f-%.1f' % tuple(s['load'])]))
-    lines.append(fmt_row(['geometric mean', '', '', '%.2fx' % geomean([s['ratio_exact'] for s in rows]), '',
-                          '%.2fx' % geomean([s['ratio_tpu'] for s in rows]),
-                          '%.2f' % geomean([s['tpu_over_exact'] for s in rows]),
-                          '%.2fx' % geomean([s['cpu_ratio_exact'] for s in rows]), '']))
+    for r in rows:
+        cold = 'cold_tpu' in r
+        lines.append(fmt_row([r['name'], fmt_ms(r['xla']), fmt_ms(r['tpu']), '%.2fx' % r['ratio_tpu'],
+                              fmt_ms(r['exact']), '%.2fx' % r['ratio_exact'], '%.2f' % r['tpu_over_exact'],
+                              '%.2fx' % r['cpu_ratio_tpu'], '%.3f' % r['cold_xla'], '%.3f' % r['cold_tpu'] if cold else '-',
+                              '%.2fx' % r['ratio_cold'] if cold else '-',
+                              '%.1f-%.1f' % (r['load_before'], r['load_after'])]))
+    g = lambda k: geomean([r[k] for r in rows if k in r])
+    lines.append(fmt_row(['geometric mean (%d)' % len(rows), '', '', '%.2fx' % g('ratio_tpu'), '',
+                          '%.2fx' % g('ratio_exact'), '%.2f' % g('tpu_over_exact'), '%.2fx' % g('cpu_ratio_tpu'), '', '',
+                          '%.2fx' % g('ratio_cold') if any('ratio_cold' in r for r in rows) else '-', '']))
     return '\n'.join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--build', default='build/release')
-    ap.add_argument('--reps', type=int, default=3)
-    ap.add_argument('--mobilenet-reps', type=int, default=1)
+    ap.add_argument('--reps', type=int, default=5, help='at least this many warm rounds')
+    ap.add_argument('--budget', type=float, default=2.0, help='seconds of warm rounds per program (then stop)')
+    ap.add_argument('--cold-reps', type=int, default=1, help='cold tpusim runs per program (best taken)')
+    ap.add_argument('--no-cold', action='store_true')
     ap.add_argument('--only', default=None, help='comma-separated program names')
-    ap.add_argument('--no-mobilenet', action='store_true')
+    ap.add_argument('--skip', default='', help='comma-separated program names to leave out')
+    ap.add_argument('--mobilenet', action='store_true', help='add the corpus MobileNetV2 step (run once)')
     ap.add_argument('--threads', type=int, default=0)
     ap.add_argument('--json', default=None)
     ap.add_argument('--markdown', action='store_true')
@@ -212,24 +294,24 @@ def main():
     if args.gemm_only:
         gemm_bench(args)
         return
-    names = args.only.split(',') if args.only else [n for n in ORDER if not (args.no_mobilenet and
-                                                                              n == 'mobilenet_v2')]
+    names = args.only.split(',') if args.only else all_programs() + (['mobilenet_v2'] if args.mobilenet else [])
+    names = [n for n in names if n not in args.skip.split(',')]
     import jax
-    print('machine: %s, %d cores; jax %s; load %.1f %.1f %.1f' % (
-        cpu_model(), os.cpu_count(), jax.__version__, *load()), flush=True)
-    rows, raw = [], {}
+    print('machine: %s, %d cores; jax %s; %s; load %.2f %.2f %.2f' % (
+        cpu_model(), os.cpu_count(), jax.__version__, time.strftime('%Y-%m-%d %H:%M'), *load()), flush=True)
+    rows = []
     for n in names:
-        raw[n] = bench_program(args, n)
-        rows.append(summarize(n, raw[n]))
+        rows.append(bench_program(args, n))
     print()
     print(table(rows, args.markdown))
+    print('\nload after: %.2f %.2f %.2f' % load())
     if args.gemm:
         print()
         gemm_bench(args)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'machine': cpu_model(), 'cores': os.cpu_count(), 'platform': platform.platform(),
-                       'rows': rows, 'raw': raw}, f, indent=1)
+                       'date': time.strftime('%Y-%m-%d %H:%M'), 'rows': rows}, f, indent=1)
 
 
 def gemm_bench(args):

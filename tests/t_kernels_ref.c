@@ -27,6 +27,16 @@ static const kr_case kr_cases[] = {
      "HloModule s\n" KR_ADD "ENTRY main {\n p = f32[8,64] parameter(0)\n i = s32[3000,1] parameter(1)\n"
      " u = f32[3000,64] parameter(2)\n ROOT s = f32[8,64] scatter(p, i, u), update_window_dims={1},"
      " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n", 0, 0},
+    /* an operand that dies at the scatter is updated in place; integer max combiner; gathers of single elements */
+    {"scatter_s32_max_in_place",
+     "HloModule s\nmx { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] maximum(a, b) }\n"
+     "ENTRY main {\n p = s32[50,7] parameter(0)\n q = s32[50,7] add(p, p)\n i = s32[4000,1] parameter(1)\n"
+     " u = s32[4000,7] parameter(2)\n ROOT s = s32[50,7] scatter(q, i, u), update_window_dims={1},"
+     " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx\n}\n", 0, 0},
+    {"gather_take_along_batching",
+     "HloModule g\nENTRY main {\n p = f32[64,300] parameter(0)\n i = s32[64,90,1] parameter(1)\n"
+     " ROOT g = f32[64,90] gather(p, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
+     " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n}\n", 0, 0},
     {"scatter_max_window_first",
      "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
      " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"
@@ -41,6 +51,22 @@ static const kr_case kr_cases[] = {
     {"reduce_window_cumsum_2d",
      "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[300,5] parameter(0)\n c = f32[] constant(0)\n"
      " ROOT r = f32[300,5] reduce-window(x, c), window={size=300x1 pad=299_0x0_0}, to_apply=add\n}\n", 0, 0},
+    /* scans in f32 (XLA's tree) along the lanes and across them, reverse and exclusive, max */
+    {"reduce_window_scans_f32",
+     "HloModule r\n" KR_ADD KR_MAX "ENTRY main {\n x = f32[37,300] parameter(0)\n c = f32[] constant(0)\n"
+     " m = f32[] constant(-inf)\n a = f32[37,300] reduce-window(x, c), window={size=1x300 pad=0_0x299_0}, to_apply=add\n"
+     " b = f32[37,301] reduce-window(x, c), window={size=1x300 pad=0_0x0_300}, to_apply=add\n"
+     " d = f32[37,300] reduce-window(x, m), window={size=37x1 pad=0_36x0_0}, to_apply=max\n"
+     " e = f32[38,300] reduce-window(x, c), window={size=37x1 pad=37_0x0_0}, to_apply=add\n"
+     " ROOT t = (f32[37,300], f32[37,301], f32[37,300], f32[38,300]) tuple(a, b, d, e)\n}\n", 0, 0},
+    /* the row form (last dim windowed, no lhs dilation there): strides, padding, rhs dilation, NaN */
+    {"reduce_window_rows_min_nan",
+     "HloModule r\nmin { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+     "ENTRY main {\n x = f32[3,40,37] parameter(0)\n l = f32[3,40,37] log(x)\n c = f32[] constant(inf)\n"
+     " ROOT r = f32[4,21,12] reduce-window(l, c), window={size=2x3x5 stride=1x2x3 pad=1_1x1_2x2_4 rhs_dilate=1x1x2}, to_apply=min\n}\n", 0, 0},
+    {"reduce_window_rows_sum_1d",
+     "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[5000] parameter(0)\n c = f32[] constant(0)\n"
+     " ROOT r = f32[1662] reduce-window(x, c), window={size=32 stride=3 pad=7_9}, to_apply=add\n}\n", 0, 0},
     {"select_and_scatter_big",
      "HloModule s\n" KR_ADD KR_GE "ENTRY main {\n x = f32[4,32,32,8] parameter(0)\n g = f32[4,16,16,8] parameter(1)\n"
      " c = f32[] constant(0)\n ROOT s = f32[4,32,32,8] select-and-scatter(x, g, c), window={size=1x3x3x1 stride=1x2x2x1"
@@ -121,6 +147,30 @@ static const kr_case kr_cases[] = {
      " v = f32[12] parameter(3)\n g = f32[8,12,5,5] parameter(4)\n"
      " ROOT t = (f32[8,12,5,5], f32[12], f32[12]) batch-norm-grad(x, s, m, v, g), epsilon=1, feature_index=1\n}\n",
      1e-5, 1e-5},
+    /* reduce through lanes (exe_vfn: argmin, bf16 sums rounded at every step) and the order-free integer folds */
+    {"reduce_argmin_nan_ties",
+     "HloModule r\nam { a = f32[] parameter(0)\n b = f32[] parameter(2)\n lt = pred[] compare(a, b), direction=LT\n"
+     " ne = pred[] compare(a, a), direction=NE\n o = pred[] or(lt, ne)\n v = f32[] select(o, a, b)\n"
+     " eq = pred[] compare(a, b), direction=EQ\n i = s32[] parameter(1)\n j = s32[] parameter(3)\n"
+     " li = pred[] compare(i, j), direction=LT\n an = pred[] and(eq, li)\n o2 = pred[] or(o, an)\n"
+     " k = s32[] select(o2, i, j)\n ROOT t = (f32[], s32[]) tuple(v, k) }\n"
+     "ENTRY main {\n x = f32[300,7,70] parameter(0)\n l = f32[300,7,70] log(x)\n f = f32[300,7,70] floor(l)\n"
+     " io = s32[300,7,70] iota(), iota_dimension=2\n c = f32[] constant(inf)\n z = s32[] constant(0)\n"
+     " ROOT r = (f32[300,7], s32[300,7]) reduce(f, io, c, z), dimensions={2}, to_apply=am\n}\n", 0, 0},
+    {"reduce_bf16_sum_middle",
+     "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
+     "ENTRY main {\n x = bf16[20,64,33] parameter(0)\n c = bf16[] constant(0.5)\n"
+     " ROOT r = bf16[20,33] reduce(x, c), dimensions={1}, to_apply=add\n}\n", 0, 0},
+    {"reduce_int_folds",
+     "HloModule r\nadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
+     "mx { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] maximum(a, b) }\n"
+     "ml { a = s64[] parameter(0)\n b = s64[] parameter(1)\n ROOT r = s64[] multiply(a, b) }\n"
+     "xr { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] xor(a, b) }\n"
+     "ENTRY main {\n x = s32[300001] parameter(0)\n k = s32[] constant(-7)\n s = s32[] reduce(x, k), dimensions={0}, to_apply=add\n"
+     " y = u32[9,5000] parameter(1)\n m = u32[] constant(3)\n ym = u32[5000] reduce(y, m), dimensions={0}, to_apply=mx\n"
+     " w = s64[40,1000] parameter(2)\n o = s64[] constant(1)\n wm = s64[40] reduce(w, o), dimensions={1}, to_apply=ml\n"
+     " yx = u32[9] reduce(y, m), dimensions={1}, to_apply=xr\n"
+     " ROOT t = (s32[], u32[5000], s64[40], u32[9]) tuple(s, ym, wm, yx)\n}\n", 0, 0},
     {"fft_bluestein_105",
      "HloModule f\nENTRY main {\n x = f32[4,105] parameter(0)\n y = f32[4,105] parameter(1)\n c = c64[4,105] complex(x, y)\n"
      " ROOT f = c64[4,105] fft(c), fft_type=FFT, fft_length={105}\n}\n", 2e-5, 1e-5},

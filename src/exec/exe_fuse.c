@@ -1,14 +1,17 @@
-/* exe_fuse.c — fused elementwise loops: a chain of elementwise ops of one shape (with broadcasts and scalars
- * feeding it) runs as one pass over its output, block by block, with every intermediate held in a small
- * per-thread scratch block instead of a full array. Values are computed with the same block operations as
- * the unfused kernels (kernels/ew_block.h) or, for the rest, with the reference per-element semantics, so a
- * fused chain gives bit-for-bit the unfused results. TPUSIM_NO_FUSION=1 turns fusion off (for A/B checks).
+/* exe_fuse.c — fused elementwise loops: connected elementwise ops of one shape (with the broadcasts feeding
+ * them) run as one pass over the elements, block by block, every intermediate held in a small per-thread
+ * scratch block instead of a full array. A group may have several outputs (a threefry round updates two
+ * arrays from shared intermediates: the whole jax.random chain is one loop). Values are computed with the
+ * same block operations as the unfused kernels (kernels/ew_block.h, ew_int.h) or, for the rest, with the
+ * reference per-element semantics, so a fused chain gives bit-for-bit the unfused results.
+ * TPUSIM_NO_FUSION=1 turns fusion off (for A/B checks).
  *
- * Members hold f32, bf16 (as f32 values), pred or s32; other types stay unfused. */
+ * Members hold f32 and bf16 (as f32 values), pred, 32-bit and 64-bit integers; other types stay unfused. */
 #include "exec.h"
 #include "exe_fuse.h"
 #include "exe_ops.h"
 #include "kernels/ew_block.h"
+#include "kernels/ew_int.h"
 #include "exe_par.h"
 
 #include <stdatomic.h>
@@ -16,21 +19,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FU_BLOCK 1024
-#define FU_MAX_MEMBERS 256   /* a group holds a scratch block per member: a 100000-long chain is split, not one group */
-#define PAR_T    64   /* threads a fused loop splits for at most */
+#define FU_BLOCK       1024
+#define FU_LANE        8      /* scratch bytes per element of every slot (the widest class) */
+#define FU_MAX_MEMBERS 256    /* a group holds a scratch block per member: longer chains are split */
+#define PAR_T          64     /* threads a fused loop splits for at most */
 
-enum { FU_F = 0, FU_P = 1, FU_I = 2 };   /* scratch classes: float, uint8 (pred), int32 */
+enum { FU_F = 0, FU_P = 1, FU_I = 2, FU_L = 3 };   /* scratch classes: float, uint8 (pred), 32-bit, 64-bit int */
 
 static int fu_class(tpu_dtype t)
 {
     switch (t) {
     case TPU_F32: case TPU_BF16: return FU_F;
     case TPU_PRED: return FU_P;
-    case TPU_S32: return FU_I;
+    case TPU_S32: case TPU_U32: return FU_I;
+    case TPU_S64: case TPU_U64: return FU_L;
     default: return -1;
     }
 }
+
+static size_t fu_esize(int cls) { return cls == FU_P ? 1 : cls == FU_L ? 8 : 4; }
+
+/* The tensor's storage is the class's block layout (no conversion on the way in or out). */
+static int fu_direct(tpu_dtype t) { return t != TPU_BF16 && fu_class(t) >= 0; }
 
 static int fu_enabled = -1;
 
@@ -53,18 +63,35 @@ static int fu_same_dims(const hlo_shape *a, const hlo_shape *b)
     return 1;
 }
 
-/* An elementwise op that may be a member: array result of a supported type, operands of supported types. */
+/* An elementwise op that may be a member: array result of a supported type, operands of supported types;
+ * bitcast-convert between classes of one lane width (u32 <-> f32: jax's uniform floats). Scalars stay out
+ * (a loop body's counters: the plain kernels are cheaper for one element). */
 static int fu_elementwise(const hlo_instr *in)
 {
     hlo_class c = hlo_op_class((hlo_op)in->op);
-    if (!(c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP)) return 0;
+    int bc = in->op == HLO_BITCAST_CONVERT;
+    if (!(c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP || bc)) return 0;
     if (in->op == HLO_REDUCE_PRECISION || in->op == HLO_STOCHASTIC_CONVERT || in->op == HLO_COMPLEX || in->op == HLO_REAL ||
         in->op == HLO_IMAG)
         return 0;
     if (!hlo_shape_is_array(&in->shape) || fu_class((tpu_dtype)in->shape.dtype) < 0 || in->shape.dyn_mask) return 0;
+    if (hlo_shape_count(&in->shape) < 2 || in->nops < 1 || in->nops > 3) return 0;
     for (int k = 0; k < in->nops; k++)
         if (!hlo_shape_is_array(&in->ops[k]->shape) || fu_class((tpu_dtype)in->ops[k]->shape.dtype) < 0) return 0;
+    if (bc) {
+        tpu_dtype a = (tpu_dtype)in->ops[0]->shape.dtype, b = (tpu_dtype)in->shape.dtype;
+        if (!fu_direct(a) || !fu_direct(b) || fu_esize(fu_class(a)) != fu_esize(fu_class(b)) ||
+            !fu_same_dims(&in->shape, &in->ops[0]->shape))
+            return 0;
+    }
     return 1;
+}
+
+static int fu_bcast_candidate(const hlo_instr *in)
+{
+    return in->op == HLO_BROADCAST && hlo_shape_is_array(&in->shape) && fu_class((tpu_dtype)in->shape.dtype) >= 0 &&
+           !in->shape.dyn_mask && in->nops == 1 && hlo_shape_is_array(&in->ops[0]->shape) &&
+           in->ops[0]->shape.dtype == in->shape.dtype && in->nctrl == 0;
 }
 
 void exe_fuse_free(exe_fgroup *g, int n)
@@ -72,135 +99,276 @@ void exe_fuse_free(exe_fgroup *g, int n)
     for (int i = 0; i < n; i++) {
         ut_free(g[i].members);
         ut_free(g[i].inputs);
+        ut_free(g[i].outputs);
     }
     ut_free(g);
 }
 
-/* Linear in the computation's size: users come from one CSR list, groups are bucketed once (a 100000-long
- * chain of adds plans in milliseconds). */
+/* ---- planning ----
+ * One pass in topological order. An elementwise instruction joins (and merges) the groups of its operands
+ * that are still open; a group closes as soon as anything outside it reads one of its members. So every
+ * reader from outside comes after the group's last member, where the group runs, and no path leaves a group
+ * and comes back into it. Linear in the computation's size (union-find). */
+
+typedef struct fu_plan {
+    int n;
+    int *parent, *size, *closed;   /* provisional groups, by the id of the instruction that opened them */
+    int *gid;                      /* provisional group of each instruction, or -1 */
+    int *ustart, *users;           /* users of each instruction (CSR, live users only) */
+    uint8_t *ctrl_user;            /* instruction is a control predecessor of something */
+} fu_plan;
+
+static int fu_find(fu_plan *P, int g)
+{
+    while (P->parent[g] != g) {
+        P->parent[g] = P->parent[P->parent[g]];
+        g = P->parent[g];
+    }
+    return g;
+}
+
+static int fu_group_of(fu_plan *P, int i) { return P->gid[i] >= 0 ? fu_find(P, P->gid[i]) : -1; }
+
+static void fu_grow(fu_plan *P, const hlo_comp *c, int i)
+{
+    const hlo_instr *in = c->instrs[i];
+    int g = -1;
+    for (int k = 0; k < in->nops; k++) {
+        int h = fu_group_of(P, in->ops[k]->id);
+        if (h < 0 || h == g || P->closed[h] || !fu_same_dims(&in->ops[k]->shape, &in->shape)) continue;
+        if (g < 0) {
+            if (P->size[h] < FU_MAX_MEMBERS) g = h;
+        } else if (P->size[g] + P->size[h] < FU_MAX_MEMBERS) {
+            P->parent[h] = g;
+            P->size[g] += P->size[h];
+        }
+    }
+    if (g < 0) g = i;   /* opens its own group (parent[i] == i already) */
+    P->gid[i] = g;
+    P->size[g]++;
+}
+
+static void fu_close_readers(fu_plan *P, const hlo_instr *in)
+{
+    int mine = fu_group_of(P, in->id);
+    for (int k = 0; k < in->nops; k++) {
+        int h = fu_group_of(P, in->ops[k]->id);
+        if (h >= 0 && h != mine) P->closed[h] = 1;
+    }
+    for (int k = 0; k < in->nctrl; k++) {
+        int h = fu_group_of(P, in->ctrl[k]->id);
+        if (h >= 0) P->closed[h] = 1;
+    }
+}
+
+/* A broadcast is absorbed when every reader is a member of a group of its dims: each group then computes it
+ * block by block and it is never materialised. */
+static int fu_absorbable(fu_plan *P, const hlo_comp *c, int b)
+{
+    const hlo_instr *in = c->instrs[b];
+    if (!fu_bcast_candidate(in) || in == c->root || P->ctrl_user[b] || P->ustart[b + 1] == P->ustart[b]) return 0;
+    for (int u = P->ustart[b]; u < P->ustart[b + 1]; u++) {
+        int j = P->users[u];
+        if (P->gid[j] < 0 || !fu_same_dims(&c->instrs[j]->shape, &in->shape)) return 0;
+    }
+    return 1;
+}
+
+static void fu_plan_free(fu_plan *P)
+{
+    ut_free(P->parent);
+    ut_free(P->size);
+    ut_free(P->closed);
+    ut_free(P->gid);
+    ut_free(P->ustart);
+    ut_free(P->users);
+    ut_free(P->ctrl_user);
+}
+
+static tpu_status fu_plan_init(fu_plan *P, tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live)
+{
+    int n = c->ninstrs;
+    memset(P, 0, sizeof *P);
+    P->n = n;
+    int64_t ne = 0;
+    for (int i = 0; i < n; i++) ne += c->instrs[i]->nops;
+    size_t sn = (size_t)(n ? n : 1);
+    P->parent = ut_malloc(sn * sizeof(int));
+    P->size = ut_calloc(sn, sizeof(int));
+    P->closed = ut_calloc(sn, sizeof(int));
+    P->gid = ut_malloc(sn * sizeof(int));
+    P->ustart = ut_calloc(sn + 1, sizeof(int));
+    P->users = ut_malloc((size_t)(ne ? ne : 1) * sizeof(int));
+    P->ctrl_user = ut_calloc(sn, 1);
+    if (!P->parent || !P->size || !P->closed || !P->gid || !P->ustart || !P->users || !P->ctrl_user) {
+        fu_plan_free(P);
+        return ut_nomem(ctx);
+    }
+    for (int i = 0; i < n; i++) {
+        P->parent[i] = i;
+        P->gid[i] = -1;
+        if (!live[i]) continue;
+        const hlo_instr *in = c->instrs[i];
+        for (int k = 0; k < in->nops; k++) P->ustart[in->ops[k]->id + 1]++;
+        for (int k = 0; k < in->nctrl; k++) P->ctrl_user[in->ctrl[k]->id] = 1;
+    }
+    for (int i = 0; i < n; i++) P->ustart[i + 1] += P->ustart[i];
+    int *fill = P->size;   /* zero; used as a cursor, then cleared */
+    for (int i = 0; i < n; i++) {
+        if (!live[i]) continue;
+        const hlo_instr *in = c->instrs[i];
+        for (int k = 0; k < in->nops; k++) {
+            int o = in->ops[k]->id;
+            P->users[P->ustart[o] + fill[o]++] = i;
+        }
+    }
+    memset(P->size, 0, sn * sizeof(int));
+    return TPU_OK;
+}
+
+/* Member k's precomputed attributes. */
+static void fu_member_init(exe_fmember *m)
+{
+    const hlo_instr *I = m->in;
+    tpu_dtype t0 = (tpu_dtype)(I->nops ? I->ops[0]->shape.dtype : I->shape.dtype);
+    m->cls = (int8_t)fu_class((tpu_dtype)I->shape.dtype);
+    m->dir = -1;
+    m->uns = tpu_dtype_kind(t0) == 'u';
+    m->total = 0;
+    if (I->op == HLO_COMPARE) {
+        const char *type = hlo_attr_str(I, HK_TYPE);
+        m->dir = (int8_t)ewb_direction(hlo_attr_str(I, HK_DIRECTION));
+        m->total = type && !strcmp(type, "TOTALORDER");
+        if (type && !strcmp(type, "UNSIGNED")) m->uns = 1;
+    }
+}
+
+/* Appends x as a member; its operands resolve to member slots or (new) input slots. */
+static exe_fmember *fu_add_member(exe_fgroup *G, const hlo_instr *x, int *slot, int *inslot)
+{
+    exe_fmember *m = &G->members[G->nmembers];
+    m->in = x;
+    m->out = -1;
+    for (int a = 0; a < x->nops && a < 3; a++) {
+        const hlo_instr *o = x->ops[a];
+        if (slot[o->id] >= 0) {
+            m->op[a] = slot[o->id];
+            continue;
+        }
+        if (inslot[o->id] < 0) {
+            inslot[o->id] = G->ninputs;
+            G->inputs[G->ninputs++] = o;
+        }
+        m->op[a] = -1 - inslot[o->id];
+    }
+    fu_member_init(m);
+    slot[x->id] = G->nmembers++;
+    return m;
+}
+
+/* Builds group G from the instructions whose final group is g (ids in order[0..cnt)). slot/inslot: -1 on
+ * entry, restored on exit. */
+static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, int g, const int *order, int cnt,
+                           int *slot, int *inslot, exe_fgroup *G)
+{
+    /* absorbed broadcasts this group reads */
+    int nb = 0;
+    for (int q = 0; q < cnt; q++) {
+        const hlo_instr *in = c->instrs[order[q]];
+        for (int k = 0; k < in->nops; k++) {
+            int o = in->ops[k]->id;
+            if (group_of[o] == EXE_FUSE_ABSORBED && slot[o] == -1) {
+                slot[o] = -2;
+                nb++;
+            }
+        }
+    }
+    G->members = ut_calloc((size_t)(cnt + nb), sizeof *G->members);
+    G->inputs = ut_calloc((size_t)(cnt + nb) * 3 + 1, sizeof *G->inputs);
+    G->outputs = ut_calloc((size_t)cnt, sizeof *G->outputs);
+    if (!G->members || !G->inputs || !G->outputs) return TPU_ERR_NOMEM;
+    /* the absorbed broadcasts first (slot -2 marks one not yet added), then the compute members */
+    for (int q = 0; q < cnt; q++) {
+        const hlo_instr *in = c->instrs[order[q]];
+        for (int k = 0; k < in->nops; k++)
+            if (slot[in->ops[k]->id] == -2) fu_add_member(G, in->ops[k], slot, inslot);
+    }
+    for (int q = 0; q < cnt; q++) {
+        const hlo_instr *x = c->instrs[order[q]];
+        exe_fmember *m = fu_add_member(G, x, slot, inslot);
+        G->last = x;
+        /* an output: the root, or read by anything outside the group */
+        int outside = x == c->root || P->ctrl_user[x->id];
+        for (int u = P->ustart[x->id]; u < P->ustart[x->id + 1] && !outside; u++) outside = group_of[P->users[u]] != g;
+        if (outside) {
+            m->out = G->noutputs;
+            G->outputs[G->noutputs++] = x;
+        }
+    }
+    for (int k = 0; k < G->nmembers; k++) slot[G->members[k].in->id] = -1;
+    for (int q = 0; q < G->ninputs; q++) inslot[G->inputs[q]->id] = -1;
+    return TPU_OK;
+}
+
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
 {
     int n = c->ninstrs;
     *out = NULL;
     *nout = 0;
-    for (int i = 0; i < n; i++) group_of[i] = -1;
-    if (!exe_fusion_enabled()) return TPU_OK;
-    int64_t nedges = 0;
-    for (int i = 0; i < n; i++) nedges += c->instrs[i]->nops;
-    /* user lists (CSR: users of i are user_list[ustart[i] .. ustart[i+1])), per-group counts, scratch */
-    int *ustart = ut_calloc((size_t)n + 1, sizeof(int)), *user_list = ut_malloc((size_t)(nedges ? nedges : 1) * sizeof(int));
-    int *root_of = ut_malloc((size_t)n * sizeof(int)), *final = ut_malloc((size_t)n * sizeof(int));
-    int *gcount = ut_calloc((size_t)n + 1, sizeof(int)), *gstart = ut_calloc((size_t)n + 2, sizeof(int));
-    int *order = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *slot = ut_malloc((size_t)(n ? n : 1) * sizeof(int));
-    int *inslot = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *gsize = ut_calloc((size_t)n + 1, sizeof(int));
-    exe_fgroup *groups = NULL;
-    int nf = 0, ng = 0;
-    tpu_status st = TPU_OK;
-    if (!ustart || !user_list || !root_of || !final || !gcount || !gstart || !order || !slot || !inslot || !gsize) {
-        st = ut_nomem(ctx);
-        goto done;
-    }
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < c->instrs[i]->nops; k++) ustart[c->instrs[i]->ops[k]->id + 1]++;
-    for (int i = 0; i < n; i++) ustart[i + 1] += ustart[i];
-    for (int i = 0; i < n; i++) slot[i] = ustart[i];
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < c->instrs[i]->nops; k++) user_list[slot[c->instrs[i]->ops[k]->id]++] = i;
-    /* consumers first: a member joins the group all its users are in */
-    for (int i = n - 1; i >= 0; i--) {
-        const hlo_instr *in = c->instrs[i];
-        if (!live[i]) continue;
-        int is_ew = fu_elementwise(in);
-        int is_bc = in->op == HLO_BROADCAST && hlo_shape_is_array(&in->shape) && fu_class((tpu_dtype)in->shape.dtype) >= 0;
-        if (!is_ew && !is_bc) continue;
-        int g = -1, ok = in != c->root && ustart[i + 1] > ustart[i];
-        for (int u = ustart[i]; ok && u < ustart[i + 1]; u++) {
-            int gj = group_of[user_list[u]];
-            if (gj < 0 || (g >= 0 && gj != g)) ok = 0;
-            g = gj;
-        }
-        if (g < 0) ok = 0;
-        /* members share the root's dims (broadcasts produce them from their smaller operand) */
-        if (ok && !fu_same_dims(&in->shape, &c->instrs[root_of[g]]->shape)) ok = 0;
-        if (ok && gsize[g] >= FU_MAX_MEMBERS) ok = 0;
-        if (ok) {
-            group_of[i] = g;
-            gsize[g]++;
-        } else if (is_ew) {
-            g = ng++;
-            root_of[g] = i;
-            group_of[i] = g;
-            gsize[g] = 1;
-        }
-    }
-    /* keep groups with at least two compute members; dissolve the rest
-     * (a single op with broadcast operands fuses too: the broadcasts are then never materialised) */
-    int *compute = gcount, *bcast = gstart;   /* reused as counters, reset below */
-    for (int i = 0; i < n; i++)
-        if (group_of[i] >= 0) {
-            if (c->instrs[i]->op != HLO_BROADCAST) compute[group_of[i]]++;
-            else bcast[group_of[i]]++;
-        }
-    for (int g = 0; g < ng; g++) final[g] = compute[g] >= 2 || (compute[g] == 1 && bcast[g] >= 1) ? nf++ : -1;
-    memset(gcount, 0, ((size_t)n + 1) * sizeof(int));
-    memset(gstart, 0, ((size_t)n + 2) * sizeof(int));
+    for (int i = 0; i < n; i++) group_of[i] = EXE_FUSE_NONE;
+    if (!exe_fusion_enabled() || n == 0) return TPU_OK;
+    fu_plan P;
+    tpu_status st = fu_plan_init(&P, ctx, c, live);
+    if (st) return st;
     for (int i = 0; i < n; i++) {
-        if (group_of[i] >= 0) group_of[i] = final[group_of[i]];
-        if (group_of[i] >= 0) gcount[group_of[i]]++;
+        if (!live[i]) continue;
+        if (fu_elementwise(c->instrs[i])) fu_grow(&P, c, i);
+        fu_close_readers(&P, c->instrs[i]);
     }
-    /* members of each group in topological order (a stable bucket sort) */
-    for (int g = 0; g < nf; g++) gstart[g + 1] = gstart[g] + gcount[g];
-    memset(gcount, 0, ((size_t)n + 1) * sizeof(int));
+    for (int i = 0; i < n; i++) P.gid[i] = fu_group_of(&P, i);
+    /* compute members and absorbable broadcasts read per group; keep groups of two compute members, or of one
+     * that reads a broadcast it absorbs (the broadcast is then never materialised) */
+    int *compute = P.size, *bcasts = P.closed, *final = P.parent;
+    memset(compute, 0, (size_t)n * sizeof(int));
+    memset(bcasts, 0, (size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        if (P.gid[i] < 0) continue;
+        compute[P.gid[i]]++;
+        const hlo_instr *in = c->instrs[i];
+        for (int k = 0; k < in->nops; k++)
+            if (fu_absorbable(&P, c, in->ops[k]->id)) bcasts[P.gid[i]]++;
+    }
+    int nf = 0;
+    for (int g = 0; g < n; g++) final[g] = compute[g] >= 2 || (compute[g] == 1 && bcasts[g] > 0) ? nf++ : -1;
+    for (int i = 0; i < n; i++) group_of[i] = P.gid[i] >= 0 ? final[P.gid[i]] : EXE_FUSE_NONE;
+    for (int i = 0; i < n; i++) P.gid[i] = group_of[i];
     for (int i = 0; i < n; i++)
-        if (group_of[i] >= 0) order[gstart[group_of[i]] + gcount[group_of[i]]++] = i;
-    groups = nf ? ut_calloc((size_t)nf, sizeof *groups) : NULL;
-    if (nf && !groups) st = ut_nomem(ctx);
-    for (int i = 0; i < n; i++) slot[i] = inslot[i] = -1;
-    for (int g = 0; !st && g < nf; g++) {
-        exe_fgroup *G = &groups[g];
-        int cnt = gstart[g + 1] - gstart[g];
-        G->members = ut_calloc((size_t)cnt, sizeof *G->members);
-        G->inputs = ut_calloc((size_t)cnt * 3 + 1, sizeof *G->inputs);
-        if (!G->members || !G->inputs) {
-            st = ut_nomem(ctx);
-            break;
+        if (live[i] && fu_absorbable(&P, c, i)) group_of[i] = EXE_FUSE_ABSORBED;
+    /* members of each group in topological order (bucket sort), then each group built */
+    int *start = ut_calloc((size_t)nf + 2, sizeof(int)), *order = ut_malloc((size_t)n * sizeof(int));
+    int *slot = ut_malloc((size_t)n * sizeof(int)), *inslot = ut_malloc((size_t)n * sizeof(int));
+    exe_fgroup *groups = nf ? ut_calloc((size_t)nf, sizeof *groups) : NULL;
+    if (!start || !order || !slot || !inslot || (nf && !groups)) st = ut_nomem(ctx);
+    if (!st) {
+        for (int i = 0; i < n; i++)
+            if (group_of[i] >= 0) start[group_of[i] + 2]++;
+        for (int g = 0; g < nf; g++) start[g + 2] += start[g + 1];
+        for (int i = 0; i < n; i++) {
+            if (group_of[i] >= 0) order[start[group_of[i] + 1]++] = i;
+            slot[i] = inslot[i] = -1;
         }
-        /* operands resolved to member slots or input slots (slot/inslot are reset after the group) */
-        for (int q = gstart[g]; q < gstart[g + 1]; q++) {
-            const hlo_instr *in = c->instrs[order[q]];
-            exe_fmember *m = &G->members[G->nmembers];
-            m->in = in;
-            for (int k = 0; k < in->nops && k < 3; k++) {
-                const hlo_instr *o = in->ops[k];
-                if (slot[o->id] >= 0) {
-                    m->op[k] = slot[o->id];
-                } else {
-                    if (inslot[o->id] < 0) {
-                        inslot[o->id] = G->ninputs;
-                        G->inputs[G->ninputs++] = o;
-                    }
-                    m->op[k] = -1 - inslot[o->id];
-                }
-            }
-            slot[in->id] = G->nmembers++;
-            G->root = in;   /* the last member in topological order is the root */
-        }
-        for (int q = gstart[g]; q < gstart[g + 1]; q++) slot[order[q]] = -1;
-        for (int q = 0; q < G->ninputs; q++) inslot[G->inputs[q]->id] = -1;
+        for (int g = 0; g < nf && !st; g++)
+            if (fu_build(&P, c, group_of, g, order + start[g], start[g + 1] - start[g], slot, inslot, &groups[g]))
+                st = ut_nomem(ctx);
     }
-done:
-    ut_free(ustart);
-    ut_free(user_list);
-    ut_free(root_of);
-    ut_free(final);
-    ut_free(gcount);
-    ut_free(gstart);
+    ut_free(start);
     ut_free(order);
     ut_free(slot);
     ut_free(inslot);
-    ut_free(gsize);
+    fu_plan_free(&P);
     if (st) {
         exe_fuse_free(groups, nf);
+        for (int i = 0; i < n; i++) group_of[i] = EXE_FUSE_NONE;
         return st;
     }
     *out = groups;
@@ -212,7 +380,7 @@ done:
 
 typedef struct fu_buf {
     int   cls;
-    void *p;          /* points into scratch, or straight into an f32 input tensor */
+    void *p;          /* points into scratch, or straight into a tensor whose storage is the class's */
 } fu_buf;
 
 /* Reads elements [o, o+len) of an external input (identity or scalar mapping) into a block. */
@@ -220,78 +388,86 @@ EXE_VEC
 static void fu_load(const tpu_tensor *t, int64_t o, int len, int cls, void *scratch, fu_buf *b, int64_t n_out)
 {
     int scalar = t->count == 1 && n_out != 1;
+    size_t es = fu_esize(cls);
     b->cls = cls;
-    if (cls == FU_F && t->dtype == TPU_F32 && !scalar) {
-        b->p = (float *)t->data + o;
+    if (fu_direct(t->dtype) && !scalar) {
+        b->p = (char *)t->data + (size_t)o * es;
         return;
     }
     b->p = scratch;
-    int64_t k0 = scalar ? 0 : o;
-    switch (cls) {
-    case FU_F:
-        if (t->dtype == TPU_BF16) {
-            const uint16_t *x = (const uint16_t *)t->data + k0;
-            if (scalar) {
-                float v = fp_bf16_to_f32_inline(x[0]);
-                for (int i = 0; i < len; i++) ((float *)scratch)[i] = v;
-            } else {
-                for (int i = 0; i < len; i++) ((float *)scratch)[i] = fp_bf16_to_f32_inline(x[i]);
-            }
-        } else {
-            float v = ((const float *)t->data)[0];
-            for (int i = 0; i < len; i++) ((float *)scratch)[i] = v;
-        }
-        break;
-    case FU_P:
-        if (scalar) memset(scratch, ((const uint8_t *)t->data)[0], (size_t)len);
-        else memcpy(scratch, (const uint8_t *)t->data + k0, (size_t)len);
-        break;
-    default:
+    if (t->dtype == TPU_BF16) {
+        const uint16_t *x = (const uint16_t *)t->data + (scalar ? 0 : o);
+        float *z = scratch;
         if (scalar) {
-            int32_t v = ((const int32_t *)t->data)[0];
-            for (int i = 0; i < len; i++) ((int32_t *)scratch)[i] = v;
+            float v = fp_bf16_to_f32_inline(x[0]);
+            for (int i = 0; i < len; i++) z[i] = v;
         } else {
-            memcpy(scratch, (const int32_t *)t->data + k0, (size_t)len * sizeof(int32_t));
+            for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(x[i]);
         }
+        return;
+    }
+    switch (es) {   /* a scalar repeated */
+    case 1: memset(scratch, ((const uint8_t *)t->data)[0], (size_t)len); break;
+    case 4: {
+        uint32_t v = ((const uint32_t *)t->data)[0];
+        for (int i = 0; i < len; i++) ((uint32_t *)scratch)[i] = v;
         break;
+    }
+    default: {
+        uint64_t v = ((const uint64_t *)t->data)[0];
+        for (int i = 0; i < len; i++) ((uint64_t *)scratch)[i] = v;
+        break;
+    }
     }
 }
 
-/* dst[0..n) <- src elements at off + j*st (st 0: one value repeated), converted to the block's class */
+/* dst[0..n) <- src elements at off + j*st (st 0: one value repeated), in the block's class */
 EXE_VEC
 static void fu_run(void *dst, int cls, const tpu_tensor *src, int64_t off, int64_t st, int64_t n)
 {
-    switch (cls) {
-    case FU_F:
-        if (src->dtype == TPU_BF16) {
-            const uint16_t *x = (const uint16_t *)src->data + off;
-            if (st == 0) {
-                float v = fp_bf16_to_f32_inline(x[0]);
-                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = v;
-            } else {
-                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = fp_bf16_to_f32_inline(x[j * st]);
-            }
+    if (src->dtype == TPU_BF16) {
+        const uint16_t *x = (const uint16_t *)src->data + off;
+        float *z = dst;
+        if (st == 0) {
+            float v = fp_bf16_to_f32_inline(x[0]);
+            for (int64_t j = 0; j < n; j++) z[j] = v;
         } else {
-            const float *x = (const float *)src->data + off;
-            if (st == 0) {
-                float v = x[0];
-                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = v;
-            } else if (st == 1) {
-                memcpy(dst, x, (size_t)n * sizeof(float));
-            } else {
-                for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = x[j * st];
-            }
+            for (int64_t j = 0; j < n; j++) z[j] = fp_bf16_to_f32_inline(x[j * st]);
         }
-        break;
-    case FU_P: {
+        return;
+    }
+    size_t es = fu_esize(cls);
+    if (st == 1) {
+        memcpy(dst, (const char *)src->data + (size_t)off * es, (size_t)n * es);
+        return;
+    }
+    switch (es) {
+    case 1: {
         const uint8_t *x = (const uint8_t *)src->data + off;
         if (st == 0) memset(dst, x[0], (size_t)n);
         else for (int64_t j = 0; j < n; j++) ((uint8_t *)dst)[j] = x[j * st];
         break;
     }
+    case 4: {
+        const uint32_t *x = (const uint32_t *)src->data + off;
+        uint32_t *z = dst;
+        if (st == 0) {
+            uint32_t v = x[0];
+            for (int64_t j = 0; j < n; j++) z[j] = v;
+        } else {
+            for (int64_t j = 0; j < n; j++) z[j] = x[j * st];
+        }
+        break;
+    }
     default: {
-        const int32_t *x = (const int32_t *)src->data + off;
-        for (int64_t j = 0; j < n; j++) ((int32_t *)dst)[j] = x[j * st];
+        const uint64_t *x = (const uint64_t *)src->data + off;
+        uint64_t *z = dst;
+        if (st == 0) {
+            uint64_t v = x[0];
+            for (int64_t j = 0; j < n; j++) z[j] = v;
+        } else {
+            for (int64_t j = 0; j < n; j++) z[j] = x[j * st];
+        }
         break;
     }
     }
@@ -302,7 +478,7 @@ static void fu_run(void *dst, int cls, const tpu_tensor *src, int64_t off, int64
 static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, int len, int cls, void *dst)
 {
     const hlo_shape *s = &in->shape;
-    size_t es = cls == FU_P ? 1 : 4;
+    size_t es = fu_esize(cls);
     if (s->rank == 0 || src->count == 1) {
         fu_run(dst, cls, src, 0, 0, len);
         return;
@@ -344,21 +520,184 @@ static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, 
     }
 }
 
+/* Element i of a block as the reference reads an element of dtype t. */
 static exe_scalar fu_get(const fu_buf *b, tpu_dtype t, int i)
 {
     exe_scalar v = {0, 0, 0};
-    if (b->cls == FU_F) v = exe_scalar_load(TPU_F32, b->p, i);   /* DAZ like the unfused reference */
-    else if (b->cls == FU_P) v.i = ((const uint8_t *)b->p)[i];
-    else v.i = ((const int32_t *)b->p)[i];
-    (void)t;
+    switch (b->cls) {
+    case FU_F: v = exe_scalar_load(TPU_F32, b->p, i); break;   /* DAZ like the unfused reference */
+    case FU_P: v.i = ((const uint8_t *)b->p)[i]; break;
+    case FU_I: {
+        uint32_t u = ((const uint32_t *)b->p)[i];
+        v.i = tpu_dtype_kind(t) == 'u' ? (int64_t)u : (int64_t)(int32_t)u;
+        break;
+    }
+    default: v.i = ((const int64_t *)b->p)[i]; break;
+    }
     return v;
 }
 
 static void fu_put(fu_buf *b, int i, exe_scalar v)
 {
-    if (b->cls == FU_F) ((float *)b->p)[i] = (float)v.f;
-    else if (b->cls == FU_P) ((uint8_t *)b->p)[i] = (uint8_t)(v.i != 0);
-    else ((int32_t *)b->p)[i] = (int32_t)v.i;
+    switch (b->cls) {
+    case FU_F: ((float *)b->p)[i] = (float)v.f; break;
+    case FU_P: ((uint8_t *)b->p)[i] = (uint8_t)(v.i != 0); break;
+    case FU_I: ((uint32_t *)b->p)[i] = (uint32_t)v.i; break;
+    default: ((int64_t *)b->p)[i] = v.i; break;
+    }
+}
+
+/* The reference semantics, element by element: what every member falls back to. */
+static void fu_member_ref(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
+{
+    const hlo_instr *I = m->in;
+    hlo_op op = (hlo_op)I->op;
+    tpu_dtype t = (tpu_dtype)I->shape.dtype, t0 = (tpu_dtype)I->ops[0]->shape.dtype;
+    hlo_class c = hlo_op_class(op);
+    const char *dir = NULL, *type = NULL;
+    if (op == HLO_COMPARE) {
+        dir = hlo_attr_str(I, HK_DIRECTION);
+        type = hlo_attr_str(I, HK_TYPE);
+    }
+    for (int i = 0; i < len; i++) {
+        exe_scalar r;
+        if (op == HLO_COMPARE) {
+            if (m->total && in[0]->cls == FU_F) {
+                int64_t x = exe_total_order_key(TPU_F32, in[0]->p, i), y = exe_total_order_key(TPU_F32, in[1]->p, i);
+                int d = m->dir;
+                r.i = d == 0 ? x == y : d == 1 ? x != y : d == 2 ? x < y : d == 3 ? x <= y : d == 4 ? x > y : x >= y;
+            } else {
+                r.i = exe_scalar_compare(t0, fu_get(in[0], t0, i), fu_get(in[1], t0, i), dir, type);
+            }
+        } else if (op == HLO_CONVERT) {
+            r = exe_scalar_convert(S, t0, t, fu_get(in[0], t0, i));
+        } else if (op == HLO_SELECT) {
+            r = fu_get(in[1], t, i);
+            if (!((const uint8_t *)in[0]->p)[i]) r = fu_get(in[2], t, i);
+        } else if (op == HLO_CLAMP) {
+            exe_scalar mx = exe_scalar_binop(S, HLO_MAXIMUM, t, fu_get(in[1], t, i), fu_get(in[0], t, i));
+            r = exe_scalar_binop(S, HLO_MINIMUM, t, mx, fu_get(in[2], t, i));
+        } else if (c == HLO_CLASS_EW1) {
+            r = exe_scalar_unop(S, op, t0, fu_get(in[0], t0, i));
+        } else {
+            r = exe_scalar_binop(S, op, t0, fu_get(in[0], t0, i), fu_get(in[1], t0, i));
+        }
+        fu_put(out, i, r);
+    }
+}
+
+/* convert with a block form; returns 0 for the rest */
+EXE_VEC
+static int fu_convert(const exe_state *S, tpu_dtype t0, tpu_dtype t, const fu_buf *a, fu_buf *out, int len)
+{
+    int c0 = a->cls, c1 = out->cls;
+    if (t0 == t || (t0 == TPU_BF16 && t == TPU_F32) || (c0 == c1 && c0 != FU_F && fu_esize(c0) == fu_esize(c1))) {
+        memcpy(out->p, a->p, (size_t)len * fu_esize(c1));   /* same bits (s32 <-> u32, s64 <-> u64) */
+        return 1;
+    }
+    if (t0 == TPU_F32 && t == TPU_BF16) {
+        const float *x = a->p;
+        float *z = out->p;
+        if (S->numerics == TPU_NUMERICS_TPU)
+            for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz_inline(x[i]));
+        else
+            for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_inline(x[i]));
+        return 1;
+    }
+    if (fu_direct(t0) && fu_direct(t)) return ewi_convert(t0, t, a->p, out->p, len);
+    if (t == TPU_BF16 && fu_direct(t0) && ewi_convert(t0, TPU_F32, a->p, out->p, len)) {
+        ewb_round_bf16(out->p, len);   /* through f32, as the reference rounds */
+        return 1;
+    }
+    if (t0 == TPU_BF16 && fu_direct(t)) return ewi_convert(TPU_F32, t, a->p, out->p, len);
+    return 0;
+}
+
+/* f32 (and bf16 as f32, rounded after each op) members with a block form; returns 0 for the rest */
+EXE_VEC
+static int fu_member_f(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
+{
+    const hlo_instr *I = m->in;
+    hlo_op op = (hlo_op)I->op;
+    tpu_dtype t = (tpu_dtype)I->shape.dtype, t0 = (tpu_dtype)I->ops[0]->shape.dtype;
+    hlo_class c = hlo_op_class(op);
+    if (t0 != t || (t != TPU_F32 && t != TPU_BF16)) return 0;
+    int bf = t == TPU_BF16;
+    if (op == HLO_CLAMP && !bf) {
+        const float *lo = in[0]->p, *x = in[1]->p, *hi = in[2]->p;
+        float *z = out->p;
+        for (int i = 0; i < len; i++) z[i] = ewb_minf(ewb_maxf(x[i], lo[i]), hi[i]);
+        return 1;
+    }
+    if (c == HLO_CLASS_EW1 && ewb_unary_f32(op, in[0]->p, out->p, 0) && (!bf || ewb_unary_bf16_ok(op))) {
+        if (bf) ewb_unary_bf16(op, in[0]->p, out->p, len);
+        else ewb_unary_f32(op, in[0]->p, out->p, len);
+        return 1;
+    }
+    if (c == HLO_CLASS_EW2 && ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, 0) && !(bf && op == HLO_POWER)) {
+        ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len);
+        if (bf) ewb_round_bf16(out->p, len);
+        return 1;
+    }
+    (void)S;
+    return 0;
+}
+
+/* 32/64-bit integer members with a block form; returns 0 for the rest */
+EXE_VEC
+static int fu_member_int(const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
+{
+    const hlo_instr *I = m->in;
+    hlo_op op = (hlo_op)I->op;
+    hlo_class c = hlo_op_class(op);
+    if (in[0]->cls != m->cls) return 0;
+    if (m->cls == FU_I) {
+        if (c == HLO_CLASS_EW2) return ewi_binary32(op, m->uns, in[0]->p, in[1]->p, out->p, len);
+        if (c == HLO_CLASS_EW1) return ewi_unary32(op, m->uns, in[0]->p, out->p, len);
+    } else {
+        if (c == HLO_CLASS_EW2) return ewi_binary64(op, m->uns, in[0]->p, in[1]->p, out->p, len);
+        if (c == HLO_CLASS_EW1) return ewi_unary64(op, m->uns, in[0]->p, out->p, len);
+    }
+    return 0;
+}
+
+EXE_VEC
+static int fu_compare(const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
+{
+    tpu_dtype t0 = (tpu_dtype)m->in->ops[0]->shape.dtype;
+    if (m->dir < 0 || m->total) return 0;
+    switch (in[0]->cls) {
+    case FU_F: if (t0 != TPU_F32 && t0 != TPU_BF16) return 0; ewb_compare_f32(m->dir, in[0]->p, in[1]->p, out->p, len); return 1;
+    case FU_I: ewi_compare32(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len); return 1;
+    case FU_L: ewi_compare64(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len); return 1;
+    default: return 0;
+    }
+}
+
+EXE_VEC
+static int fu_select(fu_buf *out, fu_buf *const *in, int len)
+{
+    const uint8_t *p = in[0]->p;
+    switch (fu_esize(out->cls)) {
+    case 1: {
+        const uint8_t *x = in[1]->p, *y = in[2]->p;
+        uint8_t *z = out->p;
+        for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        return 1;
+    }
+    case 4: {
+        const uint32_t *x = in[1]->p, *y = in[2]->p;
+        uint32_t *z = out->p;
+        for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        return 1;
+    }
+    default: {
+        const uint64_t *x = in[1]->p, *y = in[2]->p;
+        uint64_t *z = out->p;
+        for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        return 1;
+    }
+    }
 }
 
 /* Computes member m for one block. */
@@ -367,63 +706,16 @@ static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_
 {
     const hlo_instr *I = m->in;
     hlo_op op = (hlo_op)I->op;
-    tpu_dtype t = (tpu_dtype)I->shape.dtype;
-    tpu_dtype t0 = I->nops ? (tpu_dtype)I->ops[0]->shape.dtype : t;
-    hlo_class c = hlo_op_class(op);
-    if (op == HLO_COMPARE) {
-        const char *dir = hlo_attr_str(I, HK_DIRECTION), *type = hlo_attr_str(I, HK_TYPE);
-        int total = type && !strcmp(type, "TOTALORDER");
-        if (in[0]->cls == FU_F && !total && t0 == TPU_F32) {
-            ewb_compare_f32(ewb_direction(dir), in[0]->p, in[1]->p, out->p, len);
-            return;
-        }
-        if (in[0]->cls == FU_I && t0 == TPU_S32 && (!type || !strcmp(type, "SIGNED")) && ewb_direction(dir) >= 0) {
-            const int32_t *x = in[0]->p, *y = in[1]->p;
-            uint8_t *z = out->p;
-            switch (ewb_direction(dir)) {
-            case 0: for (int i = 0; i < len; i++) z[i] = x[i] == y[i]; break;
-            case 1: for (int i = 0; i < len; i++) z[i] = x[i] != y[i]; break;
-            case 2: for (int i = 0; i < len; i++) z[i] = x[i] < y[i]; break;
-            case 3: for (int i = 0; i < len; i++) z[i] = x[i] <= y[i]; break;
-            case 4: for (int i = 0; i < len; i++) z[i] = x[i] > y[i]; break;
-            default: for (int i = 0; i < len; i++) z[i] = x[i] >= y[i]; break;
-            }
-            return;
-        }
-        for (int i = 0; i < len; i++) {
-            int r;
-            if (total && in[0]->cls == FU_F) {
-                int64_t x = exe_total_order_key(TPU_F32, in[0]->p, i), y = exe_total_order_key(TPU_F32, in[1]->p, i);
-                int d = ewb_direction(dir);
-                r = d == 0 ? x == y : d == 1 ? x != y : d == 2 ? x < y : d == 3 ? x <= y : d == 4 ? x > y : x >= y;
-            } else {
-                r = exe_scalar_compare(t0, fu_get(in[0], t0, i), fu_get(in[1], t0, i), dir, type);
-            }
-            ((uint8_t *)out->p)[i] = (uint8_t)r;
-        }
-        return;
-    }
-    if (op == HLO_SELECT) {
-        const uint8_t *p = in[0]->p;
-        const int sc = 0;   /* scalar operands arrive replicated over the block */
-        if (out->cls == FU_F) {
-            const float *x = in[1]->p, *y = in[2]->p;
-            float *z = out->p;
-            for (int i = 0; i < len; i++) z[i] = p[sc ? 0 : i] ? x[i] : y[i];
-        } else if (out->cls == FU_I) {
-            const int32_t *x = in[1]->p, *y = in[2]->p;
-            int32_t *z = out->p;
-            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
-        } else {
-            const uint8_t *x = in[1]->p, *y = in[2]->p;
-            uint8_t *z = out->p;
-            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
-        }
-        (void)sc;
-        return;
-    }
-    /* pred logic and s32 arithmetic (wrapping, as the 64-bit reference wrapped to 32 bits) */
-    if (out->cls == FU_P && t == TPU_PRED && (op == HLO_AND || op == HLO_OR || op == HLO_XOR || op == HLO_NOT)) {
+    tpu_dtype t = (tpu_dtype)I->shape.dtype, t0 = (tpu_dtype)I->ops[0]->shape.dtype;
+    int done = 0;
+    if (op == HLO_COMPARE) done = fu_compare(m, out, in, len);
+    else if (op == HLO_SELECT && in[1]->cls == out->cls && in[2]->cls == out->cls) done = fu_select(out, in, len);
+    else if (op == HLO_CONVERT) done = fu_convert(S, t0, t, in[0], out, len);
+    else if (op == HLO_BITCAST_CONVERT) {
+        memcpy(out->p, in[0]->p, (size_t)len * fu_esize(out->cls));
+        done = 1;
+    } else if (out->cls == FU_P && t == TPU_PRED && in[0]->cls == FU_P &&
+               (op == HLO_AND || op == HLO_OR || op == HLO_XOR || op == HLO_NOT)) {
         const uint8_t *x = in[0]->p, *y = op == HLO_NOT ? NULL : in[1]->p;
         uint8_t *z = out->p;
         switch (op) {
@@ -432,188 +724,154 @@ static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_
         case HLO_XOR: for (int i = 0; i < len; i++) z[i] = (uint8_t)(x[i] ^ y[i]); break;
         default: for (int i = 0; i < len; i++) z[i] = (uint8_t)!x[i]; break;
         }
-        return;
+        done = 1;
+    } else if (out->cls == FU_F) {
+        done = fu_member_f(S, m, out, in, len);
+    } else if (out->cls == FU_I || out->cls == FU_L) {
+        done = fu_member_int(m, out, in, len);
     }
-    if (out->cls == FU_I && t == TPU_S32 && t0 == TPU_S32 && c == HLO_CLASS_EW2 &&
-        (op == HLO_ADD || op == HLO_SUBTRACT || op == HLO_MULTIPLY || op == HLO_AND || op == HLO_OR || op == HLO_XOR ||
-         op == HLO_MAXIMUM || op == HLO_MINIMUM)) {
-        const uint32_t *x = in[0]->p, *y = in[1]->p;
-        uint32_t *z = out->p;
-        switch (op) {
-        case HLO_ADD: for (int i = 0; i < len; i++) z[i] = x[i] + y[i]; break;
-        case HLO_SUBTRACT: for (int i = 0; i < len; i++) z[i] = x[i] - y[i]; break;
-        case HLO_MULTIPLY: for (int i = 0; i < len; i++) z[i] = x[i] * y[i]; break;
-        case HLO_AND: for (int i = 0; i < len; i++) z[i] = x[i] & y[i]; break;
-        case HLO_OR: for (int i = 0; i < len; i++) z[i] = x[i] | y[i]; break;
-        case HLO_XOR: for (int i = 0; i < len; i++) z[i] = x[i] ^ y[i]; break;
-        case HLO_MAXIMUM: for (int i = 0; i < len; i++) z[i] = (int32_t)x[i] > (int32_t)y[i] ? x[i] : y[i]; break;
-        default: for (int i = 0; i < len; i++) z[i] = (int32_t)x[i] < (int32_t)y[i] ? x[i] : y[i]; break;
-        }
-        return;
-    }
-    if (op == HLO_CLAMP && out->cls == FU_F && t == TPU_F32) {
-        const float *lo = in[0]->p, *x = in[1]->p, *hi = in[2]->p;
-        float *z = out->p;
-        for (int i = 0; i < len; i++) z[i] = ewb_minf(ewb_maxf(x[i], lo[i]), hi[i]);
-        return;
-    }
-    if (op == HLO_CONVERT) {
-        if (t0 == TPU_F32 && t == TPU_BF16) {
-            const float *x = in[0]->p;
-            float *z = out->p;
-            if (S->numerics == TPU_NUMERICS_TPU)
-                for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz(x[i]));
-            else
-                for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_inline(x[i]));
-            return;
-        }
-        if ((t0 == TPU_BF16 && t == TPU_F32) || t0 == t) {
-            if (out->cls == FU_F) memcpy(out->p, in[0]->p, (size_t)len * sizeof(float));
-            else for (int i = 0; i < len; i++) fu_put(out, i, fu_get(in[0], t0, i));
-            return;
-        }
-        if (t0 == TPU_S32 && t == TPU_F32) {
-            const int32_t *x = in[0]->p;
-            float *z = out->p;
-            for (int i = 0; i < len; i++) z[i] = (float)x[i];
-            return;
-        }
-        for (int i = 0; i < len; i++) {
-            exe_scalar r = exe_scalar_convert(S, t0, t, fu_get(in[0], t0, i));
-            if (out->cls == FU_F) ((float *)out->p)[i] = (float)r.f;
-            else fu_put(out, i, r);
-        }
-        return;
-    }
-    if (c == HLO_CLASS_EW1 && out->cls == FU_F && t == TPU_F32 && t0 == TPU_F32 && ewb_unary_f32(op, in[0]->p, out->p, len)) return;
-    if (c == HLO_CLASS_EW2 && out->cls == FU_F && t0 == TPU_F32 && t == TPU_F32 && ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len))
-        return;
-    if (c == HLO_CLASS_EW2 && out->cls == FU_F && t0 == TPU_BF16 && t == TPU_BF16 && ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, 0) &&
-        op != HLO_POWER) {
-        ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len);
-        ewb_round_bf16(out->p, len);
-        return;
-    }
-    /* reference semantics, element by element */
-    for (int i = 0; i < len; i++) {
-        exe_scalar r;
-        if (c == HLO_CLASS_EW1) {
-            r = exe_scalar_unop(S, op, t0, fu_get(in[0], t0, i));
-        } else if (op == HLO_CLAMP) {
-            exe_scalar mx = exe_scalar_binop(S, HLO_MAXIMUM, t, fu_get(in[1], t, i), fu_get(in[0], t, i));
-            r = exe_scalar_binop(S, HLO_MINIMUM, t, mx, fu_get(in[2], t, i));
-        } else {
-            r = exe_scalar_binop(S, op, t0, fu_get(in[0], t0, i), fu_get(in[1], t0, i));
-        }
-        if (out->cls == FU_F) ((float *)out->p)[i] = (float)r.f;
-        else fu_put(out, i, r);
-    }
+    if (!done) fu_member_ref(S, m, out, in, len);
 }
 
 typedef struct fu_job {
     exe_state        *S;
     const exe_fgroup *G;
     exe_value *const *inputs;
-    tpu_tensor       *t;
+    tpu_tensor      **outs;      /* by output index */
     int64_t           n;
+    const size_t     *off;       /* byte offset of each scratch slot (members, then inputs; then the total) */
     char            **scratch;   /* per thread: one block per member and per input */
     fu_buf          **mb;
+    char             *stack_scratch;   /* a one-block group: on the caller's stack */
+    fu_buf           *stack_mb;
     _Atomic int       failed;
 } fu_job;
+
+/* Output k's block (in the member's scratch) to its tensor. */
+EXE_VEC
+static void fu_store(tpu_tensor *t, const fu_buf *b, int64_t o, int len)
+{
+    if (t->dtype == TPU_BF16) {
+        const float *x = b->p;
+        uint16_t *z = (uint16_t *)t->data + o;
+        for (int i = 0; i < len; i++) z[i] = fp_f32_to_bf16_inline(x[i]);
+        return;
+    }
+    size_t es = fu_esize(b->cls);
+    memcpy((char *)t->data + (size_t)o * es, b->p, (size_t)len * es);
+}
+
+static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
+{
+    const exe_fgroup *G = J->G;
+    exe_value *const *inputs = J->inputs;
+    int nm = G->nmembers, ni = G->ninputs;
+    const size_t *off = J->off;
+    fu_buf *ib = mb + nm;
+    for (int q = 0; q < ni; q++) {
+        const tpu_tensor *it = inputs[q]->t;
+        int cls = fu_class(it->dtype);
+        /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
+        if (it->count != J->n && it->count != 1) {
+            ib[q].cls = cls;
+            ib[q].p = NULL;
+            continue;
+        }
+        fu_load(it, o, len, cls, scratch + off[nm + q], &ib[q], J->n);
+    }
+    for (int k = 0; k < nm; k++) {
+        const exe_fmember *m = &G->members[k];
+        mb[k].cls = m->cls;
+        mb[k].p = scratch + off[k];
+        /* the last member writes straight into its result when the block's storage is the result's */
+        int direct = k == nm - 1 && m->out >= 0 && fu_direct(J->outs[m->out]->dtype);
+        if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
+        if (m->in->op == HLO_BROADCAST) {
+            fu_broadcast(m->in, inputs[-1 - m->op[0]]->t, o, len, m->cls, mb[k].p);
+            continue;
+        }
+        fu_buf *ops[3] = {NULL, NULL, NULL};
+        for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
+        fu_member(J->S, m, &mb[k], ops, len);
+    }
+    /* the other outputs leave after every member has read its inputs (an input may receive an output) */
+    for (int k = 0; k < nm; k++) {
+        const exe_fmember *m = &G->members[k];
+        if (m->out < 0 || (k == nm - 1 && fu_direct(J->outs[m->out]->dtype))) continue;
+        fu_store(J->outs[m->out], &mb[k], o, len);
+    }
+}
 
 static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 {
     fu_job *J = ctx;
-    const exe_fgroup *G = J->G;
-    exe_value *const *inputs = J->inputs;
-    tpu_tensor *t = J->t;
-    int nm = G->nmembers, ni = G->ninputs;
-    size_t per = FU_BLOCK * sizeof(float);
-    if (!J->scratch[tid]) {
-        J->scratch[tid] = ut_malloc(per * (size_t)(nm + ni) + 64);
-        J->mb[tid] = ut_malloc(sizeof(fu_buf) * (size_t)(nm + ni));
+    int slots = J->G->nmembers + J->G->ninputs;
+    char *scratch = J->stack_scratch;
+    fu_buf *mb = J->stack_mb;
+    if (!scratch) {
+        if (!J->scratch[tid]) {
+            J->scratch[tid] = ut_malloc(J->off[slots] + 64);
+            J->mb[tid] = ut_malloc(sizeof(fu_buf) * (size_t)slots);
+        }
+        scratch = J->scratch[tid];
+        mb = J->mb[tid];
     }
-    char *scratch = J->scratch[tid];
-    fu_buf *mb = J->mb[tid];
     if (!scratch || !mb) {
         atomic_store(&J->failed, 1);
         return;
     }
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t o = blk * FU_BLOCK;
-        int len = (int)(J->n - o < FU_BLOCK ? J->n - o : FU_BLOCK);
-        fu_buf *ib = mb + nm;
-        for (int q = 0; q < ni; q++) {
-            const tpu_tensor *it = inputs[q]->t;
-            int cls = fu_class(it->dtype);
-            /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
-            if (it->count != J->n && it->count != 1) {
-                ib[q].cls = cls;
-                ib[q].p = NULL;
-                continue;
-            }
-            fu_load(it, o, len, cls, scratch + per * (size_t)(nm + q), &ib[q], J->n);
-        }
-        for (int k = 0; k < nm; k++) {
-            const exe_fmember *m = &G->members[k];
-            mb[k].cls = fu_class((tpu_dtype)m->in->shape.dtype);
-            mb[k].p = scratch + per * (size_t)k;
-            /* the root writes straight into the result when the block's storage is the result's */
-            if (k == nm - 1 && t->dtype != TPU_BF16) mb[k].p = (char *)t->data + (size_t)o * tpu_dtype_size(t->dtype);
-            if (m->in->op == HLO_BROADCAST) {
-                int src = -1 - m->op[0];
-                fu_broadcast(m->in, inputs[src]->t, o, len, mb[k].cls, mb[k].p);
-                continue;
-            }
-            fu_buf *ops[3] = {NULL, NULL, NULL};
-            for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
-            fu_member(J->S, m, &mb[k], ops, len);
-        }
-        /* a bf16 root's block to the result */
-        if (t->dtype == TPU_BF16) {
-            const fu_buf *r = &mb[nm - 1];
-            for (int i = 0; i < len; i++) ((uint16_t *)t->data)[o + i] = fp_f32_to_bf16_inline(((const float *)r->p)[i]);
-        }
+        fu_block(J, scratch, mb, o, (int)(J->n - o < FU_BLOCK ? J->n - o : FU_BLOCK));
     }
 }
 
-int exe_fuse_can_reuse(const exe_fgroup *G, int q, const tpu_tensor *t)
+int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
 {
-    const hlo_shape *rs = &G->root->shape;
+    const hlo_shape *rs = &G->outputs[k]->shape;
     if (!t || t->dtype != (tpu_dtype)rs->dtype || t->count != hlo_shape_count(rs) || t->count < 2) return 0;
-    for (int k = 0; k < G->nmembers; k++)
-        if (G->members[k].in->op == HLO_BROADCAST && G->members[k].op[0] == -1 - q) return 0;
+    for (int j = 0; j < G->nmembers; j++)
+        if (G->members[j].in->op == HLO_BROADCAST && G->members[j].op[0] == -1 - q) return 0;
     return 1;
 }
 
-tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, int reuse, exe_value **out)
+/* A small group's scratch lives on the stack (a loop body's fused ops run thousands of times). */
+#define FU_STACK_BYTES (24 << 10)
+#define FU_STACK_SLOTS 128
+
+tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, const int *reuse, exe_value **outs)
 {
-    const hlo_instr *R = G->root;
-    tpu_tensor *t;
+    tpu_tensor *tv[64], **t = G->noutputs <= 64 ? tv : ut_calloc((size_t)G->noutputs, sizeof *t);
     tpu_status st = TPU_OK;
-    /* in place: block by block each element is read before the root writes it (identity-mapped input) */
-    if (reuse >= 0) {
-        t = inputs[reuse]->t;
-        t->rank = R->shape.rank;
-        for (int i = 0; i < R->shape.rank; i++) t->dims[i] = R->shape.dims[i];
-    } else if ((st = exe_alloc(S, R, &t))) {
-        return st;
-    }
-    int64_t n = t->count;
-    int ni = G->ninputs;
-    for (int q = 0; q < ni; q++)
+    if (!t) return ut_nomem(S->ctx);
+    int no = 0;
+    for (int q = 0; q < G->ninputs; q++)
         if (!inputs[q] || !inputs[q]->t) {
-            if (reuse < 0) tpu_tensor_free(t);
-            return exe_fail(S, R, TPU_ERR_INTERNAL, "fused input %d is not an array", q);
+            st = exe_fail(S, G->last, TPU_ERR_INTERNAL, "fused input %d is not an array", q);
+            goto done;
         }
+    /* in place: block by block every element is read before an output is written (identity-mapped input) */
+    for (; no < G->noutputs; no++) {
+        const hlo_shape *rs = &G->outputs[no]->shape;
+        if (reuse[no] >= 0) {
+            t[no] = inputs[reuse[no]]->t;
+            t[no]->rank = rs->rank;
+            for (int i = 0; i < rs->rank; i++) t[no]->dims[i] = rs->dims[i];
+        } else if ((st = exe_alloc(S, G->outputs[no], &t[no]))) {
+            goto done;
+        }
+    }
+    int64_t n = hlo_shape_count(&G->last->shape);
     int64_t nblocks = (n + FU_BLOCK - 1) / FU_BLOCK;
+    int slots = G->nmembers + G->ninputs;
     int nt = nblocks >= 8 ? exe_par_threads(S->threads) : 1;
+    if (nt > PAR_T) nt = PAR_T;
     fu_job J;
     memset(&J, 0, sizeof J);
     J.S = S;
     J.G = G;
     J.inputs = inputs;
-    J.t = t;
+    J.outs = t;
     J.n = n;
     char *scr[PAR_T];
     fu_buf *mbs[PAR_T];
@@ -621,20 +879,198 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     memset(mbs, 0, sizeof mbs);
     J.scratch = scr;
     J.mb = mbs;
-    if (nt > PAR_T) nt = PAR_T;
+    /* slots sized by class (a 32-bit block takes half the bytes of a 64-bit one: a long integer chain's blocks
+     * stay in L1); a one-block group sized to its elements, on the stack when it fits */
+    size_t offv[FU_STACK_SLOTS + 1], *off = slots <= FU_STACK_SLOTS ? offv : ut_malloc((size_t)(slots + 1) * sizeof *off);
+    if (!off) {
+        st = ut_nomem(S->ctx);
+        goto done;
+    }
+    int64_t L = nblocks == 1 ? n : FU_BLOCK;
+    off[0] = 0;
+    for (int j = 0; j < slots; j++) {
+        int cls = j < G->nmembers ? G->members[j].cls : fu_class(inputs[j - G->nmembers]->t->dtype);
+        off[j + 1] = off[j] + (((size_t)L * fu_esize(cls) + 63) & ~(size_t)63);
+    }
+    J.off = off;
+    _Alignas(64) char stack_scratch[FU_STACK_BYTES];
+    fu_buf stack_mb[FU_STACK_SLOTS];
+    if (nblocks == 1 && slots <= FU_STACK_SLOTS && off[slots] <= FU_STACK_BYTES) {
+        J.stack_scratch = stack_scratch;
+        J.stack_mb = stack_mb;
+    }
     int64_t grain = nt > 1 ? UT_MAX((int64_t)1, nblocks / (8 * nt)) : nblocks;
     exe_par_for(nt, nblocks, grain, fu_chunk, &J);
     for (int i = 0; i < PAR_T; i++) {
         ut_free(scr[i]);
         ut_free(mbs[i]);
     }
-    if (atomic_load(&J.failed)) {
-        if (reuse < 0) tpu_tensor_free(t);
-        return ut_nomem(S->ctx);
+    if (atomic_load(&J.failed)) st = ut_nomem(S->ctx);
+    if (off != offv) ut_free(off);
+done:
+    for (int k = 0; k < G->noutputs; k++) {
+        if (st || k >= no) {
+            if (k < no && reuse[k] < 0) exe_tensor_release(t[k]);
+            outs[k] = NULL;
+            continue;
+        }
+        if (reuse[k] >= 0) {
+            outs[k] = exe_value_ref(inputs[reuse[k]]);
+        } else if (exe_out_array(S, t[k], &outs[k])) {
+            st = TPU_ERR_NOMEM;
+        }
     }
-    if (reuse >= 0) {
-        *out = exe_value_ref(inputs[reuse]);
-        return TPU_OK;
+    if (st) {
+        for (int k = 0; k < G->noutputs; k++) {
+            exe_value_unref(outs[k]);
+            outs[k] = NULL;
+        }
     }
-    return exe_out_array(S, t, out);
+    if (t != tv) ut_free(t);
+    return st;
+}
+
+/* ---- scalar computations on many lanes at once ----
+ * A reducer or combiner (parameters and results scalars, body elementwise) run over `len` independent
+ * argument sets with the fused loops' block operations: a reduce folds many outputs in step, one lane each,
+ * each lane exactly the reference's fold. */
+
+struct exe_vfn {
+    exe_fgroup  G;         /* members: the body's elementwise instructions; inputs: parameters and constants */
+    int         nparams, nres;
+    int        *in_param;  /* per input: its parameter number, or -1 for a constant */
+    void      **consts;    /* per input: a constant's value in FU_BLOCK lanes (NULL for parameters) */
+    int        *res_slot;  /* per result: >= 0 member slot, < 0 input slot -1-s */
+    uint8_t    *res_cls;
+};
+
+void exe_vfn_free(exe_vfn *f)
+{
+    if (!f) return;
+    for (int q = 0; q < f->G.ninputs; q++) ut_free(f->consts ? f->consts[q] : NULL);
+    ut_free(f->consts);
+    ut_free(f->in_param);
+    ut_free(f->res_slot);
+    ut_free(f->res_cls);
+    ut_free(f->G.members);
+    ut_free(f->G.inputs);
+    ut_free(f);
+}
+
+int exe_vfn_lane_bytes(tpu_dtype t) { return fu_class(t) < 0 ? 0 : (int)fu_esize(fu_class(t)); }
+
+static int fu_scalar_ok(const hlo_shape *s) { return hlo_shape_is_array(s) && s->rank == 0 && fu_class((tpu_dtype)s->dtype) >= 0; }
+
+/* A constant replicated over FU_BLOCK lanes of its class. */
+static void *fu_const_lanes(const hlo_instr *in)
+{
+    tpu_dtype t = (tpu_dtype)in->shape.dtype;
+    size_t es = fu_esize(fu_class(t));
+    char *p = ut_malloc(FU_BLOCK * es);
+    if (!p || !in->literal || in->literal->elided || in->literal->nbytes < tpu_dtype_size(t)) {
+        ut_free(p);
+        return NULL;
+    }
+    uint64_t v = 0;
+    if (t == TPU_BF16) {
+        float f = fp_bf16_to_f32_inline(((const uint16_t *)in->literal->data)[0]);
+        memcpy(&v, &f, 4);
+    } else {
+        memcpy(&v, in->literal->data, es);
+    }
+    for (int i = 0; i < FU_BLOCK; i++) memcpy(p + (size_t)i * es, &v, es);
+    return p;
+}
+
+static exe_vfn *fu_vfn_fail(exe_vfn *f)
+{
+    exe_vfn_free(f);
+    return NULL;
+}
+
+exe_vfn *exe_vfn_build(const hlo_comp *c)
+{
+    int n = c->ninstrs;
+    exe_vfn *f = ut_calloc(1, sizeof *f);
+    int *slot = ut_malloc((size_t)n * sizeof(int)), *inslot = ut_malloc((size_t)n * sizeof(int));
+    if (!f || !slot || !inslot) goto fail;
+    f->G.members = ut_calloc((size_t)n, sizeof *f->G.members);
+    f->G.inputs = ut_calloc((size_t)n * 3 + 1, sizeof *f->G.inputs);
+    if (!f->G.members || !f->G.inputs) goto fail;
+    for (int i = 0; i < n; i++) slot[i] = inslot[i] = -1;
+    f->nparams = c->nparams;
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = c->instrs[i];
+        if (in->op == HLO_PARAMETER || in->op == HLO_CONSTANT) {
+            if (!fu_scalar_ok(&in->shape)) goto fail;
+            continue;
+        }
+        if (in->op == HLO_TUPLE && in == c->root) continue;
+        if (!fu_scalar_ok(&in->shape)) goto fail;
+        for (int k = 0; k < in->nops; k++)
+            if (!fu_scalar_ok(&in->ops[k]->shape)) goto fail;
+        hlo_class cl = hlo_op_class((hlo_op)in->op);
+        if (!(cl == HLO_CLASS_EW1 || cl == HLO_CLASS_EW2 || cl == HLO_CLASS_EW3 || cl == HLO_CLASS_CMP) ||
+            in->op == HLO_REDUCE_PRECISION || in->op == HLO_STOCHASTIC_CONVERT || in->op == HLO_COMPLEX ||
+            in->op == HLO_REAL || in->op == HLO_IMAG || in->nops < 1 || in->nops > 3)
+            goto fail;
+        fu_add_member(&f->G, in, slot, inslot);
+        f->G.last = in;
+    }
+    /* the inputs the members read: parameters (lanes from the caller) and constants (replicated here) */
+    f->in_param = ut_malloc((size_t)(f->G.ninputs + 1) * sizeof(int));
+    f->consts = ut_calloc((size_t)f->G.ninputs + 1, sizeof(void *));
+    if (!f->in_param || !f->consts) goto fail;
+    for (int q = 0; q < f->G.ninputs; q++) {
+        const hlo_instr *x = f->G.inputs[q];
+        f->in_param[q] = x->op == HLO_PARAMETER ? (int)x->param_no : -1;
+        if (x->op != HLO_PARAMETER && !(f->consts[q] = fu_const_lanes(x))) goto fail;
+    }
+    const hlo_instr *R = c->root;
+    f->nres = R->op == HLO_TUPLE ? R->nops : 1;
+    f->res_slot = ut_malloc((size_t)(f->nres + 1) * sizeof(int));
+    f->res_cls = ut_malloc((size_t)f->nres + 1);
+    if (!f->res_slot || !f->res_cls) goto fail;
+    for (int k = 0; k < f->nres; k++) {
+        const hlo_instr *x = R->op == HLO_TUPLE ? R->ops[k] : R;
+        f->res_cls[k] = (uint8_t)fu_class((tpu_dtype)x->shape.dtype);
+        if (slot[x->id] >= 0) {
+            f->res_slot[k] = slot[x->id];
+        } else {   /* a parameter or constant passed straight through: an input of its own */
+            if (inslot[x->id] < 0) goto fail;   /* (only read ones are inputs: keep it simple, fall back) */
+            f->res_slot[k] = -1 - inslot[x->id];
+        }
+    }
+    ut_free(slot);
+    ut_free(inslot);
+    return f;
+fail:
+    ut_free(slot);
+    ut_free(inslot);
+    return fu_vfn_fail(f);
+}
+
+size_t exe_vfn_scratch_bytes(const exe_vfn *f) { return (size_t)(f->G.nmembers + f->G.ninputs) * (FU_BLOCK * FU_LANE + sizeof(fu_buf)); }
+
+void exe_vfn_eval(const exe_state *S, const exe_vfn *f, void *const *args, void *const *res, int len, void *scratch)
+{
+    int nm = f->G.nmembers, ni = f->G.ninputs;
+    fu_buf *mb = scratch, *ib = mb + nm;
+    char *lanes = (char *)(mb + nm + ni);
+    for (int q = 0; q < ni; q++) {
+        ib[q].cls = fu_class((tpu_dtype)f->G.inputs[q]->shape.dtype);
+        ib[q].p = f->in_param[q] >= 0 ? args[f->in_param[q]] : f->consts[q];
+    }
+    for (int k = 0; k < nm; k++) {
+        const exe_fmember *m = &f->G.members[k];
+        mb[k].cls = m->cls;
+        mb[k].p = lanes + (size_t)k * FU_BLOCK * FU_LANE;
+        fu_buf *ops[3] = {NULL, NULL, NULL};
+        for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
+        fu_member(S, m, &mb[k], ops, len);
+    }
+    for (int k = 0; k < f->nres; k++) {
+        const fu_buf *b = f->res_slot[k] >= 0 ? &mb[f->res_slot[k]] : &ib[-1 - f->res_slot[k]];
+        memmove(res[k], b->p, (size_t)len * fu_esize(f->res_cls[k]));
+    }
 }

@@ -4,32 +4,58 @@
 
 #include "exec.h"
 
+/* group_of[] values besides a group index */
+#define EXE_FUSE_NONE     (-1)   /* runs on its own */
+#define EXE_FUSE_ABSORBED (-2)   /* a broadcast every user of which computes it inside its own group: no value */
+
 typedef struct exe_fmember {
     const hlo_instr *in;
     int              op[3];   /* operand k: >= 0 a member slot; < 0 input slot -1-op */
+    int              out;     /* >= 0: index in the group's outputs (its value leaves the group); -1 */
+    int8_t           cls;     /* scratch class of the result (FU_F, FU_P, FU_I, FU_L in exe_fuse.c) */
+    int8_t           dir;     /* compare: direction 0..5 (EQ NE LT LE GT GE), -1 unknown */
+    uint8_t          uns;     /* integer operands read as unsigned (u32/u64, or compare type=UNSIGNED) */
+    uint8_t          total;   /* compare type=TOTALORDER */
 } exe_fmember;
 
 typedef struct exe_fgroup {
-    const hlo_instr  *root;      /* the member whose value leaves the group */
+    const hlo_instr  *last;      /* the member at whose place in the computation the group runs */
     int               nmembers;
-    exe_fmember      *members;   /* topological order, root last */
+    exe_fmember      *members;   /* absorbed broadcasts first, then compute members in topological order */
     int               ninputs;
     const hlo_instr **inputs;    /* instructions outside the group whose values members read */
+    int               noutputs;
+    const hlo_instr **outputs;   /* members whose values leave the group (used outside it, or the root) */
 } exe_fgroup;
 
 int        exe_fusion_enabled(void);
 /* Turns fusion on or off for later runs (tests compare both). */
 void       exe_fusion_set(int on);
-/* Groups for computation c: group_of[i] is the group of instruction i or -1. Only live instructions join. */
+/* Groups for computation c: group_of[i] is the group of instruction i, EXE_FUSE_NONE or EXE_FUSE_ABSORBED.
+ * Only live instructions join. A group runs where its `last` member stands; every other member has no value
+ * of its own unless it is an output. */
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, int *group_of, exe_fgroup **groups,
                          int *ngroups);
 void       exe_fuse_free(exe_fgroup *groups, int n);
-/* Runs a group: inputs[q] is the value of G->inputs[q]. reuse: an input (its index) whose value the caller
- * gives up — nobody else holds it and it is read element for element — to receive the result in place; -1
- * for none. */
-tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, int reuse, exe_value **out);
-/* Could input q receive the group's result in place (same element type and count, read only element for
- * element, not through a broadcast)? */
-int        exe_fuse_can_reuse(const exe_fgroup *G, int q, const tpu_tensor *t);
+/* Runs a group: inputs[q] is the value of G->inputs[q]; outs[k] receives output k's value. reuse[k]: an input
+ * (its index) whose value the caller gives up — nobody else holds it and it is read element for element — to
+ * receive output k in place; -1 for none. */
+tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, const int *reuse, exe_value **outs);
+/* Could input q receive output k in place (same element type and count, read only element for element, not
+ * through a broadcast)? */
+int        exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t);
+
+/* A scalar computation (a reducer, a combiner: scalar parameters and results, elementwise body) evaluated on
+ * `len` <= 1024 independent argument sets at once with the fused loops' block operations: exactly what
+ * exe_scalar_fn_eval gives for each lane. Lanes of a parameter or result hold its class's layout: f32 (bf16
+ * as f32 values), u8 (pred), 32-bit or 64-bit integers (exe_vfn_lane_bytes). exe_vfn_build returns NULL
+ * when some instruction has no block form (then use exe_scalar_fn_eval). Results may not alias arguments. */
+typedef struct exe_vfn exe_vfn;
+exe_vfn *exe_vfn_build(const hlo_comp *c);
+void     exe_vfn_free(exe_vfn *f);
+int      exe_vfn_lane_bytes(tpu_dtype t);           /* 0: the type has no lanes */
+size_t   exe_vfn_scratch_bytes(const exe_vfn *f);   /* per concurrent caller */
+const exe_vfn *exe_scalar_fn_vfn(const exe_scalar_fn *fn);   /* built with fn (exe_scalar.c); or NULL */
+void     exe_vfn_eval(const exe_state *S, const exe_vfn *f, void *const *args, void *const *res, int len, void *scratch);
 
 #endif

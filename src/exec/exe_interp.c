@@ -226,17 +226,27 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
         exe_comp_info_free(ci);
         return TPU_ERR_NOMEM;
     }
-    /* last use of each value among live instructions (a member's uses happen at its group root); values
-     * nobody uses die right after they are made; members of groups have no values of their own */
+    /* last use of each value among live instructions (a group reads its inputs where its last member stands);
+     * values nobody uses die right after they are made; members of groups have no values of their own unless
+     * they are outputs, absorbed broadcasts none at all (count[] marks the outputs for now) */
     for (int i = 0; i < n; i++) last[i] = i;
     for (int i = 0; i < n; i++) {
         const hlo_instr *in = c->instrs[i];
-        if (!ci->live[i]) continue;
-        int at = ci->fgroup_of[i] >= 0 ? ci->fgroups[ci->fgroup_of[i]].root->id : i;
+        if (!ci->live[i] || ci->fgroup_of[i] != EXE_FUSE_NONE) continue;
         for (int k = 0; k < in->nops; k++)
-            if (last[in->ops[k]->id] < at) last[in->ops[k]->id] = at;
+            if (last[in->ops[k]->id] < i) last[in->ops[k]->id] = i;
     }
-#define EXE_HAS_VALUE(i) (ci->live[i] && (ci->fgroup_of[i] < 0 || ci->fgroups[ci->fgroup_of[i]].root == c->instrs[i]))
+    for (int g = 0; g < ci->nfgroups; g++) {
+        const exe_fgroup *G = &ci->fgroups[g];
+        for (int q = 0; q < G->ninputs; q++)
+            if (last[G->inputs[q]->id] < G->last->id) last[G->inputs[q]->id] = G->last->id;
+        for (int k = 0; k < G->noutputs; k++) count[G->outputs[k]->id] = 1;
+    }
+#define EXE_HAS_VALUE(i) (ci->live[i] && (ci->fgroup_of[i] == EXE_FUSE_NONE || (ci->fgroup_of[i] >= 0 && count[i] == 1)))
+    for (int i = 0; i < n; i++) last[i] = last[i] | (EXE_HAS_VALUE(i) ? 0 : INT32_MIN);   /* no value: no entry */
+    memset(count, 0, (size_t)n * sizeof *count);
+#undef EXE_HAS_VALUE
+#define EXE_HAS_VALUE(i) (last[i] >= 0)
     for (int i = 0; i < n; i++)
         if (EXE_HAS_VALUE(i) && i != c->root->id) count[last[i]]++;
     int total = 0;
@@ -889,6 +899,42 @@ static tpu_status exe_tick(exe_state *S, const hlo_instr *in)
     return TPU_OK;
 }
 
+/* Runs fused group G (at instruction i, its last member): its outputs' values go to their slots. An input
+ * that dies here, held by nobody else, takes an output of its type and size (no fresh buffer). */
+static tpu_status exe_run_group(exe_state *S, const exe_comp_info *ci, const exe_fgroup *G, exe_value **vals, int i)
+{
+    exe_value *fin[64], *fout[64];
+    int rv[64];
+    exe_value **fins = G->ninputs <= 64 ? fin : ut_malloc((size_t)G->ninputs * sizeof *fins);
+    exe_value **outs = G->noutputs <= 64 ? fout : ut_malloc((size_t)G->noutputs * sizeof *outs);
+    int *reuse = G->noutputs <= 64 ? rv : ut_malloc((size_t)G->noutputs * sizeof *reuse);
+    tpu_status st = TPU_OK;
+    if (!fins || !outs || !reuse) {
+        st = ut_nomem(S->ctx);
+        goto done;
+    }
+    for (int q = 0; q < G->ninputs; q++) fins[q] = vals[G->inputs[q]->id];
+    for (int k = 0; k < G->noutputs; k++) reuse[k] = -1;
+    for (int q = 0; q < G->ninputs; q++) {
+        exe_value *v = fins[q];
+        int dies = 0;
+        if (!v || v->refs != 1 || !v->t || v->borrowed || v->base) continue;
+        for (int f = ci->free_start[i]; f < ci->free_start[i + 1]; f++) dies |= ci->free_list[f] == G->inputs[q]->id;
+        for (int k = 0; dies && k < G->noutputs; k++)
+            if (reuse[k] < 0 && exe_fuse_can_reuse(G, k, q, v->t)) {
+                reuse[k] = q;
+                break;
+            }
+    }
+    st = exe_fuse_run(S, G, fins, reuse, outs);
+    for (int k = 0; !st && k < G->noutputs; k++) vals[G->outputs[k]->id] = outs[k];
+done:
+    if (fins != fin) ut_free(fins);
+    if (outs != fout) ut_free(outs);
+    if (reuse != rv) ut_free(reuse);
+    return st;
+}
+
 tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, uint64_t owned,
                           exe_value **out)
 {
@@ -935,32 +981,17 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         hlo_op op = (hlo_op)in->op;
         int fg = ci->fgroup_of[i];
         if ((S->max_steps || S->deadline > 0) && (st = exe_tick(S, in))) break;
+        if (fg == EXE_FUSE_ABSORBED) continue;   /* computed inside the groups that read it */
         if (fg >= 0) {
             const exe_fgroup *G = &ci->fgroups[fg];
-            if (G->root != in) continue;   /* computed inside its group's loop */
-            exe_value *fin[64];
-            exe_value **fins = G->ninputs <= 64 ? fin : ut_malloc((size_t)G->ninputs * sizeof *fins);
-            if (!fins) {
-                st = ut_nomem(S->ctx);
-                break;
-            }
-            for (int q = 0; q < G->ninputs; q++) fins[q] = vals[G->inputs[q]->id];
-            /* an input that dies here, held by nobody else, takes the result (no fresh buffer) */
-            int reuse = -1;
-            for (int q = 0; q < G->ninputs && reuse < 0; q++) {
-                exe_value *v = fins[q];
-                if (!v || v->refs != 1 || !v->t || v->borrowed || v->base || !exe_fuse_can_reuse(G, q, v->t)) continue;
-                for (int f = ci->free_start[i]; f < ci->free_start[i + 1]; f++)
-                    if (ci->free_list[f] == G->inputs[q]->id) reuse = q;
-            }
+            if (G->last != in) continue;   /* computed inside its group's loop */
             double t0 = exe_prof_on() ? ut_now() : 0;
-            st = exe_fuse_run(S, G, fins, reuse, &vals[i]);
+            st = exe_run_group(S, ci, G, vals, i);
             if (exe_prof_on()) {
                 exe_prof_s[HLO_OP_COUNT] += ut_now() - t0;
                 exe_prof_n[HLO_OP_COUNT]++;
                 exe_prof_note(in, ut_now() - t0);
             }
-            if (fins != fin) ut_free(fins);
         } else if (op == HLO_PARAMETER) {
             int p = (int)in->param_no;
             if (p < 64 && (unclaimed >> p & 1)) {

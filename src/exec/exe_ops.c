@@ -280,7 +280,7 @@ exe_scalar exe_scalar_unop(const exe_state *S, hlo_op op, tpu_dtype t, exe_scala
     int bits = tpu_dtype_bits(t);
     uint64_t x = (uint64_t)a.i;
     switch (op) {
-    case HLO_ABS: r.i = a.i < 0 ? (int64_t)(0 - x) : a.i; break;
+    case HLO_ABS: r.i = a.i < 0 && tpu_dtype_kind(t) != 'u' ? (int64_t)(0 - x) : a.i; break;   /* u64: identity */
     case HLO_NEGATE: r.i = (int64_t)(0 - x); break;
     case HLO_NOT: r.i = tpu_dtype_kind(t) == 'p' ? !a.i : (int64_t)~x; break;
     case HLO_SIGN: r.i = tpu_dtype_kind(t) == 'u' ? (x != 0) : (a.i > 0) - (a.i < 0); break;

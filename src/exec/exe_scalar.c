@@ -2,6 +2,7 @@
  * into a flat register program and evaluates it per element without allocating tensors. */
 #include "exec.h"
 #include "exe_ops.h"
+#include "exe_fuse.h"
 #include "util/fp.h"
 
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct exe_scalar_fn {
     int              res[64];
     uint8_t          rdtype[64];
     hlo_op           binop;
+    exe_vfn         *vfn;         /* the same computation on many lanes at once, or NULL */
 };
 
 static tpu_status exe_sfn_build(exe_state *S, const hlo_comp *c, exe_scalar_fn **out);
@@ -54,6 +56,7 @@ void exe_scalar_fn_free(exe_scalar_fn *f)
     if (!f) return;
     for (int i = 0; i < f->n; i++) ut_free(f->code[i].sub_args);
     ut_free(f->code);
+    exe_vfn_free(f->vfn);
     ut_free(f);
 }
 
@@ -166,9 +169,12 @@ static tpu_status exe_sfn_build(exe_state *S, const hlo_comp *c, exe_scalar_fn *
         exe_scalar_fn_free(f);
         return st;
     }
+    f->vfn = exe_vfn_build(c);   /* NULL: lanes not available (no memory, or no block form): per element */
     *out = f;
     return TPU_OK;
 }
+
+const exe_vfn *exe_scalar_fn_vfn(const exe_scalar_fn *fn) { return fn->vfn; }
 
 hlo_op exe_scalar_fn_binop(const exe_scalar_fn *fn) { return fn->binop; }
 int exe_scalar_fn_nparams(const exe_scalar_fn *fn) { return fn->nparams; }

@@ -28,7 +28,7 @@
 #include "tpusim.h"
 
 /* Inline forms of the two bf16 conversions for inner loops (same results as the functions below). */
-static inline float fp_bf16_to_f32_inline(uint16_t h)
+static inline __attribute__((always_inline)) float fp_bf16_to_f32_inline(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     float x;
@@ -36,13 +36,20 @@ static inline float fp_bf16_to_f32_inline(uint16_t h)
     return x;
 }
 
-static inline uint16_t fp_f32_to_bf16_inline(float x)
+static inline __attribute__((always_inline)) uint16_t fp_f32_to_bf16_inline(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((u >> 16) & 0x8000) | 0x7FC0);   /* quiet NaN, sign kept */
     u += 0x7FFFu + ((u >> 16) & 1);   /* round to nearest even; overflow carries into inf */
     return (uint16_t)(u >> 16);
+}
+
+/* RNE, then a zero exponent field (subnormal or zero) becomes signed zero: fp_f32_to_bf16_ftz inline */
+static inline __attribute__((always_inline)) uint16_t fp_f32_to_bf16_ftz_inline(float x)
+{
+    uint16_t h = fp_f32_to_bf16_inline(x);
+    return (h & 0x7F80) == 0 ? (uint16_t)(h & 0x8000) : h;
 }
 
 uint16_t fp_f32_to_bf16(float x);          /* RNE, subnormals kept (XLA:CPU's convert) */

@@ -994,7 +994,8 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
                  (p->Ovol == 1 || (p->ys[2] == 1 && conv_flat_dims(p->O, p->ys))) && (imgs == 1 || p->yn == p->Ovol);
     /* channels last (features innermost in input and result, f32): see conv_gctx.clast */
     int64_t cstride = p->Ovol == 1 ? p->yn : p->ys[2];
-    c.clast = !direct && !ksplit && !nm->int_exact && !nm->dbl && t->dtype == TPU_F32 && p->xc == 1 && p->yc == 1 &&
+    c.clast = !direct && !ksplit && !nm->int_exact && !nm->dbl && (t->dtype == TPU_F32 || t->dtype == TPU_BF16) &&
+              p->xc == 1 && p->yc == 1 &&
               p->Cig > 1 && p->Kvol <= 64 && kfull > 0 && (double)p->Cout * (double)kfull * c.wparts <= 8e6 && cstride >= p->Cout &&
               cstride < INT32_MAX && (p->Ovol == 1 || conv_flat_dims(p->O, p->ys)) &&
               (imgs == 1 || p->Ovol == 1 || p->yn == p->Ovol * p->ys[2]);
@@ -1025,15 +1026,27 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     if (!ksplit) {
         size_t per = conv_ws_elems(&c, !direct) * c.es;
         int nth = (int)UT_MIN((int64_t)nt, ntask);
-        tpu_tensor *memh;
+        tpu_tensor *memh, *f32h = NULL, f32t = *t;
         char *mem = exe_scratch_alloc(per * (size_t)nth + 64, &memh);
+        /* a bf16 result in channels-last form: the products go to an f32 copy, rounded once at the end
+         * exactly as conv_store_cols rounds */
+        if (mem && c.clast && t->dtype == TPU_BF16) {
+            f32t.dtype = TPU_F32;
+            f32t.nbytes = (size_t)t->count * sizeof(float);
+            if (!(f32t.data = exe_scratch_alloc(f32t.nbytes, &f32h))) {
+                exe_scratch_free(memh);
+                mem = NULL;
+            }
+        }
         if (!mem) {
             exe_scratch_free(wmemh);
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
-        cg_job J = {&c, blk, nchunk, pieces, imgs, nk, cic, direct, mem, per, t};
+        cg_job J = {&c, blk, nchunk, pieces, imgs, nk, cic, direct, mem, per, f32h ? &f32t : t};
         exe_par_for(nth, ntask, 1, cg_chunk, &J);
+        if (f32h) exe_mx_store(S, TPU_BF16, t->data, 0, 1, f32t.data, 0, t->count, 0);
+        exe_scratch_free(f32h);
         exe_scratch_free(memh);
     } else {
         /* few output chunks: split each one's reduction into nkp parts with their own partial sums */

@@ -2,6 +2,7 @@
  * dynamic-slice, dynamic-update-slice. All of them are one strided N-d copy (exe_nd_copy) with the right
  * strides and offsets, so they work for every dtype. */
 #include "exec/exec.h"
+#include "exec/exe_ops.h"
 #include "exec/exe_par.h"
 
 #include <string.h>
@@ -167,6 +168,42 @@ int64_t exe_index_value(const tpu_tensor *t, int64_t i) { return ten_load_i64(t-
 
 /* ---- kernels ---- */
 
+/* t <- the one element at v, everywhere: memset when its bytes are all alike (zero), else a vector fill */
+EXE_VEC
+static void data_fill_one(tpu_tensor *t, const void *v)
+{
+    size_t es = tpu_dtype_size(t->dtype);
+    const uint8_t *b = v;
+    int same = 1;
+    for (size_t i = 1; i < es; i++) same &= b[i] == b[0];
+    if (same) {
+        memset(t->data, b[0], t->nbytes);
+        return;
+    }
+    switch (es) {
+    case 2: {
+        uint16_t x, *d = t->data;
+        memcpy(&x, v, 2);
+        for (int64_t i = 0; i < t->count; i++) d[i] = x;
+        return;
+    }
+    case 4: {
+        uint32_t x, *d = t->data;
+        memcpy(&x, v, 4);
+        for (int64_t i = 0; i < t->count; i++) d[i] = x;
+        return;
+    }
+    case 8: {
+        uint64_t x, *d = t->data;
+        memcpy(&x, v, 8);
+        for (int64_t i = 0; i < t->count; i++) d[i] = x;
+        return;
+    }
+    default:
+        for (int64_t i = 0; i < t->count; i++) memcpy((char *)t->data + (size_t)i * es, v, es);
+    }
+}
+
 EXE_KERNEL(exe_k_broadcast)
 {
     const tpu_tensor *a = ops[0]->t;
@@ -186,7 +223,22 @@ EXE_KERNEL(exe_k_broadcast)
         }
         ss[bd[i]] = as[i];
     }
-    exe_nd_copy(t->data, ts, a->data, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
+    /* the TPU compiler's optimized programs broadcast bf16 into f32 (and back): the operand is converted
+     * first (it is the small side), then broadcast */
+    const void *src = a->data;
+    void *conv = NULL;
+    if (a->dtype != t->dtype) {
+        if (!(conv = ut_malloc((size_t)(a->count ? a->count : 1) * tpu_dtype_size(t->dtype)))) {
+            tpu_tensor_free(t);
+            return ut_nomem(S->ctx);
+        }
+        for (int64_t i = 0; i < a->count; i++)
+            exe_scalar_store(S, t->dtype, conv, i, exe_scalar_convert(S, a->dtype, t->dtype, exe_scalar_load(a->dtype, a->data, i)));
+        src = conv;
+    }
+    if (a->count == 1) data_fill_one(t, src);   /* a scalar everywhere (zeros for gradients): a fill */
+    else exe_nd_copy(t->data, ts, src, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
+    ut_free(conv);
     return exe_out_array(S, t, out);
 }
 

@@ -393,36 +393,85 @@ static void dot_store_rows(const dot_ctx *c, int64_t b, const dot_ws *w, int64_t
 }
 
 /* Exact integer dot: operands widened to int64 ([B][M][K] and [B][N][K]), 64-bit wrapping sums. */
+typedef struct dot_int_job {
+    const dot_plan *p;
+    const void     *a, *bt;   /* [B][M][K] and [B][N][K], widened to 64 bits (or 32: narrow) */
+    int             narrow;
+    tpu_tensor     *t;
+} dot_int_job;
+
+/* Results of at most 32 bits take the 32-bit wrapping sum: wrapped to the result it is the 64-bit sum wrapped
+ * to it (both are the exact sum modulo 2^32 first), and 32-bit lanes vectorise. */
+EXE_VEC
+static void dot_int_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    const dot_int_job *J = ctx;
+    const dot_plan *p = J->p;
+    int64_t K = p->K;
+    int64_t bm = r0;
+    /* four rows of the same batch at a time share each column's loads (a row of B^T is K elements) */
+    for (; J->narrow && bm + 4 <= r1 && bm / p->M == (bm + 3) / p->M; bm += 4)
+        for (int64_t n = 0; n < p->N; n++) {
+            const uint32_t *ar = (const uint32_t *)J->a + bm * K, *br = (const uint32_t *)J->bt + (bm / p->M * p->N + n) * K;
+            uint32_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+            for (int64_t k = 0; k < K; k++) {
+                uint32_t b = br[k];
+                c0 += ar[k] * b;
+                c1 += ar[K + k] * b;
+                c2 += ar[2 * K + k] * b;
+                c3 += ar[3 * K + k] * b;
+            }
+            uint32_t c[4] = {c0, c1, c2, c3};
+            for (int i = 0; i < 4; i++)
+                ten_store_i64(J->t->dtype, J->t->data, (bm + i) * p->N + n, exe_wrap_int(J->t->dtype, (int32_t)c[i]));
+        }
+    for (; bm < r1; bm++)
+        for (int64_t n = 0; n < p->N; n++) {
+            int64_t v;
+            if (J->narrow) {
+                const uint32_t *ar = (const uint32_t *)J->a + bm * K, *br = (const uint32_t *)J->bt + (bm / p->M * p->N + n) * K;
+                uint32_t acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += ar[k] * br[k];
+                v = (int32_t)acc;
+            } else {
+                const uint64_t *ar = (const uint64_t *)J->a + bm * K, *br = (const uint64_t *)J->bt + (bm / p->M * p->N + n) * K;
+                uint64_t acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += ar[k] * br[k];
+                v = (int64_t)acc;
+            }
+            ten_store_i64(J->t->dtype, J->t->data, bm * p->N + n, exe_wrap_int(J->t->dtype, v));
+        }
+    (void)tid;
+}
+
+/* Exact integer dot: operands widened ([B][M][K] and [B][N][K]), wrapping sums. */
 static tpu_status dot_int(exe_state *S, const dot_plan *p, const tpu_tensor *l, const tpu_tensor *r, const int64_t *tabs,
                           tpu_tensor *t, int nt)
 {
     const int64_t *lbo = tabs, *rbo = lbo + p->B, *lmo = rbo + p->B, *lko = lmo + p->M, *rko = lko + p->K, *rno = rko + p->K;
-    int64_t *a = ut_malloc((size_t)(p->B * p->M * p->K + 1) * sizeof *a);
-    int64_t *bt = ut_malloc((size_t)(p->B * p->N * p->K + 1) * sizeof *bt);
+    int narrow = tpu_dtype_bits(t->dtype) <= 32;
+    size_t es = narrow ? 4 : 8;
+    char *a = ut_malloc((size_t)(p->B * p->M * p->K + 1) * es), *bt = ut_malloc((size_t)(p->B * p->N * p->K + 1) * es);
     if (!a || !bt) {
         ut_free(a);
         ut_free(bt);
         return ut_nomem(S->ctx);
     }
-    for (int64_t bm = 0; bm < p->B * p->M; bm++) {
-        int64_t b = bm / p->M, m = bm % p->M;
-        for (int64_t k = 0; k < p->K; k++) a[bm * p->K + k] = ten_load_i64(l->dtype, l->data, lbo[b] + lmo[m] + lko[k]);
+    for (int side = 0; side < 2; side++) {
+        const tpu_tensor *x = side ? r : l;
+        const int64_t *bo = side ? rbo : lbo, *fo = side ? rno : lmo, *ko = side ? rko : lko;
+        int64_t F = side ? p->N : p->M;
+        char *dst = side ? bt : a;
+        for (int64_t bf = 0; bf < p->B * F; bf++)
+            for (int64_t k = 0; k < p->K; k++) {
+                int64_t v = ten_load_i64(x->dtype, x->data, bo[bf / F] + fo[bf % F] + ko[k]);
+                if (narrow) ((uint32_t *)dst)[bf * p->K + k] = (uint32_t)v;
+                else ((int64_t *)dst)[bf * p->K + k] = v;
+            }
     }
-    for (int64_t bn = 0; bn < p->B * p->N; bn++) {
-        int64_t b = bn / p->N, n = bn % p->N;
-        for (int64_t k = 0; k < p->K; k++) bt[bn * p->K + k] = ten_load_i64(r->dtype, r->data, rbo[b] + rno[n] + rko[k]);
-    }
-    tpu_dtype ot = t->dtype;
-    for (int64_t bm = 0; bm < p->B * p->M; bm++) {
-        int64_t b = bm / p->M;
-        const int64_t *ar = a + bm * p->K;
-        for (int64_t n = 0; n < p->N; n++) {
-            const int64_t *br = bt + (b * p->N + n) * p->K;
-            uint64_t acc = 0;
-            for (int64_t k = 0; k < p->K; k++) acc += (uint64_t)ar[k] * (uint64_t)br[k];
-            ten_store_i64(ot, t->data, bm * p->N + n, exe_wrap_int(ot, (int64_t)acc));
-        }
-    }
+    dot_int_job J = {p, a, bt, narrow, t};
+    exe_par_for(p->B * p->M * p->N * p->K > 65536 ? nt : 1, p->B * p->M, UT_MAX((int64_t)1, 65536 / UT_MAX(p->N * p->K, (int64_t)1)),
+                dot_int_rows, &J);
     ut_free(a);
     ut_free(bt);
     return TPU_OK;
@@ -479,7 +528,7 @@ static void dot_f32_batch(const dot_f32_ctx *c, int64_t b, int tid, int threads)
         acc = 1;
     }
     if (!c->out_f32)
-        exe_mx_store(c->S, c->out->dtype, c->out->data, b * p->M * p->N, 1, ct, 0, p->M * p->N, 0);
+        exe_mx_store(c->S, c->out->dtype, c->out->data, b * p->M * p->N, 1, ct, 0, p->M * p->N, c->nm->int_exact);
 }
 
 static void dot_f32_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
@@ -530,6 +579,19 @@ static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm,
     return TPU_OK;
 }
 
+/* Largest magnitude of an element of a small integer (or pred) dtype; 0 for the others. */
+static double dot_int_max(tpu_dtype t)
+{
+    switch (t) {
+    case TPU_PRED: return 1;
+    case TPU_S8: return 128;
+    case TPU_U8: return 255;
+    case TPU_S16: return 32768;
+    case TPU_U16: return 65535;
+    default: return 0;
+    }
+}
+
 EXE_KERNEL(exe_k_dot)
 {
     dot_plan p;
@@ -548,6 +610,12 @@ EXE_KERNEL(exe_k_dot)
     }
     exe_mx_num nm;
     if ((st = exe_mx_numerics(S, in, l->dtype, r->dtype, (tpu_dtype)in->shape.dtype, p.K, &nm))) return st;
+    /* small integers whose every partial sum is an integer of magnitude <= 2^24 (int8 matmuls of K <= 1024):
+     * f32 holds each exactly, so the f32 GEMM gives the exact sum in any order */
+    if (nm.int_exact && nm.dbl && dot_int_max(l->dtype) * dot_int_max(r->dtype) * (double)p.K <= 16777216.0) {
+        nm.acc = EXE_MX_F32;
+        nm.dbl = 0;
+    }
     if (p.M >= INT32_MAX || p.N >= INT32_MAX || p.K >= INT32_MAX)
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "a matrix dimension of 2^31 or more is not supported");
     tpu_tensor *t;

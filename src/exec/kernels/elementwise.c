@@ -7,11 +7,17 @@
 #include "exec/exec.h"
 #include "exec/exe_ops.h"
 #include "ew_block.h"
+#include "ew_int.h"
+#include "ref.h"
 #include "util/fp.h"
 #include "exec/exe_par.h"
 
 #include <math.h>
 #include <string.h>
+
+/* Tests set exe_ew_force_ref to run the per-element reference loops instead of every fast path below. */
+int exe_ew_force_ref;
+#define EW_FAST (!exe_ew_force_ref)
 
 #define EW_PAR_MIN 32768   /* below this, threads cost more than they give */
 
@@ -59,6 +65,8 @@ struct ew_job {
     const void  *x, *y, *w;
     void        *z;
     int          sx, sw;   /* scalar operands (index 0) */
+    int          uns, es;  /* integer ops: unsigned, element bytes (4 or 8); convert: from, to */
+    tpu_dtype    from, to;
 };
 
 static void ew_chunk(void *ctx, int64_t i0, int64_t i1, int tid)
@@ -84,12 +92,53 @@ static void ew_unary_range(const ew_job *J, int64_t i0, int64_t i1)
     ewb_unary_f32(J->op, (const float *)J->x + i0, (float *)J->z + i0, i1 - i0);
 }
 
+/* bf16 -> bf16 a block at a time through f32 (bf16 values are exact in f32), rounded once */
+EXE_VEC
+static void ew_unary_bf16_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    float a[1024], b[1024];
+    for (int64_t o = i0; o < i1; o += 1024) {
+        int64_t len = i1 - o < 1024 ? i1 - o : 1024;
+        const uint16_t *x = (const uint16_t *)J->x + o;
+        uint16_t *z = (uint16_t *)J->z + o;
+        for (int64_t i = 0; i < len; i++) a[i] = fp_bf16_to_f32_inline(x[i]);
+        ewb_unary_bf16(J->op, a, b, len);
+        for (int64_t i = 0; i < len; i++) z[i] = fp_f32_to_bf16_inline(b[i]);   /* exact: b holds bf16 values */
+    }
+}
+
 static int ew_unary_f32(const exe_state *S, hlo_op op, const float *x, float *y, int64_t n)
 {
     if (!ewb_unary_f32(op, x, y, 0)) return 0;
     ew_job J = {.fn = ew_unary_range, .op = op, .x = x, .z = y};
     ew_par(S, n, &J);
     return 1;
+}
+
+EXE_VEC
+static void ew_unary_int_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    if (J->es == 4) ewi_unary32(J->op, J->uns, (const uint32_t *)J->x + i0, (uint32_t *)J->z + i0, i1 - i0);
+    else ewi_unary64(J->op, J->uns, (const uint64_t *)J->x + i0, (uint64_t *)J->z + i0, i1 - i0);
+}
+
+/* 32- and 64-bit integer lanes (ew_int.h); bf16 through the f32 block form where that is the reference's
+ * result (ewb_unary_bf16_ok) */
+static int ew_unary_fast(const exe_state *S, hlo_op op, const tpu_tensor *a, tpu_tensor *t)
+{
+    int bits = tpu_dtype_bits(a->dtype), k = tpu_dtype_kind(a->dtype);
+    if (a->dtype == t->dtype && (k == 's' || k == 'u') && (bits == 32 || bits == 64)) {
+        if (!ewi_has_unary(op)) return 0;
+        ew_job J = {.fn = ew_unary_int_range, .op = op, .x = a->data, .z = t->data, .uns = k == 'u', .es = bits / 8};
+        ew_par(S, t->count, &J);
+        return 1;
+    }
+    if (a->dtype == TPU_BF16 && t->dtype == TPU_BF16 && ewb_unary_bf16_ok(op)) {
+        ew_job J = {.fn = ew_unary_bf16_range, .op = op, .x = a->data, .z = t->data};
+        ew_par(S, t->count, &J);
+        return 1;
+    }
+    return 0;
 }
 
 EXE_KERNEL(exe_k_unary)
@@ -101,8 +150,9 @@ EXE_KERNEL(exe_k_unary)
     if (st) return st;
     hlo_op op = (hlo_op)in->op;
     int64_t n = t->count;
-    if (a->dtype == TPU_F32 && t->dtype == TPU_F32 && ew_unary_f32(S, op, a->data, t->data, n))
+    if (EW_FAST && a->dtype == TPU_F32 && t->dtype == TPU_F32 && ew_unary_f32(S, op, a->data, t->data, n))
         return ew_out(S, t, own, out);
+    if (EW_FAST && ew_unary_fast(S, op, a, t)) return ew_out(S, t, own, out);
     tpu_dtype ta = a->dtype, tt = t->dtype;
     EW_FOR(S, n) {
         exe_scalar v = exe_scalar_unop(S, op, ta, exe_scalar_load(ta, a->data, i));
@@ -130,25 +180,50 @@ static int ew_binary_f32(const exe_state *S, hlo_op op, const float *x, const fl
     return 1;
 }
 
+/* bf16 op bf16 -> bf16 a block at a time through f32, rounded once (the same values as the fused loops) */
+EXE_VEC
+static void ew_binary_bf16_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    float a[1024], b[1024], c[1024];
+    for (int64_t o = i0; o < i1; o += 1024) {
+        int64_t len = i1 - o < 1024 ? i1 - o : 1024;
+        const uint16_t *x = (const uint16_t *)J->x + o, *y = (const uint16_t *)J->y + o;
+        uint16_t *z = (uint16_t *)J->z + o;
+        for (int64_t i = 0; i < len; i++) {
+            a[i] = fp_bf16_to_f32_inline(x[i]);
+            b[i] = fp_bf16_to_f32_inline(y[i]);
+        }
+        ewb_binary_f32(J->op, a, b, c, len);
+        for (int64_t i = 0; i < len; i++) z[i] = fp_f32_to_bf16_ftz_inline(c[i]);
+    }
+}
+
 static int ew_binary_bf16(const exe_state *S, hlo_op op, const uint16_t *x, const uint16_t *y, uint16_t *z, int64_t n)
 {
-#define EW_BF(expr)                                                                   \
-    EW_FOR(S, n) {                                                                    \
-        float a = fp_bf16_to_f32_inline(x[i]), b = fp_bf16_to_f32_inline(y[i]);       \
-        float r = (expr);                                                             \
-        z[i] = fp_f32_to_bf16_ftz(r);                                                 \
-    }                                                                                 \
+    if (op == HLO_POWER || !ewb_binary_f32(op, NULL, NULL, NULL, 0)) return 0;
+    ew_job J = {.fn = ew_binary_bf16_range, .op = op, .x = x, .y = y, .z = z};
+    ew_par(S, n, &J);
     return 1;
-    switch (op) {
-    case HLO_ADD: EW_BF(a + b)
-    case HLO_SUBTRACT: EW_BF(a - b)
-    case HLO_MULTIPLY: EW_BF(a * b)
-    case HLO_DIVIDE: EW_BF(a / b)
-    case HLO_MAXIMUM: EW_BF(ew_maxf(a, b))
-    case HLO_MINIMUM: EW_BF(ew_minf(a, b))
-    default: return 0;
-    }
-#undef EW_BF
+}
+
+EXE_VEC
+static void ew_binary_int_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    if (J->es == 4)
+        ewi_binary32(J->op, J->uns, (const uint32_t *)J->x + i0, (const uint32_t *)J->y + i0, (uint32_t *)J->z + i0, i1 - i0);
+    else
+        ewi_binary64(J->op, J->uns, (const uint64_t *)J->x + i0, (const uint64_t *)J->y + i0, (uint64_t *)J->z + i0, i1 - i0);
+}
+
+static int ew_binary_int(const exe_state *S, hlo_op op, const tpu_tensor *a, const tpu_tensor *b, tpu_tensor *t)
+{
+    int bits = tpu_dtype_bits(a->dtype), k = tpu_dtype_kind(a->dtype);
+    if (a->dtype != t->dtype || b->dtype != t->dtype || !(k == 's' || k == 'u') || !(bits == 32 || bits == 64)) return 0;
+    if (!ewi_has_binary(op)) return 0;
+    ew_job J = {.fn = ew_binary_int_range, .op = op, .x = a->data, .y = b->data, .z = t->data, .uns = k == 'u',
+                .es = bits / 8};
+    ew_par(S, t->count, &J);
+    return 1;
 }
 
 EXE_KERNEL(exe_k_binary)
@@ -161,12 +236,13 @@ EXE_KERNEL(exe_k_binary)
     if (st) return st;
     hlo_op op = (hlo_op)in->op;
     int64_t n = t->count;
-    if (a->dtype == TPU_F32 && b->dtype == TPU_F32 && t->dtype == TPU_F32 &&
+    if (EW_FAST && a->dtype == TPU_F32 && b->dtype == TPU_F32 && t->dtype == TPU_F32 &&
         ew_binary_f32(S, op, a->data, b->data, t->data, n))
         return ew_out(S, t, own, out);
-    if (a->dtype == TPU_BF16 && b->dtype == TPU_BF16 && t->dtype == TPU_BF16 &&
+    if (EW_FAST && a->dtype == TPU_BF16 && b->dtype == TPU_BF16 && t->dtype == TPU_BF16 &&
         ew_binary_bf16(S, op, a->data, b->data, t->data, n))
         return ew_out(S, t, own, out);
+    if (EW_FAST && ew_binary_int(S, op, a, b, t)) return ew_out(S, t, own, out);
     tpu_dtype ta = a->dtype, tt = t->dtype;
     EW_FOR(S, n) {
         exe_scalar v = exe_scalar_binop(S, op, ta, exe_scalar_load(ta, a->data, i), exe_scalar_load(ta, b->data, i));
@@ -183,6 +259,15 @@ static void ew_compare_range(const ew_job *J, int64_t i0, int64_t i1)
     ewb_compare_f32(J->d, (const float *)J->x + i0, (const float *)J->y + i0, (uint8_t *)J->z + i0, i1 - i0);
 }
 
+EXE_VEC
+static void ew_compare_int_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    if (J->es == 4)
+        ewi_compare32(J->d, J->uns, (const uint32_t *)J->x + i0, (const uint32_t *)J->y + i0, (uint8_t *)J->z + i0, i1 - i0);
+    else
+        ewi_compare64(J->d, J->uns, (const uint64_t *)J->x + i0, (const uint64_t *)J->y + i0, (uint8_t *)J->z + i0, i1 - i0);
+}
+
 EXE_KERNEL(exe_k_compare)
 {
     const tpu_tensor *a = ops[0]->t, *b = ops[1]->t;
@@ -195,7 +280,7 @@ EXE_KERNEL(exe_k_compare)
     int64_t n = t->count;
     uint8_t *z = t->data;
     int total = type && !strcmp(type, "TOTALORDER");
-    if (a->dtype == TPU_F32 && !total) {
+    if (EW_FAST && a->dtype == TPU_F32 && !total) {
         int d = ewb_direction(dir);
         if (strcmp(dir, "EQ") && strcmp(dir, "NE") && strcmp(dir, "LT") && strcmp(dir, "LE") && strcmp(dir, "GT") &&
             strcmp(dir, "GE")) {
@@ -207,6 +292,13 @@ EXE_KERNEL(exe_k_compare)
         return exe_out_array(S, t, out);
     }
     tpu_dtype ta = a->dtype;
+    int bits = tpu_dtype_bits(ta), kind = tpu_dtype_kind(ta), di = ewb_direction(dir);
+    if (EW_FAST && (kind == 's' || kind == 'u') && (bits == 32 || bits == 64) && di >= 0) {
+        ew_job J = {.fn = ew_compare_int_range, .d = di, .x = a->data, .y = b->data, .z = z, .es = bits / 8,
+                    .uns = kind == 'u' || (type && !strcmp(type, "UNSIGNED"))};
+        ew_par(S, n, &J);
+        return exe_out_array(S, t, out);
+    }
     if (total && (tpu_dtype_kind(ta) == 'f')) {
         int d = !strcmp(dir, "EQ") ? 0 : !strcmp(dir, "NE") ? 1 : !strcmp(dir, "LT") ? 2 : !strcmp(dir, "LE") ? 3
               : !strcmp(dir, "GT") ? 4 : 5;
@@ -259,6 +351,14 @@ EXE_KERNEL(exe_k_select)
     if (es == 4) {
         ew_job J = {.fn = ew_select_range, .x = a->data, .y = b->data, .w = pp, .z = t->data, .sw = scalar_pred};
         ew_par(S, n, &J);
+    } else if (es == 8) {
+        const uint64_t *x = a->data, *y = b->data;
+        uint64_t *z = t->data;
+        EW_FOR(S, n) z[i] = pp[scalar_pred ? 0 : i] ? x[i] : y[i];
+    } else if (es == 1) {
+        const uint8_t *x = a->data, *y = b->data;
+        uint8_t *z = t->data;
+        EW_FOR(S, n) z[i] = pp[scalar_pred ? 0 : i] ? x[i] : y[i];
     } else if (es == 2) {
         const uint16_t *x = a->data, *y = b->data;
         uint16_t *z = t->data;
@@ -281,7 +381,7 @@ EXE_KERNEL(exe_k_clamp)
     int64_t n = t->count;
     int slo = lo->count == 1, shi = hi->count == 1;
     tpu_dtype dt = t->dtype;
-    if (dt == TPU_F32) {
+    if (EW_FAST && dt == TPU_F32) {
         ew_job J = {.fn = ew_clamp_range, .x = lo->data, .y = x->data, .w = hi->data, .z = t->data, .sx = slo, .sw = shi};
         ew_par(S, n, &J);
         return ew_out(S, t, own, out);
@@ -312,6 +412,13 @@ static void ew_convert_range(const ew_job *J, int64_t i0, int64_t i1)
     }
 }
 
+EXE_VEC
+static void ew_convert_int_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    size_t fs = tpu_dtype_size(J->from), ts = tpu_dtype_size(J->to);
+    ewi_convert(J->from, J->to, (const char *)J->x + (size_t)i0 * fs, (char *)J->z + (size_t)i0 * ts, i1 - i0);
+}
+
 EXE_KERNEL(exe_k_convert)
 {
     const tpu_tensor *a = ops[0]->t;
@@ -324,16 +431,15 @@ EXE_KERNEL(exe_k_convert)
         memcpy(t->data, a->data, t->nbytes);
         return exe_out_array(S, t, out);
     }
-    if ((from == TPU_F32 && to == TPU_BF16) || (from == TPU_BF16 && to == TPU_F32)) {
+    if (EW_FAST && ((from == TPU_F32 && to == TPU_BF16) || (from == TPU_BF16 && to == TPU_F32))) {
         ew_job J = {.fn = ew_convert_range, .d = from == TPU_F32 ? (S->numerics == TPU_NUMERICS_TPU ? 1 : 2) : 0,
                     .x = a->data, .z = t->data};
         ew_par(S, n, &J);
         return exe_out_array(S, t, out);
     }
-    if (from == TPU_S32 && to == TPU_F32) {
-        const int32_t *x = a->data;
-        float *z = t->data;
-        EW_FOR(S, n) z[i] = (float)x[i];
+    if (EW_FAST && ewi_convert(from, to, NULL, NULL, 0)) {   /* pred, 32/64-bit ints, f32 (ew_int.h) */
+        ew_job J = {.fn = ew_convert_int_range, .from = from, .to = to, .x = a->data, .z = t->data};
+        ew_par(S, n, &J);
         return exe_out_array(S, t, out);
     }
     EW_FOR(S, n) exe_scalar_store(S, to, t->data, i, exe_scalar_convert(S, from, to, exe_scalar_load(from, a->data, i)));

@@ -55,7 +55,47 @@ static inline __attribute__((always_inline, EWB_NO_TRAP)) int ewb_unary_f32(hlo_
     case HLO_LOGISTIC: for (int64_t i = 0; i < n; i++) y[i] = ewm_logisticf(x[i]); return 1;
     case HLO_FLOOR: for (int64_t i = 0; i < n; i++) y[i] = floorf(x[i]); return 1;
     case HLO_CEIL: for (int64_t i = 0; i < n; i++) y[i] = ceilf(x[i]); return 1;
+    case HLO_ROUND_NEAREST_EVEN: for (int64_t i = 0; i < n; i++) y[i] = rintf(x[i]); return 1;
+    case HLO_ROUND_NEAREST_AFZ: for (int64_t i = 0; i < n; i++) y[i] = roundf(x[i]); return 1;
+    /* the rest as the reference computes them: libm in double, rounded once (a call per element, but
+     * without the per-element interpreter around it) */
+#define EWB_LIBM(OP, fn) case OP: for (int64_t i = 0; i < n; i++) y[i] = (float)fn((double)x[i]); return 1;
+    EWB_LIBM(HLO_ERF, erf)
+    EWB_LIBM(HLO_EXPM1, expm1)
+    EWB_LIBM(HLO_SIN, sin)
+    EWB_LIBM(HLO_COS, cos)
+    EWB_LIBM(HLO_TAN, tan)
+    EWB_LIBM(HLO_ATAN, atan)
+    EWB_LIBM(HLO_CBRT, cbrt)
+#undef EWB_LIBM
     default: return 0;
+    }
+}
+
+/* The unary ops whose f32 block form, rounded to bf16, is the reference's bf16 result (libm in double, then
+ * f32, then bf16) for every one of the 65536 bf16 inputs (tests/t_ew_int.c checks them all). */
+static inline int ewb_unary_bf16_ok(hlo_op op)
+{
+    switch (op) {
+    case HLO_NEGATE: case HLO_ABS: case HLO_EXP: case HLO_LOG: case HLO_LOG1P: case HLO_TANH: case HLO_SQRT:
+    case HLO_RSQRT: case HLO_LOGISTIC: case HLO_FLOOR: case HLO_CEIL: case HLO_ROUND_NEAREST_EVEN:
+    case HLO_ROUND_NEAREST_AFZ: case HLO_ERF: case HLO_EXPM1: case HLO_SIN: case HLO_COS: case HLO_TAN: case HLO_ATAN:
+    case HLO_CBRT:
+        return 1;
+    default: return 0;
+    }
+}
+
+/* y = op(x) for bf16 values held as f32 (ewb_unary_bf16_ok ops): subnormal inputs read as zero, each result
+ * rounded to bf16 (subnormals flushed). x and y may be the same block. */
+static inline __attribute__((always_inline, EWB_NO_TRAP)) void ewb_unary_bf16(hlo_op op, const float *x, float *y, int64_t n)
+{
+    float t[1024];
+    for (int64_t o = 0; o < n; o += 1024) {
+        int64_t len = n - o < 1024 ? n - o : 1024;
+        for (int64_t i = 0; i < len; i++) t[i] = ewb_dazf(x[o + i]);
+        ewb_unary_f32(op, t, y + o, len);
+        for (int64_t i = 0; i < len; i++) y[o + i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz_inline(y[o + i]));
     }
 }
 
@@ -76,7 +116,7 @@ static inline __attribute__((always_inline)) int ewb_binary_f32(hlo_op op, const
 /* Round each value to bf16 (computed in f32, subnormal results flushed, design §4) and back to f32. */
 static inline __attribute__((always_inline)) void ewb_round_bf16(float *y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) y[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz(y[i]));
+    for (int64_t i = 0; i < n; i++) y[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz_inline(y[i]));
 }
 
 /* compare with direction d (0 EQ, 1 NE, 2 LT, 3 LE, 4 GT, 5 GE) on f32 (not TOTALORDER) */

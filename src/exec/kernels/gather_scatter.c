@@ -16,6 +16,8 @@
 #include "exec/exec.h"
 #include "exec/exe_ops.h"
 #include "exec/kernels/ref.h"
+#include "exec/kernels/ew_block.h"
+#include "exec/kernels/ew_int.h"
 
 #include <string.h>
 #include "exec/exe_par.h"
@@ -222,6 +224,69 @@ typedef struct gat_job {
     size_t            es;
 } gat_job;
 
+/* One start component: s32 and s64 indices read directly (the common cases), others through the loader. */
+static inline int64_t gs_index(const tpu_tensor *idx, int64_t i)
+{
+    if (idx->dtype == TPU_S32) return ((const int32_t *)idx->data)[i];
+    if (idx->dtype == TPU_S64) return ((const int64_t *)idx->data)[i];
+    return exe_index_value(idx, i);
+}
+
+/* Copies one window of `n` elements: a single element or one contiguous run without the general loop. */
+static inline void gs_copy(void *dst, const void *src, size_t es, int64_t n)
+{
+    if (n == 1) {
+        switch (es) {
+        case 4: memcpy(dst, src, 4); return;
+        case 2: memcpy(dst, src, 2); return;
+        case 8: memcpy(dst, src, 8); return;
+        default: memcpy(dst, src, es); return;
+        }
+    }
+    memcpy(dst, src, (size_t)n * es);
+}
+
+/* Point gathers (one element per batch position, results in position order, index vectors innermost, no
+ * batching dims: x[pts[:, 0], pts[:, 1]], embedding rows of one element): a loop simple enough that the CPU
+ * keeps many of the (random) loads in flight. Returns 0 when the gather is not of that form. */
+static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
+{
+    const gs_dims *g = J->g;
+    const tpu_tensor *op = J->op, *idx = J->idx;
+    if (g->nob > 4 || g->nwin || g->nvec > 4 || (g->ivd != g->irank - 1 && g->ivd != g->irank) ||
+        (idx->dtype != TPU_S32 && idx->dtype != TPU_S64))
+        return 0;
+    for (int d = 0; d < g->rank; d++)
+        if (g->wsize[d] != 1) return 0;
+    int64_t hi[4] = {0}, st[4] = {0};
+    int nv = g->nvec;
+    for (int k = 0; k < nv; k++) {
+        hi[k] = op->dims[g->map[k]] - 1;
+        st[k] = J->ostr[g->map[k]];
+    }
+    size_t es = J->es;
+    char *dst = J->t->data;
+    const char *src = op->data;
+    /* operand batching dims (take_along_axis) read the batch position's coordinates: an odometer */
+    int64_t bpos[TPU_MAX_RANK], rem = b0, bst[4] = {0};
+    for (int k = g->nbatch - 1; k >= 0; k--) {
+        bpos[k] = rem % J->bdims[k];
+        rem /= J->bdims[k];
+    }
+    for (int i = 0; i < g->nob; i++) bst[i] = J->ostr[g->obd[i]];
+    for (int64_t b = b0; b < b1; b++, g->nob ? gs_next(bpos, J->bdims, g->nbatch) : 0) {
+        int64_t off = 0;
+        for (int i = 0; i < g->nob; i++) off += bpos[g->obpos[i]] * bst[i];
+        for (int k = 0; k < nv; k++) {
+            int64_t s = idx->dtype == TPU_S32 ? ((const int32_t *)idx->data)[b * nv + k] : ((const int64_t *)idx->data)[b * nv + k];
+            s = s < 0 ? 0 : s > hi[k] ? hi[k] : s;
+            off += s * st[k];
+        }
+        gs_copy(dst + b * (int64_t)es, src + off * (int64_t)es, es, 1);
+    }
+    return 1;
+}
+
 static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 {
     const gat_job *J = ctx;
@@ -231,22 +296,34 @@ static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
     const int64_t *istr = J->istr, *ostr = J->ostr, *tstr = J->tstr, *bdims = J->bdims, *wd = J->wd, *wds = J->wds, *wss = J->wss;
     size_t es = J->es;
     (void)tid;
-    for (int64_t b = b0; b < b1; b++) {
-        int64_t bpos[TPU_MAX_RANK], start[TPU_MAX_RANK], rem = b, doff = 0, soff = 0;
-        for (int k = gp->nbatch - 1; k >= 0; k--) {
-            bpos[k] = rem % bdims[k];
-            rem /= bdims[k];
+    if (gat_points(J, b0, b1)) return;
+    /* a window that is one contiguous run in both operand and result (or a single element): one copy */
+    int64_t wcount = 1;
+    for (int j = 0; j < gp->nwin; j++) wcount *= wd[j];
+    int run = wcount == 1 || (gp->nwin >= 1 && wss[gp->nwin - 1] == 1 && wds[gp->nwin - 1] == 1 && wcount == wd[gp->nwin - 1]);
+    int64_t vstr = gp->ivd < gp->irank ? istr[gp->ivd] : 0, bpos[TPU_MAX_RANK], rem = b0;
+    for (int k = gp->nbatch - 1; k >= 0; k--) {
+        bpos[k] = rem % bdims[k];
+        rem /= bdims[k];
+    }
+    for (int64_t b = b0; b < b1; b++, gs_next(bpos, bdims, gp->nbatch)) {
+        int64_t doff = 0, soff = 0, ioff = 0, start[TPU_MAX_RANK] = {0};
+        for (int k = 0; k < gp->nbatch; k++) {
             doff += bpos[k] * tstr[gp->obatch[k]];
+            ioff += bpos[k] * istr[gp->ibatch[k]];
         }
-        gs_start(gp, idx, istr, bpos, start);
+        for (int k = 0; k < gp->nvec; k++) start[gp->map[k]] = gs_index(idx, ioff + k * vstr);
+        for (int i = 0; i < gp->nob; i++) start[gp->obd[i]] = bpos[gp->obpos[i]];
         for (int d = 0; d < gp->rank; d++) {
             int64_t hi = op->dims[d] - gp->wsize[d];
             int64_t s = start[d] > hi ? hi : start[d];
             if (s < 0) s = 0;
             soff += s * ostr[d];
         }
-        exe_nd_copy((char *)t->data + doff * (int64_t)es, wds, (const char *)op->data + soff * (int64_t)es, wss, wd,
-                    gp->nwin, es);
+        char *dst = (char *)t->data + doff * (int64_t)es;
+        const char *src = (const char *)op->data + soff * (int64_t)es;
+        if (run) gs_copy(dst, src, es, wcount);
+        else exe_nd_copy(dst, wds, src, wss, wd, gp->nwin, es);
     }
 }
 
@@ -403,6 +480,29 @@ static void sc_free(sc_plan *p)
     for (int i = 0; i < p->n; i++) tpu_tensor_free(p->res[i]);
 }
 
+/* The results start as copies of the operands; an operand that dies here and that nobody else holds is
+ * updated in place instead (its value's tensor moves to the result). */
+static tpu_status sc_take_or_clone(exe_state *S, const hlo_instr *in, sc_plan *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        exe_value *v = exe_take_unique(S, i);
+        if (!v) continue;
+        p->res[i] = v->t;
+        v->t = NULL;
+        v->borrowed = 1;
+        exe_value_unref(v);
+    }
+    for (int i = 0; i < p->n; i++) {
+        if (p->res[i]) continue;
+        p->res[i] = ten_clone(p->ops[i]);
+        if (!p->res[i]) {
+            sc_free(p);
+            return exe_fail(S, in, TPU_ERR_NOMEM, "out of memory copying operand %d", i);
+        }
+    }
+    return TPU_OK;
+}
+
 static tpu_status sc_clone(exe_state *S, const hlo_instr *in, sc_plan *p)
 {
     for (int i = 0; i < p->n; i++) {
@@ -436,6 +536,19 @@ static inline void sc_combine(const exe_state *S, const sc_plan *p, int64_t r, i
             *x = (int32_t)((uint32_t)*x + (uint32_t)((const int32_t *)p->upd[0]->data)[u]);
             return;
         }
+        if (t == TPU_F32 && (p->binop == HLO_MAXIMUM || p->binop == HLO_MINIMUM)) {
+            float *x = &((float *)p->res[0]->data)[r], v = ((const float *)p->upd[0]->data)[u];
+            *x = p->binop == HLO_MAXIMUM ? ewb_maxf(*x, v) : ewb_minf(*x, v);
+            return;
+        }
+        int bits = tpu_dtype_bits(t), kind = tpu_dtype_kind(t);
+        if ((kind == 's' || kind == 'u') && (bits == 32 || bits == 64)) {
+            char *x = (char *)p->res[0]->data + r * (bits / 8);
+            const char *v = (const char *)p->upd[0]->data + u * (bits / 8);
+            if (bits == 32 ? ewi_binary32(p->binop, kind == 'u', (const uint32_t *)x, (const uint32_t *)v, (uint32_t *)x, 1)
+                           : ewi_binary64(p->binop, kind == 'u', (const uint64_t *)x, (const uint64_t *)v, (uint64_t *)x, 1))
+                return;
+        }
         exe_scalar a = exe_scalar_load(t, p->res[0]->data, r), b = exe_scalar_load(t, p->upd[0]->data, u);
         exe_scalar_store(S, t, p->res[0]->data, r, exe_scalar_binop(S, p->binop, t, a, b));
         return;
@@ -468,21 +581,24 @@ EXE_KERNEL(exe_k_scatter)
     if (exe_kernels_force_ref) return exe_k_scatter_ref(S, in, ops, out);
     sc_plan p;
     tpu_status st = sc_setup(S, in, ops, &p);
-    if (st || (st = sc_check_types(S, in, &p)) || (st = sc_clone(S, in, &p))) return st;
+    if (st || (st = sc_check_types(S, in, &p)) || (st = sc_take_or_clone(S, in, &p))) return st;
     const gs_dims *g = &p.g;
     const tpu_tensor *op = p.ops[0], *up = p.upd[0];
     int64_t ostr[TPU_MAX_RANK], istr[TPU_MAX_RANK], ustr[TPU_MAX_RANK];
     gs_strides(op->rank, op->dims, ostr);
     gs_strides(p.idx->rank, p.idx->dims, istr);
     gs_strides(up->rank, up->dims, ustr);
+    int64_t vstr = g->ivd < g->irank ? istr[g->ivd] : 0;
     int64_t bdims[TPU_MAX_RANK], nbpos = 1, wd[TPU_MAX_RANK], nwel = 1;
     for (int k = 0; k < g->nbatch; k++) nbpos *= bdims[k] = p.idx->dims[g->ibatch[k]];
     for (int j = 0; j < g->nwin; j++) nwel *= wd[j] = up->dims[g->wout[j]];
     if (up->count == 0) return sc_result(S, &p, out);
     int64_t bpos[TPU_MAX_RANK] = {0};
     for (int64_t b = 0; b < nbpos; b++, gs_next(bpos, bdims, g->nbatch)) {
-        int64_t start[TPU_MAX_RANK], roff = 0, uoff = 0;
-        gs_start(g, p.idx, istr, bpos, start);
+        int64_t start[TPU_MAX_RANK] = {0}, roff = 0, uoff = 0, ioff = 0;
+        for (int k = 0; k < g->nbatch; k++) ioff += bpos[k] * istr[g->ibatch[k]];
+        for (int k = 0; k < g->nvec; k++) start[g->map[k]] = gs_index(p.idx, ioff + k * vstr);
+        for (int i = 0; i < g->nob; i++) start[g->obd[i]] = bpos[g->obpos[i]];
         int ok = 1;
         for (int d = 0; d < g->rank; d++) {
             if (start[d] < 0 || start[d] > op->dims[d] - g->wsize[d]) ok = 0;

@@ -11,6 +11,7 @@
  *
  * Measured with bench/gemm_bench (figures in bench/README.md). */
 #include "gemm.h"
+#include "exec/exec.h"
 #include "exec/exe_par.h"
 
 #include <math.h>
@@ -350,11 +351,42 @@ static const gm_impl *gm_pick(void)
     return &gm_impls[c];
 }
 
-/* The bf16 kernel for this product of bf16-valued operands, or NULL. In the default mode it takes only the
- * products where it measured faster than OpenBLAS (bench/gemm_bench, bench/README.md): both operands bf16
- * data (no f32 to round) and one side at most 64 (M, N or K) — there converting the large operand(s) to f32
- * costs OpenBLAS more than it gains. On larger products OpenBLAS's f32 FMAs win: on the machine measured
- * VDPBF16PS issues at half the rate of VFMADD (32 vs 64 flops per cycle). */
+#ifdef GM_BF16
+/* Is the bf16 kernel faster than the f32 one on this CPU? Both compute the same bits (gemm.h), so this only
+ * decides speed: their inner loops are timed once on the same flops (best of 5 rounds, ~0.3 ms in all).
+ * Measured: VDPBF16PS issues at half the FMA rate on the Intel Xeons of bench/README.md (f32 wins), at 1.65x
+ * it on AMD EPYC Zen 5 (bf16 wins, 2-3x on large products). */
+static int gm_bf16_wins(void)
+{
+    static _Atomic int wins = -1;
+    int w = atomic_load(&wins);
+    if (w >= 0) return w;
+    enum { KC = 256, REPS = 48 };
+    float *buf = ut_calloc((size_t)(12 + 32) * KC + 12 * 32 + 64, sizeof(float));
+    if (!buf) return 0;
+    float *Ap = buf, *Bp = Ap + 12 * KC, *C = Bp + 32 * KC;
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 5; round++)
+        for (int k = 0; k < 2; k++) {
+            double t0 = ut_now();
+            for (int r = 0; r < REPS; r++) {
+                if (k) gm_k_avx512bf16(KC / 2, Ap, Bp, C, 32, 0, C);   /* KC/2 pairs: the same flops */
+                else gm_k_avx512(KC, Ap, Bp, C, 32, 0, C);
+            }
+            double t = ut_now() - t0;
+            if (t < best[k]) best[k] = t;
+        }
+    ut_free(buf);
+    w = best[1] < 0.9 * best[0];
+    atomic_store(&wins, w);
+    return w;
+}
+#endif
+
+/* The bf16 kernel for this product of bf16-valued operands, or NULL. Default mode on a CPU with AVX-512: the
+ * microkernels do every product (bit for bit exe_gemm_ref's chains; faster than OpenBLAS on every shape
+ * measured on AMD EPYC Zen 5, where OpenBLAS 0.3.21 falls back to older kernels, and within a few percent
+ * on one Intel core, ahead on many), the bf16 one where it beats the f32 one on this CPU (gm_bf16_wins). */
 static const gm_impl *gm_pick_bf16(int mode, const exe_gemm_src *A, const exe_gemm_src *B, int64_t M, int64_t N,
                                    int64_t K)
 {
@@ -364,9 +396,8 @@ static const gm_impl *gm_pick_bf16(int mode, const exe_gemm_src *A, const exe_ge
     if (h < 0) atomic_store(&has, h = gm_has_bf16());
     if (!h || !gm_bf16_valued(A) || !gm_bf16_valued(B)) return NULL;
     if (mode == GM_MICRO_BF16) return &gm_impl_bf16;
-    if (mode != GM_DEFAULT || A->dtype != TPU_BF16 || B->dtype != TPU_BF16) return NULL;
-    if (M < 16 || N < 16 || K < 16 || UT_MIN(M, UT_MIN(N, K)) > 64) return NULL;
-    return &gm_impl_bf16;
+    if (mode != GM_DEFAULT || M * N * K < 4096) return NULL;
+    return gm_bf16_wins() ? &gm_impl_bf16 : NULL;
 #else
     (void)mode, (void)A, (void)B, (void)M, (void)N, (void)K;
     return NULL;
@@ -378,10 +409,13 @@ const char *exe_gemm_kernel_name(void)
     int m = atomic_load(&gm_mode);
     exe_gemm_src b = {NULL, TPU_BF16, 1, 1, EXE_MX_AS_IS};
     if (m == GM_MICRO_BF16 && gm_pick_bf16(m, &b, &b, 1, 1, 1)) return "avx512bf16";
-    return m == GM_DEFAULT ? (gm_pick_bf16(m, &b, &b, 16, 16, 16) ? "openblas+avx512bf16" : "openblas")
+    if (m == GM_DEFAULT && !strcmp(gm_pick()->name, "avx512")) return gm_pick_bf16(m, &b, &b, 16, 16, 16) ? "avx512+avx512bf16" : "avx512";
+    return m == GM_DEFAULT ? "openblas"
            : m == GM_BLAS  ? "openblas"
                            : gm_pick()->name;
 }
+
+int exe_gemm_micro_default(void) { return atomic_load(&gm_mode) == GM_DEFAULT && !strcmp(gm_pick()->name, "avx512"); }
 
 void exe_gemm_force(const char *name)
 {
@@ -480,6 +514,8 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
     }
 }
 
+/* (clones so that fmaf is one instruction, not a libm call: tiny products in loop bodies run here) */
+EXE_VEC
 void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
                   int accumulate)
 {
@@ -523,7 +559,7 @@ static void gm_blas_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
             C += e0 * J->ldc;
             M = e1 - e0;
         }
-        exe_mx_gemm(0, J->ta, J->tb, M, N, J->K, A, J->lda, B, J->ldb, J->beta1, C, J->ldc);
+        exe_mx_gemm_blas(0, J->ta, J->tb, M, N, J->K, A, J->lda, B, J->ldb, J->beta1, C, J->ldc);
     }
     (void)tid;
 }
@@ -630,6 +666,7 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     /* operands OpenBLAS cannot read as they are (bf16, rounded or split parts): below 2 GFLOP the microkernel,
      * which converts while it packs, beats converting copies for sgemm (LSTM step in TPU numerics 87 -> 80 ms);
      * above, OpenBLAS's kernel wins (4096^3: 0.51 vs 0.57 s) */
+    if (mode == GM_DEFAULT && !strcmp(gm_pick()->name, "avx512")) mode = GM_MICRO;   /* the microkernels (gm_pick_bf16) */
     if (mode == GM_DEFAULT && (double)M * (double)N * (double)K < 1e9 &&
         (A->dtype != TPU_F32 || A->part != EXE_MX_AS_IS || B->dtype != TPU_F32 || B->part != EXE_MX_AS_IS))
         mode = GM_MICRO;

@@ -23,13 +23,17 @@
  * subnormal, which exe_gemm_ref keeps unless FTZ/DAZ is on — and tpu_run runs with FTZ/DAZ on, where the
  * FMA chains flush alike. NaN payloads are not compared.
  *
- * By default the products go to OpenBLAS's sgemm, with operands it cannot read directly converted first; then
- * each element is an f32 accumulation in OpenBLAS's order (with bf16-valued operands still exactly "bf16
- * products, f32 accumulation"). The exception: when both operands are bf16 data, M, N, K >= 16 and one of
- * them <= 64, the avx512bf16 kernel (where the CPU has it) — the only shapes where it measured faster than
- * converting for OpenBLAS (bench/README.md: on the machine measured VDPBF16PS runs at half the FMA rate);
- * and products under 1 GFLOP whose operands need converting go to the f32 microkernel, which converts while
- * it packs (cheaper than the converted copies at that size).
+ * Default on CPUs with AVX-512: the microkernels do every product (each C element exactly exe_gemm_ref's chain,
+ * so results are the same on every such CPU and thread count), the bf16 one for bf16-valued operands when a
+ * one-time timing of the two inner loops (gemm.c: gm_bf16_wins) says VDPBF16PS is faster on this CPU than
+ * the FMAs: both give the same bits, so the choice only decides speed (Intel Xeon, bench/README.md:
+ * VDPBF16PS at half the FMA rate, the f32 kernel; AMD EPYC Zen 5: 1.65x the FMA rate, the bf16 kernel).
+ * Measured on Zen 5, where OpenBLAS 0.3.21 runs older kernels, the microkernels are 1.7-2x OpenBLAS's sgemm;
+ * on one Intel core they were within a few percent of it, and ahead on 16 threads (bench/README.md).
+ * Without AVX-512 the products go to OpenBLAS's sgemm, with operands it cannot read directly converted first
+ * (each element an f32 accumulation in OpenBLAS's order; with bf16-valued operands still exactly "bf16
+ * products, f32 accumulation"), and products under 1 GFLOP whose operands need converting go to the f32
+ * microkernel, which converts while it packs. exe_mx_gemm (mxu.h) follows the same default.
  * exe_gemm_force pins a kernel instead (tests compare the microkernels with exe_gemm_ref bit for bit). */
 #ifndef TPU_EXEC_KERNELS_GEMM_H
 #define TPU_EXEC_KERNELS_GEMM_H
@@ -54,6 +58,8 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
  * bf16-valued operands (others, or a CPU without it: the best f32 microkernel); "openblas" sends every product
  * to OpenBLAS (no bf16 kernel); NULL restores the default. Not thread-safe against running products. */
 const char *exe_gemm_kernel_name(void);
+/* Does the default run f32 products on the microkernels (AVX-512 CPUs) rather than OpenBLAS? */
+int         exe_gemm_micro_default(void);
 void        exe_gemm_force(const char *name);
 
 /* Naive reference: the same FMA chain per element, one element at a time (for tests). */

@@ -1,5 +1,6 @@
 /* mxu.c — numerics, loaders, stores and the BLAS call shared by the dot and convolution kernels (mxu.h). */
 #include "mxu.h"
+#include "gemm.h"
 #include "exec/exe_ops.h"
 #include "exec/exe_par.h"
 
@@ -209,6 +210,19 @@ void exe_mx_store(const exe_state *S, tpu_dtype t, void *out, int64_t i0, int64_
 
 void exe_mx_gemm(int dbl, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                  int64_t ldb, int beta1, void *C, int64_t ldc)
+{
+    if (!dbl && exe_gemm_micro_default() && M > 0 && N > 0) {
+        /* f32 on an AVX-512 CPU: the microkernels (gemm.h), one thread (the callers split the work) */
+        exe_gemm_src a = {A, TPU_F32, ta ? 1 : lda, ta ? lda : 1, EXE_MX_AS_IS};
+        exe_gemm_src b = {B, TPU_F32, tb ? 1 : ldb, tb ? ldb : 1, EXE_MX_AS_IS};
+        exe_gemm(1, M, N, K, &a, &b, C, ldc, beta1);
+        return;
+    }
+    exe_mx_gemm_blas(dbl, ta, tb, M, N, K, A, lda, B, ldb, beta1, C, ldc);
+}
+
+void exe_mx_gemm_blas(int dbl, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                      int64_t ldb, int beta1, void *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {

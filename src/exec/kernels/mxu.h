@@ -61,6 +61,9 @@ double exe_mx_value(tpu_dtype t, const void *base, int64_t i, exe_mx_part part);
  * parallelise with OpenMP themselves, so every thread runs under the interpreter's FTZ/DAZ mode. */
 void exe_mx_gemm(int dbl, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                  int64_t ldb, int beta1, void *C, int64_t ldc);
+/* The same, always through BLAS (f32 products go to the gemm.h microkernels by default on AVX-512 CPUs). */
+void exe_mx_gemm_blas(int dbl, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, int beta1, void *C, int64_t ldc);
 
 /* Threads to use (S->threads, or all of OpenMP's). */
 int exe_mx_threads(const exe_state *S);

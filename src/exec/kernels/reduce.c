@@ -11,20 +11,25 @@
 #include "exec/exec.h"
 #include "exec/exe_ops.h"
 #include "exec/exe_par.h"
+#include "exec/exe_fuse.h"
+#include "ew_int.h"
+#include "ew_block.h"
+#include "ref.h"
 #include "mxu.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
-/* Copies `a` into buf so that kept dimensions come first (in order) and reduced ones last (in order).
- * Returns a pointer to the arranged data (a->data itself when no move is needed). */
-static const void *rd_arrange(const tpu_tensor *a, const uint8_t *is_red, void **buf, int *moved)
+/* Copies `a` into buf so that kept dimensions come first (in order) and reduced ones last (in order), or
+ * (red_first) the other way round. Returns a pointer to the arranged data (a->data itself when no move is
+ * needed). */
+static const void *rd_arrange2(const tpu_tensor *a, const uint8_t *is_red, int red_first, void **buf, int *moved)
 {
     int perm[TPU_MAX_RANK], np = 0;
-    for (int i = 0; i < a->rank; i++)
-        if (!is_red[i]) perm[np++] = i;
-    for (int i = 0; i < a->rank; i++)
-        if (is_red[i]) perm[np++] = i;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < a->rank; i++)
+            if (!is_red[i] == (pass == red_first)) perm[np++] = i;
     int identity = 1;
     for (int i = 0; i < a->rank; i++)
         if (perm[i] != i && a->dims[perm[i]] != 1) identity = 0;
@@ -56,6 +61,11 @@ static const void *rd_arrange(const tpu_tensor *a, const uint8_t *is_red, void *
     exe_nd_copy(*buf, ps, a->data, ss, pd, a->rank, tpu_dtype_size(a->dtype));
     *moved = 1;
     return *buf;
+}
+
+static const void *rd_arrange(const tpu_tensor *a, const uint8_t *is_red, void **buf, int *moved)
+{
+    return rd_arrange2(a, is_red, 0, buf, moved);
 }
 
 /* The dims as [O][R][I] (kept, reduced, kept; size-1 dims ignored) when the reduced ones are one block. */
@@ -133,6 +143,32 @@ static double rd_sum_f64(const double *x, int64_t n)
     return s;
 }
 
+/* max/min of an f32 run: the ops are associative and commutative (NaN absorbs, +0 beats -0 in max and -0
+ * beats +0 in min, subnormals read as zero), so the run folds in 64 lanes, branch-free */
+EXE_MX_CLONES
+static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
+{
+    float l[64];
+    for (int j = 0; j < 64; j++) l[j] = init;
+    int64_t m = n & ~(int64_t)63;
+    if (is_max)
+        for (int64_t r = 0; r < m; r += 64)
+            for (int j = 0; j < 64; j++) {
+                float a = l[j], v = ewb_dazf(x[r + j]);
+                l[j] = a != a || v != v ? NAN : (a > v || (a == v && !signbit(a))) ? a : v;
+            }
+    else
+        for (int64_t r = 0; r < m; r += 64)
+            for (int j = 0; j < 64; j++) {
+                float a = l[j], v = ewb_dazf(x[r + j]);
+                l[j] = a != a || v != v ? NAN : (a < v || (a == v && signbit(a))) ? a : v;
+            }
+    float acc = init;
+    for (int j = 0; j < 64; j++) acc = is_max ? ewb_maxf(acc, l[j]) : ewb_minf(acc, l[j]);
+    for (int64_t r = m; r < n; r++) acc = is_max ? ewb_maxf(acc, x[r]) : ewb_minf(acc, x[r]);
+    return acc;
+}
+
 static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
 {
     const rd_job *J = ctx;
@@ -141,6 +177,8 @@ static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
         if (J->bop == HLO_ADD) {
             double s = J->is32 ? rd_sum_f32((const float *)J->x + o * J->R, J->R) : rd_sum_f64((const double *)J->x + o * J->R, J->R);
             acc = J->R ? J->init + s : J->init;
+        } else if (J->is32 && J->R >= 64) {
+            acc = rd_maxmin_f32((const float *)J->x + o * J->R, J->R, J->bop == HLO_MAXIMUM, ewb_dazf((float)J->init));
         } else {
             int is_max = J->bop == HLO_MAXIMUM;
             for (int64_t r = 0; r < J->R; r++) acc = rd_step(is_max, acc, rd_ld(J, o * J->R + r));
@@ -263,6 +301,190 @@ static int rd_low_precision_sum(exe_state *S, const tpu_tensor *a, const tpu_ten
     return 1;
 }
 
+/* ---- integers: add, multiply, and, or, xor, max, min give one result whatever the order (wrapping
+ * arithmetic is associative and commutative), so runs fold in lanes and chunks combine in any order ---- */
+
+static int rd_int_ok(const tpu_tensor *a, hlo_op op)
+{
+    int k = tpu_dtype_kind(a->dtype), bits = tpu_dtype_bits(a->dtype);
+    return (k == 's' || k == 'u') && (bits == 32 || bits == 64) &&
+           (op == HLO_ADD || op == HLO_MULTIPLY || op == HLO_AND || op == HLO_OR || op == HLO_XOR || op == HLO_MAXIMUM ||
+            op == HLO_MINIMUM);
+}
+
+typedef struct rd_ijob {
+    const char *x;
+    uint64_t   *part;     /* [O][nch] partial results */
+    int64_t     R, nch, ch;
+    int         es, uns;
+    hlo_op      op;
+} rd_ijob;
+
+#define RD_LANES 256
+
+/* *acc <- *acc op x[0] op ... op x[n-1] (any order: the ops are exact); long runs in RD_LANES lanes */
+EXE_VEC
+static void rd_int_fold(hlo_op op, int uns, int es, const char *x, int64_t n, uint64_t *acc)
+{
+#define RD_OP(a, b, z, len)                                                                        \
+    (es == 4 ? ewi_binary32(op, uns, (const uint32_t *)(a), (const uint32_t *)(b), (uint32_t *)(z), len) \
+             : ewi_binary64(op, uns, (const uint64_t *)(a), (const uint64_t *)(b), (uint64_t *)(z), len))
+    int64_t i = 0;
+    if (n >= 2 * RD_LANES) {
+        uint64_t lanes[RD_LANES];
+        memcpy(lanes, x, RD_LANES * (size_t)es);
+        for (i = RD_LANES; i + RD_LANES <= n; i += RD_LANES) RD_OP(lanes, x + i * es, lanes, RD_LANES);
+        for (int j = 0; j < RD_LANES; j++) RD_OP(acc, (const char *)lanes + j * es, acc, 1);
+    }
+    for (; i < n; i++) RD_OP(acc, x + i * es, acc, 1);
+#undef RD_OP
+}
+
+static void rd_int_chunk(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+    const rd_ijob *J = ctx;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t o = c / J->nch, r0 = c % J->nch * J->ch, len = UT_MIN(J->ch, J->R - r0);
+        uint64_t *acc = &J->part[c];
+        memcpy(acc, J->x + (o * J->R + r0) * J->es, (size_t)J->es);
+        rd_int_fold(J->op, J->uns, J->es, J->x + (o * J->R + r0 + 1) * J->es, len - 1, acc);
+    }
+    (void)tid;
+}
+
+/* out[o] = init op x[o][0] op x[o][1] ... ; x arranged [O][R] */
+static tpu_status rd_int(exe_state *S, hlo_op op, const tpu_tensor *a, const void *x, const tpu_tensor *init, tpu_tensor *res,
+                         int64_t O, int64_t R)
+{
+    int es = (int)tpu_dtype_size(a->dtype), uns = tpu_dtype_kind(a->dtype) == 'u';
+    int nt = exe_par_threads(S->threads);
+    rd_ijob J = {x, NULL, R, 1, R, es, uns, op};
+    if (R > 65536 && O < 4 * nt) {   /* few long rows: split them */
+        J.ch = UT_MAX((int64_t)65536, R / (8 * nt));
+        J.nch = (R + J.ch - 1) / J.ch;
+    }
+    J.part = ut_calloc((size_t)(O * J.nch + 1), sizeof(uint64_t));
+    if (!J.part) return ut_nomem(S->ctx);
+    if (R > 0) exe_par_for(O * R > 65536 ? S->threads : 1, O * J.nch, UT_MAX((int64_t)1, 65536 / UT_MAX(J.ch, (int64_t)1)),
+                           rd_int_chunk, &J);
+    for (int64_t o = 0; o < O; o++) {
+        uint64_t acc = 0;
+        memcpy(&acc, init->data, (size_t)es);
+        for (int64_t c = 0; R > 0 && c < J.nch; c++) {
+            uint64_t p = J.part[o * J.nch + c];
+            rd_int_fold(op, uns, es, (const char *)&p, 1, &acc);
+        }
+        memcpy((char *)res->data + o * es, &acc, (size_t)es);
+    }
+    ut_free(J.part);
+    return TPU_OK;
+}
+
+/* ---- any reducer with a block form (exe_vfn): many outputs fold in step, one lane each, every lane the
+ * reference's fold in r order (argmin/argmax, bf16 sums rounded at each step, ...) ---- */
+
+#define RD_W 256   /* lanes per tile */
+
+typedef struct rd_vjob {
+    exe_state        *S;
+    const exe_vfn    *vf;
+    int               n;
+    const char      **x;       /* input k arranged [R][O] */
+    const tpu_tensor *const *init;
+    tpu_tensor      **res;
+    int64_t           O, R;
+    _Atomic int       failed;
+} rd_vjob;
+
+/* lanes of input k at (r, o0..o0+w): straight from x, or widened from bf16 into buf */
+static void *rd_vlanes(const rd_vjob *J, int k, int64_t r, int64_t o0, int w, char *buf)
+{
+    const tpu_tensor *t = J->res[k];   /* inputs and results share dtypes (checked by the caller) */
+    const char *p = J->x[k] + (size_t)(r * J->O + o0) * tpu_dtype_size(t->dtype);
+    if (t->dtype != TPU_BF16) return (void *)p;
+    for (int i = 0; i < w; i++) ((float *)buf)[i] = fp_bf16_to_f32_inline(((const uint16_t *)p)[i]);
+    return buf;
+}
+
+static void rd_vtile(void *ctx, int64_t t0, int64_t t1, int tid)
+{
+    rd_vjob *J = ctx;
+    int n = J->n;
+    size_t lane = RD_W * 8;
+    char *mem = ut_malloc(exe_vfn_scratch_bytes(J->vf) + lane * (size_t)(3 * n));
+    if (!mem) {
+        atomic_store(&J->failed, 1);
+        return;
+    }
+    char *acc[2] = {mem, mem + lane * (size_t)n}, *xb = mem + 2 * lane * (size_t)n, *scratch = mem + 3 * lane * (size_t)n;
+    for (int64_t tile = t0; tile < t1; tile++) {
+        int64_t o0 = tile * RD_W;
+        int w = (int)UT_MIN((int64_t)RD_W, J->O - o0), cur = 0;
+        void *args[64], *outs[32];
+        for (int k = 0; k < n; k++) {   /* every lane starts from the init value */
+            int lb = exe_vfn_lane_bytes(J->res[k]->dtype);
+            uint64_t v = 0;
+            if (J->init[k]->dtype == TPU_BF16) {
+                float f = fp_bf16_to_f32_inline(((const uint16_t *)J->init[k]->data)[0]);
+                memcpy(&v, &f, 4);
+            } else {
+                memcpy(&v, J->init[k]->data, (size_t)lb);
+            }
+            for (int i = 0; i < w; i++) memcpy(acc[0] + lane * k + (size_t)i * lb, &v, (size_t)lb);
+        }
+        for (int64_t r = 0; r < J->R; r++) {
+            for (int k = 0; k < n; k++) {
+                args[k] = acc[cur] + lane * k;
+                args[n + k] = rd_vlanes(J, k, r, o0, w, xb + lane * k);
+                outs[k] = acc[!cur] + lane * k;
+            }
+            exe_vfn_eval(J->S, J->vf, args, outs, w, scratch);
+            cur = !cur;
+        }
+        for (int k = 0; k < n; k++) {
+            tpu_tensor *t = J->res[k];
+            const char *a = acc[cur] + lane * k;
+            if (t->dtype == TPU_BF16)
+                for (int i = 0; i < w; i++) ((uint16_t *)t->data)[o0 + i] = fp_f32_to_bf16_inline(((const float *)a)[i]);
+            else
+                memcpy((char *)t->data + (size_t)o0 * tpu_dtype_size(t->dtype), a, (size_t)w * tpu_dtype_size(t->dtype));
+        }
+    }
+    ut_free(mem);
+    (void)tid;
+}
+
+/* Returns 1 when done through lanes (st set on failure), 0 when the reducer or types have no block form. */
+static int rd_vfn(exe_state *S, const exe_scalar_fn *fn, exe_value *const *ops, int n, const uint8_t *is_red,
+                  tpu_tensor **res, int64_t O, int64_t R, tpu_status *st)
+{
+    const exe_vfn *vf = exe_scalar_fn_vfn(fn);
+    if (!vf || n > 8 || O < 16) return 0;
+    for (int k = 0; k < n; k++) {
+        tpu_dtype t = ops[k]->t->dtype;
+        if (!exe_vfn_lane_bytes(t) || t != ops[n + k]->t->dtype || t != res[k]->dtype ||
+            exe_scalar_fn_param_dtype(fn, k) != t || exe_scalar_fn_param_dtype(fn, n + k) != t)
+            return 0;
+    }
+    void *bufs[8] = {0};
+    const char *x[8];
+    const tpu_tensor *init[8];
+    for (int k = 0; k < n && !*st; k++) {
+        int moved;
+        x[k] = rd_arrange2(ops[k]->t, is_red, 1, &bufs[k], &moved);
+        init[k] = ops[n + k]->t;
+        if (!x[k]) *st = ut_nomem(S->ctx);
+    }
+    if (!*st) {
+        rd_vjob J = {S, vf, n, x, init, res, O, R, 0};
+        int64_t tiles = (O + RD_W - 1) / RD_W;
+        exe_par_for(O * R > 16384 ? S->threads : 1, tiles, 1, rd_vtile, &J);
+        if (atomic_load(&J.failed)) *st = ut_nomem(S->ctx);
+    }
+    for (int k = 0; k < n; k++) ut_free(bufs[k]);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_reduce)
 {
     int n = in->nops / 2;
@@ -307,6 +529,14 @@ EXE_KERNEL(exe_k_reduce)
                           (long long)outer);
             break;
         }
+    }
+    hlo_op bop = exe_scalar_fn_binop(fn);
+    /* a bf16/f16 sum is accumulated in f32 as XLA does, not step by step in lanes */
+    int lowsum = !st && n == 1 && bop == HLO_ADD && (a0->dtype == TPU_BF16 || a0->dtype == TPU_F16) &&
+                 res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype;
+    int lanes = !st && !lowsum && !exe_kernels_force_ref && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
+                rd_vfn(S, fn, ops, n, is_red, res, outer, inner, &st);
+    for (int k = 0; k < n && !st && !lanes && !lowsum; k++) {
         int moved;
         int64_t vo, vr, vi;
         if (n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && rd_view(a0, is_red, &vo, &vr, &vi))
@@ -315,8 +545,9 @@ EXE_KERNEL(exe_k_reduce)
             src[k] = rd_arrange(ops[k]->t, is_red, &bufs[k], &moved);
         if (!src[k]) st = ut_nomem(S->ctx);
     }
-    hlo_op bop = exe_scalar_fn_binop(fn);
-    if (!st && n == 1 && bop == HLO_ADD && rd_low_precision_sum(S, a0, ops[1]->t, is_red, outer, inner, res[0], &st)) {
+    if (lanes) {
+        /* done through lanes (rd_vfn) */
+    } else if (lowsum && rd_low_precision_sum(S, a0, ops[1]->t, is_red, outer, inner, res[0], &st)) {
         /* done: accumulated in f32 */
     } else if (!st && n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && res[0]->dtype == a0->dtype &&
         (bop == HLO_ADD || bop == HLO_MAXIMUM || bop == HLO_MINIMUM)) {
@@ -343,6 +574,8 @@ EXE_KERNEL(exe_k_reduce)
             J.nc = (J.I + J.cw - 1) / J.cw;
             exe_par_for(outer * inner > 65536 && J.O * J.nc > 1 ? S->threads : 1, J.O * J.nc, 1, rd_cols, &J);
         }
+    } else if (!st && !exe_kernels_force_ref && n == 1 && rd_int_ok(a0, bop) && res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype) {
+        st = rd_int(S, bop, a0, src[0], ops[1]->t, res[0], outer, inner);
     } else if (!st) {
         tpu_dtype dt[32], it[32];
         for (int k = 0; k < n; k++) {

@@ -9,6 +9,9 @@
 /* Test hook: when non-zero, each of the kernels above runs its reference instead (so a whole program can be
  * run both ways and compared). Never set outside tests. */
 extern int exe_kernels_force_ref;
+/* Test hook: when non-zero, the elementwise kernels (elementwise.c) skip every fast path and run the
+ * per-element reference semantics of exe_ops.c (the fused loops are compared against them). */
+extern int exe_ew_force_ref;
 
 EXE_KERNEL(exe_k_gather_ref);
 EXE_KERNEL(exe_k_scatter_ref);

@@ -17,12 +17,14 @@
  * That is XLA's definition (a stable sort with a total-order comparator, then a slice).
  */
 #include "exec/exec.h"
+#include "exec/exe_par.h"
 #include "exec/exe_ops.h"
 #include "exec/kernels/ref.h"
 #include "util/fp.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define ST_MAX_OPS 32
@@ -654,29 +656,79 @@ static void tk_store(tk_plan *p, int64_t r, int64_t j, int64_t pos)
     ((int32_t *)p->idx->data)[r * p->k + j] = (int32_t)pos;
 }
 
+/* (key, pos) pairs are ordered strictly (ties by position), so the k best are one definite set and order */
+static inline int tk_less(const st_pair *a, const st_pair *b)
+{
+    return a->key != b->key ? a->key < b->key : a->pos < b->pos;
+}
+
+/* heap[0..n) a max-heap by tk_less: the root is the worst of the best k so far */
+static void tk_sift_down(st_pair *h, int64_t n, int64_t i)
+{
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && tk_less(&h[m], &h[l])) m = l;
+        if (r < n && tk_less(&h[m], &h[r])) m = r;
+        if (m == i) return;
+        st_pair t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+typedef struct tk_job {
+    tk_plan    *p;
+    sk_mode     mode;
+    _Atomic int failed;
+} tk_job;
+
+/* The k best of each row in one pass: a candidate enters only when it beats the heap's worst (most of a long
+ * row is one comparison), then the k are sorted. */
+static void tk_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    tk_job *J = ctx;
+    tk_plan *p = J->p;
+    st_pair *h = ut_malloc((size_t)(p->k ? p->k : 1) * sizeof *h);
+    if (!h) {
+        atomic_store(&J->failed, 1);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < p->len && p->k > 0; j++) {
+            uint64_t key = st_key(p->x->dtype, p->x->data, r * p->len + j, J->mode);
+            st_pair c = {p->largest ? ~key : key, j};
+            if (n < p->k) {
+                h[n++] = c;
+                if (n == p->k)
+                    for (int64_t i = n / 2 - 1; i >= 0; i--) tk_sift_down(h, n, i);
+            } else if (tk_less(&c, &h[0])) {
+                h[0] = c;
+                tk_sift_down(h, n, 0);
+            }
+        }
+        qsort(h, (size_t)n, sizeof *h, st_pair_cmp);
+        for (int64_t j = 0; j < p->k; j++) tk_store(p, r, j, h[j].pos);
+    }
+    ut_free(h);
+    (void)tid;
+}
+
 EXE_KERNEL(exe_k_topk)
 {
     if (exe_kernels_force_ref) return exe_k_topk_ref(S, in, ops, out);
     tk_plan p;
     tpu_status st = tk_setup(S, in, ops, &p);
     if (st) return st;
-    st_pair *pairs = ut_malloc((size_t)(p.len ? p.len : 1) * sizeof *pairs);
-    if (!pairs) {
+    tk_job J = {&p, st_is_float(p.x->dtype) ? SK_TOTAL : SK_INT, 0};
+    exe_par_for(p.rows * p.len > 65536 ? S->threads : 1, p.rows, UT_MAX((int64_t)1, 65536 / UT_MAX(p.len, (int64_t)1)),
+                tk_rows, &J);
+    if (atomic_load(&J.failed)) {
         tpu_tensor_free(p.vals);
         tpu_tensor_free(p.idx);
         return ut_nomem(S->ctx);
     }
-    sk_mode mode = st_is_float(p.x->dtype) ? SK_TOTAL : SK_INT;
-    for (int64_t r = 0; r < p.rows; r++) {
-        for (int64_t j = 0; j < p.len; j++) {
-            uint64_t key = st_key(p.x->dtype, p.x->data, r * p.len + j, mode);
-            pairs[j].key = p.largest ? ~key : key;
-            pairs[j].pos = j;
-        }
-        qsort(pairs, (size_t)p.len, sizeof *pairs, st_pair_cmp);
-        for (int64_t j = 0; j < p.k; j++) tk_store(&p, r, j, pairs[j].pos);
-    }
-    ut_free(pairs);
     return tk_result(S, &p, out);
 }
 

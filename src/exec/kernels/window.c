@@ -25,6 +25,7 @@
 #include "exec/kernels/ref.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "exec/exe_par.h"
 
@@ -72,15 +73,17 @@ static tpu_status wn_geometry(exe_state *S, const hlo_instr *in, const tpu_tenso
     return TPU_OK;
 }
 
-/* For each dim, a table [out][size] of input coordinates (-1: padding or a dilation hole). */
-static int64_t *wn_tables(const wn_geom *w, int64_t **tab)
+/* For each dim (but the last when skip_last: rwl_rows computes it), a table [out][size] of input coordinates
+ * (-1: padding or a dilation hole). */
+static int64_t *wn_tables2(const wn_geom *w, int64_t **tab, int skip_last)
 {
     int64_t total = 0;
-    for (int d = 0; d < w->rank; d++) total += w->out[d] * w->size[d];
+    int rank = w->rank - (skip_last ? 1 : 0);
+    for (int d = 0; d < rank; d++) total += w->out[d] * w->size[d];
     int64_t *buf = ut_malloc((size_t)(total ? total : 1) * sizeof *buf);
     if (!buf) return NULL;
     int64_t *p = buf;
-    for (int d = 0; d < w->rank; d++) {
+    for (int d = 0; d < rank; d++) {
         tab[d] = p;
         for (int64_t o = 0; o < w->out[d]; o++)
             for (int64_t k = 0; k < w->size[d]; k++) {
@@ -92,6 +95,8 @@ static int64_t *wn_tables(const wn_geom *w, int64_t **tab)
     }
     return buf;
 }
+
+static int64_t *wn_tables(const wn_geom *w, int64_t **tab) { return wn_tables2(w, tab, 0); }
 
 static int wn_next(int64_t *pos, const int64_t *dims, int n)
 {
@@ -368,6 +373,141 @@ static tpu_status rw_run_scan(exe_state *S, rw_plan *p, int d, int fwd, int excl
     return st;
 }
 
+/* ---- f32 scans with add, multiply, max or min: the same tree on f32 values (the reference computes each
+ * step in double and rounds it to f32, which for these ops is the f32 operation), Q independent lanes at a
+ * time ([t][q] layout), rows in parallel ---- */
+
+typedef struct rws_f32 {
+    hlo_op op;
+    float  init;
+    int64_t Q;
+} rws_f32;
+
+EXE_VEC
+static void rws_op(hlo_op op, float *acc, const float *x, int64_t Q)
+{
+    switch (op) {
+    case HLO_ADD: for (int64_t q = 0; q < Q; q++) acc[q] = acc[q] + x[q]; break;
+    case HLO_MULTIPLY: for (int64_t q = 0; q < Q; q++) acc[q] = acc[q] * x[q]; break;
+    case HLO_MAXIMUM: for (int64_t q = 0; q < Q; q++) acc[q] = wn_maxf(acc[q], x[q]); break;
+    default: for (int64_t q = 0; q < Q; q++) acc[q] = wn_minf(acc[q], x[q]); break;
+    }
+}
+
+static void rws_fill(float *a, float v, int64_t Q)
+{
+    for (int64_t q = 0; q < Q; q++) a[q] = v;
+}
+
+/* out[(L + excl) x Q] <- the scan of x[L x Q], as rw_scan computes it; tmp: scratch of rws_tmp_size(L) rows */
+static void rws_scan(const rws_f32 *c, const float *x, int64_t L, int fwd, int excl, float *out, float *tmp)
+{
+    int64_t Q = c->Q;
+    if (L <= RW_SCAN_BASE) {
+        int64_t plo = fwd ? L - 1 + excl : 0;
+        for (int64_t k = 0; k < L + excl; k++) {
+            float *acc = out + k * Q;
+            rws_fill(acc, c->init, Q);
+            for (int64_t t = k - plo; t < k - plo + L; t++)
+                if (t >= 0 && t < L) rws_op(c->op, acc, x + t * Q, Q);
+        }
+        return;
+    }
+    const int64_t B = RW_SCAN_BASE;
+    int64_t P = (L + B - 1) / B * B, C = P / B;
+    float *inner = tmp, *col = inner + P * Q, *carry = col + C * Q, *pad = carry + (C + 1) * Q, *rest = pad + Q;
+    rws_fill(pad, c->init, Q);
+    for (int64_t cc = 0; cc < C; cc++) {
+        for (int64_t j = 0; j < B; j++) {
+            float *acc = inner + (cc * B + j) * Q;
+            int64_t a = fwd ? 0 : j, b = fwd ? j : B - 1;
+            if (fwd && j > 0) {   /* the prefix fold of j taps is the fold of j-1 taps and one more */
+                memcpy(acc, acc - Q, (size_t)Q * sizeof *acc);
+                a = j;
+            } else {
+                rws_fill(acc, c->init, Q);
+            }
+            for (int64_t t = a; t <= b; t++) rws_op(c->op, acc, cc * B + t < L ? x + (cc * B + t) * Q : pad, Q);
+        }
+        memcpy(col + cc * Q, inner + (cc * B + (fwd ? B - 1 : 0)) * Q, (size_t)Q * sizeof *col);
+    }
+    rws_scan(c, col, C, fwd, 1, carry, rest);
+    for (int64_t k = 0; k < L; k++) {
+        int64_t e = fwd ? k / B : k / B + 1;
+        float *o = out + (k + (excl && fwd)) * Q;
+        memcpy(o, inner + k * Q, (size_t)Q * sizeof *o);
+        rws_op(c->op, o, carry + e * Q, Q);
+    }
+    if (excl) rws_fill(out + (fwd ? 0 : L) * Q, c->init, Q);
+}
+
+/* rows of scratch rws_scan needs for length L (inner, col, carry, pad, then the recursion's) */
+static int64_t rws_tmp_rows(int64_t L)
+{
+    if (L <= RW_SCAN_BASE) return 0;
+    int64_t P = (L + RW_SCAN_BASE - 1) / RW_SCAN_BASE * RW_SCAN_BASE, C = P / RW_SCAN_BASE;
+    return P + C + (C + 1) + 1 + rws_tmp_rows(C);
+}
+
+typedef struct rws_job {
+    rws_f32      c;
+    const float *x;
+    float       *y;
+    int64_t      L, Lo, inner, nq;   /* blocks of Q lanes along the inner dims */
+    int          fwd, excl;
+    _Atomic int  failed;
+} rws_job;
+
+static void rws_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
+{
+    rws_job *J = ctx;
+    int64_t Qmax = J->c.Q, L = J->L, Lo = J->Lo;
+    float *buf = ut_malloc((size_t)(L + Lo + rws_tmp_rows(L)) * (size_t)Qmax * sizeof(float));
+    if (!buf) {
+        atomic_store(&J->failed, 1);
+        return;
+    }
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t o = b / J->nq, q0 = b % J->nq * Qmax;
+        rws_f32 c = J->c;
+        c.Q = UT_MIN(Qmax, J->inner - q0);
+        float *xb = buf, *ob = xb + L * c.Q, *tmp = ob + Lo * c.Q;
+        for (int64_t t = 0; t < L; t++) memcpy(xb + t * c.Q, J->x + (o * L + t) * J->inner + q0, (size_t)c.Q * sizeof(float));
+        rws_scan(&c, xb, L, J->fwd, J->excl, ob, tmp);
+        for (int64_t k = 0; k < Lo; k++) memcpy(J->y + (o * Lo + k) * J->inner + q0, ob + k * c.Q, (size_t)c.Q * sizeof(float));
+    }
+    ut_free(buf);
+    (void)tid;
+}
+
+/* The f32 form of rw_run_scan; returns 0 when it does not apply. */
+static int rw_run_scan_f32(exe_state *S, rw_plan *p, int d, int fwd, int excl, tpu_status *st)
+{
+    const wn_geom *w = &p->w;
+    if (p->n != 1 || p->x[0]->dtype != TPU_F32 ||
+        !(p->binop == HLO_ADD || p->binop == HLO_MULTIPLY || p->binop == HLO_MAXIMUM || p->binop == HLO_MINIMUM))
+        return 0;
+    rws_job J;
+    memset(&J, 0, sizeof J);
+    J.c.op = p->binop;
+    J.c.init = (float)p->init[0].f;
+    J.x = p->x[0]->data;
+    J.y = p->res[0]->data;
+    J.L = w->in[d];
+    J.Lo = J.L + excl;
+    J.fwd = fwd;
+    J.excl = excl;
+    int64_t outer = 1;
+    J.inner = 1;
+    for (int k = 0; k < d; k++) outer *= w->in[k];
+    for (int k = d + 1; k < w->rank; k++) J.inner *= w->in[k];
+    J.c.Q = UT_MIN(J.inner, (int64_t)64);
+    J.nq = (J.inner + J.c.Q - 1) / J.c.Q;
+    exe_par_for(outer * J.inner * J.L > 65536 ? S->threads : 1, outer * J.nq, 1, rws_chunk, &J);
+    if (atomic_load(&J.failed)) *st = ut_nomem(S->ctx);
+    return 1;
+}
+
 typedef struct rwl_job {
     exe_state     *S;
     const rw_plan *p;
@@ -459,6 +599,66 @@ static void rwl_chunk(void *ctx, int64_t o0, int64_t o1, int tid)
     }
 }
 
+/* Output rows [r0, r1) (all dims but the last) of an f32 add/max/min window whose last dim has no lhs
+ * dilation: every output of the row folds the same taps in the same order as rwl_chunk (outer taps in
+ * row-major order, then the last dim's), but a tap is applied to the whole row at once (the outputs that see
+ * it form one interval), so the loop runs along the row and vectorises. */
+EXE_VEC
+static void rwl_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    const rwl_job *J = ctx;
+    const rw_plan *P = J->p;
+    const wn_geom *w = J->w;
+    int R = J->R, L = R - 1;
+    const float *x = (const float *)P->x[0]->data;
+    float *y = (float *)P->res[0]->data;
+    int64_t F = w->out[L], st = w->stride[L], rd = w->rd[L], lo = w->lo[L], in = w->in[L];
+    (void)tid;
+    for (int64_t row = r0; row < r1; row++) {
+        float *acc = y + row * F;
+        for (int64_t o = 0; o < F; o++) acc[o] = (float)P->init[0].f;
+        int64_t opos[TPU_MAX_RANK], rem = row;
+        for (int d = L - 1; d >= 0; d--) {
+            opos[d] = rem % w->out[d];
+            rem /= w->out[d];
+        }
+        int64_t k[TPU_MAX_RANK] = {0}, outer_taps = w->taps / w->size[L];
+        for (int64_t t = 0; t < outer_taps; t++, wn_next(k, w->size, L)) {
+            int64_t base = 0;
+            int ok = 1;
+            for (int d = 0; d < L; d++) {
+                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
+                if (c < 0) ok = 0;
+                base += c * J->istr[d];
+            }
+            if (!ok) continue;
+            for (int64_t kl = 0; kl < w->size[L]; kl++) {
+                /* outputs o with 0 <= o*st + kl*rd - lo < in */
+                int64_t off = kl * rd - lo, oa = off >= 0 ? 0 : (-off + st - 1) / st, ob = in - 1 - off < 0 ? -1 : (in - 1 - off) / st;
+                if (ob >= F) ob = F - 1;
+                const float *xs = x + base + off;
+                switch (P->binop) {
+                case HLO_ADD:
+                    for (int64_t o = oa; o <= ob; o++) acc[o] += xs[o * st];
+                    break;
+                case HLO_MAXIMUM:
+                    for (int64_t o = oa; o <= ob; o++) {
+                        float a = acc[o], v = xs[o * st];
+                        acc[o] = a != a || v != v ? NAN : (a > v || (a == v && !signbit(a))) ? a : v;
+                    }
+                    break;
+                default:
+                    for (int64_t o = oa; o <= ob; o++) {
+                        float a = acc[o], v = xs[o * st];
+                        acc[o] = a != a || v != v ? NAN : (a < v || (a == v && signbit(a))) ? a : v;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /* Output rows [r0, r1) of the lane form (wn_last_is_lane): the same taps in the same order as rwl_chunk. */
 static void rwl_lanes_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
 {
@@ -499,7 +699,8 @@ EXE_KERNEL(exe_k_reduce_window)
     if (st) return st;
     int sd, sfwd, sexcl;
     if (rw_is_scan(&p, &sd, &sfwd, &sexcl)) {
-        if ((st = rw_run_scan(S, &p, sd, sfwd, sexcl))) {
+        if (!rw_run_scan_f32(S, &p, sd, sfwd, sexcl, &st)) st = rw_run_scan(S, &p, sd, sfwd, sexcl);
+        if (st) {
             rw_free(&p);
             return st;
         }
@@ -507,8 +708,10 @@ EXE_KERNEL(exe_k_reduce_window)
     }
     const wn_geom *w = &p.w;
     int R = w->rank, n = p.n;
+    int fast = n == 1 && p.x[0]->dtype == TPU_F32 && (p.binop == HLO_ADD || p.binop == HLO_MAXIMUM || p.binop == HLO_MINIMUM);
+    int by_rows = fast && R >= 1 && !wn_last_is_lane(w) && w->ld[R - 1] == 1;
     int64_t *tab[TPU_MAX_RANK];
-    int64_t *buf = wn_tables(w, tab);
+    int64_t *buf = wn_tables2(w, tab, by_rows);
     if (!buf) {
         rw_free(&p);
         return ut_nomem(S->ctx);
@@ -518,9 +721,12 @@ EXE_KERNEL(exe_k_reduce_window)
         istr[d] = s;
         s *= w->in[d];
     }
-    int fast = n == 1 && p.x[0]->dtype == TPU_F32 && (p.binop == HLO_ADD || p.binop == HLO_MAXIMUM || p.binop == HLO_MINIMUM);
     rwl_job J = {S, &p, w, R, n, tab, istr, fast};
-    if (fast && wn_last_is_lane(w)) {
+    if (by_rows && w->out[R - 1] > 0) {
+        int64_t F = w->out[R - 1];
+        exe_par_for(nout * w->taps > 65536 ? S->threads : 1, nout / F, UT_MAX((int64_t)1, 65536 / UT_MAX(w->taps * F, (int64_t)1)),
+                    rwl_rows, &J);
+    } else if (fast && wn_last_is_lane(w)) {
         int64_t F = w->out[R - 1], rows = nout / F;
         exe_par_for(nout * w->taps > 65536 ? S->threads : 1, rows,
                     UT_MAX((int64_t)1, 16384 / UT_MAX(w->taps * F, (int64_t)1)), rwl_lanes_chunk, &J);
