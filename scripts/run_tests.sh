@@ -19,8 +19,16 @@ for cmd in "$@"; do
   for n in $(echo "$line" | grep -oE '[0-9]+ (skipped|xfailed)' | grep -oE '[0-9]+'); do skipped=$((skipped + n)); done
   [ "$rc" = 0 ] || bad=1
 done
-strays=$(env -u TPUSIM_MPI_TEST_TAG grep -ls -- "TPUSIM_MPI_TEST_TAG=$TPUSIM_MPI_TEST_TAG" /proc/[0-9]*/environ 2>/dev/null |
-         cut -d/ -f3 | grep -vx "$$")
+# read the environments with bash alone: a grep or cut started here would carry the tag and count itself
+strays=""
+needle="TPUSIM_MPI_TEST_TAG=$TPUSIM_MPI_TEST_TAG"
+for envf in /proc/[0-9]*/environ; do
+  pid=${envf#/proc/}; pid=${pid%/environ}
+  [ "$pid" = "$$" ] && continue
+  while IFS= read -r -d '' kv; do
+    if [ "$kv" = "$needle" ]; then strays="$strays $pid"; break; fi
+  done 2>/dev/null < "$envf"
+done
 if [ -n "$strays" ]; then
   echo "run_tests: MPI processes outlived the tests (killed): $(echo $strays)" >&2
   kill -9 $strays 2>/dev/null
