@@ -1317,391 +1317,466 @@ static int cmp_while_copies(cmp_state *C, const hlo_instr *w, int k, const int *
     return 1;
 }
 
-static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
+/* The working arrays of one computation's plan, indexed by instruction id (creation order) or op (group). */
+typedef struct cmp_fusion {
+    int       n;              /* instructions */
+    int       ngroups;        /* ops, numbered by creation */
+    int      *group;          /* op of each instruction; -1 when duplicated into its consumers */
+    int      *root_of;        /* per op: root instruction id */
+    uint8_t  *gkind;          /* per op: cmp_op_kind */
+    int      *pos_of_group;   /* per op: its position in the schedule */
+    uint8_t  *dup;            /* duplicated into its consumers: no op, no value */
+    int     **effs;           /* per duplicated instruction: the ops it is recomputed in (neff of them) */
+    int      *neff;
+} cmp_fusion;
+
+static tpu_status cmp_fusion_init(cmp_state *C, cmp_fusion *F, int n)
+{
+    memset(F, 0, sizeof *F);
+    F->n = n;
+    F->group = ut_malloc((size_t)n * sizeof *F->group);
+    F->root_of = ut_malloc((size_t)n * sizeof *F->root_of);
+    F->gkind = ut_malloc((size_t)n);
+    F->pos_of_group = ut_malloc((size_t)n * sizeof *F->pos_of_group);
+    F->dup = ut_calloc((size_t)n, 1);
+    F->effs = ut_calloc((size_t)n, sizeof *F->effs);
+    F->neff = ut_calloc((size_t)n, sizeof *F->neff);
+    if (!F->group || !F->root_of || !F->gkind || !F->pos_of_group || !F->dup || !F->effs || !F->neff)
+        return ut_nomem(C->ctx);
+    return TPU_OK;
+}
+
+static void cmp_fusion_free(cmp_fusion *F)
+{
+    for (int i = 0; F->effs && i < F->n; i++) ut_free(F->effs[i]);
+    ut_free(F->effs);
+    ut_free(F->neff);
+    ut_free(F->dup);
+    ut_free(F->group);
+    ut_free(F->root_of);
+    ut_free(F->gkind);
+    ut_free(F->pos_of_group);
+}
+
+static int cmp_new_group(cmp_fusion *F, cmp_op_kind kind)
+{
+    int g = F->ngroups++;
+    F->gkind[g] = (uint8_t)kind;
+    return g;
+}
+
+static int cmp_op_has(const cmp_op *op, const hlo_instr *in)
+{
+    for (int q = 0; q < op->ninstrs; q++)
+        if (op->instrs[q] == in) return 1;
+    return 0;
+}
+
+/* The ops that in's value flows into, through duplicated producers: ug[0..return), at most 64 (*overflow
+ * when there are more). */
+static int cmp_user_groups(const cmp_state *C, const hlo_comp *c, const cmp_fusion *F, const hlo_instr *in,
+                           int ug[64], int *overflow)
+{
+    int gi = cmp_gid(C, in), nug = 0;
+    *overflow = 0;
+    for (int k = 0; k < C->users_n[gi] && !*overflow; k++) {
+        int uid = C->users[gi][k] - C->comp_base[c->id];
+        int cnt = F->dup[uid] ? F->neff[uid] : 1;
+        for (int e = 0; e < cnt; e++) {
+            int g2 = F->dup[uid] ? F->effs[uid][e] : F->group[uid];
+            int seen = 0;
+            for (int q = 0; q < nug && !seen; q++) seen = ug[q] == g2;
+            if (seen) continue;
+            if (nug == 64) {
+                *overflow = 1;
+                break;
+            }
+            ug[nug++] = g2;
+        }
+    }
+    return nug;
+}
+
+/* The op of a fusible instruction or a dot/convolution (instruction i), whose users are placed already: the
+ * op of its users when they share one that takes producers; the op of its single elementwise user for a
+ * dot (output fusion); -1 when it is cheap and duplicated into each of its users' ops; -2 when out of
+ * memory; else a new op. */
+static int cmp_fuse_into_users(cmp_state *C, const hlo_comp *c, cmp_fusion *F, int i)
+{
+    const hlo_instr *in = c->instrs[i];
+    int gi = cmp_gid(C, in), nu = C->users_n[gi];
+    int ug[64], overflow;
+    int nug = cmp_user_groups(C, c, F, in, ug, &overflow);
+    int same = nu > 0 && nug == 1 && !overflow;
+    int all_accept = nu > 0 && nug > 0 && !overflow && in != c->root;
+    for (int q = 0; q < nug && all_accept; q++)
+        all_accept = F->gkind[ug[q]] == CMP_LOOP || F->gkind[ug[q]] == CMP_INPUT ||
+                     (F->gkind[ug[q]] == CMP_OUTPUT && cmp_fuses_into_mxu(in));
+    if (in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
+        /* output fusion: the dot heads its single elementwise user's loop op */
+        int uid = nu == 1 ? C->users[gi][0] - C->comp_base[c->id] : -1;
+        if (same && nu == 1 && F->gkind[ug[0]] == CMP_LOOP && !F->dup[uid]) {
+            const hlo_instr *u = c->instrs[uid];
+            hlo_class uc = hlo_op_class((hlo_op)u->op);
+            if ((uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank) {
+                F->gkind[ug[0]] = CMP_OUTPUT;
+                return ug[0];
+            }
+        }
+        return cmp_new_group(F, CMP_OUTPUT);
+    }
+    if (same && all_accept) return ug[0];
+    if (all_accept && cmp_is_cheap(in)) {
+        F->effs[i] = ut_malloc((size_t)nug * sizeof(int));
+        if (!F->effs[i]) return -2;
+        F->dup[i] = 1;
+        memcpy(F->effs[i], ug, (size_t)nug * sizeof(int));
+        F->neff[i] = nug;
+        return -1;
+    }
+    return cmp_new_group(F, CMP_LOOP);
+}
+
+/* The op of instruction i (see cmp_fuse). */
+static int cmp_fuse_one(cmp_state *C, const hlo_comp *c, cmp_fusion *F, int i)
+{
+    const hlo_instr *in = c->instrs[i];
+    int mxu = in->op == HLO_DOT || in->op == HLO_CONVOLUTION;
+    if (cmp_is_noop(in)) return cmp_new_group(F, CMP_NOOP);
+    if (in->op == HLO_FUSION) return cmp_new_group(F, cmp_kind_of_fusion(in));
+    if (cmp_is_control(in)) return cmp_new_group(F, CMP_CONTROL);
+    /* a program the TPU compiler produced is fused already: what stands alone stays alone */
+    if (C->compiled && (cmp_is_fusible(in) || mxu)) return cmp_new_group(F, mxu ? CMP_OUTPUT : CMP_LOOP);
+    if (cmp_is_fusible(in) || mxu) return cmp_fuse_into_users(C, c, F, i);
+    if (in->op == HLO_REDUCE || in->op == HLO_REDUCE_WINDOW) return cmp_new_group(F, CMP_INPUT);
+    return cmp_new_group(F, CMP_SINGLE);
+}
+
+/* 1. Fusion, consumers first: each instruction joins an op or starts one (its root). A cheap producer whose
+ * users sit in several ops that take producers is duplicated into each (dup[i], group -1): it is recomputed
+ * there and never written to HBM. */
+static tpu_status cmp_fuse(cmp_state *C, const hlo_comp *c, cmp_fusion *F)
+{
+    for (int i = F->n - 1; i >= 0; i--) {
+        int before = F->ngroups;
+        int g = cmp_fuse_one(C, c, F, i);
+        if (g == -2) return ut_nomem(C->ctx);
+        F->group[i] = g;
+        if (g >= 0 && F->ngroups > before) F->root_of[g] = i;   /* the member that creates an op is its root */
+    }
+    return TPU_OK;
+}
+
+/* 2. The plan's ops in schedule order, each with its members. */
+static tpu_status cmp_plan_ops(cmp_state *C, const hlo_comp *c, cmp_fusion *F, cmp_plan **out)
 {
     cmp_program *p = C->p;
-    if (C->plan_done[c->id] == 2) {
-        *out = p->plans[c->id];
-        return TPU_OK;
-    }
-    if (C->plan_done[c->id] == 1) return ut_err(C->ctx, TPU_ERR_SHAPE, "computation '%s' calls itself", c->name);
-    C->plan_done[c->id] = 1;
-    tpu_status st = TPU_OK;
-    int n = c->ninstrs;
-    int *walked = NULL, stamp = 0;
-    int *group = ut_malloc((size_t)n * sizeof *group);        /* op index (by creation) of each instruction */
-    int *root_of = ut_malloc((size_t)n * sizeof *root_of);    /* per group: root instruction id */
-    uint8_t *gkind = ut_malloc((size_t)n);
-    int *pos_of_group = ut_malloc((size_t)n * sizeof *pos_of_group);
-    uint8_t *dup = NULL;      /* duplicated into its consumers: no op, no value */
-    int **effs = NULL, *neff = NULL;
-    if (!group || !root_of || !gkind || !pos_of_group) {
-        st = ut_nomem(C->ctx);
-        goto done;
-    }
-    int ngroups = 0;
-    /* 1. fusion, consumers first. A cheap producer whose users sit in several ops that take producers is
-     * duplicated into each (dup[i], group -1): it is recomputed there and never written to HBM. */
-    dup = ut_calloc((size_t)n, 1);
-    effs = ut_calloc((size_t)n, sizeof *effs);
-    neff = ut_calloc((size_t)n, sizeof *neff);
-    if (!dup || !effs || !neff) {
-        st = ut_nomem(C->ctx);
-        goto done;
-    }
-    for (int i = n - 1; i >= 0; i--) {
-        const hlo_instr *in = c->instrs[i];
-        int gi = cmp_gid(C, in);
-        int nu = C->users_n[gi];
-        int g = -1, created_before = ngroups;
-        if (cmp_is_noop(in)) {
-            g = ngroups++;
-            gkind[g] = CMP_NOOP;
-        } else if (in->op == HLO_FUSION) {
-            g = ngroups++;
-            gkind[g] = (uint8_t)cmp_kind_of_fusion(in);
-        } else if (cmp_is_control(in)) {
-            g = ngroups++;
-            gkind[g] = CMP_CONTROL;
-        } else if (C->compiled && (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION)) {
-            /* a program the TPU compiler produced is fused already: what stands alone stays alone */
-            g = ngroups++;
-            gkind[g] = in->op == HLO_DOT || in->op == HLO_CONVOLUTION ? CMP_OUTPUT : CMP_LOOP;
-        } else if (cmp_is_fusible(in) || in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
-            /* the ops this value flows into (through duplicated producers) */
-            int ug[64], nug = 0, overflow = 0;
-            for (int k = 0; k < nu && !overflow; k++) {
-                int uid = C->users[gi][k] - C->comp_base[c->id];
-                int cnt = dup[uid] ? neff[uid] : 1;
-                for (int e = 0; e < cnt; e++) {
-                    int g2 = dup[uid] ? effs[uid][e] : group[uid];
-                    int seen = 0;
-                    for (int q = 0; q < nug && !seen; q++) seen = ug[q] == g2;
-                    if (seen) continue;
-                    if (nug == 64) { overflow = 1; break; }
-                    ug[nug++] = g2;
-                }
-            }
-            int same = nu > 0 && nug == 1 && !overflow;
-            int all_accept = nu > 0 && nug > 0 && !overflow && in != c->root;
-            for (int q = 0; q < nug && all_accept; q++)
-                all_accept = gkind[ug[q]] == CMP_LOOP || gkind[ug[q]] == CMP_INPUT ||
-                             (gkind[ug[q]] == CMP_OUTPUT && cmp_fuses_into_mxu(in));
-            if (in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
-                /* output fusion: the dot heads its single elementwise user's loop op */
-                if (same && nu == 1 && gkind[ug[0]] == CMP_LOOP && !dup[C->users[gi][0] - C->comp_base[c->id]]) {
-                    const hlo_instr *u = c->instrs[C->users[gi][0] - C->comp_base[c->id]];
-                    hlo_class uc = hlo_op_class((hlo_op)u->op);
-                    if ((uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank) {
-                        g = ug[0];
-                        gkind[g] = CMP_OUTPUT;
-                    }
-                }
-                if (g < 0) {
-                    g = ngroups++;
-                    gkind[g] = CMP_OUTPUT;
-                }
-            } else if (same && all_accept) {
-                g = ug[0];
-            } else if (all_accept && cmp_is_cheap(in)) {
-                dup[i] = 1;
-                effs[i] = ut_malloc((size_t)nug * sizeof(int));
-                if (!effs[i]) {
-                    st = ut_nomem(C->ctx);
-                    goto done;
-                }
-                memcpy(effs[i], ug, (size_t)nug * sizeof(int));
-                neff[i] = nug;
-                group[i] = -1;
-                continue;
-            } else {
-                g = ngroups++;
-                gkind[g] = CMP_LOOP;
-            }
-        } else if (in->op == HLO_REDUCE || in->op == HLO_REDUCE_WINDOW) {
-            g = ngroups++;
-            gkind[g] = CMP_INPUT;
-        } else {
-            g = ngroups++;
-            gkind[g] = CMP_SINGLE;
-        }
-        group[i] = g;
-        if (ngroups > created_before) root_of[g] = i;   /* the member that creates an op is its root */
-    }
-    /* 2. schedule: ops in order of their roots */
+    int ngroups = F->ngroups;
     cmp_plan *plan = ut_arena_alloc(&p->arena, sizeof *plan);
-    if (!plan) {
-        st = ut_nomem(C->ctx);
-        goto done;
-    }
+    if (!plan) return ut_nomem(C->ctx);
     plan->comp = c;
     plan->nops = ngroups;
     plan->ops = ut_arena_alloc(&p->arena, (size_t)(ngroups ? ngroups : 1) * sizeof *plan->ops);
-    if (!plan->ops) {
-        st = ut_nomem(C->ctx);
-        goto done;
+    if (!plan->ops) return ut_nomem(C->ctx);
+    tpu_status st = cmp_schedule(C, c, F->group, F->root_of, F->gkind, ngroups, F->pos_of_group, F->dup);
+    if (st) return st;
+    int *count = ut_calloc((size_t)ngroups + 1, sizeof *count);
+    if (!count) return ut_nomem(C->ctx);
+    for (int i = 0; i < F->n; i++)
+        if (F->group[i] >= 0) count[F->pos_of_group[F->group[i]]]++;
+    for (int g = 0; g < ngroups && !st; g++) {
+        cmp_op *op = &plan->ops[F->pos_of_group[g]];
+        op->kind = (cmp_op_kind)F->gkind[g];
+        op->root = c->instrs[F->root_of[g]];
+        op->instrs = ut_arena_alloc(&p->arena, (size_t)count[F->pos_of_group[g]] * sizeof *op->instrs);
+        if (!op->instrs) st = ut_nomem(C->ctx);
     }
-    st = cmp_schedule(C, c, group, root_of, gkind, ngroups, pos_of_group, dup);
-    if (st) goto done;
-    /* members per op */
-    {
-        int *count = ut_calloc((size_t)ngroups + 1, sizeof *count);
-        if (!count) {
-            st = ut_nomem(C->ctx);
-            goto done;
-        }
-        for (int i = 0; i < n; i++)
-            if (group[i] >= 0) count[pos_of_group[group[i]]]++;
-        for (int g = 0; g < ngroups && !st; g++) {
-            cmp_op *op = &plan->ops[pos_of_group[g]];
-            op->kind = (cmp_op_kind)gkind[g];
-            op->root = c->instrs[root_of[g]];
-            op->instrs = ut_arena_alloc(&p->arena, (size_t)count[pos_of_group[g]] * sizeof *op->instrs);
-            if (!op->instrs) st = ut_nomem(C->ctx);
-        }
-        for (int i = 0; i < n && !st; i++) {
-            if (group[i] < 0) continue;
-            cmp_op *op = &plan->ops[pos_of_group[group[i]]];
-            op->instrs[op->ninstrs++] = c->instrs[i];
-        }
-        ut_free(count);
-        if (st) goto done;
+    for (int i = 0; i < F->n && !st; i++) {
+        if (F->group[i] < 0) continue;
+        cmp_op *op = &plan->ops[F->pos_of_group[F->group[i]]];
+        op->instrs[op->ninstrs++] = c->instrs[i];
     }
-    /* 3. sub-plans first (their peaks are needed for this plan's heap) */
-    for (int k = 0; k < plan->nops && !st; k++)
-        if (plan->ops[k].kind == CMP_CONTROL) st = cmp_control_subs(C, plan->ops[k].root, &plan->ops[k]);
-    if (st) goto done;
-    /* 4. values */
-    int is_entry = c == p->m->entry;
-    int first_value = C->nvalues;
+    ut_free(count);
+    *out = plan;
+    return st;
+}
+
+/* 4. Values of an op of no work: arguments, constants, and the buffers that tuples and views pass on. */
+static tpu_status cmp_values_noop(cmp_state *C, const cmp_op *op, int is_entry)
+{
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *in = op->instrs[m];
+        switch ((hlo_op)in->op) {
+        case HLO_PARAMETER:
+            if (is_entry && !cmp_define_all(C, in, CMP_V_ARG)) return ut_nomem(C->ctx);
+            break;   /* sub-plan parameters live in the caller's buffers */
+        case HLO_CONSTANT:
+            if (!cmp_define_all(C, in, CMP_V_CONST)) return ut_nomem(C->ctx);
+            break;
+        case HLO_GET_TUPLE_ELEMENT:
+            cmp_alias_leaves(C, in, in->ops[0], cmp_leaf_offset(&in->ops[0]->shape, hlo_attr_int(in, HK_INDEX, 0)));
+            break;
+        case HLO_TUPLE: {
+            int off = 0;
+            for (int o = 0; o < in->nops; o++) {
+                int nl = C->leaf_count[cmp_gid(C, in->ops[o])];
+                int *dst = cmp_leaves(C, in) + off, *src = cmp_leaves(C, in->ops[o]);
+                for (int l = 0; l < nl; l++) dst[l] = src[l];
+                off += nl;
+            }
+            break;
+        }
+        case HLO_REPLICA_ID: case HLO_PARTITION_ID: case HLO_AFTER_ALL:
+            break;
+        default:   /* bitcast, opt-barrier, domain, add-dependency, sharding custom-calls: same buffer */
+            if (in->nops) cmp_alias_leaves(C, in, in->ops[0], 0);
+            break;
+        }
+    }
+    return TPU_OK;
+}
+
+/* Whether leaf value src is a temporary of at least s's padded size (that an op may take over). */
+static int cmp_temp_fits(const cmp_state *C, int src, const hlo_shape *s)
+{
+    const cmp_program *p = C->p;
+    return src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP &&
+           p->values[cmp_owner(p, src)].padded >= cmp_padded_bytes(C->chip, s);
+}
+
+/* A fusion whose root is a dynamic-update-slice of one of its parameters updates that operand in place
+ * (XLA's can-share-buffer rule); so does one whose root is a scatter (an embedding gradient's scatter-add
+ * into the zero table, embedding_grad.opt.hlo). 1 when r's values are placed, 0 when not, -1 out of memory. */
+static int cmp_fusion_in_place(cmp_state *C, const hlo_instr *r, int is_entry)
+{
+    if (r->op != HLO_FUSION || r->ncalled != 1 || !hlo_shape_is_array(&r->shape)) return 0;
+    const hlo_instr *fr = r->called[0]->root;
+    while (fr->op == HLO_BITCAST && fr->nops == 1) fr = fr->ops[0];
+    if (!(fr->op == HLO_DYNAMIC_UPDATE_SLICE || fr->op == HLO_SCATTER) || fr->nops < 1 ||
+        fr->ops[0]->op != HLO_PARAMETER || fr->ops[0]->param_no >= r->nops)
+        return 0;
+    const hlo_instr *opnd = r->ops[fr->ops[0]->param_no];
+    int gi = cmp_gid(C, opnd);
+    int src = cmp_leaves(C, opnd)[0];
+    if (C->users_n[gi] == 1 && src < 0 && !is_entry && cmp_from_param(opnd))
+        /* updating the loop state (or an argument of the sub-plan) in place: the caller's buffer */
+        return cmp_define_all(C, r, CMP_V_CALLER) ? 1 : -1;
+    if (C->users_n[gi] == 1 && cmp_temp_fits(C, src, &r->shape)) {
+        cmp_alias_leaves(C, r, opnd, 0);
+        return 1;
+    }
+    return 0;
+}
+
+/* A scatter updates its operand in place when nothing else reads it (XLA's buffer sharing): a scatter-add
+ * into a broadcast zero table (an embedding gradient) takes one table, not two. 1 when placed, else 0. */
+static int cmp_scatter_in_place(cmp_state *C, const hlo_instr *r)
+{
+    if (r->op != HLO_SCATTER || C->compiled || !hlo_shape_is_array(&r->shape) || r->nops < 3) return 0;
+    int gi = cmp_gid(C, r->ops[0]);
+    int src = cmp_leaves(C, r->ops[0])[0];
+    if (C->users_n[gi] != 1 || !cmp_temp_fits(C, src, &r->shape)) return 0;
+    cmp_alias_leaves(C, r, r->ops[0], 0);
+    return 1;
+}
+
+/* A dynamic-update-slice (op k's root, also as the root of a fusion) updates in place when its operand comes
+ * from outside the op and nothing else reads it afterwards. 1 when placed, 0 when not, -1 out of memory. */
+static int cmp_dus_in_place(cmp_state *C, const hlo_comp *c, const cmp_fusion *F, const cmp_op *op, int k,
+                            int is_entry)
+{
+    const hlo_instr *r = op->root;
+    if (r->op != HLO_DYNAMIC_UPDATE_SLICE) return 0;
+    cmp_program *p = C->p;
+    int gi = cmp_gid(C, r->ops[0]);
+    int src = cmp_leaves(C, r->ops[0])[0];
+    if (cmp_op_has(op, r->ops[0])) return 0;
+    /* other readers scheduled before this op do not stop the update in place (XLA orders them) */
+    for (int u = 0; u < C->users_n[gi]; u++) {
+        const hlo_instr *user = c->instrs[C->users[gi][u] - C->comp_base[c->id]];
+        if (user == r || cmp_op_has(op, user)) continue;
+        if (!(F->group[user->id] >= 0 && F->pos_of_group[F->group[user->id]] < k)) return 0;
+    }
+    if (src < 0 && !is_entry && cmp_from_param(r->ops[0])) return cmp_define_all(C, r, CMP_V_CALLER) ? 1 : -1;
+    if (src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
+        cmp_alias_leaves(C, r, r->ops[0], 0);
+        return 1;
+    }
+    return 0;
+}
+
+/* A multi-output fusion: each output that is a dynamic-update-slice of a parameter updates that operand's
+ * buffer in place. */
+static void cmp_multi_output_in_place(cmp_state *C, const hlo_instr *r, int is_entry)
+{
+    if (r->op != HLO_FUSION || r->ncalled != 1 || !hlo_shape_is_tuple(&r->shape)) return;
+    cmp_program *p = C->p;
+    const hlo_instr *fr = r->called[0]->root;
+    int *lv = cmp_leaves(C, r);
+    for (int e = 0; fr->op == HLO_TUPLE && e < fr->nops && e < C->leaf_count[cmp_gid(C, r)]; e++) {
+        const hlo_instr *d = fr->ops[e];
+        while (d->op == HLO_BITCAST && d->nops == 1) d = d->ops[0];
+        if (d->op != HLO_DYNAMIC_UPDATE_SLICE || d->ops[0]->op != HLO_PARAMETER || d->ops[0]->param_no >= r->nops)
+            continue;
+        if (!hlo_shape_is_array(&r->shape.tuple[e])) continue;
+        const hlo_instr *opnd = r->ops[d->ops[0]->param_no];
+        int src = cmp_leaves(C, opnd)[0];
+        if (C->users_n[cmp_gid(C, opnd)] != 1 || lv[e] < 0) continue;
+        if (src < 0 && !is_entry && cmp_from_param(opnd)) p->values[lv[e]].kind = CMP_V_CALLER;
+        else if (src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) p->values[lv[e]].alias = cmp_owner(p, src);
+    }
+}
+
+/* 4. Values of an op that computes (op k): in place over an operand where XLA shares the buffer, else new
+ * temporaries (stored as bf16 where every reader rounds to bf16 anyway). */
+static tpu_status cmp_values_op(cmp_state *C, const hlo_comp *c, const cmp_fusion *F, const cmp_op *op, int k,
+                                int is_entry)
+{
+    const hlo_instr *r = op->root;
+    int placed = cmp_async_values(C, r);
+    if (!placed) placed = cmp_fusion_in_place(C, r, is_entry);
+    if (!placed) placed = cmp_scatter_in_place(C, r);
+    if (!placed) placed = cmp_dus_in_place(C, c, F, op, k, is_entry);
+    if (placed < 0) return ut_nomem(C->ctx);
+    if (placed) return TPU_OK;
+    if (!cmp_define_all(C, r, CMP_V_TEMP)) return ut_nomem(C->ctx);
+    if (!C->compiled && hlo_shape_is_array(&r->shape) && r->shape.dtype == TPU_F32 && cmp_bf16_enough(C, r, F->dup, 0)) {
+        cmp_value *v = &C->p->values[cmp_leaves(C, r)[0]];
+        v->shape.dtype = TPU_BF16;
+        v->unpadded = cmp_unpadded_bytes(&v->shape);
+        v->padded = cmp_padded_bytes(C->chip, &v->shape);
+    }
+    cmp_multi_output_in_place(C, r, is_entry);
+    return TPU_OK;
+}
+
+/* 4. The values each op defines, in schedule order. */
+static tpu_status cmp_plan_values(cmp_state *C, const hlo_comp *c, const cmp_fusion *F, cmp_plan *plan, int is_entry)
+{
     for (int k = 0; k < plan->nops; k++) {
-        cmp_op *op = &plan->ops[k];
+        const cmp_op *op = &plan->ops[k];
         const hlo_instr *r = op->root;
-        switch (op->kind) {
-        case CMP_NOOP:
-            for (int m = 0; m < op->ninstrs; m++) {
-                const hlo_instr *in = op->instrs[m];
-                switch ((hlo_op)in->op) {
-                case HLO_PARAMETER:
-                    if (is_entry && !cmp_define_all(C, in, CMP_V_ARG)) st = ut_nomem(C->ctx);
-                    break;   /* sub-plan parameters live in the caller's buffers */
-                case HLO_CONSTANT:
-                    if (!cmp_define_all(C, in, CMP_V_CONST)) st = ut_nomem(C->ctx);
-                    break;
-                case HLO_GET_TUPLE_ELEMENT:
-                    cmp_alias_leaves(C, in, in->ops[0], cmp_leaf_offset(&in->ops[0]->shape, hlo_attr_int(in, HK_INDEX, 0)));
-                    break;
-                case HLO_TUPLE: {
-                    int off = 0;
-                    for (int o = 0; o < in->nops; o++) {
-                        int nl = C->leaf_count[cmp_gid(C, in->ops[o])];
-                        int *dst = cmp_leaves(C, in) + off, *src = cmp_leaves(C, in->ops[o]);
-                        for (int l = 0; l < nl; l++) dst[l] = src[l];
-                        off += nl;
-                    }
-                    break;
-                }
-                case HLO_REPLICA_ID: case HLO_PARTITION_ID: case HLO_AFTER_ALL:
-                    break;
-                default:   /* bitcast, opt-barrier, domain, add-dependency, sharding custom-calls: same buffer */
-                    if (in->nops) cmp_alias_leaves(C, in, in->ops[0], 0);
-                    break;
-                }
-            }
-            break;
-        case CMP_CONTROL:
-            if (r->op == HLO_WHILE) {
-                cmp_alias_leaves(C, r, r->ops[0], 0);   /* the loop state is updated in place */
-                if (!C->compiled && !cmp_while_copies(C, r, k, group, pos_of_group, dup)) st = ut_nomem(C->ctx);
-            } else if (!cmp_define_all(C, r, CMP_V_TEMP)) {
-                st = ut_nomem(C->ctx);
-            }
-            break;
-        default: {
-            int async = cmp_async_values(C, r);
-            if (async < 0) st = ut_nomem(C->ctx);
-            if (async) break;
+        tpu_status st = TPU_OK;
+        if (op->kind == CMP_NOOP) {
+            st = cmp_values_noop(C, op, is_entry);
+        } else if (op->kind == CMP_CONTROL && r->op == HLO_WHILE) {
+            cmp_alias_leaves(C, r, r->ops[0], 0);   /* the loop state is updated in place */
+            if (!C->compiled && !cmp_while_copies(C, r, k, F->group, F->pos_of_group, F->dup)) st = ut_nomem(C->ctx);
+        } else if (op->kind == CMP_CONTROL) {
+            if (!cmp_define_all(C, r, CMP_V_TEMP)) st = ut_nomem(C->ctx);
+        } else {
+            st = cmp_values_op(C, c, F, op, k, is_entry);
         }
-            if (r->op == HLO_FUSION && r->ncalled == 1 && hlo_shape_is_array(&r->shape)) {
-                /* a fusion whose root is a dynamic-update-slice of one of its parameters updates that operand in
-                 * place (XLA's can-share-buffer rule) */
-                const hlo_instr *fr = r->called[0]->root;
-                while (fr->op == HLO_BITCAST && fr->nops == 1) fr = fr->ops[0];
-                /* (a scatter at the root of a fusion updates its operand in place too: an embedding gradient's
-                 * scatter-add into the zero table, embedding_grad.opt.hlo) */
-                if ((fr->op == HLO_DYNAMIC_UPDATE_SLICE || fr->op == HLO_SCATTER) && fr->nops >= 1 &&
-                    fr->ops[0]->op == HLO_PARAMETER && fr->ops[0]->param_no < r->nops) {
-                    const hlo_instr *opnd = r->ops[fr->ops[0]->param_no];
-                    int gi = cmp_gid(C, opnd);
-                    int src = cmp_leaves(C, opnd)[0];
-                    if (C->users_n[gi] == 1 && src < 0 && !is_entry && cmp_from_param(opnd)) {
-                        /* updating the loop state (or an argument of the sub-plan) in place: the caller's buffer */
-                        if (!cmp_define_all(C, r, CMP_V_CALLER)) st = ut_nomem(C->ctx);
-                        break;
-                    }
-                    if (C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP &&
-                        p->values[cmp_owner(p, src)].padded >= cmp_padded_bytes(C->chip, &r->shape)) {
-                        cmp_alias_leaves(C, r, opnd, 0);
-                        break;
-                    }
-                }
-            }
-            if (r->op == HLO_SCATTER && !C->compiled && hlo_shape_is_array(&r->shape) && r->nops >= 3) {
-                /* scatter updates its operand in place when nothing else reads it (XLA's buffer sharing): a
-                 * scatter-add into a broadcast zero table (an embedding gradient) takes one table, not two */
-                int gi = cmp_gid(C, r->ops[0]);
-                int src = cmp_leaves(C, r->ops[0])[0];
-                if (C->users_n[gi] == 1 && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP &&
-                    p->values[cmp_owner(p, src)].padded >= cmp_padded_bytes(C->chip, &r->shape)) {
-                    cmp_alias_leaves(C, r, r->ops[0], 0);
-                    break;
-                }
-            }
-            if (r->op == HLO_DYNAMIC_UPDATE_SLICE) {
-                /* in place (also as the root of a fusion) when the operand comes from outside the op and
-                 * nothing else reads it afterwards */
-                int gi = cmp_gid(C, r->ops[0]);
-                int src = cmp_leaves(C, r->ops[0])[0];
-                int member = 0;
-                for (int q = 0; q < op->ninstrs && !member; q++) member = op->instrs[q] == r->ops[0];
-                /* other readers scheduled before this op do not stop the update in place (XLA orders them) */
-                int others_before = 1;
-                for (int u = 0; u < C->users_n[gi] && others_before; u++) {
-                    const hlo_instr *user = c->instrs[C->users[gi][u] - C->comp_base[c->id]];
-                    if (user == r) continue;
-                    int in_op = 0;
-                    for (int q = 0; q < op->ninstrs && !in_op; q++) in_op = op->instrs[q] == user;
-                    others_before = in_op || (group[user->id] >= 0 && pos_of_group[group[user->id]] < k);
-                }
-                if (!member && others_before && src < 0 && !is_entry && cmp_from_param(r->ops[0])) {
-                    if (!cmp_define_all(C, r, CMP_V_CALLER)) st = ut_nomem(C->ctx);
-                    break;
-                }
-                if (!member && others_before && src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) {
-                    cmp_alias_leaves(C, r, r->ops[0], 0);
-                    break;
-                }
-            }
-            if (!cmp_define_all(C, r, CMP_V_TEMP)) {
-                st = ut_nomem(C->ctx);
-                break;
-            }
-            if (!C->compiled && hlo_shape_is_array(&r->shape) && r->shape.dtype == TPU_F32 && cmp_bf16_enough(C, r, dup, 0)) {
-                cmp_value *v = &p->values[cmp_leaves(C, r)[0]];
-                v->shape.dtype = TPU_BF16;
-                v->unpadded = cmp_unpadded_bytes(&v->shape);
-                v->padded = cmp_padded_bytes(C->chip, &v->shape);
-            }
-            if (r->op == HLO_FUSION && r->ncalled == 1 && hlo_shape_is_tuple(&r->shape)) {
-                /* multi-output fusion: each output that is a dynamic-update-slice of a parameter updates that
-                 * operand's buffer in place */
-                const hlo_instr *fr = r->called[0]->root;
-                int *lv = cmp_leaves(C, r);
-                for (int e = 0; fr->op == HLO_TUPLE && e < fr->nops && e < C->leaf_count[cmp_gid(C, r)]; e++) {
-                    const hlo_instr *d = fr->ops[e];
-                    while (d->op == HLO_BITCAST && d->nops == 1) d = d->ops[0];
-                    if (d->op != HLO_DYNAMIC_UPDATE_SLICE || d->ops[0]->op != HLO_PARAMETER || d->ops[0]->param_no >= r->nops)
-                        continue;
-                    if (!hlo_shape_is_array(&r->shape.tuple[e])) continue;
-                    const hlo_instr *opnd = r->ops[d->ops[0]->param_no];
-                    int src = cmp_leaves(C, opnd)[0];
-                    if (C->users_n[cmp_gid(C, opnd)] != 1 || lv[e] < 0) continue;
-                    if (src < 0 && !is_entry && cmp_from_param(opnd)) p->values[lv[e]].kind = CMP_V_CALLER;
-                    else if (src >= 0 && p->values[cmp_owner(p, src)].kind == CMP_V_TEMP) p->values[lv[e]].alias = cmp_owner(p, src);
-                }
-            }
-            break;
-        }
-        if (st) goto done;
+        if (st) return st;
     }
     if (is_entry) cmp_apply_io_alias(C);
-    /* 5. op inputs/outputs and live ranges (on owners). Walking operands through duplicated producers visits
-     * each instruction once per op (stamps): chains of them that share operands would otherwise be walked once
-     * per path. Which op an instruction belongs to, and which values an op already reads, are looked up the
-     * same way, so an op of many members or inputs costs no more than its size. */
-    walked = ut_calloc((size_t)n + 1, sizeof *walked);
-    int *op_of = ut_malloc((size_t)(n ? n : 1) * sizeof(int)), *seen_v = ut_malloc((size_t)(C->nvalues + 1) * sizeof(int));
-    if (!walked || !op_of || !seen_v) {
-        ut_free(op_of);
-        ut_free(seen_v);
-        st = ut_nomem(C->ctx);
-        goto done;
+    return TPU_OK;
+}
+
+/* Scratch of cmp_plan_io, sized by the computation. */
+typedef struct cmp_io_scratch {
+    int               *walked, stamp;   /* per instruction: the last walk that visited it */
+    int               *op_of;           /* per instruction: its op, -1 for none */
+    int               *seen_v;          /* per value: the last op that read it */
+    const hlo_instr  **srcs;            /* the instructions an op reads */
+} cmp_io_scratch;
+
+/* The instructions op reads, looking through duplicated producers to what they read, each once:
+ * S->srcs[0..return). A walk visits each instruction once (stamps): chains of duplicated producers that
+ * share operands would otherwise be walked once per path. */
+static int cmp_op_sources(const cmp_fusion *F, const cmp_op *op, cmp_io_scratch *S)
+{
+    int ns = 0;
+    S->stamp++;
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *stack[256];
+        int sp = 0;
+        for (int o = 0; o < op->instrs[m]->nops && sp < 256; o++) stack[sp++] = op->instrs[m]->ops[o];
+        while (sp > 0) {
+            const hlo_instr *src = stack[--sp];
+            if (S->walked[src->id] == S->stamp) continue;
+            S->walked[src->id] = S->stamp;
+            if (F->dup[src->id]) {
+                for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
+                continue;
+            }
+            S->srcs[ns++] = src;
+        }
     }
-    for (int i = 0; i < n; i++) op_of[i] = -1;
-    for (int v = 0; v <= C->nvalues; v++) seen_v[v] = -1;
-    for (int k = 0; k < plan->nops; k++)
-        for (int m = 0; m < plan->ops[k].ninstrs; m++) op_of[plan->ops[k].instrs[m]->id] = k;
-    for (int k = 0; k < plan->nops && !st; k++) {
-        cmp_op *op = &plan->ops[k];
-        if (op->kind == CMP_NOOP) continue;
-        int nin = 0, cap = 0;
-        stamp++;
-        for (int m = 0; m < op->ninstrs; m++) {
-            const hlo_instr *stack[256];
-            int sp = 0;
-            for (int o = 0; o < op->instrs[m]->nops && sp < 256; o++) stack[sp++] = op->instrs[m]->ops[o];
-            while (sp > 0) {
-                const hlo_instr *src = stack[--sp];
-                if (walked[src->id] == stamp) continue;
-                walked[src->id] = stamp;
-                if (dup[src->id]) {
-                    for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
-                    continue;
-                }
-                cap += C->leaf_count[cmp_gid(C, src)];
-            }
-        }
-        op->in = ut_arena_alloc(&p->arena, (size_t)(cap ? cap : 1) * sizeof(int));
-        int nl = C->leaf_count[cmp_gid(C, op->root)];
-        op->out = ut_arena_alloc(&p->arena, (size_t)(nl ? nl : 1) * sizeof(int));
-        if (!op->in || !op->out) {
-            st = ut_nomem(C->ctx);
-            break;
-        }
-        stamp++;
-        for (int m = 0; m < op->ninstrs; m++) {
-            const hlo_instr *in = op->instrs[m];
-            /* operands, looking through duplicated producers to what they read */
-            const hlo_instr *stack[256];
-            int sp = 0;
-            for (int o = 0; o < in->nops && sp < 256; o++) stack[sp++] = in->ops[o];
-            while (sp > 0) {
-                const hlo_instr *src = stack[--sp];
-                if (walked[src->id] == stamp) continue;
-                walked[src->id] = stamp;
-                if (dup[src->id]) {
-                    for (int o = 0; o < src->nops && sp < 256; o++) stack[sp++] = src->ops[o];
-                    continue;
-                }
-                if (src->parent == c && op_of[src->id] == k) continue;   /* inside the op */
-                int nsl = C->leaf_count[cmp_gid(C, src)];
-                int *sv = cmp_leaves(C, src);
-                for (int l = 0; l < nsl; l++) {
-                    int v = cmp_owner(p, sv[l]);
-                    if (v < 0) continue;
-                    if (v < C->nvalues && seen_v[v] == k) continue;   /* read already */
-                    if (nin == cap) break;
-                    if (v < C->nvalues) seen_v[v] = k;
-                    op->in[nin++] = v;
-                    if (p->values[v].comp == c->id && k > p->values[v].end) p->values[v].end = k;
-                }
-            }
-        }
-        op->nin = nin;
-        int *rv = cmp_leaves(C, op->root);
-        for (int l = 0; l < nl; l++) {
-            int v = cmp_owner(p, rv[l]);
+    return ns;
+}
+
+/* 5. Op k's inputs and outputs (owners), and the live ranges they extend. */
+static tpu_status cmp_op_io(cmp_state *C, const hlo_comp *c, const cmp_fusion *F, cmp_plan *plan, int k,
+                            cmp_io_scratch *S)
+{
+    cmp_program *p = C->p;
+    cmp_op *op = &plan->ops[k];
+    int ns = cmp_op_sources(F, op, S), cap = 0;
+    for (int s = 0; s < ns; s++) cap += C->leaf_count[cmp_gid(C, S->srcs[s])];
+    op->in = ut_arena_alloc(&p->arena, (size_t)(cap ? cap : 1) * sizeof(int));
+    int nl = C->leaf_count[cmp_gid(C, op->root)];
+    op->out = ut_arena_alloc(&p->arena, (size_t)(nl ? nl : 1) * sizeof(int));
+    if (!op->in || !op->out) return ut_nomem(C->ctx);
+    int nin = 0;
+    for (int s = 0; s < ns; s++) {
+        const hlo_instr *src = S->srcs[s];
+        if (src->parent == c && S->op_of[src->id] == k) continue;   /* inside the op */
+        int nsl = C->leaf_count[cmp_gid(C, src)];
+        int *sv = cmp_leaves(C, src);
+        for (int l = 0; l < nsl; l++) {
+            int v = cmp_owner(p, sv[l]);
             if (v < 0) continue;
-            op->out[op->nout++] = v;
-            if (p->values[v].start < 0) p->values[v].start = k;
-            if (p->values[v].end < k) p->values[v].end = k;
+            if (v < C->nvalues && S->seen_v[v] == k) continue;   /* read already */
+            if (nin == cap) break;
+            if (v < C->nvalues) S->seen_v[v] = k;
+            op->in[nin++] = v;
+            if (p->values[v].comp == c->id && k > p->values[v].end) p->values[v].end = k;
         }
     }
-    ut_free(op_of);
-    ut_free(seen_v);
-    if (st) goto done;
-    /* 5c. in place: an elementwise op writes its result over an operand of the same shape that it reads for
-     * the last time (XLA's buffer sharing between an elementwise user and its operand) */
+    op->nin = nin;
+    int *rv = cmp_leaves(C, op->root);
+    for (int l = 0; l < nl; l++) {
+        int v = cmp_owner(p, rv[l]);
+        if (v < 0) continue;
+        op->out[op->nout++] = v;
+        if (p->values[v].start < 0) p->values[v].start = k;
+        if (p->values[v].end < k) p->values[v].end = k;
+    }
+    return TPU_OK;
+}
+
+/* 5. Every op's inputs and outputs and the live ranges. Which op an instruction belongs to, and which values
+ * an op already reads, are looked up in tables, so an op of many members or inputs costs no more than its
+ * size. */
+static tpu_status cmp_plan_io(cmp_state *C, const hlo_comp *c, const cmp_fusion *F, cmp_plan *plan)
+{
+    int n = F->n;
+    cmp_io_scratch S = {0};
+    S.walked = ut_calloc((size_t)n + 1, sizeof *S.walked);
+    S.op_of = ut_malloc((size_t)(n ? n : 1) * sizeof(int));
+    S.seen_v = ut_malloc((size_t)(C->nvalues + 1) * sizeof(int));
+    S.srcs = ut_malloc((size_t)(n + 1) * sizeof *S.srcs);
+    tpu_status st = TPU_OK;
+    if (!S.walked || !S.op_of || !S.seen_v || !S.srcs) st = ut_nomem(C->ctx);
+    for (int i = 0; !st && i < n; i++) S.op_of[i] = -1;
+    for (int v = 0; !st && v <= C->nvalues; v++) S.seen_v[v] = -1;
+    for (int k = 0; !st && k < plan->nops; k++)
+        for (int m = 0; m < plan->ops[k].ninstrs; m++) S.op_of[plan->ops[k].instrs[m]->id] = k;
+    for (int k = 0; !st && k < plan->nops; k++)
+        if (plan->ops[k].kind != CMP_NOOP) st = cmp_op_io(C, c, F, plan, k, &S);
+    ut_free(S.walked);
+    ut_free(S.op_of);
+    ut_free(S.seen_v);
+    ut_free(S.srcs);
+    return st;
+}
+
+/* 5c. In place: an elementwise op writes its result over an operand of the same shape that it reads for the
+ * last time (XLA's buffer sharing between an elementwise user and its operand). */
+static void cmp_share_elementwise(cmp_state *C, const hlo_comp *c, const cmp_fusion *F, cmp_plan *plan)
+{
+    cmp_program *p = C->p;
     for (int k = 0; k < plan->nops; k++) {
         cmp_op *op = &plan->ops[k];
         if (op->kind != CMP_LOOP || op->nout != 1) continue;
@@ -1711,117 +1786,146 @@ static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
             cmp_value *val = &p->values[op->in[q]];
             if (val->kind != CMP_V_TEMP || val->comp != c->id || val->end != k || val->start >= k || val->copy_of ||
                 val->padded != o->padded || !cmp_same_layout(&val->shape, &o->shape) ||
-                !cmp_read_elementwise(op, val->def, dup))
+                !cmp_read_elementwise(op, val->def, F->dup))
                 continue;
             val->end = k - 1;
             break;
         }
     }
+}
+
+/* Values reaching the computation's result live to the end; entry results are outputs. */
+static tpu_status cmp_result_ranges(cmp_state *C, const hlo_comp *c, cmp_plan *plan, int is_entry)
+{
+    cmp_program *p = C->p;
+    int body_of_while = !is_entry && C->is_body[c->id];
+    int nl = C->leaf_count[cmp_gid(C, c->root)];
+    int *rv = cmp_leaves(C, c->root);
+    for (int l = 0; l < nl; l++) {
+        int v = cmp_owner(p, rv[l]);
+        if (v < 0) continue;
+        if (is_entry && C->auto_layout && p->values[v].kind == CMP_V_TEMP) {
+            /* a result computed in a convolution's layout is copied into the layout that pads least, which the
+             * compiler gives the program's results (measured: conv+relu f32[8,64,64,8] in {3,0,2,1} 16M,
+             * copied to an output {2,3,1,0} 2M) */
+            int o = cmp_output_copy(C, v);
+            if (o < 0) return ut_nomem(C->ctx);
+            if (o != v) {
+                p->values[o].start = p->values[v].start < 0 ? 0 : p->values[v].start;
+                p->values[o].end = plan->nops;
+                continue;
+            }
+        }
+        if (p->values[v].comp == c->id) p->values[v].end = plan->nops;
+        if (is_entry && p->values[v].kind == CMP_V_TEMP) p->values[v].kind = CMP_V_OUTPUT;
+        /* the compiler's copy insertion has made a loop body's results safe to write straight into the loop
+         * state (the caller's buffer) */
+        if (C->compiled && body_of_while && p->values[v].kind == CMP_V_TEMP && p->values[v].comp == c->id)
+            p->values[v].kind = CMP_V_CALLER;
+    }
+    return TPU_OK;
+}
+
+/* The plan's peak of live bytes (padded and unpadded) and where it is, for fragmentation and the viewer. */
+static tpu_status cmp_live_peak(cmp_state *C, cmp_plan *plan, const cmp_buf *bufs, int nb)
+{
+    const cmp_program *p = C->p;
+    int np = plan->nops + 1;
+    int64_t *live = ut_calloc((size_t)np, sizeof *live), *live_u = ut_calloc((size_t)np, sizeof *live_u);
+    if (!live || !live_u) {
+        ut_free(live);
+        ut_free(live_u);
+        return ut_nomem(C->ctx);
+    }
+    for (int i = 0; i < nb; i++) {
+        int64_t un = bufs[i].v >= 0 ? p->values[bufs[i].v].unpadded : bufs[i].size;
+        for (int q = bufs[i].start; q <= bufs[i].end && q < np; q++) {
+            live[q] += bufs[i].size;
+            live_u[q] += un;
+        }
+    }
+    for (int q = 0; q < np; q++)
+        if (live[q] > plan->peak_live) {
+            plan->peak_live = live[q];
+            plan->peak_live_unpadded = live_u[q];
+            plan->peak_pos = q;
+        }
+    ut_free(live);
+    ut_free(live_u);
+    return TPU_OK;
+}
+
+/* 6. Heap: this plan's temps and outputs (values from first_value on), plus the sub-plans' peaks while
+ * control ops run. */
+static tpu_status cmp_plan_heap(cmp_state *C, const hlo_comp *c, cmp_plan *plan, int first_value)
+{
+    cmp_program *p = C->p;
+    int nb = 0;
+    for (int v = first_value; v < C->nvalues; v++) {
+        cmp_value *val = &p->values[v];
+        if (val->alias >= 0 || val->comp != c->id) continue;
+        if (val->kind == CMP_V_TEMP || val->kind == CMP_V_OUTPUT) nb++;
+    }
+    for (int k = 0; k < plan->nops; k++)
+        if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0) nb++;
+    cmp_buf *bufs = ut_calloc((size_t)(nb ? nb : 1), sizeof *bufs);
+    if (!bufs) return ut_nomem(C->ctx);
+    int b = 0;
+    for (int v = first_value; v < C->nvalues; v++) {
+        cmp_value *val = &p->values[v];
+        if (val->alias >= 0 || val->comp != c->id) continue;
+        if (val->kind != CMP_V_TEMP && val->kind != CMP_V_OUTPUT) continue;
+        if (val->start < 0) val->start = val->end < 0 ? 0 : val->end;   /* defined but never placed: keep a slot */
+        if (val->end < val->start) val->end = val->start;
+        bufs[b++] = (cmp_buf){v, val->padded, val->start, val->end, 0};
+    }
+    for (int k = 0; k < plan->nops; k++)
+        if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0)
+            bufs[b++] = (cmp_buf){-1, plan->ops[k].sub_peak, k, k, 0};
+    tpu_status st = TPU_OK;
+    if (!C->compiled && C->chip->vmem_temp_bytes > 0) st = cmp_vmem_assign(C, plan, bufs, &nb);
+    if (!st) st = cmp_assign_heap(C, plan, bufs, nb);
+    if (!st) st = cmp_live_peak(C, plan, bufs, nb);
+    ut_free(bufs);
+    return st;
+}
+
+/* The plan of computation c, made once: fusion, schedule, sub-plans, values, live ranges, heap. */
+static tpu_status cmp_plan_comp(cmp_state *C, const hlo_comp *c, cmp_plan **out)
+{
+    cmp_program *p = C->p;
+    if (C->plan_done[c->id] == 2) {
+        *out = p->plans[c->id];
+        return TPU_OK;
+    }
+    if (C->plan_done[c->id] == 1) return ut_err(C->ctx, TPU_ERR_SHAPE, "computation '%s' calls itself", c->name);
+    C->plan_done[c->id] = 1;
+    int is_entry = c == p->m->entry;
+    cmp_fusion F;
+    cmp_plan *plan = NULL;
+    tpu_status st = cmp_fusion_init(C, &F, c->ninstrs);
+    if (!st) st = cmp_fuse(C, c, &F);                        /* 1. fusion */
+    if (!st) st = cmp_plan_ops(C, c, &F, &plan);             /* 2. schedule */
+    /* 3. sub-plans first (their peaks are needed for this plan's heap) */
+    for (int k = 0; !st && k < plan->nops; k++)
+        if (plan->ops[k].kind == CMP_CONTROL) st = cmp_control_subs(C, plan->ops[k].root, &plan->ops[k]);
+    int first_value = C->nvalues;
+    if (!st) st = cmp_plan_values(C, c, &F, plan, is_entry); /* 4. values */
+    if (!st) st = cmp_plan_io(C, c, &F, plan);               /* 5. op inputs/outputs and live ranges */
+    if (!st) cmp_share_elementwise(C, c, &F, plan);
     /* 5b. an entry parameter read by a convolution keeps its own layout: the compiler copies it once into
      * the convolution's layout (bf16 when the MXU rounds it anyway), a temporary live across its readers */
-    if (is_entry && C->auto_layout) st = cmp_conv_operand_copies(C, plan, dup);
+    if (!st && is_entry && C->auto_layout) st = cmp_conv_operand_copies(C, plan, F.dup);
     if (!st && C->auto_layout) st = cmp_topk_copies(C, plan);
-    if (st) goto done;
-    /* values reaching the computation's result live to the end; entry results are outputs */
-    int body_of_while = !is_entry && C->is_body[c->id];
-    {
-        int nl = C->leaf_count[cmp_gid(C, c->root)];
-        int *rv = cmp_leaves(C, c->root);
-        for (int l = 0; l < nl && !st; l++) {
-            int v = cmp_owner(p, rv[l]);
-            if (v < 0) continue;
-            if (is_entry && C->auto_layout && p->values[v].kind == CMP_V_TEMP) {
-                /* a result computed in a convolution's layout is copied into the layout that pads least,
-                 * which the compiler gives the program's results (measured: conv+relu f32[8,64,64,8] in
-                 * {3,0,2,1} 16M, copied to an output {2,3,1,0} 2M) */
-                int o = cmp_output_copy(C, v);
-                if (o < 0) {
-                    st = ut_nomem(C->ctx);
-                    break;
-                }
-                if (o != v) {
-                    p->values[o].start = p->values[v].start < 0 ? 0 : p->values[v].start;
-                    p->values[o].end = plan->nops;
-                    continue;
-                }
-            }
-            if (p->values[v].comp == c->id) p->values[v].end = plan->nops;
-            if (is_entry && p->values[v].kind == CMP_V_TEMP) p->values[v].kind = CMP_V_OUTPUT;
-            /* the compiler's copy insertion has made a loop body's results safe to write straight into the
-             * loop state (the caller's buffer) */
-            if (C->compiled && body_of_while && p->values[v].kind == CMP_V_TEMP && p->values[v].comp == c->id)
-                p->values[v].kind = CMP_V_CALLER;
-        }
-        if (st) goto done;
-    }
-    /* 6. heap: this plan's temps and outputs, plus the sub-plans' peaks while control ops run */
-    {
-        int nb = 0;
-        for (int v = first_value; v < C->nvalues; v++) {
-            cmp_value *val = &p->values[v];
-            if (val->alias >= 0 || val->comp != c->id) continue;
-            if (val->kind == CMP_V_TEMP || val->kind == CMP_V_OUTPUT) nb++;
-        }
-        for (int k = 0; k < plan->nops; k++)
-            if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0) nb++;
-        cmp_buf *bufs = ut_calloc((size_t)(nb ? nb : 1), sizeof *bufs);
-        if (!bufs) {
-            st = ut_nomem(C->ctx);
-            goto done;
-        }
-        int b = 0;
-        for (int v = first_value; v < C->nvalues; v++) {
-            cmp_value *val = &p->values[v];
-            if (val->alias >= 0 || val->comp != c->id) continue;
-            if (val->kind != CMP_V_TEMP && val->kind != CMP_V_OUTPUT) continue;
-            if (val->start < 0) val->start = val->end < 0 ? 0 : val->end;   /* defined but never placed: keep a slot */
-            if (val->end < val->start) val->end = val->start;
-            bufs[b++] = (cmp_buf){v, val->padded, val->start, val->end, 0};
-        }
-        for (int k = 0; k < plan->nops; k++)
-            if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0)
-                bufs[b++] = (cmp_buf){-1, plan->ops[k].sub_peak, k, k, 0};
-        if (!C->compiled && C->chip->vmem_temp_bytes > 0) st = cmp_vmem_assign(C, plan, bufs, &nb);
-        if (!st) st = cmp_assign_heap(C, plan, bufs, nb);
-        /* live bytes per position (for fragmentation and the viewer) */
-        if (!st) {
-            int np = plan->nops + 1;
-            int64_t *live = ut_calloc((size_t)np, sizeof *live), *live_u = ut_calloc((size_t)np, sizeof *live_u);
-            if (!live || !live_u) st = ut_nomem(C->ctx);
-            for (int i = 0; !st && i < nb; i++) {
-                int64_t un = bufs[i].v >= 0 ? p->values[bufs[i].v].unpadded : bufs[i].size;
-                for (int q = bufs[i].start; q <= bufs[i].end && q < np; q++) {
-                    live[q] += bufs[i].size;
-                    live_u[q] += un;
-                }
-            }
-            for (int q = 0; !st && q < np; q++)
-                if (live[q] > plan->peak_live) {
-                    plan->peak_live = live[q];
-                    plan->peak_live_unpadded = live_u[q];
-                    plan->peak_pos = q;
-                }
-            ut_free(live);
-            ut_free(live_u);
-        }
-        ut_free(bufs);
-    }
-    if (st) goto done;
+    if (!st) st = cmp_result_ranges(C, c, plan, is_entry);
+    if (!st) st = cmp_plan_heap(C, c, plan, first_value);    /* 6. heap */
+    cmp_fusion_free(&F);
+    if (st) return st;
     p->plans[c->id] = plan;
     p->ops_total += plan->nops;
     C->plan_done[c->id] = 2;
     *out = plan;
-done:
-    ut_free(walked);
-    for (int i = 0; effs && i < n; i++) ut_free(effs[i]);
-    ut_free(effs);
-    ut_free(neff);
-    ut_free(dup);
-    ut_free(group);
-    ut_free(root_of);
-    ut_free(gkind);
-    ut_free(pos_of_group);
-    return st;
+    return TPU_OK;
 }
 
 /* input_output_alias: entry outputs that reuse a donated argument's buffer. */
