@@ -913,6 +913,8 @@ typedef struct tim_mat {
     int     *vof;       /* per instruction: a value it defines, or -1 */
     int8_t  *xvmem;     /* per instruction: -1 undecided, 1 a chain computed once from values in VMEM */
     uint8_t *users;     /* per instruction: how many instructions use it (2 = two or more) */
+    int     *dseen;     /* per instruction: the decision (tim_is_mat) that visited it last */
+    int      dnext;
     int     *vmark;     /* per value: stamp; vkind: 1 read by the op, 2 accounted through a chain it reads */
     uint8_t *vkind;
     int      stamp;
@@ -1002,17 +1004,16 @@ static int tim_is_mat(tim_mat *M, const hlo_instr *x, int depth)
     M->mat[g] = 0;   /* while deciding (a cycle cannot occur in a DAG; guards deep recursion) */
     /* a producer with one user fuses into it (into the chain that user belongs to): nothing to duplicate */
     if (M->users[g] < 2 || tim_dup_ok(x) || depth > 48) return 0;
-    const hlo_instr *seen[256], *stack[256];
-    int ns = 0, sp = 0;
+    const hlo_instr *stack[256];
+    int ns = 0, sp = 0, stamp = ++M->dnext;   /* a nested decision takes stamps of its own */
     int64_t src = 0;
     for (int o = 0; o < x->nops && sp < 256; o++) stack[sp++] = x->ops[o];
     while (sp > 0) {
         const hlo_instr *y = stack[--sp];
-        int dupl = 0;
-        for (int q = 0; q < ns && !dupl; q++) dupl = seen[q] == y;
-        if (dupl) continue;
-        if (ns == 256) break;
-        seen[ns++] = y;
+        int gy = tim_gid(M, y);
+        if (M->dseen[gy] == stamp) continue;
+        if (ns++ == 256) break;   /* a bounded look: long chains are decided on their first 256 inputs */
+        M->dseen[gy] = stamp;
         int v = M->vof[tim_gid(M, y)];
         if (v >= 0) {
             src += tim_val_bytes(M, v);
@@ -1140,7 +1141,8 @@ static tpu_status tim_fuse(tim_state *T)
     M.vkind = ut_calloc((size_t)nv, 1);
     int mat_ok = extra && inoff && inl && M.base && M.seen && M.member && M.isdef && M.paid && M.mat && M.vmark && M.vkind;
     M.users = ut_calloc((size_t)ng + 1, 1);
-    mat_ok = mat_ok && M.vof && M.xvmem && M.users;
+    M.dseen = ut_calloc((size_t)ng + 1, sizeof *M.dseen);
+    mat_ok = mat_ok && M.vof && M.xvmem && M.users && M.dseen;
     for (int c = 0; mat_ok && c < p->m->ncomps; c++) {
         const hlo_comp *hc = p->m->comps[c];
         for (int k = 0; k < hc->ninstrs; k++) {
@@ -1194,7 +1196,7 @@ static tpu_status tim_fuse(tim_state *T)
         }
     }
     ut_free(M.base); ut_free(M.seen); ut_free(M.member); ut_free(M.isdef); ut_free(M.paid); ut_free(M.mat);
-    ut_free(M.vmark); ut_free(M.vkind); ut_free(M.vof); ut_free(M.xvmem); ut_free(M.users);
+    ut_free(M.vmark); ut_free(M.vkind); ut_free(M.vof); ut_free(M.xvmem); ut_free(M.users); ut_free(M.dseen);
     if (!extra || !inoff || !inl) {
         ut_free(extra); ut_free(inoff); ut_free(inl);
         ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
