@@ -295,6 +295,44 @@ TEST(timing_fusion_finish)
     tpu_ctx_free(ctx);
 }
 
+/* A chain of binary adds (a residual sum) read by three ops: the compile pipeline recomputes it in each (its
+ * memory report), XLA computes it once (instruction_fusion.cc: not "effectively at most unary", operands larger
+ * than the result), so the step reads the four inputs once and the sum three times, not the inputs three times. */
+TEST(timing_binary_chain_computed_once)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    const char *hlo =
+        "HloModule res\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  a = bf16[2048,1024]{1,0} parameter(0)\n  b = bf16[2048,1024]{1,0} parameter(1)\n"
+        "  c = bf16[2048,1024]{1,0} parameter(2)\n  d = bf16[2048,1024]{1,0} parameter(3)\n"
+        "  w = bf16[1024,1024]{1,0} parameter(4)\n"
+        "  ab = bf16[2048,1024]{1,0} add(a, b)\n  abc = bf16[2048,1024]{1,0} add(ab, c)\n"
+        "  s = bf16[2048,1024]{1,0} add(abc, d)\n"
+        "  y1 = bf16[2048,1024]{1,0} dot(s, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  y2 = bf16[1024,1024]{1,0} dot(s, a), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+        "  sf = f32[2048,1024]{1,0} convert(s)\n  z = f32[] constant(0)\n"
+        "  r = f32[1024]{0} reduce(sf, z), dimensions={0}, to_apply=add\n"
+        "  ROOT t = (bf16[2048,1024]{1,0}, bf16[1024,1024]{1,0}, f32[1024]{0}) tuple(y1, y2, r)\n"
+        "}\n";
+    tpu_profile_opts o = {0};
+    o.chip = "v3";
+    tpu_module *m = NULL;
+    tpu_profile *p = prof_opts(ctx, hlo, o, &m);
+    REQUIRE(p);
+    const prf_profile *pp = (const prf_profile *)p;
+    double n = 2048.0 * 1024 * 2, wb = 1024.0 * 1024 * 2;
+    /* the inputs once, the sum written once and read by the two other readers, a again (y2), w, the outputs */
+    double want = 4 * n + n + 2 * n + n + wb + n + wb + 4096;
+    double got = (double)pp->tim->hbm_bytes;
+    CHECK_MSG(got <= want * 1.02 && got >= 0.98 * want, "HBM bytes %.4g, want %.4g (recomputing the sum in every "
+              "reader: %.4g)", got, want, 3 * 4 * n + n + wb + n + wb + 4096);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
 static const char *loop_hlo =
     "HloModule loop\n"
     "cond { p = (s32[], bf16[4096,4096]{1,0}) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"

@@ -5,7 +5,8 @@
  * set: how many rows, the median and the largest |predicted / measured - 1|. The bounds are ratchets at today's
  * figures (a change to src/timing or src/compile that makes the set worse fails; one that makes it better lowers
  * them here). The goal of issue 13 is a median of 10% and a maximum of 25% over at least 25 rows: the median is
- * met; the maximum is not (a ResNet-50 row, +41%: docs/timing-validation.md says why). */
+ * met; the maximum is not (ResNet-50 on v3-32, -35.7%, whose measured step is per image 1.9x the v3-8 one on the
+ * same chip: docs/timing-validation.md says why). */
 #include "test.h"
 
 #include <cjson/cJSON.h>
@@ -15,9 +16,9 @@
 #define TV_JSON TV_DIR "validation.json"
 
 #define TV_MIN_ROWS   50
-#define TV_MEDIAN     0.07    /* measured 6.7% over 52 rows */
-#define TV_MAX        0.42    /* measured 41.0% (ResNet-50 on v3-8, batch 128 per core) */
-#define TV_GEMM_MAX   0.28    /* GEMM rows: 27.7% (Ironwood 512^3, a 2.6 us kernel) */
+#define TV_MEDIAN     0.055   /* measured 5.3% over 50 rows (6.7% before chains computed once) */
+#define TV_MAX        0.36    /* measured 35.7% (ResNet-50 on v3-32, batch 32 per core; 41.0% on v3-8 before) */
+#define TV_GEMM_MAX   0.15    /* GEMM rows: 14.6% (Ironwood 1024^3; 27.7% before v7's measured kernel cost) */
 #define TV_LLM_MAX    0.15    /* LLM rows: 15.0% (14.98%: Llama 3.1 8B on v6e) */
 
 static char *tv_read(const char *path)
@@ -52,6 +53,12 @@ static double tv_predict(tpu_ctx *ctx, const char *prog, const char *chip, const
     tpu_module *m = NULL;
     if (tpu_module_load(ctx, path, &m) != TPU_OK) return -1;
     tpu_profile_opts o = {0};
+    char chip_path[512];
+    size_t cl = strlen(chip);
+    if (cl > 5 && !strcmp(chip + cl - 5, ".json")) {   /* a chip file beside the programs (a benchmark's settings) */
+        snprintf(chip_path, sizeof chip_path, TV_DIR "%s", chip);
+        chip = chip_path;
+    }
     o.chip = chip;
     tpu_profile *p = NULL;
     double s = -1;

@@ -549,7 +549,9 @@ static const chp_gen chp_gens[] = {
         .chips_per_host = 4, .chips_per_host_multi = 4, /* [XPK] tpu7x-standard-4t: 4 chips per VM */
         .dcn_host_bw = 25e9,                 /* [SCALE] typical DCN figure per host */
         .host_bw = 16e9, .pcie_gen = 0,      /* [SCALE] typical figure */
-        .op_overhead_s = 1e-6,
+        .op_overhead_s = 1.4e-6,             /* [SWEEP] the fixed cost of one MXU kernel: device-trace time of the
+                                              * sweep's 128^3 and 256^3 bf16 GEMMs (1.62, 1.84 us) less their
+                                              * modelled work (0.29, 0.37 us: data and MXU fill/drain), mean */
         .mxu_efficiency = 0.89,              /* [SWEEP] Ironwood bf16 GEMMs 4096-32768 a side: 77-83% in the
                                               * accelerator-microbenchmarks sweep, 94-96% in a later device-trace
                                               * sweep; between the two */

@@ -890,6 +890,183 @@ static int tim_srcs_add(tim_srcs *s, int v, int via)
     return 1;
 }
 
+/* ---- producers the compile pipeline recomputes in every consumer, and XLA does not ----
+ * For the memory report the compile pipeline recomputes every cheap elementwise producer in each op that
+ * reads it (its value is never written, as libtpu's buffers show). XLA duplicates a producer into several
+ * consumers only when that does not raise memory traffic (instruction_fusion.cc, ComputeGloballyUnfusible:
+ * it is "effectively at most unary" -- at most one operand of the output's rank that is not a broadcast, iota
+ * or scalar constant -- or its operands hold no more elements than its output). A chain of binary ops
+ * (a residual add, a batch-norm gradient) that fails the test is computed once: the first op of the walk that
+ * reads it computes it and writes it beside its own result (a multi-output fusion), the others read it. So an
+ * op reads what it reads directly and through recomputable producers, plus the results of such chains; it
+ * does not re-read every chain's inputs. The program libtpu optimizes for ResNet-50 shows the same: no
+ * fusion reads more than 5 activation-sized operands, where recomputing every chain gave convolutions 29. */
+
+typedef struct tim_mat {
+    const cmp_program *p;
+    int     *base;      /* per computation id: number of its first instruction */
+    int     *seen;      /* per instruction: the walk stamp that visited it */
+    int     *member;    /* per instruction: stamp of the op it is a member of */
+    int     *isdef;     /* per instruction: stamp of the op reading its value */
+    int8_t  *mat;       /* per instruction: -1 undecided, 0 recomputed by each consumer, 1 computed once */
+    int     *paid;      /* per instruction: the walk (T->inst) whose op computed it last, 0 none */
+    int     *vof;       /* per instruction: a value it defines, or -1 */
+    int8_t  *xvmem;     /* per instruction: -1 undecided, 1 a chain computed once from values in VMEM */
+    uint8_t *users;     /* per instruction: how many instructions use it (2 = two or more) */
+    int     *dseen;     /* per instruction: the decision (tim_is_mat) that visited it last */
+    int      dnext;
+    int     *vmark;     /* per value: stamp; vkind: 1 read by the op, 2 accounted through a chain it reads */
+    uint8_t *vkind;
+    int      stamp;
+} tim_mat;
+
+static int tim_gid(const tim_mat *M, const hlo_instr *in) { return M->base[in->parent->id] + in->id; }
+
+/* The kinds the compile pipeline recomputes in consumers (cmp_is_cheap). */
+static int tim_recomputable(const hlo_instr *in)
+{
+    switch ((hlo_op)in->op) {
+    case HLO_BROADCAST: case HLO_IOTA: case HLO_RESHAPE: case HLO_CONVERT: case HLO_CONSTANT: case HLO_SLICE:
+    case HLO_DYNAMIC_SLICE: case HLO_COPY:
+        return 1;
+    default: {
+        hlo_class c = hlo_op_class((hlo_op)in->op);
+        return c == HLO_CLASS_EW1 || c == HLO_CLASS_EW2 || c == HLO_CLASS_EW3 || c == HLO_CLASS_CMP;
+    }
+    }
+}
+
+/* XLA's test: may this producer be recomputed in each consumer without raising traffic? */
+static int tim_dup_ok(const hlo_instr *x)
+{
+    if (!hlo_shape_is_array(&x->shape)) return 1;
+    int out_rank = tim_true_rank(&x->shape), large = 0;
+    double opnd = 0;
+    for (int o = 0; o < x->nops; o++) {
+        const hlo_instr *y = x->ops[o];
+        int uniq = 1;
+        for (int q = 0; q < o && uniq; q++) uniq = x->ops[q] != y;
+        if (!uniq) continue;
+        if (hlo_shape_is_array(&y->shape)) opnd += (double)hlo_shape_count(&y->shape);
+        if (y->op == HLO_BROADCAST || y->op == HLO_IOTA) continue;
+        if (y->op == HLO_CONSTANT && hlo_shape_is_array(&y->shape) && hlo_shape_count(&y->shape) == 1) continue;
+        large += tim_true_rank(&y->shape) >= out_rank;
+    }
+    return large <= 1 || opnd <= (double)hlo_shape_count(&x->shape);
+}
+
+/* Does the chain x come from values the compiler keeps in VMEM only (on chips that keep temporaries there)?
+ * Then its result stays in VMEM too: MSA places it as it placed its inputs. */
+static int tim_chain_vmem(tim_mat *M, const hlo_instr *x, int depth)
+{
+    int g = tim_gid(M, x);
+    if (M->xvmem[g] >= 0) return M->xvmem[g];
+    int r = 1;
+    for (int o = 0; o < x->nops && r; o++) {
+        const hlo_instr *y = x->ops[o];
+        int v = M->vof[tim_gid(M, y)];
+        if (v >= 0) {
+            const cmp_value *val = &M->p->values[v];
+            r = val->vmem || (val->alias >= 0 && M->p->values[val->alias].vmem) || y->op == HLO_CONSTANT ||
+                hlo_shape_count(&y->shape) <= 1;
+        } else if (y->op == HLO_BROADCAST || y->op == HLO_IOTA || y->op == HLO_CONSTANT) {
+            r = y->op != HLO_BROADCAST || depth >= 32 || tim_chain_vmem(M, y, depth + 1);
+        } else {
+            r = tim_recomputable(y) && depth < 32 && tim_chain_vmem(M, y, depth + 1);
+        }
+    }
+    M->xvmem[g] = (int8_t)r;
+    return r;
+}
+
+static int64_t tim_val_bytes(const tim_mat *M, int v)
+{
+    const cmp_value *val = &M->p->values[v];
+    if (val->vmem || (val->alias >= 0 && M->p->values[val->alias].vmem)) return 0;
+    return val->padded;
+}
+
+/* Bytes of x's result in HBM: none when the chain stays in VMEM. */
+static int64_t tim_chain_bytes(tim_mat *M, const hlo_instr *x)
+{
+    if (M->p->chip->vmem_temp_bytes > 0 && tim_chain_vmem(M, x, 0)) return 0;
+    hlo_shape sh = cmp_instr_shape(M->p, x);
+    return cmp_padded_bytes(M->p->chip, &sh);
+}
+
+/* Is x, a producer the compile pipeline recomputes in its consumers, computed once? When XLA's test says
+ * recomputing it may raise traffic (tim_dup_ok) and it does: the HBM bytes recomputing it reads (its inputs
+ * through recomputed producers, each once; a producer computed once read as its result) exceed its result's. */
+static int tim_is_mat(tim_mat *M, const hlo_instr *x, int depth)
+{
+    int g = tim_gid(M, x);
+    if (M->mat[g] >= 0) return M->mat[g];
+    M->mat[g] = 0;   /* while deciding (a cycle cannot occur in a DAG; guards deep recursion) */
+    /* a producer with one user fuses into it (into the chain that user belongs to): nothing to duplicate */
+    if (M->users[g] < 2 || tim_dup_ok(x) || depth > 48) return 0;
+    const hlo_instr *stack[256];
+    int ns = 0, sp = 0, stamp = ++M->dnext;   /* a nested decision takes stamps of its own */
+    int64_t src = 0;
+    for (int o = 0; o < x->nops && sp < 256; o++) stack[sp++] = x->ops[o];
+    while (sp > 0) {
+        const hlo_instr *y = stack[--sp];
+        int gy = tim_gid(M, y);
+        if (M->dseen[gy] == stamp) continue;
+        if (ns++ == 256) break;   /* a bounded look: long chains are decided on their first 256 inputs */
+        M->dseen[gy] = stamp;
+        int v = M->vof[tim_gid(M, y)];
+        if (v >= 0) {
+            src += tim_val_bytes(M, v);
+        } else if (tim_recomputable(y)) {
+            if (tim_is_mat(M, y, depth + 1)) src += tim_chain_bytes(M, y);
+            else for (int o = 0; o < y->nops && sp < 256; o++) stack[sp++] = y->ops[o];
+        }
+    }
+    M->mat[g] = (int8_t)(src > tim_chain_bytes(M, x));
+    return M->mat[g];
+}
+
+/* Walks what op i reads from the members' operands, through recomputed producers. Values of op->in reached
+ * are marked (kind `vk`); a chain computed once (mat) is read (its padded bytes added to *bytes) or, when
+ * no op of this walk computed it yet, computed here: its result written and its inputs read (walked on).
+ * Returns 1 when the op reads such a chain. */
+static int tim_mat_walk(tim_mat *M, const cmp_op *op, int inst, const hlo_instr *const *start, int nstart,
+                        uint8_t vk, int64_t *bytes, const hlo_instr **defer, int *ndefer, int maxdefer)
+{
+    const hlo_instr *stack[512];
+    int sp = 0, found = 0;
+    for (int k = 0; k < nstart && sp < 512; k++) stack[sp++] = start[k];
+    while (sp > 0) {
+        const hlo_instr *x = stack[--sp];
+        int g = tim_gid(M, x);
+        if (M->seen[g] == M->stamp || M->member[g] == M->stamp) continue;
+        M->seen[g] = M->stamp;
+        if (M->isdef[g] == M->stamp || !tim_recomputable(x)) {
+            for (int k = 0; k < op->nin; k++) {
+                int v = op->in[k];
+                if (M->p->values[v].def == x && (M->vmark[v] != M->stamp || M->vkind[v] > vk)) {
+                    M->vmark[v] = M->stamp;
+                    M->vkind[v] = vk;
+                }
+            }
+            continue;
+        }
+        if (tim_is_mat(M, x, 0) && vk == 1) {
+            found = 1;
+            int64_t pb = tim_chain_bytes(M, x);
+            *bytes += pb;   /* its result: written by the op computing it, read by the others */
+            if (M->paid[g] != inst) {
+                M->paid[g] = inst;
+            } else {
+                if (*ndefer < maxdefer) defer[(*ndefer)++] = x;
+                continue;
+            }
+        }
+        for (int o = 0; o < x->nops && sp < 512; o++) stack[sp++] = x->ops[o];
+    }
+    return found;
+}
+
 static tpu_status tim_fuse(tim_state *T)
 {
     const cmp_program *p = T->p;
@@ -937,15 +1114,104 @@ static tpu_status tim_fuse(tim_state *T)
             if (!ok) absorb[v] = 0;
         }
     }
+    /* what each op reads once the chains XLA computes once are (tim_mat_walk) */
+    int64_t *extra = ut_calloc((size_t)n, sizeof *extra);
+    int *inoff = ut_malloc((size_t)(n + 1) * sizeof *inoff), total_in = 0;
+    for (int i = 0; i < n; i++) total_in += T->ops[i].op->nin;
+    int *inl = ut_malloc((size_t)(total_in ? total_in : 1) * sizeof *inl);
+    tim_mat M = {0};
+    M.p = p;
+    int ncomp = 0;
+    for (int c = 0; c < p->m->ncomps; c++)
+        if (p->m->comps[c]->id + 1 > ncomp) ncomp = p->m->comps[c]->id + 1;
+    int64_t ng = 0;
+    M.base = ut_malloc((size_t)(ncomp ? ncomp : 1) * sizeof *M.base);
+    for (int c = 0; M.base && c < p->m->ncomps; c++) {
+        M.base[p->m->comps[c]->id] = (int)ng;
+        ng += p->m->comps[c]->ninstrs;
+    }
+    M.seen = ut_calloc((size_t)ng + 1, sizeof *M.seen);
+    M.member = ut_calloc((size_t)ng + 1, sizeof *M.member);
+    M.isdef = ut_calloc((size_t)ng + 1, sizeof *M.isdef);
+    M.paid = ut_calloc((size_t)ng + 1, sizeof *M.paid);
+    M.mat = ut_malloc((size_t)ng + 1);
+    M.vof = ut_malloc(((size_t)ng + 1) * sizeof *M.vof);
+    M.xvmem = ut_malloc((size_t)ng + 1);
+    M.vmark = ut_calloc((size_t)nv, sizeof *M.vmark);
+    M.vkind = ut_calloc((size_t)nv, 1);
+    int mat_ok = extra && inoff && inl && M.base && M.seen && M.member && M.isdef && M.paid && M.mat && M.vmark && M.vkind;
+    M.users = ut_calloc((size_t)ng + 1, 1);
+    M.dseen = ut_calloc((size_t)ng + 1, sizeof *M.dseen);
+    mat_ok = mat_ok && M.vof && M.xvmem && M.users && M.dseen;
+    for (int c = 0; mat_ok && c < p->m->ncomps; c++) {
+        const hlo_comp *hc = p->m->comps[c];
+        for (int k = 0; k < hc->ninstrs; k++) {
+            const hlo_instr *in = hc->instrs[k];
+            for (int o = 0; o < in->nops; o++) {
+                int uniq = 1;
+                for (int q = 0; q < o && uniq; q++) uniq = in->ops[q] != in->ops[o];
+                int g = tim_gid(&M, in->ops[o]);
+                if (uniq && M.users[g] < 2) M.users[g]++;
+            }
+        }
+    }
+    if (mat_ok) {
+        memset(M.mat, 0xff, (size_t)ng + 1);
+        memset(M.xvmem, 0xff, (size_t)ng + 1);
+        for (int64_t g = 0; g <= ng; g++) M.vof[g] = -1;
+        for (int v = 0; v < nv; v++)
+            if (p->values[v].def && M.vof[tim_gid(&M, p->values[v].def)] < 0) M.vof[tim_gid(&M, p->values[v].def)] = v;
+    }
+    for (int i = 0, cur = 0; i < n && mat_ok; i++) {
+        const cmp_op *op = T->ops[i].op;
+        inoff[i] = cur;
+        inoff[i + 1] = cur;
+        if (op->kind == CMP_CONTROL) continue;
+        M.stamp++;
+        for (int m = 0; m < op->ninstrs; m++) M.member[tim_gid(&M, op->instrs[m])] = M.stamp;
+        for (int k = 0; k < op->nin; k++) M.isdef[tim_gid(&M, p->values[op->in[k]].def)] = M.stamp;
+        const hlo_instr *defer[64];
+        int nd = 0, found = 0;
+        int64_t b = 0, unused = 0;
+        for (int m = 0; m < op->ninstrs; m++)
+            found |= tim_mat_walk(&M, op, T->inst[i], (const hlo_instr *const *)op->instrs[m]->ops, op->instrs[m]->nops,
+                                  1, &b, defer, &nd, 64);
+        for (int d = 0; d < nd && found; d++)
+            tim_mat_walk(&M, op, T->inst[i], (const hlo_instr *const *)defer[d]->ops, defer[d]->nops, 2, &unused,
+                         NULL, &nd, 0);
+        for (int k = 0; k < op->nin; k++) {
+            int v = op->in[k];
+            if (found && M.vmark[v] == M.stamp && M.vkind[v] == 2) continue;   /* read through a chain's result */
+            inl[cur++] = v;
+        }
+        inoff[i + 1] = cur;
+        extra[i] = found ? b : -1;
+    }
+    if (!mat_ok) {   /* no memory for the walk: every op reads what the compile pipeline says */
+        for (int i = 0, cur = 0; inoff && inl && i < n; i++) {
+            inoff[i] = cur;
+            for (int k = 0; k < T->ops[i].op->nin; k++) inl[cur++] = T->ops[i].op->in[k];
+            inoff[i + 1] = cur;
+            if (extra) extra[i] = -1;
+        }
+    }
+    ut_free(M.base); ut_free(M.seen); ut_free(M.member); ut_free(M.isdef); ut_free(M.paid); ut_free(M.mat);
+    ut_free(M.vmark); ut_free(M.vkind); ut_free(M.vof); ut_free(M.xvmem); ut_free(M.users); ut_free(M.dseen);
+    if (!extra || !inoff || !inl) {
+        ut_free(extra); ut_free(inoff); ut_free(inl);
+        ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
+        return ut_nomem(T->ctx);
+    }
     for (int i = 0; i < n; i++) {
         tim_op *t = &T->ops[i];
         const cmp_op *op = t->op;
         tim_srcs *s = &src[i];
         s->n = s->nd = 0;
         if (op->kind == CMP_CONTROL) continue;
-        int full = 0;
-        for (int k = 0; k < op->nin && !full; k++) {
-            int v = op->in[k], d = def[v];
+        int full = 0, nin = inoff[i + 1] - inoff[i];
+        const int *in = inl + inoff[i];
+        for (int k = 0; k < nin && !full; k++) {
+            int v = in[k], d = def[v];
             if (d >= 0 && dup[d]) {
                 for (int j = 0; j < src[d].n && !full; j++) full = !tim_srcs_add(s, src[d].v[j], 1);
                 for (int j = 0; j < src[d].nd && !full; j++) full = !tim_dups_add(s, src[d].d[j]);
@@ -956,14 +1222,14 @@ static tpu_status tim_fuse(tim_state *T)
         }
         if (full) {   /* too many: read the op's own inputs (its producers stay materialized) */
             s->n = s->nd = 0;
-            for (int k = 0; k < op->nin && k < TIM_SRC_MAX; k++) tim_srcs_add(s, op->in[k], 0);
-            for (int k = 0; k < op->nin; k++) {
-                int d = def[op->in[k]];
+            for (int k = 0; k < nin && k < TIM_SRC_MAX; k++) tim_srcs_add(s, in[k], 0);
+            for (int k = 0; k < nin; k++) {
+                int d = def[in[k]];
                 if (d >= 0 && dup[d]) dup[d] = 2;   /* undone below: a reader needs it in HBM */
             }
         }
-        /* duplicate this op into its consumers? */
-        if (op->kind != CMP_LOOP || op->nout != 1 || full) continue;
+        /* duplicate this op into its consumers? (not one that reads or computes a chain computed once) */
+        if (op->kind != CMP_LOOP || op->nout != 1 || full || extra[i] >= 0) continue;
         int v = op->out[0];
         const cmp_value *val = &p->values[v];
         if (val->kind != CMP_V_TEMP || val->alias >= 0 || readers[v] < 1 || !absorb[v]) continue;
@@ -988,6 +1254,7 @@ static tpu_status tim_fuse(tim_state *T)
      * vector work */
     double *own_vpu = ut_malloc((size_t)n * sizeof *own_vpu);
     if (!own_vpu) {
+        ut_free(extra); ut_free(inoff); ut_free(inl);
         ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
         return ut_nomem(T->ctx);
     }
@@ -1008,8 +1275,8 @@ static tpu_status tim_fuse(tim_state *T)
         for (int j = 0; j < src[i].n; j++) fused |= src[i].via[j];
         int sibling = op->kind == CMP_INPUT;
         for (int m = 0; m < op->ninstrs && sibling; m++) sibling = op->instrs[m]->op != HLO_FUSION;
-        if (!fused && !sibling) continue;
-        int64_t bytes = 0;
+        if (!fused && !sibling && extra[i] < 0) continue;
+        int64_t bytes = extra[i] > 0 ? extra[i] : 0;
         for (int j = 0; j < src[i].n; j++) {
             int v = src[i].v[j];
             if (sibling) {
@@ -1040,6 +1307,7 @@ static tpu_status tim_fuse(tim_state *T)
         }
     }
     ut_free(own_vpu);
+    ut_free(extra); ut_free(inoff); ut_free(inl);
     ut_free(def); ut_free(readers); ut_free(charged); ut_free(absorb); ut_free(dup); ut_free(src);
     return TPU_OK;
 }
