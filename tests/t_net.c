@@ -337,12 +337,14 @@ TEST(net_token_bind_and_port_checks)
     CHECK_EQ_INT(tn_client_new(f.url, &o, &c, &e), TN_OK);
     CHECK_EQ_INT(tn_client_open_session(c, NULL, &e), TN_UNAUTHENTICATED);
     CHECK(strstr(tn_err_msg(&e), "TPUSIM_TOKEN"));
-    CHECK_EQ_INT(tn_client_health(c, 10, &e), TN_UNAUTHENTICATED);
+    int rc = tn_client_health(c, 10, &e);
+    CHECK_MSG(rc == TN_UNAUTHENTICATED, "health without a token: %d (%s)", rc, tn_err_msg(&e));
     tn_client_free(c);
     o.token = "wrong-token!";
     c = NULL;
     CHECK_EQ_INT(tn_client_new(f.url, &o, &c, &e), TN_OK);
-    CHECK_EQ_INT(tn_client_health(c, 10, &e), TN_UNAUTHENTICATED);
+    rc = tn_client_health(c, 10, &e);
+    CHECK_MSG(rc == TN_UNAUTHENTICATED, "health with a wrong token: %d (%s)", rc, tn_err_msg(&e));
     tn_client_free(c);
     tn_client *ok = net_connect(&f, "s3cret-token", "with token");
     CHECK(ok != NULL);

@@ -44,6 +44,9 @@ void tn_grpc_init(void)
     grpc_init();
 }
 
+/* How long a call whose send or receive failed waits for the server's status before cancelling. */
+#define TN_STATUS_GRACE_S 5.0
+
 static gpr_timespec tn_in(double s)
 {
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis((int64_t)(s * 1000), GPR_TIMESPAN));
@@ -130,6 +133,14 @@ typedef struct tn_cc {
 static int tn_cc_wait(tn_cc *k, void *tag)
 {
     grpc_event ev = grpc_completion_queue_pluck(k->cq, tag, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
+}
+
+/* 1 when tag did not complete within seconds (it stays pending), else as tn_cc_wait. */
+static int tn_cc_wait_for(tn_cc *k, void *tag, double seconds)
+{
+    grpc_event ev = grpc_completion_queue_pluck(k->cq, tag, tn_in(seconds), NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) return 1;
     return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
 }
 
@@ -227,8 +238,15 @@ static int tn_cc_finish(tn_cc *k, tn_err *e)
             int tag;
             if (grpc_call_start_batch(k->call, &op, 1, &tag, NULL) == GRPC_CALL_OK) tn_cc_wait(k, &tag);
         }
-        if (k->broken) grpc_call_cancel(k->call, NULL);   /* a failed send or receive: the status says why */
-        tn_cc_wait(k, &k->status_tag);
+        /* After a failed send or receive the status says why; it is usually on its way (the server answered
+           before reading everything), and cancelling first would replace it by CANCELLED. Cancel only if it
+           does not come within a grace period. */
+        if (k->broken && tn_cc_wait_for(k, &k->status_tag, TN_STATUS_GRACE_S) != 0) {
+            grpc_call_cancel(k->call, NULL);
+            tn_cc_wait(k, &k->status_tag);
+        } else if (!k->broken) {
+            tn_cc_wait(k, &k->status_tag);
+        }
         code = (int)k->status;
         if (code) {
             char *d = grpc_slice_to_c_string(k->details);

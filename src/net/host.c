@@ -40,8 +40,11 @@ typedef struct tn_exe {
     int              R, P, *assign;
     tpu_numerics     num;
     int              nin, nout, *alias_of;
+    int              ntok;          /* token outputs: the executor returns no tensor for them */
     tpu_memory_stats mem;
 } tn_exe;
+
+static int tn_output_is_token(const tpu_module *m, int i);
 
 /* Handles in increasing order (ids come from one counter), found by binary search; deleted slots are NULL
  * until the table is compacted. */
@@ -687,6 +690,7 @@ static int tn_exe_build(tn_host *h, tpu_ctx *ctx, const tn_compile_req *r, tn_ex
     x->alias_of = calloc((size_t)x->nout + 1, sizeof *x->alias_of);
     if (!x->alias_of) return tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
     for (int i = 0; i < x->nout; i++) x->alias_of[i] = tpu_module_output_alias(x->m, i, NULL);
+    for (int i = 0; i < x->nout; i++) x->ntok += tn_output_is_token(x->m, i);
     int rc = tn_exe_assign(h, x, r, e);
     return rc ? rc : tn_exe_check(h, ctx, x, e);
 }
@@ -753,6 +757,24 @@ static tpu_system *tn_system(tn_host *h, tpu_ctx *ctx, int n)
 }
 
 /* An execution's state: the executable and argument buffers it holds references on. */
+static int tn_output_is_token(const tpu_module *m, int i)
+{
+    tpu_dtype t = TPU_INVALID;
+    int rank;
+    int64_t dims[TPU_MAX_RANK];
+    return tpu_module_output_info(m, i, &t, &rank, dims) == TPU_OK && t == TPU_TOKEN;
+}
+
+/* A token result: an empty array, which the client reports as a token and passes back in as one. */
+static int tn_token_tensor(tpu_tensor **out)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    int64_t zero = 0;
+    tpu_status st = ctx ? tpu_tensor_new(ctx, TPU_PRED, 1, &zero, out) : TPU_ERR_NOMEM;
+    tpu_ctx_free(ctx);
+    return st != TPU_OK;
+}
+
 typedef struct tn_run {
     tn_host      *h;
     tn_sess      *s;
@@ -760,7 +782,8 @@ typedef struct tn_run {
     int           n;            /* devices */
     int           devs[64];
     tn_buf      **args;         /* n x nin */
-    tpu_tensor ***ins, ***outs;
+    tpu_tensor ***ins, ***outs;  /* outs: n x nres, the executor's results */
+    int           nres;
 } tn_run;
 
 /* Looks up the executable and arguments and takes references (under h->mu). */
@@ -807,8 +830,9 @@ static int tn_run_check(tn_run *run, const tn_exec_req *r, tn_err *e)
             int rank;
             int64_t dims[TPU_MAX_RANK];
             tpu_module_input_info(x->m, k, &t, &rank, dims);
-            int same = t == b->dtype && rank == b->rank;
-            for (int q = 0; same && q < rank; q++) same = dims[q] == b->dims[q];
+            /* frameworks pass a token as an empty array (jax: pred[0]) */
+            int same = t == TPU_TOKEN ? tpu_tensor_count(b->t) == 0 : t == b->dtype && rank == b->rank;
+            for (int q = 0; same && t != TPU_TOKEN && q < rank; q++) same = dims[q] == b->dims[q];
             if (b->device != run->devs[d])
                 return tn_fail(e, TN_INVALID_ARGUMENT, "arguments[%d].buffers[%d]: on TPU_%d, but this run's device %d is TPU_%d",
                                d, k, b->device, d, run->devs[d]);
@@ -853,7 +877,9 @@ static int tn_run_exec(tn_run *run, const tn_exec_req *r, tn_err *e)
         pthread_mutex_unlock(&h->run_mu);
     }
     int rc = st ? tn_fail_tpu(e, ctx, st, x->name) : TN_OK;
-    if (!rc && nout != x->nout) rc = tn_fail(e, TN_INTERNAL, "%s: %d results where the program declares %d", x->name, nout, x->nout);
+    if (!st) run->nres = nout;
+    if (!rc && nout != x->nout - x->ntok)
+        rc = tn_fail(e, TN_INTERNAL, "%s: %d results where the program declares %d", x->name, nout, x->nout - x->ntok);
     tpu_ctx_free(ctx);
     return rc;
 }
@@ -885,9 +911,14 @@ static int tn_run_results(tn_run *run, const tn_exec_req *r, tn_exec_result *res
     memset(run->args, 0, (size_t)run->n * (size_t)x->nin * sizeof *run->args);
     int rc = TN_OK;
     for (int d = 0; d < run->n; d++)
-        for (int i = 0; i < x->nout; i++) {
-            tpu_tensor *t = run->outs[d][i];
-            run->outs[d][i] = NULL;
+        for (int i = 0, k = 0; i < x->nout; i++) {
+            tpu_tensor *t = NULL;
+            if (tn_output_is_token(x->m, i)) {
+                if (!rc && tn_token_tensor(&t)) rc = tn_fail(e, TN_RESOURCE_EXHAUSTED, "out of host memory");
+            } else {
+                t = run->outs[d][k];
+                run->outs[d][k++] = NULL;
+            }
             if (rc) {
                 tpu_tensor_free(t);
                 continue;
@@ -912,13 +943,13 @@ static int tn_run_results(tn_run *run, const tn_exec_req *r, tn_exec_result *res
 static void tn_run_free(tn_run *run)
 {
     tn_host *h = run->h;
-    int nin = run->x ? run->x->nin : 0, nout = run->x ? run->x->nout : 0;
+    int nin = run->x ? run->x->nin : 0;
     pthread_mutex_lock(&h->mu);
     for (int i = 0; run->args && i < run->n * nin; i++)
         if (run->args[i]) tn_buf_unref(h, run->args[i]);
     if (run->x) tn_exe_unref(h, run->x);
     pthread_mutex_unlock(&h->mu);
-    tpu_system_outputs_free(run->outs, run->n, nout);   /* what the results did not take over */
+    tpu_system_outputs_free(run->outs, run->n, run->nres);   /* what the results did not take over */
     free(run->args);
     free(run->ins ? run->ins[0] : NULL);
     free(run->ins);

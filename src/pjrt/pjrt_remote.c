@@ -268,6 +268,10 @@ static PJRT_Error *pj_remote_results(PJRT_LoadedExecutable_Execute_Args *a, PJRT
             PJRT_Buffer **slot = &a->output_lists[d][i];
             *slot = NULL;
             if (!err) err = pj_remote_result(devs[d], r->results[d]->outputs[i], slot);
+            if (!err && e->out_types[i] == PJRT_Buffer_Type_TOKEN) {   /* the host holds a token as an empty array */
+                (*slot)->dtype = TPU_TOKEN;
+                (*slot)->rank = 0;
+            }
         }
     for (int d = 0; err && d < n; d++)   /* all or nothing */
         for (int i = 0; i < e->noutputs; i++)
