@@ -930,7 +930,8 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
 /* Memory-space assignment (XLA's MSA on v5e and later): temporaries go to VMEM while the VMEM they occupy at
  * every point of their live range stays within the chip's budget for them (chip->vmem_temp_bytes); what is
  * left is the HBM heap. Candidates are taken densest first — the most reads per position of the live range,
- * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. Entry
+ * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. A
+ * temporary that only compute-bound matmuls write and read is no candidate (cmp_op_compute_bound). Entry
  * outputs, loop state a sub-plan writes and sub-plan reservations stay in HBM. Removes the chosen buffers from
  * bufs (*n shrinks). */
 typedef struct cmp_vcand {
@@ -946,6 +947,57 @@ static int cmp_vcand_cmp(const void *x, const void *y)
     return a->b.v - b->b.v;
 }
 
+/* Multiply-adds of the dots and convolutions an op runs (MXU passes included; nested calls not counted). */
+static double cmp_op_macs(const cmp_op *op)
+{
+    double macs = 0;
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *in = op->instrs[m];
+        if ((in->op != HLO_DOT && in->op != HLO_CONVOLUTION) || in->nops < 2) continue;
+        const hlo_shape *l = &in->ops[0]->shape, *k = &in->ops[1]->shape;
+        double depth = 1;
+        if (in->op == HLO_DOT) {
+            const int64_t *lc;
+            int nlc = hlo_attr_ints(in, HK_LHS_CONTRACTING_DIMS, &lc);
+            for (int i = 0; i < nlc; i++)
+                if (lc[i] >= 0 && lc[i] < l->rank) depth *= (double)l->dims[lc[i]];
+        } else {
+            const hlo_attr *dla = hlo_attr_find(in, HK_DIM_LABELS);
+            if (!dla || dla->kind != HA_DIMLABELS) continue;
+            int64_t of = k->dims[dla->v.dimlabels->k_out];
+            depth = of > 0 ? (double)hlo_shape_count(k) / (double)of : 0;
+        }
+        macs += depth * (double)hlo_shape_count(&in->shape) * cmp_mxu_passes(in);
+    }
+    return macs;
+}
+
+/* An op is compute-bound when its MXU time at the device's peak exceeds twice the time its matmul operands
+ * and results take over HBM: VMEM would not make it faster (MSA's benefit of an alternate-memory buffer is
+ * the memory-boundedness of the ops that use it). The margin of 2: libtpu keeps in VMEM the outputs of
+ * transformer matmuls at 1.4x (transformer_train_bf16 on v5e) and leaves in HBM those of an MLP at 3-7x
+ * (mlp_infer_bf16 on v5e). */
+#define CMP_COMPUTE_BOUND_RATIO 2.0
+static int cmp_op_compute_bound(cmp_state *C, const cmp_op *op)
+{
+    const chp_chip *chip = C->chip;
+    if (op->kind != CMP_OUTPUT) return 0;
+    double macs = cmp_op_macs(op), bytes = 0, peak = chp_device_peak_flops(chip);
+    double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+    if (macs <= 0 || peak <= 0 || bw <= 0) return 0;
+    for (int m = 0; m < op->ninstrs; m++) {   /* the operands of its dots and convolutions */
+        const hlo_instr *in = op->instrs[m];
+        if ((in->op != HLO_DOT && in->op != HLO_CONVOLUTION) || in->nops < 2) continue;
+        for (int q = 0; q < 2; q++) {
+            hlo_shape s = cmp_instr_shape(C->p, in->ops[q]);
+            bytes += (double)cmp_padded_bytes(chip, &s);
+        }
+    }
+    for (int q = 0; q < op->nout; q++)
+        if (op->out[q] >= 0 && op->out[q] < C->nvalues) bytes += (double)C->p->values[op->out[q]].padded;
+    return 2 * macs / peak > CMP_COMPUTE_BOUND_RATIO * bytes / bw;
+}
+
 static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
 {
     cmp_program *p = C->p;
@@ -959,9 +1011,24 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         ut_free(cand);
         return ut_nomem(C->ctx);
     }
-    for (int k = 0; k < plan->nops; k++)
+    /* reads[v]: reads by ops; membound[v]: some op writing or reading v is not compute-bound */
+    char *membound = ut_calloc((size_t)C->nvalues + 1, 1);
+    if (!membound) {
+        ut_free(used);
+        ut_free(reads);
+        ut_free(cand);
+        return ut_nomem(C->ctx);
+    }
+    for (int k = 0; k < plan->nops; k++) {
+        int mb = !cmp_op_compute_bound(C, &plan->ops[k]);
         for (int q = 0; q < plan->ops[k].nin; q++)
-            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) reads[plan->ops[k].in[q]]++;
+            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) {
+                reads[plan->ops[k].in[q]]++;
+                membound[plan->ops[k].in[q]] |= (char)mb;
+            }
+        for (int q = 0; q < plan->ops[k].nout; q++)
+            if (plan->ops[k].out[q] >= 0 && plan->ops[k].out[q] < C->nvalues) membound[plan->ops[k].out[q]] |= (char)mb;
+    }
     for (int i = 0; i < *n; i++) {
         cand[i].b = bufs[i];
         cand[i].density = bufs[i].v >= 0 ? (reads[bufs[i].v] + 1.0) / (bufs[i].end - bufs[i].start + 1.0) : 0;
@@ -970,7 +1037,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     int keep = 0;
     for (int i = 0; i < *n; i++) {
         cmp_buf b = cand[i].b;
-        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0;
+        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0 && membound[b.v];
         for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
         if (!ok) {
             bufs[keep++] = b;
@@ -983,6 +1050,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         p->values[b.v].vmem = 1;
     }
     *n = keep;
+    ut_free(membound);
     ut_free(used);
     ut_free(reads);
     ut_free(cand);
@@ -1397,6 +1465,34 @@ static int cmp_user_groups(const cmp_state *C, const hlo_comp *c, const cmp_fusi
     return nug;
 }
 
+/* Arrays of in's element count that in's elementwise chain reads (through fusible producers; broadcasts
+ * bring small arrays and end the walk): what recomputing in in each consumer would read again. At most 8. */
+static int cmp_full_size_sources(const hlo_instr *in)
+{
+    const hlo_instr *stack[64], *seen[64];
+    int sp = 0, nseen = 0, nf = 0;
+    int64_t n = hlo_shape_count(&in->shape);
+    stack[sp++] = in;
+    while (sp > 0 && nf < 8) {
+        const hlo_instr *x = stack[--sp];
+        for (int o = 0; o < x->nops && nf < 8; o++) {
+            const hlo_instr *y = x->ops[o];
+            int dup = 0;
+            for (int q = 0; q < nseen && !dup; q++) dup = seen[q] == y;
+            if (dup || nseen == 64) continue;
+            seen[nseen++] = y;
+            if (!hlo_shape_is_array(&y->shape) || y->op == HLO_BROADCAST || y->op == HLO_IOTA || y->op == HLO_CONSTANT)
+                continue;
+            if (cmp_is_fusible(y) && hlo_shape_count(&y->shape) == n) {
+                if (sp < 64) stack[sp++] = y;
+                continue;
+            }
+            if (hlo_shape_count(&y->shape) == n) nf++;
+        }
+    }
+    return nf;
+}
+
 /* The op of a fusible instruction or a dot/convolution (instruction i), whose users are placed already: the
  * op of its users when they share one that takes producers; the op of its single elementwise user for a
  * dot (output fusion); -1 when it is cheap and duplicated into each of its users' ops; -2 when out of
@@ -1414,11 +1510,16 @@ static int cmp_fuse_into_users(cmp_state *C, const hlo_comp *c, cmp_fusion *F, i
                      (F->gkind[ug[q]] == CMP_OUTPUT && cmp_fuses_into_mxu(in));
     if (in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
         /* output fusion: the dot heads its single elementwise user's loop op */
-        int uid = nu == 1 ? C->users[gi][0] - C->comp_base[c->id] : -1;
-        if (same && nu == 1 && F->gkind[ug[0]] == CMP_LOOP && !F->dup[uid]) {
-            const hlo_instr *u = c->instrs[uid];
-            hlo_class uc = hlo_op_class((hlo_op)u->op);
-            if ((uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank) {
+        /* (several users are fine when all of them are elementwise members of that one op: the dY·W2ᵀ of a
+         * GELU's backward joins the loop writing dh, read by the GELU' terms) */
+        if (same && F->gkind[ug[0]] == CMP_LOOP) {
+            int ok = 1;
+            for (int k = 0; k < nu && ok; k++) {
+                const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+                hlo_class uc = hlo_op_class((hlo_op)u->op);
+                ok = (uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank;
+            }
+            if (ok) {
                 F->gkind[ug[0]] = CMP_OUTPUT;
                 return ug[0];
             }
@@ -1426,6 +1527,19 @@ static int cmp_fuse_into_users(cmp_state *C, const hlo_comp *c, cmp_fusion *F, i
         return cmp_new_group(F, CMP_OUTPUT);
     }
     if (same && all_accept) return ug[0];
+    /* An elementwise value that two or more dots read, and that combines two or more full-size arrays, is
+     * written once rather than recomputed in each matmul (each would read those arrays again): libtpu
+     * materializes attention's dS = f(S, dP), read by the dQ and dK matmuls, on v3, v4 and v6e, but
+     * recomputes a GELU of one array in the forward and the weight-gradient matmuls. v5e recomputes both
+     * (chip->mxu_recompute_operands). */
+    hlo_class ic = hlo_op_class((hlo_op)in->op);
+    if (all_accept && (ic == HLO_CLASS_EW1 || ic == HLO_CLASS_EW2 || ic == HLO_CLASS_EW3)) {
+        int dot_users = 0;
+        for (int k = 0; k < nu; k++) dot_users += c->instrs[C->users[gi][k] - C->comp_base[c->id]]->op == HLO_DOT;
+        if (dot_users >= 2 && !C->chip->mxu_recompute_operands && cmp_full_size_sources(in) >= 2) {
+            return cmp_new_group(F, CMP_LOOP);
+        }
+    }
     if (all_accept && cmp_is_cheap(in)) {
         F->effs[i] = ut_malloc((size_t)nug * sizeof(int));
         if (!F->effs[i]) return -2;
