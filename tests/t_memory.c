@@ -447,3 +447,28 @@ TEST(memory_dot_heads_the_loop_of_its_elementwise_users)
         "}\n";
     CHECK(fabs(peak_mib(hlo, "v3") - 16) < 1e-9);   /* arguments 12 MiB + output 4 */
 }
+
+/* A prefix scan along a long minor dimension (cummax over 2048 lanes) copies its operand with that dimension
+ * major first: one more operand-sized temporary (8 MiB). A short window does not. Both also hold the
+ * reducer's three scalars (1 KiB each on v3). */
+TEST(memory_long_prefix_scan_copies_its_operand)
+{
+    static const char *scan =
+        "HloModule scan\n"
+        "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[1024,2048]{1,0} parameter(0)\n"
+        "  ninf = f32[] constant(-inf)\n"
+        "  ROOT r = f32[1024,2048]{1,0} reduce-window(x, ninf), window={size=1x2048 pad=0_0x2047_0}, to_apply=mx\n"
+        "}\n";
+    static const char *shrt =
+        "HloModule short\n"
+        "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[1024,2048]{1,0} parameter(0)\n"
+        "  ninf = f32[] constant(-inf)\n"
+        "  ROOT r = f32[1024,2048]{1,0} reduce-window(x, ninf), window={size=1x8 pad=0_0x7_0}, to_apply=mx\n"
+        "}\n";
+    CHECK(fabs(peak_mib(scan, "v3") - (24 + 3.0 / 1024)) < 1e-9);
+    CHECK(fabs(peak_mib(shrt, "v3") - (16 + 3.0 / 1024)) < 1e-9);
+}

@@ -818,16 +818,33 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
     return TPU_OK;
 }
 
+/* A prefix scan: a reduce-window whose window spans its whole minor dimension (longer than one 128-lane
+ * row), padded by size - 1 on one side, stride 1 (lax.cummax, cumsum). */
+static int cmp_is_long_scan(const hlo_instr *t)
+{
+    if (t->op != HLO_REDUCE_WINDOW || t->nops != 2 || t->shape.rank < 2 || !hlo_shape_is_array(&t->shape)) return 0;
+    const hlo_attr *wa = hlo_attr_find(t, HK_WINDOW);
+    const hlo_window *w = wa && wa->kind == HA_WINDOW ? wa->v.window : NULL;
+    int d = t->shape.rank - 1;
+    if (!w || w->rank != t->shape.rank) return 0;
+    int64_t n = t->ops[0]->shape.dims[d];
+    const hlo_window_dim *x = &w->d[d];
+    return n > 128 && x->size == n && (x->stride <= 1) && (x->pad_lo == n - 1 || x->pad_hi == n - 1);
+}
+
 /* TopK reads its operand with the sorted (last) dimension major: libtpu copies a row-major operand into that
  * layout first (topk: f32[1024,32000]{1,0} -> copy {0,1}, then the TopK custom-call), a temporary as large as
- * the operand for the length of the op. */
+ * the operand for the length of the op. A long prefix scan along the minor dimension is computed in blocks
+ * of 128 lanes with that dimension moved major the same way (reduce_window_rowmax: f32[1024,2048] cummax ->
+ * copies to {0,1,2} of [1024,16,128], a two-level scan, and back): one operand-sized temporary too. */
 static tpu_status cmp_topk_copies(cmp_state *C, cmp_plan *plan)
 {
     cmp_program *p = C->p;
     for (int k = 0; k < plan->nops; k++) {
         cmp_op *op = &plan->ops[k];
         const hlo_instr *t = op->root;
-        if (op->kind == CMP_NOOP || t->op != HLO_TOPK || t->nops != 1 || t->ops[0]->shape.rank < 2) continue;
+        if (op->kind == CMP_NOOP) continue;
+        if ((t->op != HLO_TOPK || t->nops != 1 || t->ops[0]->shape.rank < 2) && !cmp_is_long_scan(t)) continue;
         hlo_shape s = t->ops[0]->shape;
         s.layout = cmp_make_layout(&p->arena, s.rank, s.rank - 2, s.rank - 1);
         if (!s.layout) return ut_nomem(C->ctx);
@@ -1011,7 +1028,8 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         ut_free(cand);
         return ut_nomem(C->ctx);
     }
-    /* reads[v]: reads by ops; membound[v]: some op writing or reading v is not compute-bound */
+    /* reads[v]: reads by ops; membound[v]: 1 when ops write or read v, 3 when one of them is not compute-bound
+     * (values no op lists, such as the compiler's copies of operands, count as memory-bound) */
     char *membound = ut_calloc((size_t)C->nvalues + 1, 1);
     if (!membound) {
         ut_free(used);
@@ -1020,14 +1038,14 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         return ut_nomem(C->ctx);
     }
     for (int k = 0; k < plan->nops; k++) {
-        int mb = !cmp_op_compute_bound(C, &plan->ops[k]);
+        char mb = cmp_op_compute_bound(C, &plan->ops[k]) ? 1 : 3;
         for (int q = 0; q < plan->ops[k].nin; q++)
             if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) {
                 reads[plan->ops[k].in[q]]++;
-                membound[plan->ops[k].in[q]] |= (char)mb;
+                membound[plan->ops[k].in[q]] |= mb;
             }
         for (int q = 0; q < plan->ops[k].nout; q++)
-            if (plan->ops[k].out[q] >= 0 && plan->ops[k].out[q] < C->nvalues) membound[plan->ops[k].out[q]] |= (char)mb;
+            if (plan->ops[k].out[q] >= 0 && plan->ops[k].out[q] < C->nvalues) membound[plan->ops[k].out[q]] |= mb;
     }
     for (int i = 0; i < *n; i++) {
         cand[i].b = bufs[i];
@@ -1037,7 +1055,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     int keep = 0;
     for (int i = 0; i < *n; i++) {
         cmp_buf b = cand[i].b;
-        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0 && membound[b.v];
+        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0 && membound[b.v] != 1;
         for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
         if (!ok) {
             bufs[keep++] = b;
