@@ -472,3 +472,25 @@ TEST(memory_long_prefix_scan_copies_its_operand)
     CHECK(fabs(peak_mib(scan, "v3") - (24 + 3.0 / 1024)) < 1e-9);
     CHECK(fabs(peak_mib(shrt, "v3") - (16 + 3.0 / 1024)) < 1e-9);
 }
+
+/* A dot whose users all belong to reductions is computed inside the first of them (a multi-output output
+ * fusion, as libtpu fuses layernorm's dY·Wᵀ into the two column sums that are its only readers): no 4 MiB
+ * buffer for it. */
+TEST(memory_dot_read_only_by_reductions_is_not_written)
+{
+    static const char *hlo =
+        "HloModule red\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  a = f32[1024,1024]{1,0} parameter(0)\n"
+        "  w = f32[1024,1024]{1,0} parameter(1)\n"
+        "  x = f32[1024,1024]{1,0} parameter(2)\n"
+        "  z = f32[] constant(0)\n"
+        "  d = f32[1024,1024]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  m = f32[1024,1024]{1,0} multiply(d, x)\n"
+        "  r1 = f32[1024]{0} reduce(m, z), dimensions={0}, to_apply=add\n"
+        "  r2 = f32[1024]{0} reduce(d, z), dimensions={0}, to_apply=add\n"
+        "  ROOT t = (f32[1024]{0}, f32[1024]{0}) tuple(r1, r2)\n"
+        "}\n";
+    CHECK(fabs(peak_mib(hlo, "v3") - (12 + 8.0 / 1024)) < 1e-9);   /* arguments 12 MiB + two 4 KiB outputs */
+}

@@ -1542,6 +1542,17 @@ static int cmp_fuse_into_users(cmp_state *C, const hlo_comp *c, cmp_fusion *F, i
                 return ug[0];
             }
         }
+        /* a dot whose users all belong to reductions (through their elementwise producers) is computed in the
+         * first of them, a multi-output output fusion: libtpu fuses layernorm's dY·Wᵀ into the two column sums
+         * that are its only readers (layernorm_train). The other reductions read it there, from no buffer. */
+        if (in != c->root && nug > 0 && !overflow) {
+            int ok = 1;
+            for (int q = 0; q < nug && ok; q++) ok = F->gkind[ug[q]] == CMP_INPUT;
+            if (ok) {
+                F->gkind[ug[0]] = CMP_OUTPUT;
+                return ug[0];
+            }
+        }
         return cmp_new_group(F, CMP_OUTPUT);
     }
     if (same && all_accept) return ug[0];
