@@ -494,3 +494,50 @@ TEST(memory_dot_read_only_by_reductions_is_not_written)
         "}\n";
     CHECK(fabs(peak_mib(hlo, "v3") - (12 + 8.0 / 1024)) < 1e-9);   /* arguments 12 MiB + two 4 KiB outputs */
 }
+
+/* Program bytes (peak less arguments) of an HLO text planned for a chip. */
+static int64_t program_bytes(const char *hlo, const char *chip)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    tpu_memory *mem = m ? plan(ctx, m, chip, NULL) : NULL;
+    tpu_memory_stats st = {0};
+    if (mem) tpu_memory_get_stats(mem, &st);
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+    return mem ? st.peak_bytes - st.argument_bytes : -1;
+}
+
+/* An f32 activation read only by a depthwise convolution (groups of one input feature: the vector unit, not
+ * the MXU) stays f32; read by an ordinary convolution at default precision it is stored as bf16, the
+ * rounding the MXU does anyway. f32[32,56,56,192] is 98 MiB, 49 as bf16. */
+TEST(memory_depthwise_convolution_operands_stay_f32)
+{
+    static const char *dw =
+        "HloModule dw\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[32,56,56,32]{3,2,1,0} parameter(0)\n"
+        "  p = f32[1,1,32,192]{3,2,1,0} parameter(1)\n"
+        "  w = f32[3,3,1,192]{3,2,1,0} parameter(2)\n"
+        "  h = f32[32,56,56,192]{3,2,1,0} convolution(x, p), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
+        "  d = f32[32,56,56,192]{3,2,1,0} convolution(h, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+        "feature_group_count=192\n"
+        "  z = f32[] constant(0)\n"
+        "  ROOT r = f32[] reduce(d, z), dimensions={0,1,2,3}, to_apply=add\n"
+        "}\n";
+    static const char *full =
+        "HloModule full\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[32,56,56,32]{3,2,1,0} parameter(0)\n"
+        "  p = f32[1,1,32,192]{3,2,1,0} parameter(1)\n"
+        "  w = f32[3,3,192,192]{3,2,1,0} parameter(2)\n"
+        "  h = f32[32,56,56,192]{3,2,1,0} convolution(x, p), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
+        "  d = f32[32,56,56,192]{3,2,1,0} convolution(h, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+        "  z = f32[] constant(0)\n"
+        "  ROOT r = f32[] reduce(d, z), dimensions={0,1,2,3}, to_apply=add\n"
+        "}\n";
+    CHECK_EQ_INT(program_bytes(dw, "v3") - program_bytes(full, "v3"), 49 << 20);
+}

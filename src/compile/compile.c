@@ -728,6 +728,8 @@ static int cmp_output_copy(cmp_state *C, int v)
     return o;
 }
 
+static int cmp_on_mxu(const hlo_instr *u);
+
 /* Operand copies of convolutions (see 5b in cmp_plan_comp). dup: the computation's duplicated producers. */
 static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const uint8_t *dup)
 {
@@ -789,7 +791,7 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
                         ut_free(copy_of);
                         return ut_nomem(C->ctx);
                     }
-                    if (s.dtype == TPU_F32 && cmp_mxu_passes(cv) == 1) s.dtype = TPU_BF16;
+                    if (s.dtype == TPU_F32 && cmp_mxu_passes(cv) == 1 && cmp_on_mxu(cv)) s.dtype = TPU_BF16;
                     v = cmp_new_value(C, cv, 0, &s, CMP_V_TEMP);
                     if (v < 0) {
                         ut_free(copy_of);
@@ -1296,6 +1298,23 @@ static int cmp_read_after(cmp_state *C, const hlo_instr *def, const hlo_instr *v
  * pass) or a comparison (a ReLU mask: the sign survives rounding). Then the TPU compiler stores the value as
  * bf16, the rounding the MXU does anyway (libtpu keeps f32 activations saved for the backward pass as bf16:
  * cnn_nhwc_train, transformer_train in tests/reference). */
+/* Whether a dot or convolution runs on the MXU (rounding its operands to bf16 at one pass). Depthwise
+ * convolutions (groups of fewer than 8 input features, or batch groups: their weight gradient) run on the
+ * vector unit in f32, so their operands stay f32 (depthwise_train: libtpu keeps the 98 MiB expanded
+ * activations f32). */
+static int cmp_on_mxu(const hlo_instr *u)
+{
+    if (u->op == HLO_DOT) return 1;
+    if (u->op != HLO_CONVOLUTION || u->nops < 2) return 0;
+    int64_t fg = hlo_attr_int(u, HK_FEATURE_GROUP_COUNT, 1), bg = hlo_attr_int(u, HK_BATCH_GROUP_COUNT, 1);
+    if (bg > 1) return 0;
+    if (fg > 1) {
+        const hlo_attr *dla = hlo_attr_find(u, HK_DIM_LABELS);
+        if (dla && dla->kind == HA_DIMLABELS && u->ops[1]->shape.dims[dla->v.dimlabels->k_in] < 8) return 0;
+    }
+    return 1;
+}
+
 static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup, int depth)
 {
     if (depth > 12 || in == in->parent->root) return 0;
@@ -1305,7 +1324,7 @@ static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup
         const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
         any = 1;
         if (u->op == HLO_DOT || u->op == HLO_CONVOLUTION) {
-            if (cmp_mxu_passes(u) != 1) return 0;
+            if (cmp_mxu_passes(u) != 1 || !cmp_on_mxu(u)) return 0;
             continue;
         }
         if (u->op == HLO_COMPARE) continue;
@@ -1330,7 +1349,7 @@ static int cmp_read_as_bf16(cmp_state *C, const hlo_instr *x, int depth)
         if (u == c->root && u->op == HLO_TUPLE) continue;   /* passed through to the next iteration */
         any = 1;
         if (u->op == HLO_CONVERT && u->shape.dtype == TPU_BF16) continue;
-        if ((u->op == HLO_DOT || u->op == HLO_CONVOLUTION) && cmp_mxu_passes(u) == 1) continue;
+        if ((u->op == HLO_DOT || u->op == HLO_CONVOLUTION) && cmp_mxu_passes(u) == 1 && cmp_on_mxu(u)) continue;
         if ((u->op == HLO_DYNAMIC_SLICE || u->op == HLO_SLICE || u->op == HLO_RESHAPE || u->op == HLO_BITCAST ||
              u->op == HLO_COPY || u->op == HLO_TRANSPOSE) && u->ops[0] == x && cmp_read_as_bf16(C, u, depth + 1))
             continue;
