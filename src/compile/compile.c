@@ -728,6 +728,8 @@ static int cmp_output_copy(cmp_state *C, int v)
     return o;
 }
 
+static int cmp_on_mxu(const hlo_instr *u);
+
 /* Operand copies of convolutions (see 5b in cmp_plan_comp). dup: the computation's duplicated producers. */
 static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const uint8_t *dup)
 {
@@ -789,7 +791,7 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
                         ut_free(copy_of);
                         return ut_nomem(C->ctx);
                     }
-                    if (s.dtype == TPU_F32 && cmp_mxu_passes(cv) == 1) s.dtype = TPU_BF16;
+                    if (s.dtype == TPU_F32 && cmp_mxu_passes(cv) == 1 && cmp_on_mxu(cv)) s.dtype = TPU_BF16;
                     v = cmp_new_value(C, cv, 0, &s, CMP_V_TEMP);
                     if (v < 0) {
                         ut_free(copy_of);
@@ -818,16 +820,33 @@ static tpu_status cmp_conv_operand_copies(cmp_state *C, cmp_plan *plan, const ui
     return TPU_OK;
 }
 
+/* A prefix scan: a reduce-window whose window spans its whole minor dimension (longer than one 128-lane
+ * row), padded by size - 1 on one side, stride 1 (lax.cummax, cumsum). */
+static int cmp_is_long_scan(const hlo_instr *t)
+{
+    if (t->op != HLO_REDUCE_WINDOW || t->nops != 2 || t->shape.rank < 2 || !hlo_shape_is_array(&t->shape)) return 0;
+    const hlo_attr *wa = hlo_attr_find(t, HK_WINDOW);
+    const hlo_window *w = wa && wa->kind == HA_WINDOW ? wa->v.window : NULL;
+    int d = t->shape.rank - 1;
+    if (!w || w->rank != t->shape.rank) return 0;
+    int64_t n = t->ops[0]->shape.dims[d];
+    const hlo_window_dim *x = &w->d[d];
+    return n > 128 && x->size == n && (x->stride <= 1) && (x->pad_lo == n - 1 || x->pad_hi == n - 1);
+}
+
 /* TopK reads its operand with the sorted (last) dimension major: libtpu copies a row-major operand into that
  * layout first (topk: f32[1024,32000]{1,0} -> copy {0,1}, then the TopK custom-call), a temporary as large as
- * the operand for the length of the op. */
+ * the operand for the length of the op. A long prefix scan along the minor dimension is computed in blocks
+ * of 128 lanes with that dimension moved major the same way (reduce_window_rowmax: f32[1024,2048] cummax ->
+ * copies to {0,1,2} of [1024,16,128], a two-level scan, and back): one operand-sized temporary too. */
 static tpu_status cmp_topk_copies(cmp_state *C, cmp_plan *plan)
 {
     cmp_program *p = C->p;
     for (int k = 0; k < plan->nops; k++) {
         cmp_op *op = &plan->ops[k];
         const hlo_instr *t = op->root;
-        if (op->kind == CMP_NOOP || t->op != HLO_TOPK || t->nops != 1 || t->ops[0]->shape.rank < 2) continue;
+        if (op->kind == CMP_NOOP) continue;
+        if ((t->op != HLO_TOPK || t->nops != 1 || t->ops[0]->shape.rank < 2) && !cmp_is_long_scan(t)) continue;
         hlo_shape s = t->ops[0]->shape;
         s.layout = cmp_make_layout(&p->arena, s.rank, s.rank - 2, s.rank - 1);
         if (!s.layout) return ut_nomem(C->ctx);
@@ -930,7 +949,8 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
 /* Memory-space assignment (XLA's MSA on v5e and later): temporaries go to VMEM while the VMEM they occupy at
  * every point of their live range stays within the chip's budget for them (chip->vmem_temp_bytes); what is
  * left is the HBM heap. Candidates are taken densest first — the most reads per position of the live range,
- * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. Entry
+ * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. A
+ * temporary that only compute-bound matmuls write and read is no candidate (cmp_op_compute_bound). Entry
  * outputs, loop state a sub-plan writes and sub-plan reservations stay in HBM. Removes the chosen buffers from
  * bufs (*n shrinks). */
 typedef struct cmp_vcand {
@@ -946,6 +966,57 @@ static int cmp_vcand_cmp(const void *x, const void *y)
     return a->b.v - b->b.v;
 }
 
+/* Multiply-adds of the dots and convolutions an op runs (MXU passes included; nested calls not counted). */
+static double cmp_op_macs(const cmp_op *op)
+{
+    double macs = 0;
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *in = op->instrs[m];
+        if ((in->op != HLO_DOT && in->op != HLO_CONVOLUTION) || in->nops < 2) continue;
+        const hlo_shape *l = &in->ops[0]->shape, *k = &in->ops[1]->shape;
+        double depth = 1;
+        if (in->op == HLO_DOT) {
+            const int64_t *lc;
+            int nlc = hlo_attr_ints(in, HK_LHS_CONTRACTING_DIMS, &lc);
+            for (int i = 0; i < nlc; i++)
+                if (lc[i] >= 0 && lc[i] < l->rank) depth *= (double)l->dims[lc[i]];
+        } else {
+            const hlo_attr *dla = hlo_attr_find(in, HK_DIM_LABELS);
+            if (!dla || dla->kind != HA_DIMLABELS) continue;
+            int64_t of = k->dims[dla->v.dimlabels->k_out];
+            depth = of > 0 ? (double)hlo_shape_count(k) / (double)of : 0;
+        }
+        macs += depth * (double)hlo_shape_count(&in->shape) * cmp_mxu_passes(in);
+    }
+    return macs;
+}
+
+/* An op is compute-bound when its MXU time at the device's peak exceeds twice the time its matmul operands
+ * and results take over HBM: VMEM would not make it faster (MSA's benefit of an alternate-memory buffer is
+ * the memory-boundedness of the ops that use it). The margin of 2: libtpu keeps in VMEM the outputs of
+ * transformer matmuls at 1.4x (transformer_train_bf16 on v5e) and leaves in HBM those of an MLP at 3-7x
+ * (mlp_infer_bf16 on v5e). */
+#define CMP_COMPUTE_BOUND_RATIO 2.0
+static int cmp_op_compute_bound(cmp_state *C, const cmp_op *op)
+{
+    const chp_chip *chip = C->chip;
+    if (op->kind != CMP_OUTPUT) return 0;
+    double macs = cmp_op_macs(op), bytes = 0, peak = chp_device_peak_flops(chip);
+    double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+    if (macs <= 0 || peak <= 0 || bw <= 0) return 0;
+    for (int m = 0; m < op->ninstrs; m++) {   /* the operands of its dots and convolutions */
+        const hlo_instr *in = op->instrs[m];
+        if ((in->op != HLO_DOT && in->op != HLO_CONVOLUTION) || in->nops < 2) continue;
+        for (int q = 0; q < 2; q++) {
+            hlo_shape s = cmp_instr_shape(C->p, in->ops[q]);
+            bytes += (double)cmp_padded_bytes(chip, &s);
+        }
+    }
+    for (int q = 0; q < op->nout; q++)
+        if (op->out[q] >= 0 && op->out[q] < C->nvalues) bytes += (double)C->p->values[op->out[q]].padded;
+    return 2 * macs / peak > CMP_COMPUTE_BOUND_RATIO * bytes / bw;
+}
+
 static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
 {
     cmp_program *p = C->p;
@@ -959,9 +1030,25 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         ut_free(cand);
         return ut_nomem(C->ctx);
     }
-    for (int k = 0; k < plan->nops; k++)
+    /* reads[v]: reads by ops; membound[v]: 1 when ops write or read v, 3 when one of them is not compute-bound
+     * (values no op lists, such as the compiler's copies of operands, count as memory-bound) */
+    char *membound = ut_calloc((size_t)C->nvalues + 1, 1);
+    if (!membound) {
+        ut_free(used);
+        ut_free(reads);
+        ut_free(cand);
+        return ut_nomem(C->ctx);
+    }
+    for (int k = 0; k < plan->nops; k++) {
+        char mb = cmp_op_compute_bound(C, &plan->ops[k]) ? 1 : 3;
         for (int q = 0; q < plan->ops[k].nin; q++)
-            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) reads[plan->ops[k].in[q]]++;
+            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) {
+                reads[plan->ops[k].in[q]]++;
+                membound[plan->ops[k].in[q]] |= mb;
+            }
+        for (int q = 0; q < plan->ops[k].nout; q++)
+            if (plan->ops[k].out[q] >= 0 && plan->ops[k].out[q] < C->nvalues) membound[plan->ops[k].out[q]] |= mb;
+    }
     for (int i = 0; i < *n; i++) {
         cand[i].b = bufs[i];
         cand[i].density = bufs[i].v >= 0 ? (reads[bufs[i].v] + 1.0) / (bufs[i].end - bufs[i].start + 1.0) : 0;
@@ -970,7 +1057,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     int keep = 0;
     for (int i = 0; i < *n; i++) {
         cmp_buf b = cand[i].b;
-        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0;
+        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0 && membound[b.v] != 1;
         for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
         if (!ok) {
             bufs[keep++] = b;
@@ -983,6 +1070,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         p->values[b.v].vmem = 1;
     }
     *n = keep;
+    ut_free(membound);
     ut_free(used);
     ut_free(reads);
     ut_free(cand);
@@ -1210,6 +1298,23 @@ static int cmp_read_after(cmp_state *C, const hlo_instr *def, const hlo_instr *v
  * pass) or a comparison (a ReLU mask: the sign survives rounding). Then the TPU compiler stores the value as
  * bf16, the rounding the MXU does anyway (libtpu keeps f32 activations saved for the backward pass as bf16:
  * cnn_nhwc_train, transformer_train in tests/reference). */
+/* Whether a dot or convolution runs on the MXU (rounding its operands to bf16 at one pass). Depthwise
+ * convolutions (groups of fewer than 8 input features, or batch groups: their weight gradient) run on the
+ * vector unit in f32, so their operands stay f32 (depthwise_train: libtpu keeps the 98 MiB expanded
+ * activations f32). */
+static int cmp_on_mxu(const hlo_instr *u)
+{
+    if (u->op == HLO_DOT) return 1;
+    if (u->op != HLO_CONVOLUTION || u->nops < 2) return 0;
+    int64_t fg = hlo_attr_int(u, HK_FEATURE_GROUP_COUNT, 1), bg = hlo_attr_int(u, HK_BATCH_GROUP_COUNT, 1);
+    if (bg > 1) return 0;
+    if (fg > 1) {
+        const hlo_attr *dla = hlo_attr_find(u, HK_DIM_LABELS);
+        if (dla && dla->kind == HA_DIMLABELS && u->ops[1]->shape.dims[dla->v.dimlabels->k_in] < 8) return 0;
+    }
+    return 1;
+}
+
 static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup, int depth)
 {
     if (depth > 12 || in == in->parent->root) return 0;
@@ -1219,7 +1324,7 @@ static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup
         const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
         any = 1;
         if (u->op == HLO_DOT || u->op == HLO_CONVOLUTION) {
-            if (cmp_mxu_passes(u) != 1) return 0;
+            if (cmp_mxu_passes(u) != 1 || !cmp_on_mxu(u)) return 0;
             continue;
         }
         if (u->op == HLO_COMPARE) continue;
@@ -1244,7 +1349,7 @@ static int cmp_read_as_bf16(cmp_state *C, const hlo_instr *x, int depth)
         if (u == c->root && u->op == HLO_TUPLE) continue;   /* passed through to the next iteration */
         any = 1;
         if (u->op == HLO_CONVERT && u->shape.dtype == TPU_BF16) continue;
-        if ((u->op == HLO_DOT || u->op == HLO_CONVOLUTION) && cmp_mxu_passes(u) == 1) continue;
+        if ((u->op == HLO_DOT || u->op == HLO_CONVOLUTION) && cmp_mxu_passes(u) == 1 && cmp_on_mxu(u)) continue;
         if ((u->op == HLO_DYNAMIC_SLICE || u->op == HLO_SLICE || u->op == HLO_RESHAPE || u->op == HLO_BITCAST ||
              u->op == HLO_COPY || u->op == HLO_TRANSPOSE) && u->ops[0] == x && cmp_read_as_bf16(C, u, depth + 1))
             continue;
@@ -1397,6 +1502,34 @@ static int cmp_user_groups(const cmp_state *C, const hlo_comp *c, const cmp_fusi
     return nug;
 }
 
+/* Arrays of in's element count that in's elementwise chain reads (through fusible producers; broadcasts
+ * bring small arrays and end the walk): what recomputing in in each consumer would read again. At most 8. */
+static int cmp_full_size_sources(const hlo_instr *in)
+{
+    const hlo_instr *stack[64], *seen[64];
+    int sp = 0, nseen = 0, nf = 0;
+    int64_t n = hlo_shape_count(&in->shape);
+    stack[sp++] = in;
+    while (sp > 0 && nf < 8) {
+        const hlo_instr *x = stack[--sp];
+        for (int o = 0; o < x->nops && nf < 8; o++) {
+            const hlo_instr *y = x->ops[o];
+            int dup = 0;
+            for (int q = 0; q < nseen && !dup; q++) dup = seen[q] == y;
+            if (dup || nseen == 64) continue;
+            seen[nseen++] = y;
+            if (!hlo_shape_is_array(&y->shape) || y->op == HLO_BROADCAST || y->op == HLO_IOTA || y->op == HLO_CONSTANT)
+                continue;
+            if (cmp_is_fusible(y) && hlo_shape_count(&y->shape) == n) {
+                if (sp < 64) stack[sp++] = y;
+                continue;
+            }
+            if (hlo_shape_count(&y->shape) == n) nf++;
+        }
+    }
+    return nf;
+}
+
 /* The op of a fusible instruction or a dot/convolution (instruction i), whose users are placed already: the
  * op of its users when they share one that takes producers; the op of its single elementwise user for a
  * dot (output fusion); -1 when it is cheap and duplicated into each of its users' ops; -2 when out of
@@ -1414,11 +1547,27 @@ static int cmp_fuse_into_users(cmp_state *C, const hlo_comp *c, cmp_fusion *F, i
                      (F->gkind[ug[q]] == CMP_OUTPUT && cmp_fuses_into_mxu(in));
     if (in->op == HLO_DOT || in->op == HLO_CONVOLUTION) {
         /* output fusion: the dot heads its single elementwise user's loop op */
-        int uid = nu == 1 ? C->users[gi][0] - C->comp_base[c->id] : -1;
-        if (same && nu == 1 && F->gkind[ug[0]] == CMP_LOOP && !F->dup[uid]) {
-            const hlo_instr *u = c->instrs[uid];
-            hlo_class uc = hlo_op_class((hlo_op)u->op);
-            if ((uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank) {
+        /* (several users are fine when all of them are elementwise members of that one op: the dY·W2ᵀ of a
+         * GELU's backward joins the loop writing dh, read by the GELU' terms) */
+        if (same && F->gkind[ug[0]] == CMP_LOOP) {
+            int ok = 1;
+            for (int k = 0; k < nu && ok; k++) {
+                const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+                hlo_class uc = hlo_op_class((hlo_op)u->op);
+                ok = (uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3) && u->shape.rank == in->shape.rank;
+            }
+            if (ok) {
+                F->gkind[ug[0]] = CMP_OUTPUT;
+                return ug[0];
+            }
+        }
+        /* a dot whose users all belong to reductions (through their elementwise producers) is computed in the
+         * first of them, a multi-output output fusion: libtpu fuses layernorm's dY·Wᵀ into the two column sums
+         * that are its only readers (layernorm_train). The other reductions read it there, from no buffer. */
+        if (in != c->root && nug > 0 && !overflow) {
+            int ok = 1;
+            for (int q = 0; q < nug && ok; q++) ok = F->gkind[ug[q]] == CMP_INPUT;
+            if (ok) {
                 F->gkind[ug[0]] = CMP_OUTPUT;
                 return ug[0];
             }
@@ -1426,6 +1575,19 @@ static int cmp_fuse_into_users(cmp_state *C, const hlo_comp *c, cmp_fusion *F, i
         return cmp_new_group(F, CMP_OUTPUT);
     }
     if (same && all_accept) return ug[0];
+    /* An elementwise value that two or more dots read, and that combines two or more full-size arrays, is
+     * written once rather than recomputed in each matmul (each would read those arrays again): libtpu
+     * materializes attention's dS = f(S, dP), read by the dQ and dK matmuls, on v3, v4 and v6e, but
+     * recomputes a GELU of one array in the forward and the weight-gradient matmuls. v5e recomputes both
+     * (chip->mxu_recompute_operands). */
+    hlo_class ic = hlo_op_class((hlo_op)in->op);
+    if (all_accept && (ic == HLO_CLASS_EW1 || ic == HLO_CLASS_EW2 || ic == HLO_CLASS_EW3)) {
+        int dot_users = 0;
+        for (int k = 0; k < nu; k++) dot_users += c->instrs[C->users[gi][k] - C->comp_base[c->id]]->op == HLO_DOT;
+        if (dot_users >= 2 && !C->chip->mxu_recompute_operands && cmp_full_size_sources(in) >= 2) {
+            return cmp_new_group(F, CMP_LOOP);
+        }
+    }
     if (all_accept && cmp_is_cheap(in)) {
         F->effs[i] = ut_malloc((size_t)nug * sizeof(int));
         if (!F->effs[i]) return -2;
