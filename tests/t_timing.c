@@ -323,11 +323,13 @@ TEST(timing_binary_chain_computed_once)
     REQUIRE(p);
     const prf_profile *pp = (const prf_profile *)p;
     double n = 2048.0 * 1024 * 2, wb = 1024.0 * 1024 * 2;
-    /* the inputs once, the sum written once and read by the two other readers, a again (y2), w, the outputs */
-    double want = 4 * n + n + 2 * n + n + wb + n + wb + 4096;
+    /* the inputs once, the sum written once and read by the two other readers, a again (y2), w, the outputs;
+     * or, when the compile pipeline writes the sum in its own fusion (the memory rule for a value two matmuls
+     * read), read by all three: one more read of it. Either way not the inputs three times. */
+    double want = 4 * n + n + 2 * n + n + wb + n + wb + 4096, own_fusion = want + n;
     double got = (double)pp->tim->hbm_bytes;
-    CHECK_MSG(got <= want * 1.02 && got >= 0.98 * want, "HBM bytes %.4g, want %.4g (recomputing the sum in every "
-              "reader: %.4g)", got, want, 3 * 4 * n + n + wb + n + wb + 4096);
+    CHECK_MSG(got <= own_fusion * 1.02 && got >= 0.98 * want, "HBM bytes %.4g, want %.4g..%.4g (recomputing the sum in "
+              "every reader: %.4g)", got, want, own_fusion, 3 * 4 * n + n + wb + n + wb + 4096);
     tpu_profile_free(p);
     tpu_module_free(m);
     tpu_ctx_free(ctx);
