@@ -242,6 +242,13 @@ static void tn_serve_slot(tn_server *s, tn_slot *sl)
         code = tn_fail(&e, TN_UNIMPLEMENTED, "%.*s: no such method on a tpusim TPU host", (int)GRPC_SLICE_LENGTH(*m),
                        (const char *)GRPC_SLICE_START_PTR(*m));
     else code = tn_service_handle(s->svc, (tn_method)method, &c, &e);
+    if (code == TN_UNAUTHENTICATED || code == TN_UNIMPLEMENTED) {
+        /* take the request off the stream before answering: a status sent while the client is still sending
+           resets the stream, and the client may then see CANCELLED instead of it */
+        const uint8_t *req;
+        size_t len;
+        tn_call_recv(&c, &req, &len);
+    }
     tn_call_finish(&c, code, tn_err_msg(&e));
     tn_err_clear(&e);
     free(c.buf);
