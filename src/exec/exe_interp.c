@@ -220,7 +220,7 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
     /* fused elementwise groups: members run when their group's root does */
     ci->fgroup_of = ut_malloc((size_t)n * sizeof *ci->fgroup_of);
     if (!ci->fgroup_of) goto nomem;
-    if (exe_fuse_plan(S->ctx, c, ci->live, ci->fgroup_of, &ci->fgroups, &ci->nfgroups)) {
+    if (exe_fuse_plan(S->ctx, c, !(S->ref & EXE_NO_FUSION), ci->live, ci->fgroup_of, &ci->fgroups, &ci->nfgroups)) {
         ut_free(last);
         ut_free(count);
         exe_comp_info_free(ci);
@@ -1211,7 +1211,10 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
         S.partition_id = cfg->partition_id;
         S.coll = cfg->coll;
         S.trip_counts = cfg->trip_counts;
+        S.ref = cfg->ref;
     }
+    const char *nf = getenv("TPUSIM_NO_FUSION");
+    if (nf && *nf && strcmp(nf, "0")) S.ref |= EXE_NO_FUSION;
     /* nothing runs that does not verify: the kernels trust the shapes the verifier checked */
     tpu_status vst = ver_require(ctx, m);
     if (vst) return vst;

@@ -43,7 +43,7 @@ void rt_fail_locked(rt_system *sys, int dev, tpu_status st, const char *fmt, ...
 static void rt_dev_run(rt_dev *d)
 {
     rt_system *sys = d->sys;
-    exe_run_cfg cfg = {d->replica, d->partition, &sys->coll, NULL};
+    exe_run_cfg cfg = {.replica_id = d->replica, .partition_id = d->partition, .coll = &sys->coll};
     tpu_run_opts o = sys->opts;
     if (sys->n > 1) o.threads = 1;   /* N devices share the host's cores: one thread each, no nested teams */
     o.replica_id = (int)d->replica;
