@@ -199,6 +199,45 @@ TEST(profile_html_structure)
     tpu_ctx_free(ctx);
 }
 
+static int lines_of(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* The summary is cached per `top`: a short summary asked first (tpusim profile --top 1 --html) neither
+ * shortens a later longer one nor the HTML report's (which shows 30 ops). */
+TEST(profile_summary_top_not_cached_across_calls)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_profile *p = profile(ctx, mlp_hlo, "v5e-8", &m, 1, 0);
+    REQUIRE(p);
+    int one = lines_of(tpu_profile_summary(p, 1));
+    int all = lines_of(tpu_profile_summary(p, 30));
+    CHECK_MSG(all > one, "top 30: %d lines, top 1: %d", all, one);
+    CHECK_EQ_INT(lines_of(tpu_profile_summary(p, 1)), one);
+    char path[256];
+    test_tmp_path(path, sizeof path, "report_top.html");
+    REQUIRE_OK(ctx, tpu_profile_write_html(ctx, p, path));
+    char *h = test_slurp(path, NULL);
+    unlink(path);
+    REQUIRE(h);
+    const char *sum = strstr(h, "<pre id=\"summary\">");
+    CHECK(sum != NULL);
+    if (sum) {
+        const char *end = strstr(sum, "</pre>");
+        int n = 0;
+        for (const char *c = sum; end && c < end; c++) n += *c == '\n';
+        CHECK_MSG(n == all - 1 || n == all, "HTML summary: %d lines, top 30 summary: %d", n, all);
+    }
+    free(h);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
 TEST(profile_html_in_headless_chromium)
 {
     const char *chrome = test_find_chromium();

@@ -17,6 +17,7 @@ struct tpu_profile {
     tim_opts         topts;
     tpu_profile_opts opts;
     char            *summary, *json, *advice;
+    int              summary_top;  /* the top ops `summary` was built for */
     int             *order;        /* ops sorted by total time, largest first */
     /* a collective the step runs outside the program (the trainer's gradient all-reduce, executed by the
      * runtime between grad.hlo and apply.hlo): after the ops on the timeline, and in tim's totals */
@@ -27,6 +28,8 @@ typedef struct tpu_profile prf_profile;
 
 /* Display name of an op: its root instruction, with the metadata op_name when there is one. */
 const char *prf_op_label(const tim_op *t, char *buf, size_t n);
+/* Appends the text summary with the `top` most expensive ops (0: 15) to b; needs p->order. */
+void prf_summary(const prf_profile *p, int top, ut_buf *b);
 /* Fills p->order. */
 tpu_status prf_sort_ops(prf_profile *p);
 

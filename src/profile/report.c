@@ -313,7 +313,12 @@ tpu_status prf_html(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)
     if (!st) rp_esc(b, adv.data ? adv.data : "");
     ut_buf_free(&adv);
     ut_buf_puts(b, "</pre>\n<h2>Summary</h2>\n<pre id=\"summary\">");
-    rp_esc(b, tpu_profile_summary((tpu_profile *)p, 30));
+    ut_buf sum;
+    ut_buf_init(&sum);
+    prf_summary(p, 30, &sum);
+    rp_esc(b, sum.data ? sum.data : "");
+    b->failed |= sum.failed;
+    ut_buf_free(&sum);
     ut_buf_puts(b, "</pre>\n</body></html>\n");
     if (st) return st;
     return b->failed ? ut_nomem(ctx) : TPU_OK;
