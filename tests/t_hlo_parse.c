@@ -71,9 +71,11 @@ TEST(corpus_big_programs_parse_and_roundtrip)
     const char *files[] = {"hlo/mobilenet_v2.hlo", "hlo/hlo_llama31_8b_bf16_1x8.hlo",
                            "hlo/nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"};
     tpu_ctx *ctx = tpu_ctx_new();
+    int seen = 0;
     for (int i = 0; i < 3; i++) {
         const char *p = test_corpus(files[i]);
         if (!p) continue;
+        seen++;
         tpu_module *m = NULL;
         tpu_status st = tpu_module_load(ctx, p, &m);
         CHECK_MSG(st == TPU_OK, "%s: %s", p, tpu_errmsg(ctx));
@@ -81,4 +83,5 @@ TEST(corpus_big_programs_parse_and_roundtrip)
         tpu_module_free(m);
     }
     tpu_ctx_free(ctx);
+    if (!seen) test_skip("../shared/corpus absent");
 }
