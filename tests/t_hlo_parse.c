@@ -1,5 +1,5 @@
 /* t_hlo_parse.c — the HLO parser and printer: every corpus file parses, print -> parse gives the same
- * module, and malformed text gives file:line:col errors. */
+ * module (and so does a clone), and malformed text gives file:line:col errors. */
 #include "test.h"
 #include "hlo/hlo.h"
 
@@ -21,6 +21,19 @@ static void roundtrip_module(tpu_ctx *ctx, tpu_module *m, const char *what)
         if (tpu_module_to_string(ctx, m2, &s2) == TPU_OK)
             CHECK_MSG(!strcmp(s1, s2), "%s: second print differs from the first", what);
     }
+    /* a clone of a clone, the first freed: equal to the module, prints the same, points only into itself */
+    hlo_module *c1 = NULL, *c2 = NULL;
+    CHECK_OK(ctx, hlo_module_clone(ctx, m, &c1));
+    if (c1) CHECK_OK(ctx, hlo_module_clone(ctx, c1, &c2));
+    hlo_module_free(c1);
+    if (c2) {
+        char why[256] = "";
+        CHECK_MSG(hlo_module_equal(m, c2, why, sizeof why), "%s: clone differs: %s", what, why);
+        char *s3 = NULL;
+        if (tpu_module_to_string(ctx, c2, &s3) == TPU_OK) CHECK_MSG(!strcmp(s1, s3), "%s: the clone prints differently", what);
+        tpu_free(s3);
+    }
+    hlo_module_free(c2);
     tpu_free(s1);
     tpu_free(s2);
     tpu_module_free(m2);

@@ -322,6 +322,11 @@ int        hlo_is_proto_bin(const char *data, size_t len);
 /* Can this opcode be written without its result shape (XLA's parser infers it)? */
 int        hlo_op_shape_optional(hlo_op op);
 void       hlo_module_free(hlo_module *m);
+/* A deep copy of src in an arena of its own (hlo_clone.c): a rewrite edits the copy's IR. Not yet verified. */
+tpu_status hlo_module_clone(tpu_ctx *ctx, const hlo_module *src, hlo_module **out);
+/* After a rewrite added, removed or moved instructions: computation and instruction ids, parents and the
+ * module's instruction count made consistent again. */
+void       hlo_module_renumber(hlo_module *m);
 void       hlo_print_module(ut_buf *b, const hlo_module *m);
 void       hlo_print_instr(ut_buf *b, const hlo_instr *in);
 void       hlo_print_literal(ut_buf *b, const hlo_literal *lit);
