@@ -334,10 +334,6 @@ void       hlo_print_literal(ut_buf *b, const hlo_literal *lit);
  * difference, writes what differs into why (if not NULL). */
 int        hlo_module_equal(const hlo_module *a, const hlo_module *b, char *why, size_t why_size);
 
-/* After parsing the printed text of src into dst (a rewrite), gives dst's instructions src's source positions
- * by name (0 for instructions src does not have). */
-void       hlo_copy_locations(hlo_module *dst, const hlo_module *src);
-
 /* "file:line:col" of an instruction, for messages ("file (added by tpusim)" for line 0). */
 const char *hlo_where(const hlo_module *m, const hlo_instr *in, char *buf, size_t size);
 
