@@ -332,3 +332,33 @@ TEST(profile_corpus_mobilenet)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* The advisor's rules run alone: the input-pipeline rule fires on a starved device with its gain, a rule
+ * whose condition does not hold adds nothing, and each pointer is one the full advice gives. */
+TEST(profile_advisor_rule_alone)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_profile *p = profile(ctx, mlp_hlo, "v5e-8", &m, 1, 10.0);   /* 10 samples/s: the device waits */
+    REQUIRE(p);
+    ut_buf b;
+    ut_buf_init(&b);
+    double gain = 0;
+    CHECK_OK(ctx, prf_advise_rule(ctx, p, "input", &b, &gain));
+    CHECK_MSG(b.data && !strncmp(b.data, "The input pipeline is the bottleneck", 36), "%s", b.data ? b.data : "(nothing)");
+    CHECK(gain > 0);
+    const char *all = tpu_profile_advice(p);
+    CHECK(all && b.data && strstr(all, b.data) != NULL);
+    ut_buf_free(&b);
+    ut_buf_init(&b);
+    CHECK_OK(ctx, prf_advise_rule(ctx, p, "does_not_fit", &b, &gain));
+    CHECK(b.len == 0 && gain == 0);
+    ut_buf_free(&b);
+    CHECK_EQ_INT(prf_advise_rule(ctx, p, "no_such_rule", &b, NULL), TPU_ERR_INVALID);
+    int n = 0;
+    while (prf_advise_rule_name(n)) n++;
+    CHECK_EQ_INT(n, 11);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

@@ -44,5 +44,10 @@ tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);
 tpu_status prf_html(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);
 /* advisor.c: writes the advice (pointers with evidence and predicted gain) */
 tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);
+/* The advisor's rules one at a time (a table in advisor.c): rule i's name (NULL past the last), and one rule
+ * run alone: its pointer (unnumbered) appended to b and its predicted gain in *gain_s, or nothing when the
+ * rule does not fire. TPU_ERR_INVALID for an unknown name. */
+const char *prf_advise_rule_name(int i);
+tpu_status  prf_advise_rule(tpu_ctx *ctx, const prf_profile *p, const char *rule, ut_buf *b, double *gain_s);
 
 #endif
