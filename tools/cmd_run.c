@@ -114,60 +114,6 @@ static int run_order_members(const tpu_module *m, const char *npz, tpu_tensor **
     return bad;
 }
 
-static int run_mkdir_p(const char *dir)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-    return 0;
-}
-
-static void run_summary(const tpu_tensor *t, int i)
-{
-    char shape[128];
-    tpu_tensor_shape_str(t, shape, sizeof shape);
-    int64_t n = tpu_tensor_count(t);
-    double mn = INFINITY, mx = -INFINITY, sum = 0;
-    int64_t nans = 0;
-    for (int64_t k = 0; k < n; k++) {
-        double v = tpu_tensor_get_f64(t, k);
-        if (isnan(v)) {
-            nans++;
-            continue;
-        }
-        if (v < mn) mn = v;
-        if (v > mx) mx = v;
-        sum += v;
-    }
-    printf("  out%-3d %-24s", i, shape);
-    if (n == 0) {
-        printf(" (empty)\n");
-        return;
-    }
-    if (n == 1) {
-        printf(" = %.8g\n", tpu_tensor_get_f64(t, 0));
-        return;
-    }
-    printf(" min %-12.6g max %-12.6g mean %-12.6g", mn, mx, n > nans ? sum / (double)(n - nans) : NAN);
-    if (nans) printf(" nan %lld", (long long)nans);
-    printf("  [");
-    for (int64_t k = 0; k < n && k < 4; k++) printf("%s%.5g", k ? ", " : "", tpu_tensor_get_f64(t, k));
-    printf("%s]\n", n > 4 ? ", ..." : "");
-}
-
-static double run_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int cmd_run(int argc, char **argv)
 {
     const char *prog = NULL, *npz = NULL, *outdir = NULL;
@@ -231,7 +177,7 @@ int cmd_run(int argc, char **argv)
     tpu_tensor **ins = NULL, **outs = NULL;
     char **names = NULL;
     int nin = 0, nout = 0, nnames = 0;
-    double t0 = run_now();
+    double t0 = cli_now();
     if (tpu_module_load(ctx, prog, &m) != TPU_OK) {
         fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
         rc = 2;
@@ -248,7 +194,7 @@ int cmd_run(int argc, char **argv)
         tpu_ctx_free(ctx);
         return cmd_run_replicated(argc, argv);
     }
-    double t_parse = run_now() - t0;
+    double t_parse = cli_now() - t0;
     tpu_status st = TPU_OK;
     if (random) {
         st = tpu_random_inputs(ctx, m, seed, &ins, &nin);
@@ -284,11 +230,11 @@ int cmd_run(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    double t1 = run_now();
+    double t1 = cli_now();
     cli_progress *prog_line = cli_progress_start("tpusim run: running %s", tpu_module_name(m));
     st = tpu_run(ctx, m, &opts, ins, nin, &outs, &nout);
     cli_progress_stop(prog_line);
-    double t_run = run_now() - t1;
+    double t_run = cli_now() - t1;
     if (st) {
         fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
         rc = 1;
@@ -323,11 +269,12 @@ int cmd_run(int argc, char **argv)
                 printf("  ... %d more\n", nout - 40);
                 break;
             }
-            run_summary(outs[i], i);
+            printf("  out%-3d ", i);
+            cli_tensor_summary(outs[i], 24, 12, 4, "  ");
         }
     }
     if (outdir) {
-        if (run_mkdir_p(outdir)) {
+        if (cli_mkdir_p(outdir, 0777)) {
             fprintf(stderr, "tpusim run: cannot create %s: %s\n", outdir, strerror(errno));
             rc = 2;
             goto done;
