@@ -258,6 +258,9 @@ tpu_status  tpu_module_output_info(const tpu_module *m, int i, tpu_dtype *dtype,
  * (jax's donate_argnums), or -1. *must (if not NULL) is 1 for must-alias. */
 int         tpu_module_output_alias(const tpu_module *m, int i, int *must);
 void        tpu_free(void *p);
+/* mkdir -p: the folder dir and its missing parents, new ones with permissions `mode`. On failure errno says
+ * why and ctx (if not NULL) has "PATH: cannot create directory: REASON". */
+tpu_status  tpu_mkdirs(tpu_ctx *ctx, const char *dir, unsigned mode);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Compatibility check (what the TPU compiler would refuse)

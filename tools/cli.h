@@ -66,8 +66,6 @@ int    cli_print_json(cJSON *o);
 void cli_tensor_summary(const tpu_tensor *t, int shape_w, int num_w, int show, const char *gap);
 /* Seconds on a monotonic clock (for durations). */
 double cli_now(void);
-/* mkdir -p: dir and its missing parents with `mode`; 0, or -1 with errno set. */
-int cli_mkdir_p(const char *dir, unsigned mode);
 
 /* Progress on stderr for work that may take a while: after 2 s, "WHAT ... N s" (redrawn on a terminal), and
  * "WHAT: done in N s" at the end if anything was said. NULL (out of memory) is a valid handle. */

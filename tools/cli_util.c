@@ -349,22 +349,6 @@ int cli_print_json(cJSON *o)
     return 0;
 }
 
-int cli_mkdir_p(const char *dir, unsigned mode)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, (mode_t)mode) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(buf, (mode_t)mode) && errno != EEXIST ? -1 : 0;
-}
-
 void cli_tensor_summary(const tpu_tensor *t, int shape_w, int num_w, int show, const char *gap)
 {
     char shape[128];

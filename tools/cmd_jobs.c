@@ -254,7 +254,7 @@ static int jobs_prepare(tn_registry *r, tn_job *j, const char *workdir, const ch
     j->artifacts_dir = strdup(dir);
     snprintf(dir, sizeof dir, "%s/jobs/%lld/model", tn_registry_home(r), (long long)j->id);
     const char *md = model ? model : dir;
-    if (cli_mkdir_p(j->artifacts_dir, 0755) || cli_mkdir_p(md, 0755))
+    if (tpu_mkdirs(NULL, j->artifacts_dir, 0755) || tpu_mkdirs(NULL, md, 0755))
         return tn_fail(e, TN_INVALID_ARGUMENT, "--model-dir %s: cannot create it: %s", md, strerror(errno));
     j->model_dir = jobs_abs(md);
     return tn_job_update(r, j, e);

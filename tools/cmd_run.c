@@ -274,7 +274,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     if (outdir) {
-        if (cli_mkdir_p(outdir, 0777)) {
+        if (tpu_mkdirs(NULL, outdir, 0777)) {
             fprintf(stderr, "tpusim run: cannot create %s: %s\n", outdir, strerror(errno));
             rc = 2;
             goto done;

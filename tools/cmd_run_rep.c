@@ -353,7 +353,7 @@ static int rep_write_outputs(tpu_ctx *ctx, const rep_args *a, tpu_tensor ***outs
     for (int d = 0; d < n; d++) {
         char dir[4200];
         snprintf(dir, sizeof dir, "%s/dev%d", a->outdir, d);
-        if (cli_mkdir_p(dir, 0777)) {
+        if (tpu_mkdirs(NULL, dir, 0777)) {
             fprintf(stderr, "tpusim run: cannot create %s: %s\n", dir, strerror(errno));
             return 2;
         }

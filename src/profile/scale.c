@@ -487,27 +487,17 @@ tpu_status tpu_scale_write_svg(tpu_ctx *ctx, tpu_scale *s, const char *path)
     return scl_write(ctx, &b, path);
 }
 
-static void scl_html_escape(ut_buf *b, const char *t)
-{
-    for (; *t; t++) {
-        if (*t == '<') ut_buf_puts(b, "&lt;");
-        else if (*t == '>') ut_buf_puts(b, "&gt;");
-        else if (*t == '&') ut_buf_puts(b, "&amp;");
-        else ut_buf_putc(b, *t);
-    }
-}
-
 tpu_status tpu_scale_write_html(tpu_ctx *ctx, tpu_scale *s, const char *path)
 {
     ut_buf b;
     ut_buf_init(&b);
     ut_buf_puts(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tpusim scale</title>\n<style>body{font-family:"
                     "sans-serif;margin:20px} pre{background:#f4f4f4;padding:10px}</style></head><body>\n<h1>Scaling: ");
-    scl_html_escape(&b, s->program);
+    ut_buf_html_esc(&b, s->program);
     ut_buf_puts(&b, "</h1>\n");
     scl_svg(s, &b);
     ut_buf_puts(&b, "<h2>Table</h2>\n<pre id=\"table\">");
-    scl_html_escape(&b, tpu_scale_table(s));
+    ut_buf_html_esc(&b, tpu_scale_table(s));
     ut_buf_puts(&b, "</pre>\n<p>Predicted by tpusim's timing model (docs/timing.md, docs/pods.md): each slice runs the "
                     "same per-device program, its collectives spanning the slice on its torus.</p>\n</body></html>\n");
     return scl_write(ctx, &b, path);

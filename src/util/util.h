@@ -84,6 +84,10 @@ void ut_buf_printf(ut_buf *b, const char *fmt, ...) UT_PRINTF(2, 3);
 void ut_buf_vprintf(ut_buf *b, const char *fmt, va_list ap);
 /* Detaches the NUL-terminated string (caller frees with ut_free); NULL if allocation failed. */
 char *ut_buf_take(ut_buf *b);
+/* s as a JSON string, quoted and escaped (NULL: null). For documents written by hand beside cJSON's. */
+void ut_buf_json_str(ut_buf *b, const char *s);
+/* s as HTML text or attribute value: < > & " escaped. */
+void ut_buf_html_esc(ut_buf *b, const char *s);
 
 /* ---- files ---- */
 /* Reads a whole file (NUL-terminated), at most the context's input limit; a directory or a file that cannot be
