@@ -56,13 +56,9 @@ static int inl_push(inl_out *o, hlo_instr *in)
         o->over = 1;
         return 0;
     }
-    if (o->n == o->cap) {
-        int cap = o->cap ? o->cap * 2 : 256;
-        hlo_instr **v = ut_realloc(o->v, (size_t)cap * sizeof *v);
-        if (!v) return 0;
-        o->v = v;
-        o->cap = cap;
-    }
+    hlo_instr **v = ut_grow(o->v, sizeof *v, o->n, &o->cap, 256);
+    if (!v) return 0;
+    o->v = v;
     o->v[o->n++] = in;
     return 1;
 }

@@ -87,13 +87,9 @@ typedef struct hp_vec {
 
 static int hp_vec_push(hp_vec *a, void *p)
 {
-    if (a->n == a->cap) {
-        int cap = a->cap ? a->cap * 2 : 16;
-        void **v = ut_realloc(a->v, (size_t)cap * sizeof *v);
-        if (!v) return 0;
-        a->v = v;
-        a->cap = cap;
-    }
+    void **v = ut_grow(a->v, sizeof *v, a->n, &a->cap, 16);
+    if (!v) return 0;
+    a->v = v;
     a->v[a->n++] = p;
     return 1;
 }

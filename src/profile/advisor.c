@@ -27,17 +27,13 @@ static void adv_add(adv_list *l, double gain, ut_buf *b)
         ut_buf_free(b);
         return;
     }
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        adv_item *nv = ut_realloc(l->v, (size_t)cap * sizeof *nv);
-        if (!nv) {
-            l->failed = 1;
-            ut_buf_free(b);
-            return;
-        }
-        l->v = nv;
-        l->cap = cap;
+    adv_item *nv = ut_grow(l->v, sizeof *nv, l->n, &l->cap, 16);
+    if (!nv) {
+        l->failed = 1;
+        ut_buf_free(b);
+        return;
     }
+    l->v = nv;
     l->v[l->n].gain_s = gain;
     l->v[l->n++].text = ut_buf_take(b);
 }

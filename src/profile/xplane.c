@@ -139,12 +139,9 @@ void tpu_xspace_free(tpu_xspace *xs)
 tpu_status tpu_xspace_add(tpu_ctx *ctx, tpu_xspace *xs, const tpu_profile *p, int64_t runs)
 {
     if (!p || runs < 1) return ut_err(ctx, TPU_ERR_INVALID, "tpu_xspace_add: a profile and at least one run");
-    if (xs->n == xs->cap) {
-        int cap = xs->cap ? xs->cap * 2 : 8;
-        xpl_entry *ne = ut_realloc(xs->e, (size_t)cap * sizeof *ne);
-        if (!ne) return ut_nomem(ctx);
-        xs->e = ne, xs->cap = cap;
-    }
+    xpl_entry *ne = ut_grow(xs->e, sizeof *ne, xs->n, &xs->cap, 8);
+    if (!ne) return ut_nomem(ctx);
+    xs->e = ne;
     xs->e[xs->n++] = (xpl_entry){p, runs};
     return TPU_OK;
 }

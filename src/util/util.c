@@ -329,6 +329,16 @@ void *ut_arena_memdup(ut_arena *a, const void *p, size_t n)
     return d;
 }
 
+void *ut_grow(void *v, size_t size, int n, int *cap, int first)
+{
+    if (n < *cap) return v;
+    int64_t slots = *cap ? 2 * (int64_t)*cap : first;
+    if (slots > INT_MAX || (uint64_t)slots > SIZE_MAX / (size ? size : 1)) return NULL;
+    void *p = ut_realloc(v, (size_t)slots * size);
+    if (p) *cap = (int)slots;
+    return p;
+}
+
 /* ---- string buffer ---- */
 
 void ut_buf_init(ut_buf *b) { memset(b, 0, sizeof *b); }

@@ -68,6 +68,11 @@ char *ut_arena_strndup(ut_arena *a, const char *s, size_t n);
 char *ut_arena_strdup(ut_arena *a, const char *s);
 void *ut_arena_memdup(ut_arena *a, const void *p, size_t n);
 
+/* Room for one more element in the array v (n elements in *cap slots of `size` bytes): when it is full, a
+ * block twice as large (`first` slots at the start), *cap updated. Returns the array (v itself while there
+ * is room), or NULL on no memory with v and *cap unchanged. */
+void *ut_grow(void *v, size_t size, int n, int *cap, int first);
+
 /* ---- growable string buffer; on allocation failure it sets `failed` and drops further output ---- */
 typedef struct ut_buf {
     char  *data;

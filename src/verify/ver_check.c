@@ -54,16 +54,12 @@ static char *vc_dup(ver_report *r, const char *s)
 void ver_report_add(ver_report *r, const hlo_module *m, const hlo_instr *in, ver_severity sev, const char *category,
                     const char *hint, const char *fmt, ...)
 {
-    if (r->nproblems == r->cap) {
-        int cap = r->cap ? r->cap * 2 : 16;
-        ver_problem *p = ut_realloc(r->problems, (size_t)cap * sizeof *p);
-        if (!p) {
-            r->oom = 1;
-            return;
-        }
-        r->problems = p;
-        r->cap = cap;
+    ver_problem *grown = ut_grow(r->problems, sizeof *grown, r->nproblems, &r->cap, 16);
+    if (!grown) {
+        r->oom = 1;
+        return;
     }
+    r->problems = grown;
     ver_problem *p = &r->problems[r->nproblems++];
     memset(p, 0, sizeof *p);
     p->sev = sev;
