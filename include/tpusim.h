@@ -493,6 +493,14 @@ typedef struct tpu_profile_opts {
 
 tpu_status  tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out);
 void        tpu_profile_free(tpu_profile *p);
+/* What-if (tpusim profile --compare): the program m profiled with options o on each slice of `slices`
+ * ("v5e-8,v6e-8"), as a text table beside base (o->chip's profile, marked "(this)"): chips, devices, step
+ * time, speed-up over base, MXU utilization, bound, fits, samples/s and, with `prices` (dollars per
+ * chip-hour: "1.20", or "v4=3.22,v5e=1.20,v3-8=2.00" where a slice's name wins over its generation), the cost
+ * of 1000 steps. *table (free with tpu_free) has a row for every slice that profiles; when some do not, the
+ * error names each ("v9-8: ...; v10-8: ...") and *table still holds the others. */
+tpu_status  tpu_profile_compare(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *o, const tpu_profile *base,
+                                const char *slices, const char *prices, char **table);
 double      tpu_profile_step_time(const tpu_profile *p);
 /* "compute", "vector", "memory", "collective", "overhead", "host" or "idle": what dominates the step. */
 const char *tpu_profile_bound(const tpu_profile *p);

@@ -362,3 +362,28 @@ TEST(profile_advisor_rule_alone)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* What-if in the library: a row per slice beside the base, a cost column with prices, and a slice that does
+ * not resolve named in the error while the others keep their rows. */
+TEST(profile_compare_table)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_profile *p = profile(ctx, mlp_hlo, "v4-8", &m, 1, 0);
+    REQUIRE(p);
+    tpu_profile_opts o = {0};
+    o.chip = "v4-8";
+    char *t = NULL;
+    CHECK_OK(ctx, tpu_profile_compare(ctx, m, &o, p, "v5e-8,v6e-8", "v4=3.22,v5e=1.2", &t));
+    CHECK(t && strstr(t, "v4-8 (this)") && strstr(t, "v5e-8") && strstr(t, "v6e-8") && strstr(t, "$/1000 steps"));
+    CHECK(t && count_of(t, "   $") == 3);   /* the header, v4 and v5e (v6e has no price) */
+    tpu_free(t);
+    t = NULL;
+    CHECK(tpu_profile_compare(ctx, m, &o, p, "v5e-8,no-such-chip", NULL, &t) != TPU_OK);
+    CHECK(strstr(tpu_errmsg(ctx), "no-such-chip: ") != NULL);
+    CHECK(t && strstr(t, "v5e-8") && !strstr(t, "no-such-chip"));
+    tpu_free(t);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

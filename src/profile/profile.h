@@ -38,6 +38,11 @@ tpu_status prf_sort_ops(prf_profile *p);
  * summary, JSON or advice is asked for. */
 void prf_add_runtime_collective(prf_profile *p, const char *name, double seconds, double ici_bytes);
 
+/* scale.c: dollars per chip-hour (or GPU-hour with gpu) from a price list: a plain number (chips only), or
+ * "KEY=PRICE,..." where the slice's name wins over its generation or cloud prefix (case ignored); 0 if none
+ * applies. */
+double prf_price(const char *prices, const char *slice, const char *gen, const char *prefix, int gpu);
+
 /* trace.c */
 tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b);
 /* report.c */

@@ -64,7 +64,7 @@ static char *scl_path(const char *pattern, int64_t b)
 
 /* Price per chip- or GPU-hour from "key=price,...": the slice's name, its generation or cloud prefix, a
  * GPU's name; a plain number applies to every TPU. 0 if none. */
-static double scl_price(const char *prices, const char *slice, const char *gen, const char *prefix, int gpu)
+double prf_price(const char *prices, const char *slice, const char *gen, const char *prefix, int gpu)
 {
     if (!prices || !*prices) return 0;
     if (!strchr(prices, '=')) return gpu ? 0 : strtod(prices, NULL);
@@ -172,7 +172,7 @@ static tpu_status scl_tpu_row(tpu_ctx *ctx, tpu_scale *s, const char *name, scl_
     r->coll_hidden_s = t->collective_hidden_s;
     r->coll_s = t->by_bound[TIM_BOUND_COLLECTIVE] + t->collective_hidden_s;
     snprintf(r->bound, sizeof r->bound, "%s", tpu_profile_bound(p));
-    r->price = scl_price(s->o.prices, sl.name, sl.chip.name, sl.chip.cloud_prefix, 0);
+    r->price = prf_price(s->o.prices, sl.name, sl.chip.name, sl.chip.cloud_prefix, 0);
     scl_finish_row(s, r);
     tpu_profile_free(p);
     tpu_module_free(m);
@@ -200,7 +200,7 @@ static tpu_status scl_gpu_row(tpu_ctx *ctx, tpu_scale *s, const tim_gpu *g, int 
     if (st) return st;
     r->step_s = tim_gpu_step_s(p->tim, g, n, &r->coll_s);
     snprintf(r->bound, sizeof r->bound, "roofline");
-    r->price = scl_price(s->o.prices, g->name, NULL, NULL, 1);
+    r->price = prf_price(s->o.prices, g->name, NULL, NULL, 1);
     scl_finish_row(s, r);
     tpu_profile_free(p);
     tpu_module_free(m);
