@@ -437,6 +437,9 @@ typedef struct tpu_memory_opts {
     int         top;       /* largest allocations listed (0: 10) */
 } tpu_memory_opts;
 
+/* The default chip, as written, the 10 largest allocations. */
+tpu_memory_opts tpu_memory_opts_default(void);
+
 tpu_status  tpu_memory_plan(tpu_ctx *ctx, const tpu_module *m, const tpu_memory_opts *opts, tpu_memory **out);
 void        tpu_memory_free(tpu_memory *mem);
 int         tpu_memory_fits(const tpu_memory *mem);
@@ -490,6 +493,9 @@ typedef struct tpu_profile_opts {
                                   * span the whole slice: a data-parallel step written for 8 devices timed on
                                   * v3-256. Empty groups always span the slice. */
 } tpu_profile_opts;
+
+/* The default chip, as written, one step per step and per host call, no input limit, batch guessed, no price. */
+tpu_profile_opts tpu_profile_opts_default(void);
 
 tpu_status  tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out);
 void        tpu_profile_free(tpu_profile *p);

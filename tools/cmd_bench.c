@@ -164,8 +164,7 @@ static int bench_matmul(int argc, char **argv)
     }
     /* the simulated TPU: compile (timed) and model */
     double t0 = cli_now();
-    tpu_profile_opts o;
-    memset(&o, 0, sizeof o);
+    tpu_profile_opts o = tpu_profile_opts_default();
     o.chip = chip;
     if (tpu_module_parse(ctx, text, strlen(text), "bench_matmul.hlo", &m) != TPU_OK ||
         tpu_profile_program(ctx, m, &o, &p) != TPU_OK) {

@@ -174,8 +174,7 @@ int cmd_profile(int argc, char **argv)
     const char *prog = NULL, *trace = NULL, *html = NULL, *price = NULL, *compare = NULL, *tb = NULL, *run = NULL;
     int json = 0, top = 15, advice = 1, split = 0;
     double input_time = 0;
-    tpu_profile_opts o;
-    memset(&o, 0, sizeof o);
+    tpu_profile_opts o = tpu_profile_opts_default();
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_is_help(argv[i])) {

@@ -45,11 +45,18 @@ void tpu_memory_free(tpu_memory *mem)
     ut_free(mem);
 }
 
+tpu_memory_opts tpu_memory_opts_default(void)
+{
+    tpu_memory_opts o;
+    memset(&o, 0, sizeof o);
+    o.top = 10;
+    return o;
+}
+
 tpu_status tpu_memory_plan(tpu_ctx *ctx, const tpu_module *m, const tpu_memory_opts *opts, tpu_memory **out)
 {
     *out = NULL;
-    tpu_memory_opts o = {0};
-    if (opts) o = *opts;
+    tpu_memory_opts o = opts ? *opts : tpu_memory_opts_default();
     if (o.top <= 0) o.top = 10;
     tpu_memory *mem = ut_calloc(1, sizeof *mem);
     if (!mem) return ut_nomem(ctx);

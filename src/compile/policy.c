@@ -13,6 +13,7 @@
 #include "compile.h"
 #include "policy.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,6 +190,9 @@ static tpu_status pol_rewrite_comp(pol_state *P, hlo_comp *c, int is_entry)
             out[nout++] = cv;
         }
     }
+    /* each instruction, at most one convert to bf16 of each f32 one and two converts to f32 of each bf16 one
+     * (for f32 readers, for the outputs), one root convert */
+    assert(nout <= 3 * n + 8);
     c->instrs = ut_arena_alloc(&P->m->arena, (size_t)nout * sizeof *c->instrs);
     if (!c->instrs) { st = ut_nomem(P->ctx); goto done; }
     memcpy(c->instrs, out, (size_t)nout * sizeof *out);

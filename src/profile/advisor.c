@@ -5,6 +5,7 @@
 #include "profile.h"
 #include "compile/policy.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,6 +530,7 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         ut_buf_puts(out, "The step takes no time: nothing to advise.\n");
         return out->failed ? ut_nomem(ctx) : TPU_OK;
     }
+    assert(p->order || !r->nops);   /* the padding and small-matmul rules walk the ops by time */
     adv_list L = {0};
     for (int k = 0; k < ADV_NRULES; k++) adv_rules[k].fn(ctx, p, &L);
     if (L.failed) {

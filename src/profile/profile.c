@@ -3,6 +3,7 @@
 #include "profile.h"
 #include "compile/policy.h"
 
+#include <assert.h>
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -94,13 +95,22 @@ static int prf_program_devices(const hlo_module *m)
     return hi > 1 && hi < (1 << 30) ? (int)hi : 1;
 }
 
+tpu_profile_opts tpu_profile_opts_default(void)
+{
+    tpu_profile_opts o;
+    memset(&o, 0, sizeof o);
+    o.steps = 1;
+    o.steps_per_exec = 1;
+    return o;
+}
+
 tpu_status tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out)
 {
     *out = NULL;
     prf_profile *p = ut_calloc(1, sizeof *p);
     if (!p) return ut_nomem(ctx);
     p->ctx = ctx;
-    if (opts) p->opts = *opts;
+    p->opts = opts ? *opts : tpu_profile_opts_default();
     if (p->opts.steps < 1) p->opts.steps = 1;
     if (p->opts.steps_per_exec < 1) p->opts.steps_per_exec = 1;
     tpu_status st = cmp_resolve_chip(ctx, p->opts.chip, &p->slice);
@@ -154,6 +164,7 @@ static void prf_fmt_time(char *b, size_t n, double s)
 
 void prf_summary(const prf_profile *p, int top, ut_buf *b)
 {
+    assert(p->order || !p->tim->nops);   /* tpu_profile_program sorted the ops */
     if (top <= 0) top = 15;
     const tim_result *r = p->tim;
     const chp_slice *sl = &p->slice;

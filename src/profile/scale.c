@@ -93,7 +93,7 @@ static tpu_status scl_profile(tpu_ctx *ctx, tpu_scale *s, const char *chip, int6
     char *path = scl_path(s->program, b);
     if (!path) return ut_nomem(ctx);
     tpu_status st = tpu_module_load(ctx, path, m);
-    tpu_profile_opts po = {0};
+    tpu_profile_opts po = tpu_profile_opts_default();
     po.chip = chip;
     po.span_slice = s->o.span_slice >= 0;
     if (!st) st = tpu_profile_program(ctx, *m, &po, prof);
@@ -120,7 +120,7 @@ static tpu_status scl_default_batch(tpu_ctx *ctx, tpu_scale *s, const char *chip
         return ut_err(ctx, TPU_ERR_INVALID, "%s names a batch ({b}): give --per-core-batch or --global-batch", s->program);
     tpu_module *m = NULL;
     tpu_profile *p = NULL;
-    tpu_profile_opts po = {0};
+    tpu_profile_opts po = tpu_profile_opts_default();
     po.chip = chip;
     tpu_status st = tpu_module_load(ctx, s->program, &m);
     if (!st) st = tpu_profile_program(ctx, m, &po, &p);

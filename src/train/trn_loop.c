@@ -553,7 +553,7 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
         trn_log(tr, "hypers fed unscaled (lr_scaling rule none)\n");
     }
     /* the predicted step time while training (the final report redoes it with the measured input rate) */
-    tpu_profile_opts po = {0};
+    tpu_profile_opts po = tpu_profile_opts_default();
     po.chip = tr->slice;
     po.steps_per_exec = tr->o.steps_per_exec;
     po.batch = s->B;

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -331,6 +332,7 @@ void *ut_arena_memdup(ut_arena *a, const void *p, size_t n)
 
 void *ut_grow(void *v, size_t size, int n, int *cap, int first)
 {
+    assert(n >= 0 && n <= *cap && first > 0);
     if (n < *cap) return v;
     int64_t slots = *cap ? 2 * (int64_t)*cap : first;
     if (slots > INT_MAX || (uint64_t)slots > SIZE_MAX / (size ? size : 1)) return NULL;
