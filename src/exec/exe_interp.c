@@ -32,9 +32,14 @@ struct exe_comp_info {
 static exe_kernel exe_kernels[HLO_OP_COUNT];
 
 /* TPUSIM_EXEC_PROFILE=1: wall time per opcode (and fused groups), printed after each run — a developer's
- * view of where the executor spends its time. */
-static double exe_prof_s[HLO_OP_COUNT + 1];
-static int64_t exe_prof_n[HLO_OP_COUNT + 1];
+ * view of where the executor spends its time; =2 also lists the slowest single instructions. The setting is
+ * read once; the counters belong to the run (exe_state.prof). */
+#define EXE_PROF_TOP 25
+struct exe_prof {
+    double  s[HLO_OP_COUNT + 1];   /* seconds by opcode; [HLO_OP_COUNT]: fused groups */
+    int64_t n[HLO_OP_COUNT + 1];   /* calls */
+    struct { double s; const hlo_instr *in; } top[EXE_PROF_TOP];
+};
 static int exe_prof_flag = -1;
 static void exe_prof_init(void)
 {
@@ -43,60 +48,54 @@ static void exe_prof_init(void)
 }
 static pthread_once_t exe_prof_once = PTHREAD_ONCE_INIT;
 
-/* Off for multi-device runs: the counters are plain globals, shared by the device threads. */
-static int exe_prof_on_for(const exe_state *S)
+/* Off for multi-device runs: every device would print its own table. */
+static int exe_prof_wanted(const exe_state *S)
 {
     pthread_once(&exe_prof_once, exe_prof_init);
     return exe_prof_flag && !S->coll;
 }
-#define exe_prof_on() exe_prof_on_for(S)
+#define exe_prof_on() (S->prof != NULL)
 
-/* TPUSIM_EXEC_PROFILE=2 also lists the slowest single instructions */
-#define EXE_PROF_TOP 25
-static struct { double s; const hlo_instr *in; } exe_prof_top[EXE_PROF_TOP];
-static void exe_prof_note(const hlo_instr *in, double s)
+static void exe_prof_note(exe_prof *P, const hlo_instr *in, double s)
 {
     if (exe_prof_flag < 2) return;
     int w = 0;
     for (int i = 1; i < EXE_PROF_TOP; i++)
-        if (exe_prof_top[i].s < exe_prof_top[w].s) w = i;
-    if (s > exe_prof_top[w].s) {
-        exe_prof_top[w].s = s;
-        exe_prof_top[w].in = in;
+        if (P->top[i].s < P->top[w].s) w = i;
+    if (s > P->top[w].s) {
+        P->top[w].s = s;
+        P->top[w].in = in;
     }
 }
 
-static void exe_prof_report(void)
+static void exe_prof_report(exe_prof *P)
 {
     if (exe_prof_flag >= 2) {
         fprintf(stderr, "slowest instructions:\n");
         for (int k = 0; k < EXE_PROF_TOP; k++) {
             int b = -1;
             for (int i = 0; i < EXE_PROF_TOP; i++)
-                if (exe_prof_top[i].in && (b < 0 || exe_prof_top[i].s > exe_prof_top[b].s)) b = i;
+                if (P->top[i].in && (b < 0 || P->top[i].s > P->top[b].s)) b = i;
             if (b < 0) break;
             char sh[160];
-            const hlo_instr *in = exe_prof_top[b].in;
-            fprintf(stderr, "  %9.4f s  %-22s %-28s %s\n", exe_prof_top[b].s, hlo_op_name((hlo_op)in->op), in->name,
+            const hlo_instr *in = P->top[b].in;
+            fprintf(stderr, "  %9.4f s  %-22s %-28s %s\n", P->top[b].s, hlo_op_name((hlo_op)in->op), in->name,
                     hlo_shape_str(&in->shape, sh, sizeof sh));
-            exe_prof_top[b].in = NULL;
+            P->top[b].in = NULL;
         }
-        memset(exe_prof_top, 0, sizeof exe_prof_top);
     }
     double total = 0;
-    for (int i = 0; i <= HLO_OP_COUNT; i++) total += exe_prof_s[i];
+    for (int i = 0; i <= HLO_OP_COUNT; i++) total += P->s[i];
     fprintf(stderr, "executor time by opcode (TPUSIM_EXEC_PROFILE):\n");
     for (int pass = 0; pass < 40; pass++) {
         int best = -1;
         for (int i = 0; i <= HLO_OP_COUNT; i++)
-            if (exe_prof_n[i] > 0 && (best < 0 || exe_prof_s[i] > exe_prof_s[best])) best = i;
+            if (P->n[i] > 0 && (best < 0 || P->s[i] > P->s[best])) best = i;
         if (best < 0) break;
         fprintf(stderr, "  %-24s %9.3f s %5.1f%% %8lld calls\n", best == HLO_OP_COUNT ? "(fused elementwise)" : hlo_op_name((hlo_op)best),
-                exe_prof_s[best], total > 0 ? 100 * exe_prof_s[best] / total : 0, (long long)exe_prof_n[best]);
-        exe_prof_n[best] = -exe_prof_n[best] - 1;   /* mark as printed */
+                P->s[best], total > 0 ? 100 * P->s[best] / total : 0, (long long)P->n[best]);
+        P->n[best] = -P->n[best] - 1;   /* mark as printed */
     }
-    memset(exe_prof_s, 0, sizeof exe_prof_s);
-    memset(exe_prof_n, 0, sizeof exe_prof_n);
 }
 static EXE_KERNEL(exe_k_control);
 
@@ -1030,9 +1029,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             double t0 = exe_prof_on() ? ut_now() : 0;
             st = exe_run_group(S, ci, G, vals, i);
             if (exe_prof_on()) {
-                exe_prof_s[HLO_OP_COUNT] += ut_now() - t0;
-                exe_prof_n[HLO_OP_COUNT]++;
-                exe_prof_note(in, ut_now() - t0);
+                S->prof->s[HLO_OP_COUNT] += ut_now() - t0;
+                S->prof->n[HLO_OP_COUNT]++;
+                exe_prof_note(S->prof, in, ut_now() - t0);
             }
         } else if (op == HLO_PARAMETER) {
             int p = (int)in->param_no;
@@ -1075,9 +1074,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             S->cur_in = saved_in;
             S->cur_dies = saved_dies;
             if (timed) {
-                exe_prof_s[op] += ut_now() - t0;
-                exe_prof_n[op]++;
-                exe_prof_note(in, ut_now() - t0);
+                S->prof->s[op] += ut_now() - t0;
+                S->prof->n[op]++;
+                exe_prof_note(S->prof, in, ut_now() - t0);
             }
             if (ops != opv) ut_free(ops);
             if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");
@@ -1271,6 +1270,7 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     tpu_status st = TPU_OK;
     int next = 0;
     for (int i = 0; i < e->nparams && !st; i++) st = exe_bind_input(&S, i, &e->params[i]->shape, inputs, &next, &args[i]);
+    if (!st && exe_prof_wanted(&S) && !(S.prof = ut_calloc(1, sizeof *S.prof))) st = ut_nomem(ctx);
     exe_value *res = NULL;
     unsigned csr = exe_denormals_off();
     exe_pool *pool = exe_pool_push();
@@ -1289,7 +1289,8 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     exe_value_unref(res);
     exe_pool_pop(pool);
     exe_denormals_restore(csr);
-    if (exe_prof_on_for(&S)) exe_prof_report();
+    if (S.prof) exe_prof_report(S.prof);
+    ut_free(S.prof);
     exe_state_free(&S);
     return st;
 }

@@ -45,6 +45,7 @@ typedef struct exe_collectives {
                       struct exe_value **out);
 } exe_collectives;
 typedef struct exe_scalar_fn exe_scalar_fn;
+typedef struct exe_prof exe_prof;   /* TPUSIM_EXEC_PROFILE counters (exe_interp.c) */
 
 typedef struct exe_state {
     tpu_ctx          *ctx;
@@ -72,6 +73,7 @@ typedef struct exe_state {
     int64_t           steps, max_steps;
     double            deadline;     /* ut_now() past which the run stops; 0: none */
     unsigned          ref;          /* EXE_REF_* and EXE_NO_FUSION bits of this run (exe_run_cfg.ref) */
+    exe_prof         *prof;         /* this run's TPUSIM_EXEC_PROFILE counters, or NULL (not profiling) */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
