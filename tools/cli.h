@@ -9,6 +9,18 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);   /* argv[0] is the subcommand
 
 int cmd_run(int argc, char **argv);
 int cmd_run_replicated(int argc, char **argv);   /* tpusim run on several devices (cmd_run_rep.c) */
+/* tpusim run's command line, one parser for one device and several (cmd_run.c): 0 with the options and
+ * files, or 2 after saying what is wrong (a missing program is the caller's to report). With help not NULL, a
+ * help option stops the parse with *help set; else it is an unknown option. */
+enum { CLI_MAX_DEVICES = 4096 };
+typedef struct cli_run_args {
+    const char  *prog, *npz, *outdir, *chip;
+    const char  *files[1024];
+    int          nfiles, random, quiet, vary, replicas, partitions, json;
+    uint64_t     seed;
+    tpu_run_opts opts;
+} cli_run_args;
+int cli_run_parse_args(int argc, char **argv, cli_run_args *a, int *help);
 int cmd_check(int argc, char **argv);
 int cmd_print(int argc, char **argv);
 int cmd_memory(int argc, char **argv);

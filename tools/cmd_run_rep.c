@@ -13,8 +13,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-enum { REP_MAXD = 4096 };
-
 static int rep_same(const tpu_tensor *a, const tpu_tensor *b)
 {
     if (tpu_tensor_dtype(a) != tpu_tensor_dtype(b) || tpu_tensor_nbytes(a) != tpu_tensor_nbytes(b)) return 0;
@@ -28,17 +26,6 @@ static int rep_find(char **names, int n, const char *want)
     return -1;
 }
 
-static int rep_positive(const char *opt, const char *v, int *out) { return cli_int32("run", opt, v, 1, REP_MAXD, out); }
-
-/* The command line. */
-typedef struct rep_args {
-    const char  *prog, *npz, *outdir, *chip;
-    const char  *files[1024];
-    int          nfiles, random, quiet, vary, replicas, partitions, json;
-    uint64_t     seed;
-    tpu_run_opts opts;
-} rep_args;
-
 /* The inputs of every device: ins[d] (nin tensors) is shared (.npy files, an .npz), device d's own random
  * inputs (own[d] 1), or our array of tensors borrowed from `shared` (own[d] 2). */
 typedef struct rep_inputs {
@@ -51,72 +38,9 @@ typedef struct rep_inputs {
     int           n, nin;
 } rep_inputs;
 
-/* Options and files; 0, or 2 after saying what is wrong. */
-static int rep_parse_args(int argc, char **argv, rep_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->seed = 1;
-    a->opts = tpu_run_opts_default();
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if ((v = cli_opt_value(argc, argv, &i, "--inputs"))) {
-            a->npz = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--out"))) {
-            a->outdir = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--chip"))) {
-            a->chip = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--replicas"))) {
-            if (!rep_positive("--replicas", v, &a->replicas)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--partitions"))) {
-            if (!rep_positive("--partitions", v, &a->partitions)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
-            if (!cli_u64("run", "--seed", v, &a->seed)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            if (!cli_int32("run", "--threads", v, 0, 4096, &a->opts.threads)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--max-steps"))) {
-            if (!cli_int("run", "--max-steps", v, 1, INT64_MAX, &a->opts.max_steps)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--timeout"))) {
-            if (!cli_num("run", "--timeout", v, 1e-3, 1e9, &a->opts.max_seconds)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--numerics"))) {
-            if (!strcmp(v, "tpu")) a->opts.numerics = TPU_NUMERICS_TPU;
-            else if (!strcmp(v, "exact")) a->opts.numerics = TPU_NUMERICS_EXACT;
-            else { fprintf(stderr, "tpusim run: --numerics must be tpu or exact, got '%s'\n", v); return 2; }
-        } else if (!strcmp(argv[i], "--random-inputs")) {
-            a->random = 1;
-        } else if (!strcmp(argv[i], "--per-device-seeds")) {
-            a->vary = 1;
-        } else if (!strcmp(argv[i], "--json")) {
-            a->json = 1;
-        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            a->quiet = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "tpusim run: unknown option '%s' (see tpusim run --help)\n", argv[i]);
-            return 2;
-        } else if (!a->prog) {
-            a->prog = argv[i];
-        } else {
-            if (a->nfiles == 1024) { fprintf(stderr, "tpusim run: too many input files\n"); return 2; }
-            a->files[a->nfiles++] = argv[i];
-        }
-    }
-    if (!a->prog) {
-        fprintf(stderr, "tpusim run: no program given (see tpusim run --help)\n");
-        return 2;
-    }
-    if ((a->npz != NULL) + (a->nfiles > 0) + a->random > 1) {
-        fprintf(stderr, "tpusim run: give inputs one way: .npy files, --inputs FILE.npz or --random-inputs\n");
-        return 2;
-    }
-    if (a->vary && !a->random) {
-        fprintf(stderr, "tpusim run: --per-device-seeds goes with --random-inputs\n");
-        return 2;
-    }
-    return 0;
-}
-
 /* The devices: the module's counts when it names them, else the options (*R, *P: an explicit split, 0 for
  * none). 0, or 2 after saying what is wrong. */
-static int rep_devices(const rep_args *a, const tpu_module *m, int *n, int *R, int *P)
+static int rep_devices(const cli_run_args *a, const tpu_module *m, int *n, int *R, int *P)
 {
     int64_t mr = tpu_module_replica_count(m), mp = tpu_module_num_partitions(m);
     *R = *P = 0;
@@ -137,8 +61,8 @@ static int rep_devices(const rep_args *a, const tpu_module *m, int *n, int *R, i
             *P = a->partitions;
         }
     }
-    if (*n > REP_MAXD) {
-        fprintf(stderr, "tpusim run: %d devices is more than %d\n", *n, REP_MAXD);
+    if (*n > CLI_MAX_DEVICES) {
+        fprintf(stderr, "tpusim run: %d devices is more than %d\n", *n, CLI_MAX_DEVICES);
         return 2;
     }
     return 0;
@@ -146,7 +70,7 @@ static int rep_devices(const rep_args *a, const tpu_module *m, int *n, int *R, i
 
 /* --inputs FILE.npz: members argK (every device) and argK_devD (device D); else archive order for every
  * device. 0, or 2 after saying what is wrong. */
-static int rep_npz_inputs(tpu_ctx *ctx, const rep_args *a, const tpu_module *m, rep_inputs *I)
+static int rep_npz_inputs(tpu_ctx *ctx, const cli_run_args *a, const tpu_module *m, rep_inputs *I)
 {
     tpu_tensor **all = NULL;
     int nall = 0;
@@ -195,7 +119,7 @@ static int rep_npz_inputs(tpu_ctx *ctx, const rep_args *a, const tpu_module *m, 
 
 /* Every device's inputs, one of three ways (or none for a program without parameters). 0, or 2 after saying
  * what is wrong. */
-static int rep_load_inputs(tpu_ctx *ctx, const rep_args *a, const tpu_module *m, rep_inputs *I)
+static int rep_load_inputs(tpu_ctx *ctx, const cli_run_args *a, const tpu_module *m, rep_inputs *I)
 {
     I->ins = calloc((size_t)I->n, sizeof *I->ins);
     I->own = calloc((size_t)I->n, sizeof *I->own);
@@ -255,7 +179,7 @@ static void rep_inputs_free(rep_inputs *I)
 }
 
 /* --json: the run's numbers and every device's outputs. 0, or 2 when out of memory. */
-static int rep_print_json(const rep_args *a, const tpu_module *m, const tpu_system_stats *s, double t_parse,
+static int rep_print_json(const cli_run_args *a, const tpu_module *m, const tpu_system_stats *s, double t_parse,
                           tpu_tensor ***outs, int n, int nout)
 {
     cJSON *o = cJSON_CreateObject(), *devs = o ? cJSON_AddArrayToObject(o, "devices") : NULL;
@@ -329,7 +253,7 @@ static void rep_print_collectives(const tpu_system_stats *s, const tpu_system *s
            (double)s->ici_bytes / 1e6, tpu_system_chip(sys));
 }
 
-static void rep_print_text(const rep_args *a, const tpu_system_stats *s, const tpu_system *sys, double t_parse,
+static void rep_print_text(const cli_run_args *a, const tpu_system_stats *s, const tpu_system *sys, double t_parse,
                            tpu_tensor ***outs, int n, int nout)
 {
     printf("%s: %d output%s on %d device%s (%d replica%s x %d partition%s), numerics %s, parse %.3f s, run %.3f s\n",
@@ -347,7 +271,7 @@ static void rep_print_text(const rep_args *a, const tpu_system_stats *s, const t
 }
 
 /* --out DIR: DIR/devD/outI.npy. 0, or 2 after saying what failed. */
-static int rep_write_outputs(tpu_ctx *ctx, const rep_args *a, tpu_tensor ***outs, int n, int nout)
+static int rep_write_outputs(tpu_ctx *ctx, const cli_run_args *a, tpu_tensor ***outs, int n, int nout)
 {
     int files_written = 0;
     for (int d = 0; d < n; d++) {
@@ -373,9 +297,13 @@ static int rep_write_outputs(tpu_ctx *ctx, const rep_args *a, tpu_tensor ***outs
 
 int cmd_run_replicated(int argc, char **argv)
 {
-    rep_args a;
-    int rc = rep_parse_args(argc, argv, &a);
+    cli_run_args a;
+    int rc = cli_run_parse_args(argc, argv, &a, NULL);
     if (rc) return rc;
+    if (!a.prog) {
+        fprintf(stderr, "tpusim run: no program given (see tpusim run --help)\n");
+        return 2;
+    }
     tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) { fprintf(stderr, "tpusim run: out of memory\n"); return 2; }
     tpu_module *m = NULL;
