@@ -258,6 +258,9 @@ tpu_status  tpu_module_output_info(const tpu_module *m, int i, tpu_dtype *dtype,
  * (jax's donate_argnums), or -1. *must (if not NULL) is 1 for must-alias. */
 int         tpu_module_output_alias(const tpu_module *m, int i, int *must);
 void        tpu_free(void *p);
+/* mkdir -p: the folder dir and its missing parents, new ones with permissions `mode`. On failure errno says
+ * why and ctx (if not NULL) has "PATH: cannot create directory: REASON". */
+tpu_status  tpu_mkdirs(tpu_ctx *ctx, const char *dir, unsigned mode);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Compatibility check (what the TPU compiler would refuse)
@@ -434,6 +437,9 @@ typedef struct tpu_memory_opts {
     int         top;       /* largest allocations listed (0: 10) */
 } tpu_memory_opts;
 
+/* The default chip, as written, the 10 largest allocations. */
+tpu_memory_opts tpu_memory_opts_default(void);
+
 tpu_status  tpu_memory_plan(tpu_ctx *ctx, const tpu_module *m, const tpu_memory_opts *opts, tpu_memory **out);
 void        tpu_memory_free(tpu_memory *mem);
 int         tpu_memory_fits(const tpu_memory *mem);
@@ -488,8 +494,19 @@ typedef struct tpu_profile_opts {
                                   * v3-256. Empty groups always span the slice. */
 } tpu_profile_opts;
 
+/* The default chip, as written, one step per step and per host call, no input limit, batch guessed, no price. */
+tpu_profile_opts tpu_profile_opts_default(void);
+
 tpu_status  tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out);
 void        tpu_profile_free(tpu_profile *p);
+/* What-if (tpusim profile --compare): the program m profiled with options o on each slice of `slices`
+ * ("v5e-8,v6e-8"), as a text table beside base (o->chip's profile, marked "(this)"): chips, devices, step
+ * time, speed-up over base, MXU utilization, bound, fits, samples/s and, with `prices` (dollars per
+ * chip-hour: "1.20", or "v4=3.22,v5e=1.20,v3-8=2.00" where a slice's name wins over its generation), the cost
+ * of 1000 steps. *table (free with tpu_free) has a row for every slice that profiles; when some do not, the
+ * error names each ("v9-8: ...; v10-8: ...") and *table still holds the others. */
+tpu_status  tpu_profile_compare(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *o, const tpu_profile *base,
+                                const char *slices, const char *prices, char **table);
 double      tpu_profile_step_time(const tpu_profile *p);
 /* "compute", "vector", "memory", "collective", "overhead", "host" or "idle": what dominates the step. */
 const char *tpu_profile_bound(const tpu_profile *p);

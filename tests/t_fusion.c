@@ -1,6 +1,6 @@
 /* t_fusion.c — fused elementwise loops compute bit-for-bit what the unfused reference kernels compute: every
  * conformance program runs fused (fast kernels) and unfused with the per-element reference loops
- * (exe_ew_force_ref), in both numerics modes, and the outputs are compared byte by byte. */
+ * (EXE_REF_ELEMENTWISE), in both numerics modes, and the outputs are compared byte by byte. */
 #include "test.h"
 #include "exec/exe_fuse.h"
 #include "exec/kernels/ref.h"
@@ -22,13 +22,9 @@ static int run_both(tpu_ctx *ctx, const char *dir, tpu_numerics mode, int *compa
     }
     tpu_run_opts o = tpu_run_opts_default();
     o.numerics = mode;
-    exe_fusion_set(1);
-    tpu_status s1 = tpu_run(ctx, m, &o, ins, nin, &a, &na);
-    exe_fusion_set(0);
-    exe_ew_force_ref = 1;
-    tpu_status s2 = tpu_run(ctx, m, &o, ins, nin, &b, &nb);
-    exe_ew_force_ref = 0;
-    exe_fusion_set(1);
+    exe_run_cfg fused = {0}, unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
+    tpu_status s1 = exe_run(ctx, m, &o, &fused, ins, nin, &a, &na);
+    tpu_status s2 = exe_run(ctx, m, &o, &unfused, ins, nin, &b, &nb);
     if (s1 != s2) {
         test_fail(__FILE__, __LINE__, "%s: fused run %s, unfused %s", dir, tpu_status_name(s1), tpu_status_name(s2));
         bad = 1;

@@ -2,7 +2,7 @@
  * cholesky, triangular-solve, batch-norm and fft against XLA:CPU. tests/golden/make_kernel_golden.py ran each
  * small HLO module tests/golden/kernels/<case>.hlo on XLA:CPU and stored the inputs (in0..) and outputs
  * (out0..) in <case>.npz. Every case runs twice: with the fast kernels and with the reference kernels
- * (exe_kernels_force_ref), in exact numerics. Tolerance 0 means bit-identical (NaN matches any NaN). */
+ * (EXE_REF_KERNELS in exe_run_cfg.ref), in exact numerics. Tolerance 0 means bit-identical (NaN matches any NaN). */
 #include "test.h"
 #include "exec/kernels/ref.h"
 
@@ -113,9 +113,8 @@ static void kg_case(const char *name, double atol, double rtol, int verbose)
         o.numerics = TPU_NUMERICS_EXACT;
         tpu_tensor **outs = NULL;
         int nout = 0;
-        exe_kernels_force_ref = ref;
-        tpu_status rs = tpu_run(ctx, m, &o, in, nin, &outs, &nout);
-        exe_kernels_force_ref = 0;
+        exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+        tpu_status rs = exe_run(ctx, m, &o, &cfg, in, nin, &outs, &nout);
         if (rs) {
             test_fail(__FILE__, __LINE__, "%s (%s kernels): %s", name, ref ? "reference" : "fast", tpu_errmsg(ctx));
             continue;

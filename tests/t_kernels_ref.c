@@ -1,4 +1,4 @@
-/* t_kernels_ref.c — the fast kernels against their naive references (exe_kernels_force_ref) on programs
+/* t_kernels_ref.c — the fast kernels against their naive references (EXE_REF_KERNELS in exe_run_cfg.ref) on programs
  * larger than the golden cases, so the fast paths (key sorts, parallel loops, BLAS/LAPACK, radix-2 and
  * Bluestein FFTs) run; and clear errors for malformed instructions. Inputs come from tpu_random_inputs
  * (floats in [-1, 1), integers in [0, 8): many ties and some out-of-bounds indices). */
@@ -203,9 +203,8 @@ static void kr_run(const kr_case *c)
     for (int ref = 0; !st && ref < 2; ref++) {
         tpu_run_opts o = tpu_run_opts_default();
         o.numerics = TPU_NUMERICS_EXACT;
-        exe_kernels_force_ref = ref;
-        st = tpu_run(ctx, m, &o, in, nin, &out[ref], &nout[ref]);
-        exe_kernels_force_ref = 0;
+        exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+        st = exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]);
         CHECK_MSG(st == TPU_OK, "%s (%s): %s", c->name, ref ? "ref" : "fast", tpu_errmsg(ctx));
     }
     if (!st && nout[0] == nout[1]) {

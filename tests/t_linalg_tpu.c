@@ -5,7 +5,7 @@
  * tpusim; libtpu compiles each) and records what jax computes for them on the CPU (LAPACK); eigen- and
  * singular vectors come out as absolute values (their signs are not unique). bf16_sum is a raw bf16 reduce
  * whose golden value is the f32-accumulated sum. Each program runs here in both numerics modes, with the fast
- * kernels and with the naive references (exe_kernels_force_ref).
+ * kernels and with the naive references (EXE_REF_KERNELS in exe_run_cfg.ref).
  *
  * Tolerance: integer outputs (pivots, permutations) exact; bf16 outputs exact (an f32 sum rounded once);
  * f32 outputs within 2e-5 of each output's largest magnitude (LAPACK in f32 against LAPACK in f32, or the f64
@@ -97,9 +97,8 @@ static int lt_run_case(tpu_ctx *ctx, const char *name, tpu_numerics mode, int re
     }
     tpu_run_opts o = tpu_run_opts_default();
     o.numerics = mode;
-    exe_kernels_force_ref = ref;
-    tpu_status st = tpu_run(ctx, m, &o, in.t, in.n, &out, &nout);
-    exe_kernels_force_ref = 0;
+    exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+    tpu_status st = exe_run(ctx, m, &o, &cfg, in.t, in.n, &out, &nout);
     if (st != TPU_OK) {
         test_fail(__FILE__, __LINE__, "%s (%s%s): %s", name, mode == TPU_NUMERICS_TPU ? "tpu" : "exact",
                   ref ? ", references" : "", tpu_errmsg(ctx));
@@ -200,9 +199,8 @@ TEST(linalg_tpu_malformed_calls_fail_cleanly)
         REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 1, &in, &nin));
         tpu_run_opts o = tpu_run_opts_default();
         for (int ref = 0; ref < 2; ref++) {
-            exe_kernels_force_ref = ref;
-            tpu_status st = tpu_run(ctx, m, &o, in, nin, &out, &nout);
-            exe_kernels_force_ref = 0;
+            exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+            tpu_status st = exe_run(ctx, m, &o, &cfg, in, nin, &out, &nout);
             CHECK_MSG(st != TPU_OK, "case %d ran", i);
             if (st == TPU_OK) tpu_tensors_free(out, nout);
             else CHECK(strlen(tpu_errmsg(ctx)) > 10);

@@ -199,6 +199,45 @@ TEST(profile_html_structure)
     tpu_ctx_free(ctx);
 }
 
+static int lines_of(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* The summary is cached per `top`: a short summary asked first (tpusim profile --top 1 --html) neither
+ * shortens a later longer one nor the HTML report's (which shows 30 ops). */
+TEST(profile_summary_top_not_cached_across_calls)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_profile *p = profile(ctx, mlp_hlo, "v5e-8", &m, 1, 0);
+    REQUIRE(p);
+    int one = lines_of(tpu_profile_summary(p, 1));
+    int all = lines_of(tpu_profile_summary(p, 30));
+    CHECK_MSG(all > one, "top 30: %d lines, top 1: %d", all, one);
+    CHECK_EQ_INT(lines_of(tpu_profile_summary(p, 1)), one);
+    char path[256];
+    test_tmp_path(path, sizeof path, "report_top.html");
+    REQUIRE_OK(ctx, tpu_profile_write_html(ctx, p, path));
+    char *h = test_slurp(path, NULL);
+    unlink(path);
+    REQUIRE(h);
+    const char *sum = strstr(h, "<pre id=\"summary\">");
+    CHECK(sum != NULL);
+    if (sum) {
+        const char *end = strstr(sum, "</pre>");
+        int n = 0;
+        for (const char *c = sum; end && c < end; c++) n += *c == '\n';
+        CHECK_MSG(n == all - 1 || n == all, "HTML summary: %d lines, top 30 summary: %d", n, all);
+    }
+    free(h);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
 TEST(profile_html_in_headless_chromium)
 {
     const char *chrome = test_find_chromium();
@@ -290,6 +329,61 @@ TEST(profile_corpus_mobilenet)
         CHECK(tpu_profile_advice(p) != NULL);
         tpu_profile_free(p);
     }
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* The advisor's rules run alone: the input-pipeline rule fires on a starved device with its gain, a rule
+ * whose condition does not hold adds nothing, and each pointer is one the full advice gives. */
+TEST(profile_advisor_rule_alone)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_profile *p = profile(ctx, mlp_hlo, "v5e-8", &m, 1, 10.0);   /* 10 samples/s: the device waits */
+    REQUIRE(p);
+    ut_buf b;
+    ut_buf_init(&b);
+    double gain = 0;
+    CHECK_OK(ctx, prf_advise_rule(ctx, p, "input", &b, &gain));
+    CHECK_MSG(b.data && !strncmp(b.data, "The input pipeline is the bottleneck", 36), "%s", b.data ? b.data : "(nothing)");
+    CHECK(gain > 0);
+    const char *all = tpu_profile_advice(p);
+    CHECK(all && b.data && strstr(all, b.data) != NULL);
+    ut_buf_free(&b);
+    ut_buf_init(&b);
+    CHECK_OK(ctx, prf_advise_rule(ctx, p, "does_not_fit", &b, &gain));
+    CHECK(b.len == 0 && gain == 0);
+    ut_buf_free(&b);
+    CHECK_EQ_INT(prf_advise_rule(ctx, p, "no_such_rule", &b, NULL), TPU_ERR_INVALID);
+    int n = 0;
+    while (prf_advise_rule_name(n)) n++;
+    CHECK_EQ_INT(n, 11);
+    tpu_profile_free(p);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* What-if in the library: a row per slice beside the base, a cost column with prices, and a slice that does
+ * not resolve named in the error while the others keep their rows. */
+TEST(profile_compare_table)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_profile *p = profile(ctx, mlp_hlo, "v4-8", &m, 1, 0);
+    REQUIRE(p);
+    tpu_profile_opts o = {0};
+    o.chip = "v4-8";
+    char *t = NULL;
+    CHECK_OK(ctx, tpu_profile_compare(ctx, m, &o, p, "v5e-8,v6e-8", "v4=3.22,v5e=1.2", &t));
+    CHECK(t && strstr(t, "v4-8 (this)") && strstr(t, "v5e-8") && strstr(t, "v6e-8") && strstr(t, "$/1000 steps"));
+    CHECK(t && count_of(t, "   $") == 3);   /* the header, v4 and v5e (v6e has no price) */
+    tpu_free(t);
+    t = NULL;
+    CHECK(tpu_profile_compare(ctx, m, &o, p, "v5e-8,no-such-chip", NULL, &t) != TPU_OK);
+    CHECK(strstr(tpu_errmsg(ctx), "no-such-chip: ") != NULL);
+    CHECK(t && strstr(t, "v5e-8") && !strstr(t, "no-such-chip"));
+    tpu_free(t);
+    tpu_profile_free(p);
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }

@@ -11,10 +11,12 @@
 #include "tpusim.h"
 
 typedef void (*test_fn)(void);
+typedef void (*test_fn_arg)(const char *arg);
 void test_register(const char *name, const char *file, test_fn fn);
+/* One test per item of a list found at start (one per conformance case): fn(arg) runs under `name` (both
+ * copied). Call from a constructor. */
+void test_register_arg(const char *name, const char *file, test_fn_arg fn, const char *arg);
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Marks the running test skipped (counted as skipped, not passed) and says why; the test should return. */
-void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int test_current_failed;
 /* Marks the running test as skipped (counted apart, never as passed) with the reason; return after it. */
 void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

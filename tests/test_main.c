@@ -5,7 +5,12 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct { const char *name, *file; test_fn fn; } test_entry;
+typedef struct {
+    const char *name, *file;
+    test_fn     fn;
+    test_fn_arg fn_arg;   /* instead of fn: a test registered with an argument */
+    char       *arg;
+} test_entry;
 static test_entry *tests;
 static int ntests, cap;
 int test_current_failed;
@@ -23,14 +28,23 @@ void test_skip(const char *fmt, ...)
     current_skipped = 1;
 }
 
-void test_register(const char *name, const char *file, test_fn fn)
+static void test_add(test_entry e)
 {
     if (ntests == cap) {
         cap = cap ? cap * 2 : 64;
         tests = realloc(tests, (size_t)cap * sizeof *tests);
         if (!tests) abort();
     }
-    tests[ntests++] = (test_entry){name, file, fn};
+    tests[ntests++] = e;
+}
+
+void test_register(const char *name, const char *file, test_fn fn) { test_add((test_entry){name, file, fn, NULL, NULL}); }
+
+void test_register_arg(const char *name, const char *file, test_fn_arg fn, const char *arg)
+{
+    char *n = strdup(name), *a = strdup(arg);
+    if (!n || !a) abort();
+    test_add((test_entry){n, file, NULL, fn, a});
 }
 
 void test_fail(const char *file, int line, const char *fmt, ...)
@@ -83,7 +97,8 @@ int main(int argc, char **argv)
         current_skipped = 0;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        tests[i].fn();
+        if (tests[i].fn_arg) tests[i].fn_arg(tests[i].arg);
+        else tests[i].fn();
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
         if (test_current_failed) {
@@ -96,6 +111,11 @@ int main(int argc, char **argv)
             if (verbose || dt > 2.0) fprintf(stderr, "ok   %s (%.1fs)\n", tests[i].name, dt);
         }
     }
+    for (int i = 0; i < ntests; i++)
+        if (tests[i].fn_arg) {
+            free((char *)tests[i].name);
+            free(tests[i].arg);
+        }
     free(tests);
     printf("unit tests: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;

@@ -9,6 +9,18 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);   /* argv[0] is the subcommand
 
 int cmd_run(int argc, char **argv);
 int cmd_run_replicated(int argc, char **argv);   /* tpusim run on several devices (cmd_run_rep.c) */
+/* tpusim run's command line, one parser for one device and several (cmd_run.c): 0 with the options and
+ * files, or 2 after saying what is wrong (a missing program is the caller's to report). With help not NULL, a
+ * help option stops the parse with *help set; else it is an unknown option. */
+enum { CLI_MAX_DEVICES = 4096 };
+typedef struct cli_run_args {
+    const char  *prog, *npz, *outdir, *chip;
+    const char  *files[1024];
+    int          nfiles, random, quiet, vary, replicas, partitions, json;
+    uint64_t     seed;
+    tpu_run_opts opts;
+} cli_run_args;
+int cli_run_parse_args(int argc, char **argv, cli_run_args *a, int *help);
 int cmd_check(int argc, char **argv);
 int cmd_print(int argc, char **argv);
 int cmd_memory(int argc, char **argv);
@@ -60,6 +72,12 @@ int  cli_parse_num(const char *v, size_t len, double *out);
 typedef struct cJSON cJSON;
 cJSON *cli_tensor_json(const tpu_tensor *t, const char *name);
 int    cli_print_json(cJSON *o);
+
+/* One line on an output tensor, after the caller's label: its shape (a column shape_w wide), then its one
+ * value, or min / max / mean (columns num_w wide), the NaN count and the first `show` values after `gap`. */
+void cli_tensor_summary(const tpu_tensor *t, int shape_w, int num_w, int show, const char *gap);
+/* Seconds on a monotonic clock (for durations). */
+double cli_now(void);
 
 /* Progress on stderr for work that may take a while: after 2 s, "WHAT ... N s" (redrawn on a terminal), and
  * "WHAT: done in N s" at the end if anything was said. NULL (out of memory) is a valid handle. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -234,7 +235,7 @@ struct cli_progress {
     double          t0;
 };
 
-static double cli_now(void)
+double cli_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -346,4 +347,37 @@ int cli_print_json(cJSON *o)
     printf("%s\n", s);
     cJSON_free(s);
     return 0;
+}
+
+void cli_tensor_summary(const tpu_tensor *t, int shape_w, int num_w, int show, const char *gap)
+{
+    char shape[128];
+    tpu_tensor_shape_str(t, shape, sizeof shape);
+    int64_t n = tpu_tensor_count(t);
+    double mn = INFINITY, mx = -INFINITY, sum = 0;
+    int64_t nans = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double v = tpu_tensor_get_f64(t, k);
+        if (isnan(v)) {
+            nans++;
+            continue;
+        }
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
+        sum += v;
+    }
+    printf("%-*s", shape_w, shape);
+    if (n == 0) {
+        printf(" (empty)\n");
+        return;
+    }
+    if (n == 1) {
+        printf(" = %.8g\n", tpu_tensor_get_f64(t, 0));
+        return;
+    }
+    printf(" min %-*.6g max %-*.6g mean %-*.6g", num_w, mn, num_w, mx, num_w, n > nans ? sum / (double)(n - nans) : NAN);
+    if (nans) printf(" nan %lld", (long long)nans);
+    printf("%s[", gap);
+    for (int64_t k = 0; k < n && k < show; k++) printf("%s%.5g", k ? ", " : "", tpu_tensor_get_f64(t, k));
+    printf("%s]\n", n > show ? ", ..." : "");
 }

@@ -21,13 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void bench_usage(FILE *f)
 {
     fprintf(f,
@@ -170,9 +163,8 @@ static int bench_matmul(int argc, char **argv)
         goto done;
     }
     /* the simulated TPU: compile (timed) and model */
-    double t0 = bench_now();
-    tpu_profile_opts o;
-    memset(&o, 0, sizeof o);
+    double t0 = cli_now();
+    tpu_profile_opts o = tpu_profile_opts_default();
     o.chip = chip;
     if (tpu_module_parse(ctx, text, strlen(text), "bench_matmul.hlo", &m) != TPU_OK ||
         tpu_profile_program(ctx, m, &o, &p) != TPU_OK) {
@@ -180,7 +172,7 @@ static int bench_matmul(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    double compile_s = bench_now() - t0;
+    double compile_s = cli_now() - t0;
     double warm = tpu_profile_step_time(p);
     int chips = tpu_chip_num_chips(c), devices = tpu_profile_devices(p);
     int64_t esize = !strcmp(dt, "bf16") ? 2 : 4;
@@ -252,7 +244,7 @@ static int bench_matmul(int argc, char **argv)
         } else {
             tpu_run_opts ro = tpu_run_opts_default();
             for (int r = 0; r < host_runs; r++) {
-                double s = bench_now();
+                double s = cli_now();
                 cli_progress *pl = cli_progress_start("tpusim bench matmul: host run %d of %d", r + 1, host_runs);
                 tpu_status hst = tpu_run(ctx, once, &ro, in, nin, &out, &nout);
                 cli_progress_stop(pl);
@@ -261,7 +253,7 @@ static int bench_matmul(int argc, char **argv)
                     rc = 2;
                     break;
                 }
-                double e = bench_now() - s;
+                double e = cli_now() - s;
                 for (int k = 0; k < nout; k++) tpu_tensor_free(out[k]);
                 tpu_free(out);
                 out = NULL;

@@ -231,19 +231,6 @@ static void jobs_supervise(const char *home, int64_t id)
 
 /* ---- subcommands ---- */
 
-static int jobs_mkdirs(const char *dir)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 static char *jobs_abs(const char *path)
 {
     char buf[PATH_MAX];
@@ -267,7 +254,7 @@ static int jobs_prepare(tn_registry *r, tn_job *j, const char *workdir, const ch
     j->artifacts_dir = strdup(dir);
     snprintf(dir, sizeof dir, "%s/jobs/%lld/model", tn_registry_home(r), (long long)j->id);
     const char *md = model ? model : dir;
-    if (jobs_mkdirs(j->artifacts_dir) || jobs_mkdirs(md))
+    if (tpu_mkdirs(NULL, j->artifacts_dir, 0755) || tpu_mkdirs(NULL, md, 0755))
         return tn_fail(e, TN_INVALID_ARGUMENT, "--model-dir %s: cannot create it: %s", md, strerror(errno));
     j->model_dir = jobs_abs(md);
     return tn_job_update(r, j, e);

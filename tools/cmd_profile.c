@@ -62,93 +62,6 @@ static int profile_price_ok(const char *price)
     }
 }
 
-/* Price per chip-hour for a slice from --price (checked by profile_price_ok): a plain number, or
- * "gen=price,slice=price,..." where the slice name (v4-8) wins over the generation (v4). 0 if none applies. */
-static double profile_price_for(const char *price, const char *slice, const char *gen)
-{
-    double d = 0;
-    if (!price) return 0;
-    if (!strchr(price, '=')) return cli_parse_num(price, strlen(price), &d) ? d : 0;
-    double best = 0;
-    int best_len = 0;
-    const char *s = price;
-    while (*s) {
-        const char *eq = strchr(s, '='), *comma = strchr(s, ',');
-        if (!eq || (comma && comma < eq)) break;
-        size_t klen = (size_t)(eq - s);
-        int hit = (strlen(slice) == klen && !strncmp(slice, s, klen)) || (strlen(gen) == klen && !strncmp(gen, s, klen));
-        if (hit && (int)klen > best_len && cli_parse_num(eq + 1, comma ? (size_t)(comma - eq - 1) : strlen(eq + 1), &d)) {
-            best = d;
-            best_len = (int)klen;
-        }
-        if (!comma) break;
-        s = comma + 1;
-    }
-    return best;
-}
-
-static void profile_fmt_time(char *b, size_t n, double s)
-{
-    if (s >= 1) snprintf(b, n, "%.3f s", s);
-    else if (s >= 1e-3) snprintf(b, n, "%.3f ms", s * 1e3);
-    else snprintf(b, n, "%.2f us", s * 1e6);
-}
-
-/* One row of the what-if table. */
-static void profile_compare_row(tpu_ctx *ctx, const char *name, const tpu_profile *q, double base, const char *price,
-                                int is_base)
-{
-    tpu_chip *c = NULL;
-    int chips = 0, devices = 0;
-    const char *gen = "";
-    if (tpu_chip_get(ctx, name, &c) == TPU_OK) {
-        chips = tpu_chip_num_chips(c);
-        gen = tpu_chip_generation(c);
-    }
-    devices = tpu_profile_devices(q);
-    double step = tpu_profile_step_time(q);
-    char t[32], lbl[64];
-    profile_fmt_time(t, sizeof t, step);
-    snprintf(lbl, sizeof lbl, "%s%s", name, is_base ? " (this)" : "");
-    int64_t batch = tpu_profile_batch(q);
-    printf("  %-22s %5d %7d %12s %8.2fx %6.1f%% %-10s %-4s", lbl, chips, devices, t, step > 0 ? base / step : 0,
-           100 * tpu_profile_mxu_utilization(q), tpu_profile_bound(q), tpu_profile_fits(q) ? "yes" : "NO");
-    if (batch > 0 && step > 0) printf(" %12.0f", (double)batch * devices / step);
-    else printf(" %12s", "-");
-    double pr = profile_price_for(price, name, gen);
-    if (pr > 0) printf("   $%.4g", step * 1000 / 3600 * pr * chips);
-    putchar('\n');
-    tpu_chip_free(c);
-}
-
-/* --compare: the same program on other slices. */
-static int profile_compare(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *o, const tpu_profile *base,
-                           const char *list, const char *price)
-{
-    double b = tpu_profile_step_time(base);
-    printf("\nwhat-if: the same per-device program on other slices (a slice with more devices does more samples per step)\n");
-    printf("  %-22s %5s %7s %12s %9s %7s %-10s %-4s %12s%s\n", "slice", "chips", "devices", "step time", "speed-up", "MXU",
-           "bound", "fits", "samples/s", price ? "   $/1000 steps" : "");
-    profile_compare_row(ctx, o->chip, base, b, price, 1);
-    char *copy = strdup(list);
-    if (!copy) return 2;
-    int rc = 0;
-    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        tpu_profile_opts o2 = *o;
-        o2.chip = tok;
-        tpu_profile *q = NULL;
-        if (tpu_profile_program(ctx, m, &o2, &q) != TPU_OK) {
-            fprintf(stderr, "tpusim profile: --compare %s: %s\n", tok, tpu_errmsg(ctx));
-            rc = 2;
-            continue;
-        }
-        profile_compare_row(ctx, tok, q, b, price, 0);
-        tpu_profile_free(q);
-    }
-    free(copy);
-    return rc;
-}
-
 typedef struct profile_out {
     int         json, top, advice;
     const char *trace, *html, *compare, *price, *tb, *run;
@@ -213,8 +126,13 @@ static int profile_one(tpu_ctx *ctx, const tpu_module *m, tpu_profile_opts o, co
         }
     }
     if (po->compare && !po->json) {
-        int crc = profile_compare(ctx, m, &o, p, po->compare, po->price);
-        if (crc) rc = crc;
+        char *table = NULL;
+        if (tpu_profile_compare(ctx, m, &o, p, po->compare, po->price, &table) != TPU_OK) {
+            fprintf(stderr, "tpusim profile: --compare %s\n", tpu_errmsg(ctx));
+            rc = 2;
+        }
+        if (table) fputs(table, stdout);
+        tpu_free(table);
     }
     char path[4096];
     if (po->trace) {
@@ -256,8 +174,7 @@ int cmd_profile(int argc, char **argv)
     const char *prog = NULL, *trace = NULL, *html = NULL, *price = NULL, *compare = NULL, *tb = NULL, *run = NULL;
     int json = 0, top = 15, advice = 1, split = 0;
     double input_time = 0;
-    tpu_profile_opts o;
-    memset(&o, 0, sizeof o);
+    tpu_profile_opts o = tpu_profile_opts_default();
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_is_help(argv[i])) {

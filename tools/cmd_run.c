@@ -114,125 +114,188 @@ static int run_order_members(const tpu_module *m, const char *npz, tpu_tensor **
     return bad;
 }
 
-static int run_mkdir_p(const char *dir)
+static int run_positive(const char *opt, const char *v, int *out)
 {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-        *p = '/';
+    return cli_int32("run", opt, v, 1, CLI_MAX_DEVICES, out);
+}
+
+int cli_run_parse_args(int argc, char **argv, cli_run_args *a, int *help)
+{
+    memset(a, 0, sizeof *a);
+    a->seed = 1;
+    a->opts = tpu_run_opts_default();
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (help && cli_is_help(argv[i])) {
+            *help = 1;
+            return 0;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--inputs"))) {
+            a->npz = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--out"))) {
+            a->outdir = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--chip"))) {
+            a->chip = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--replicas"))) {
+            if (!run_positive("--replicas", v, &a->replicas)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--partitions"))) {
+            if (!run_positive("--partitions", v, &a->partitions)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
+            if (!cli_u64("run", "--seed", v, &a->seed)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
+            if (!cli_int32("run", "--threads", v, 0, 4096, &a->opts.threads)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--max-steps"))) {
+            if (!cli_int("run", "--max-steps", v, 1, INT64_MAX, &a->opts.max_steps)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--timeout"))) {
+            if (!cli_num("run", "--timeout", v, 1e-3, 1e9, &a->opts.max_seconds)) return 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--numerics"))) {
+            if (!strcmp(v, "tpu")) a->opts.numerics = TPU_NUMERICS_TPU;
+            else if (!strcmp(v, "exact")) a->opts.numerics = TPU_NUMERICS_EXACT;
+            else { fprintf(stderr, "tpusim run: --numerics must be tpu or exact, got '%s'\n", v); return 2; }
+        } else if (!strcmp(argv[i], "--random-inputs")) {
+            a->random = 1;
+        } else if (!strcmp(argv[i], "--per-device-seeds")) {
+            a->vary = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            a->json = 1;
+        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+            a->quiet = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "tpusim run: unknown option '%s' (see tpusim run --help)\n", argv[i]);
+            return 2;
+        } else if (!a->prog) {
+            a->prog = argv[i];
+        } else {
+            if (a->nfiles == 1024) { fprintf(stderr, "tpusim run: too many input files\n"); return 2; }
+            a->files[a->nfiles++] = argv[i];
+        }
     }
-    if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+    if ((a->npz != NULL) + (a->nfiles > 0) + a->random > 1) {
+        fprintf(stderr, "tpusim run: give inputs one way: .npy files, --inputs FILE.npz or --random-inputs\n");
+        return 2;
+    }
+    if (a->vary && !a->random) {
+        fprintf(stderr, "tpusim run: --per-device-seeds goes with --random-inputs\n");
+        return 2;
+    }
     return 0;
 }
 
-static void run_summary(const tpu_tensor *t, int i)
+/* Inputs for one device (.npy files, an .npz, random, or none for a program without parameters); *from_files:
+ * ins is our array of tensors. 0, or 2 after saying what is wrong. */
+static int run_load_inputs(tpu_ctx *ctx, const cli_run_args *a, const tpu_module *m, tpu_tensor ***ins, int *nin,
+                           char ***names, int *nnames, int *from_files)
 {
-    char shape[128];
-    tpu_tensor_shape_str(t, shape, sizeof shape);
-    int64_t n = tpu_tensor_count(t);
-    double mn = INFINITY, mx = -INFINITY, sum = 0;
-    int64_t nans = 0;
-    for (int64_t k = 0; k < n; k++) {
-        double v = tpu_tensor_get_f64(t, k);
-        if (isnan(v)) {
-            nans++;
-            continue;
+    tpu_status st = TPU_OK;
+    if (a->random) {
+        st = tpu_random_inputs(ctx, m, a->seed, ins, nin);
+    } else if (a->npz) {
+        st = tpu_npz_load_filtered(ctx, a->npz, cli_npz_params_filter, (void *)m, ins, names, nin);
+        *nnames = *nin;
+        if (!st && run_order_members(m, a->npz, *ins, *names, *nin)) return 2;
+    } else if (a->nfiles) {
+        *from_files = 1;
+        *ins = calloc((size_t)a->nfiles, sizeof **ins);
+        if (!*ins) { fprintf(stderr, "tpusim run: out of memory\n"); return 2; }
+        for (int i = 0; i < a->nfiles && !st; i++) {
+            st = tpu_npy_load(ctx, a->files[i], &(*ins)[i]);
+            if (!st) (*nin)++;
         }
-        if (v < mn) mn = v;
-        if (v > mx) mx = v;
-        sum += v;
+    } else if (tpu_module_num_params(m) > 0) {
+        fprintf(stderr, "tpusim run: %s takes %d parameter%s: give .npy files, --inputs FILE.npz or --random-inputs\n",
+                a->prog, tpu_module_num_params(m), tpu_module_num_params(m) == 1 ? "" : "s");
+        return 2;
     }
-    printf("  out%-3d %-24s", i, shape);
-    if (n == 0) {
-        printf(" (empty)\n");
-        return;
+    if (st) {
+        fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
+        return 2;
     }
-    if (n == 1) {
-        printf(" = %.8g\n", tpu_tensor_get_f64(t, 0));
-        return;
-    }
-    printf(" min %-12.6g max %-12.6g mean %-12.6g", mn, mx, n > nans ? sum / (double)(n - nans) : NAN);
-    if (nans) printf(" nan %lld", (long long)nans);
-    printf("  [");
-    for (int64_t k = 0; k < n && k < 4; k++) printf("%s%.5g", k ? ", " : "", tpu_tensor_get_f64(t, k));
-    printf("%s]\n", n > 4 ? ", ..." : "");
+    return 0;
 }
 
-static double run_now(void)
+/* --json: the run's numbers and its outputs (with their files under --out). 0, or 2 when out of memory. */
+static int run_print_json(const cli_run_args *a, const tpu_module *m, double t_parse, double t_run, tpu_tensor **outs,
+                          int nout)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    cJSON *o = cJSON_CreateObject(), *arr = o ? cJSON_AddArrayToObject(o, "outputs") : NULL;
+    if (o) {
+        cJSON_AddStringToObject(o, "program", a->prog);
+        cJSON_AddStringToObject(o, "module", tpu_module_name(m));
+        cJSON_AddStringToObject(o, "numerics", a->opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact");
+        cJSON_AddNumberToObject(o, "parse_s", t_parse);
+        cJSON_AddNumberToObject(o, "run_s", t_run);
+    }
+    for (int i = 0; arr && i < nout; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "out%d", i);
+        cJSON *e = cli_tensor_json(outs[i], name);
+        if (e && a->outdir) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/out%d.npy", a->outdir, i);
+            cJSON_AddStringToObject(e, "file", path);
+        }
+        cJSON_AddItemToArray(arr, e);
+    }
+    return cli_print_json(o) ? 2 : 0;
+}
+
+static void run_print_text(const cli_run_args *a, double t_parse, double t_run, tpu_tensor **outs, int nout)
+{
+    printf("%s: %d output%s (numerics %s), parse %.3f s, run %.3f s\n", a->prog, nout, nout == 1 ? "" : "s",
+           a->opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact", t_parse, t_run);
+    for (int i = 0; i < nout; i++) {
+        if (i == 40 && nout > 44) {
+            printf("  ... %d more\n", nout - 40);
+            break;
+        }
+        printf("  out%-3d ", i);
+        cli_tensor_summary(outs[i], 24, 12, 4, "  ");
+    }
+}
+
+/* --out DIR: DIR/outI.npy. 0, or 2 after saying what failed. */
+static int run_write_outputs(tpu_ctx *ctx, const cli_run_args *a, tpu_tensor **outs, int nout)
+{
+    if (tpu_mkdirs(NULL, a->outdir, 0777)) {
+        fprintf(stderr, "tpusim run: cannot create %s: %s\n", a->outdir, strerror(errno));
+        return 2;
+    }
+    for (int i = 0; i < nout; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/out%d.npy", a->outdir, i);
+        if (tpu_npy_save(ctx, path, outs[i]) != TPU_OK) {
+            fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
+            return 2;
+        }
+    }
+    if (!a->quiet && !a->json) printf("wrote %d file%s to %s/\n", nout, nout == 1 ? "" : "s", a->outdir);
+    return 0;
 }
 
 int cmd_run(int argc, char **argv)
 {
-    const char *prog = NULL, *npz = NULL, *outdir = NULL;
-    const char *files[1024];
-    int nfiles = 0, random = 0, quiet = 0, json = 0;
-    uint64_t seed = 1;
-    tpu_run_opts opts = tpu_run_opts_default();
     for (int i = 1; i < argc && !cli_is_help(argv[i]); i++)   /* several devices: cmd_run_rep.c */
         if (!strncmp(argv[i], "--replicas", 10) || !strncmp(argv[i], "--partitions", 12) ||
             !strncmp(argv[i], "--chip", 6) || !strcmp(argv[i], "--per-device-seeds"))
             return cmd_run_replicated(argc, argv);
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (cli_is_help(argv[i])) {
-            run_usage(stdout);
-            return 0;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--inputs"))) {
-            npz = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--out"))) {
-            outdir = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
-            if (!cli_u64("run", "--seed", v, &seed)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            if (!cli_int32("run", "--threads", v, 0, 4096, &opts.threads)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--max-steps"))) {
-            if (!cli_int("run", "--max-steps", v, 1, INT64_MAX, &opts.max_steps)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--timeout"))) {
-            if (!cli_num("run", "--timeout", v, 1e-3, 1e9, &opts.max_seconds)) return 2;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--numerics"))) {
-            if (!strcmp(v, "tpu")) opts.numerics = TPU_NUMERICS_TPU;
-            else if (!strcmp(v, "exact")) opts.numerics = TPU_NUMERICS_EXACT;
-            else { fprintf(stderr, "tpusim run: --numerics must be tpu or exact, got '%s'\n", v); return 2; }
-        } else if (!strcmp(argv[i], "--random-inputs")) {
-            random = 1;
-        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            quiet = 1;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "tpusim run: unknown option '%s' (see tpusim run --help)\n", argv[i]);
-            return 2;
-        } else if (!prog) {
-            prog = argv[i];
-        } else {
-            if (nfiles == 1024) { fprintf(stderr, "tpusim run: too many input files\n"); return 2; }
-            files[nfiles++] = argv[i];
-        }
+    cli_run_args a;
+    int help = 0, rc = cli_run_parse_args(argc, argv, &a, &help);
+    if (rc) return rc;
+    if (help) {
+        run_usage(stdout);
+        return 0;
     }
-    if (!prog) {
+    if (!a.prog) {
         run_usage(stderr);
-        return 2;
-    }
-    if ((npz != NULL) + (nfiles > 0) + random > 1) {
-        fprintf(stderr, "tpusim run: give inputs one way: .npy files, --inputs FILE.npz or --random-inputs\n");
         return 2;
     }
     tpu_ctx *ctx = cli_ctx_new();
     if (!ctx) { fprintf(stderr, "tpusim run: out of memory\n"); return 2; }
-    int rc = 0;
     tpu_module *m = NULL;
     tpu_tensor **ins = NULL, **outs = NULL;
     char **names = NULL;
-    int nin = 0, nout = 0, nnames = 0;
-    double t0 = run_now();
-    if (tpu_module_load(ctx, prog, &m) != TPU_OK) {
+    int nin = 0, nout = 0, nnames = 0, from_files = 0;
+    double t0 = cli_now();
+    if (tpu_module_load(ctx, a.prog, &m) != TPU_OK) {
         fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
         rc = 2;
         goto done;
@@ -248,103 +311,23 @@ int cmd_run(int argc, char **argv)
         tpu_ctx_free(ctx);
         return cmd_run_replicated(argc, argv);
     }
-    double t_parse = run_now() - t0;
-    tpu_status st = TPU_OK;
-    if (random) {
-        st = tpu_random_inputs(ctx, m, seed, &ins, &nin);
-    } else if (npz) {
-        st = tpu_npz_load_filtered(ctx, npz, cli_npz_params_filter, m, &ins, &names, &nin);
-        nnames = nin;
-        if (!st && run_order_members(m, npz, ins, names, nin)) {
-            rc = 2;
-            goto done;
-        }
-    } else if (nfiles) {
-        ins = calloc((size_t)nfiles, sizeof *ins);
-        if (!ins) { fprintf(stderr, "tpusim run: out of memory\n"); rc = 2; goto done; }
-        for (int i = 0; i < nfiles && !st; i++) {
-            st = tpu_npy_load(ctx, files[i], &ins[i]);
-            if (!st) nin++;
-        }
-        if (st) {
-            /* tensors loaded so far are freed below; ins came from calloc, not the library */
-            for (int i = 0; i < nin; i++) tpu_tensor_free(ins[i]);
-            free(ins);
-            ins = NULL;
-            nin = 0;
-        }
-    } else if (tpu_module_num_params(m) > 0) {
-        fprintf(stderr, "tpusim run: %s takes %d parameter%s: give .npy files, --inputs FILE.npz or --random-inputs\n",
-                prog, tpu_module_num_params(m), tpu_module_num_params(m) == 1 ? "" : "s");
-        rc = 2;
-        goto done;
-    }
-    if (st) {
-        fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
-        rc = 2;
-        goto done;
-    }
-    double t1 = run_now();
+    double t_parse = cli_now() - t0;
+    if ((rc = run_load_inputs(ctx, &a, m, &ins, &nin, &names, &nnames, &from_files))) goto done;
+    double t1 = cli_now();
     cli_progress *prog_line = cli_progress_start("tpusim run: running %s", tpu_module_name(m));
-    st = tpu_run(ctx, m, &opts, ins, nin, &outs, &nout);
+    tpu_status st = tpu_run(ctx, m, &a.opts, ins, nin, &outs, &nout);
     cli_progress_stop(prog_line);
-    double t_run = run_now() - t1;
+    double t_run = cli_now() - t1;
     if (st) {
         fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
         rc = 1;
         goto done;
     }
-    if (json) {
-        cJSON *o = cJSON_CreateObject(), *arr = o ? cJSON_AddArrayToObject(o, "outputs") : NULL;
-        if (o) {
-            cJSON_AddStringToObject(o, "program", prog);
-            cJSON_AddStringToObject(o, "module", tpu_module_name(m));
-            cJSON_AddStringToObject(o, "numerics", opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact");
-            cJSON_AddNumberToObject(o, "parse_s", t_parse);
-            cJSON_AddNumberToObject(o, "run_s", t_run);
-        }
-        for (int i = 0; arr && i < nout; i++) {
-            char name[32];
-            snprintf(name, sizeof name, "out%d", i);
-            cJSON *e = cli_tensor_json(outs[i], name);
-            if (e && outdir) {
-                char path[4200];
-                snprintf(path, sizeof path, "%s/out%d.npy", outdir, i);
-                cJSON_AddStringToObject(e, "file", path);
-            }
-            cJSON_AddItemToArray(arr, e);
-        }
-        if (cli_print_json(o)) rc = 2;
-    } else if (!quiet) {
-        printf("%s: %d output%s (numerics %s), parse %.3f s, run %.3f s\n", prog, nout, nout == 1 ? "" : "s",
-               opts.numerics == TPU_NUMERICS_TPU ? "tpu" : "exact", t_parse, t_run);
-        for (int i = 0; i < nout; i++) {
-            if (i == 40 && nout > 44) {
-                printf("  ... %d more\n", nout - 40);
-                break;
-            }
-            run_summary(outs[i], i);
-        }
-    }
-    if (outdir) {
-        if (run_mkdir_p(outdir)) {
-            fprintf(stderr, "tpusim run: cannot create %s: %s\n", outdir, strerror(errno));
-            rc = 2;
-            goto done;
-        }
-        for (int i = 0; i < nout; i++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/out%d.npy", outdir, i);
-            if (tpu_npy_save(ctx, path, outs[i]) != TPU_OK) {
-                fprintf(stderr, "tpusim run: %s\n", tpu_errmsg(ctx));
-                rc = 2;
-                goto done;
-            }
-        }
-        if (!quiet && !json) printf("wrote %d file%s to %s/\n", nout, nout == 1 ? "" : "s", outdir);
-    }
+    if (a.json) rc = run_print_json(&a, m, t_parse, t_run, outs, nout);
+    else if (!a.quiet) run_print_text(&a, t_parse, t_run, outs, nout);
+    if (a.outdir && !rc) rc = run_write_outputs(ctx, &a, outs, nout);
 done:
-    if (nfiles && ins) {
+    if (from_files) {
         for (int i = 0; i < nin; i++) tpu_tensor_free(ins[i]);
         free(ins);
     } else {

@@ -10,37 +10,17 @@
 
 /* ---- JSON helpers ---- */
 
-static void chp_json_str(ut_buf *b, const char *s)
-{
-    if (!s) {
-        ut_buf_puts(b, "null");
-        return;
-    }
-    ut_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            ut_buf_putc(b, '\\');
-            ut_buf_putc(b, (char)*p);
-        } else if (*p < 0x20) {
-            ut_buf_printf(b, "\\u%04x", *p);
-        } else {
-            ut_buf_putc(b, (char)*p);
-        }
-    }
-    ut_buf_putc(b, '"');
-}
-
 static void chp_json_key(ut_buf *b, const char *k, int *first)
 {
     ut_buf_puts(b, *first ? "" : ", ");
     *first = 0;
-    chp_json_str(b, k);
+    ut_buf_json_str(b, k);
     ut_buf_puts(b, ": ");
 }
 
 #define JI(k, v) (chp_json_key(b, k, &first), ut_buf_printf(b, "%lld", (long long)(v)))
 #define JD(k, v) (chp_json_key(b, k, &first), ut_buf_printf(b, "%.10g", (double)(v)))
-#define JS(k, v) (chp_json_key(b, k, &first), chp_json_str(b, v))
+#define JS(k, v) (chp_json_key(b, k, &first), ut_buf_json_str(b, v))
 #define JB(k, v) (chp_json_key(b, k, &first), ut_buf_puts(b, (v) ? "true" : "false"))
 
 static void chp_json_dims(ut_buf *b, int n, const int *d)

@@ -159,29 +159,6 @@ tpu_status ss_write_reports(tpu_ctx *ctx, const char *dir, const ss_layer_result
     return st;
 }
 
-/* mkdir -p */
-static tpu_status ss_mkdirs(tpu_ctx *ctx, const char *path)
-{
-    char *p = ut_strdup(path);
-    if (!p) return ut_nomem(ctx);
-    size_t n = strlen(p);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        char save = p[i];
-        p[i] = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            tpu_status st = ut_err(ctx, TPU_ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
-            ut_free(p);
-            return st;
-        }
-        p[i] = save;
-    }
-    struct stat sb;
-    int ok = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-    ut_free(p);
-    return ok ? TPU_OK : ut_err(ctx, TPU_ERR_IO, "%s: not a directory", path);
-}
-
 tpu_scalesim_opts tpu_scalesim_opts_default(void)
 {
     tpu_scalesim_opts o;
@@ -251,7 +228,7 @@ tpu_status tpu_scalesim_run(tpu_ctx *ctx, const tpu_scalesim_opts *opts, char **
     }
     ut_buf_printf(&dir, "%s/%s", opts->out_dir && *opts->out_dir ? opts->out_dir : ".", cfg.run_name);
     if (dir.failed) { st = ut_nomem(ctx); goto done; }
-    if ((st = ss_mkdirs(ctx, dir.data)) != TPU_OK) goto done;
+    if ((st = tpu_mkdirs(ctx, dir.data, 0777)) != TPU_OK) goto done;
     if ((st = ss_write_reports(ctx, dir.data, res, topo.n)) != TPU_OK) goto done;
     if (layers) *layers = topo.n;
     if (report_dir) {

@@ -1205,9 +1205,28 @@ static void ss_stream_span_rows(const ss_ops *o, const tim_array *arr, tim_dataf
         }
 }
 
-tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer *layer, ss_layer_result *out)
+/* One layer's simulation: the array, its folds, the operand address streams and the three buffers, and
+ * where the walk over demand rows stands. */
+typedef struct ss_sim {
+    tpu_ctx             *ctx;
+    const ss_config     *cfg;
+    const ss_layer      *layer;
+    tim_array            arr;
+    tim_systolic_result  sys;
+    ss_ops               o;
+    ss_rd_calc           ci, cf;   /* CALC mode reads (ifmap, filter) */
+    ss_rd_user           ui, uf;   /* USER mode reads */
+    ss_wbuf              wb;       /* the OFMAP write buffer */
+    ss_stalls            stl;      /* cumulative stalls by row */
+    int64_t             *buf, *ebuf;   /* one row's addresses (lanes) */
+    bool                 fast;     /* no read can stall: only the OFMAP decides the timing */
+    bool                 keep_stalls;
+    int64_t              row, stalls, last_of;
+    ss_sram_span         si, sf, so;
+} ss_sim;
+
+static tpu_status ss_sim_supported(tpu_ctx *ctx, const ss_config *cfg)
 {
-    memset(out, 0, sizeof *out);
     if (cfg->ramulator)
         return ut_err(ctx, TPU_ERR_UNSUPPORTED, "UseRamulatorTrace = True is not supported (it needs Ramulator's "
                       "per-request latency files)");
@@ -1215,198 +1234,249 @@ tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer 
         return ut_err(ctx, TPU_ERR_UNSUPPORTED, "SparsitySupport = true is not supported");
     if (cfg->ifmap_custom_layout || cfg->filter_custom_layout)
         return ut_err(ctx, TPU_ERR_UNSUPPORTED, "IfmapCustomLayout/FilterCustomLayout = True is not supported");
+    return TPU_OK;
+}
 
-    tim_array arr = {cfg->array_rows, cfg->array_cols};
+/* The SRAM fill bandwidths and the OFMAP drain: CALC's fixed ones (single_layer_sim.py), or SCALE-Sim 3's
+ * from [layout] and Bandwidth in USER mode. */
+static tpu_status ss_sim_bandwidths(tpu_ctx *ctx, const ss_config *cfg, int64_t *ifmap_bw, int64_t *filter_bw,
+                                    int64_t *ofmap_bw)
+{
+    *ifmap_bw = 10, *filter_bw = 10, *ofmap_bw = cfg->array_cols;
+    if (!cfg->user_bw) return TPU_OK;
+    *ifmap_bw = cfg->ifmap_bank_bw;
+    *filter_bw = cfg->filter_bank_bw;
+    *ofmap_bw = cfg->bandwidth[0];
+    if (*ifmap_bw % cfg->ifmap_bank_num || *filter_bw % cfg->filter_bank_num)
+        return ut_err(ctx, TPU_ERR_INVALID, "USER mode: IfmapSRAMBankBandwidth (%lld) and FilterSRAMBankBandwidth "
+                      "(%lld) must be multiples of IfmapSRAMBankNum (%lld) and FilterSRAMBankNum (%lld)",
+                      (long long)*ifmap_bw, (long long)*filter_bw, (long long)cfg->ifmap_bank_num,
+                      (long long)cfg->filter_bank_num);
+    return TPU_OK;
+}
+
+/* The folds, the operand streams and the buffers of one layer (S zeroed by the caller; ss_sim_free after). */
+static tpu_status ss_sim_init(ss_sim *S, tpu_ctx *ctx, const ss_config *cfg, const ss_layer *layer)
+{
+    S->ctx = ctx;
+    S->cfg = cfg;
+    S->layer = layer;
+    S->arr = (tim_array){cfg->array_rows, cfg->array_cols};
     tim_conv cv = {layer->ifmap_h, layer->ifmap_w, layer->filter_h, layer->filter_w,
                    layer->channels, layer->filters, layer->stride_h, layer->stride_w};
-    tim_systolic_result sys;
-    if (tim_systolic_conv(&arr, &cv, cfg->df, &sys) != TPU_OK)
+    if (tim_systolic_conv(&S->arr, &cv, cfg->df, &S->sys) != TPU_OK)
         return ut_err(ctx, TPU_ERR_INVALID, "layer '%s' (line %d): dimensions out of range", layer->name, layer->line);
-    out->sys = sys;
-
-    int64_t ifmap_bw = 10, filter_bw = 10, ofmap_bw = cfg->array_cols;   /* CALC (single_layer_sim.py) */
-    if (cfg->user_bw) {
-        /* SCALE-Sim 3: the SRAM fill bandwidths come from [layout], the OFMAP drain from Bandwidth */
-        ifmap_bw = cfg->ifmap_bank_bw;
-        filter_bw = cfg->filter_bank_bw;
-        ofmap_bw = cfg->bandwidth[0];
-        if (ifmap_bw % cfg->ifmap_bank_num || filter_bw % cfg->filter_bank_num)
-            return ut_err(ctx, TPU_ERR_INVALID, "USER mode: IfmapSRAMBankBandwidth (%lld) and FilterSRAMBankBandwidth "
-                          "(%lld) must be multiples of IfmapSRAMBankNum (%lld) and FilterSRAMBankNum (%lld)",
-                          (long long)ifmap_bw, (long long)filter_bw, (long long)cfg->ifmap_bank_num,
-                          (long long)cfg->filter_bank_num);
-    }
+    int64_t ifmap_bw, filter_bw, ofmap_bw;
+    tpu_status st = ss_sim_bandwidths(ctx, cfg, &ifmap_bw, &filter_bw, &ofmap_bw);
+    if (st) return st;
     int64_t iwords = cfg->ifmap_kb * 1024, fwords = cfg->filter_kb * 1024, owords = cfg->ofmap_kb * 1024;
-
-    ss_ops o;
-    tpu_status st = ss_ops_init(ctx, layer, &o);
-    if (st != TPU_OK) return st;
-    ss_rd_calc ci, cf;
-    ss_rd_user ui, uf;
-    ss_wbuf wb;
-    memset(&ci, 0, sizeof ci); memset(&cf, 0, sizeof cf);
-    memset(&ui, 0, sizeof ui); memset(&uf, 0, sizeof uf);
-    ss_wb_init(&wb, owords, ofmap_bw);
-    ss_stalls stl;
-    memset(&stl, 0, sizeof stl);
-    int64_t lanes = arr.rows > arr.cols ? arr.rows : arr.cols;
-    int64_t *buf = ut_malloc((size_t)lanes * sizeof *buf), *ebuf = ut_malloc((size_t)lanes * sizeof *ebuf);
-    if (!buf || !ebuf) { st = ut_nomem(ctx); goto done; }
+    if ((st = ss_ops_init(ctx, layer, &S->o)) != TPU_OK) {
+        memset(&S->o, 0, sizeof S->o);   /* ss_ops_init freed what it had */
+        return st;
+    }
+    ss_wb_init(&S->wb, owords, ofmap_bw);
+    int64_t lanes = S->arr.rows > S->arr.cols ? S->arr.rows : S->arr.cols;
+    S->buf = ut_malloc((size_t)lanes * sizeof *S->buf);
+    S->ebuf = ut_malloc((size_t)lanes * sizeof *S->ebuf);
+    if (!S->buf || !S->ebuf) return ut_nomem(ctx);
     if (!cfg->user_bw) {
-        ss_calc_init(&ci, iwords);
-        ss_calc_init(&cf, fwords);
+        ss_calc_init(&S->ci, iwords);
+        ss_calc_init(&S->cf, fwords);
     } else {
         ss_pf pi, pfl;
-        ss_pf_layout(cfg->df, &arr, &sys, &o, true, &pi);
-        ss_pf_layout(cfg->df, &arr, &sys, &o, false, &pfl);
-        if ((st = ss_user_init(ctx, &ui, &o, &pi, o.ifmap_naddr, iwords, ifmap_bw, ss_pf_valid(&o, layer, true),
-                               o.nodup, o.nodup && o.dense)) ||
-            (st = ss_user_init(ctx, &uf, &o, &pfl, o.filter_naddr, fwords, filter_bw, ss_pf_valid(&o, layer, false),
+        const ss_ops *o = &S->o;
+        ss_pf_layout(cfg->df, &S->arr, &S->sys, o, true, &pi);
+        ss_pf_layout(cfg->df, &S->arr, &S->sys, o, false, &pfl);
+        if ((st = ss_user_init(ctx, &S->ui, o, &pi, o->ifmap_naddr, iwords, ifmap_bw, ss_pf_valid(o, layer, true),
+                               o->nodup, o->nodup && o->dense)) ||
+            (st = ss_user_init(ctx, &S->uf, o, &pfl, o->filter_naddr, fwords, filter_bw, ss_pf_valid(o, layer, false),
                                true, true)))
-            goto done;
-        ss_user_start(&ui, 0);   /* row 0 is served at cycle 0 */
-        ss_user_start(&uf, 0);
+            return st;
+        ss_user_start(&S->ui, 0);   /* row 0 is served at cycle 0 */
+        ss_user_start(&S->uf, 0);
     }
     /* Without possible read stalls (CALC mode, or USER mode with both operands wholly in the active
      * buffer) only the OFMAP decides the timing, and it is walked fold by fold. */
-    bool fast = !cfg->user_bw || (ui.all_hit && uf.all_hit);
-    bool keep_stalls = !cfg->user_bw || ui.all_hit || uf.all_hit;
+    S->fast = !cfg->user_bw || (S->ui.all_hit && S->uf.all_hit);
+    S->keep_stalls = !cfg->user_bw || S->ui.all_hit || S->uf.all_hit;
+    return TPU_OK;
+}
 
-    /* The walk over demand rows (double_buffered_scratchpad.service_memory_requests). In CALC mode reads
-     * never stall, so the walk serves only the OFMAP and the reads are replayed afterwards (ss_calc_stream). */
-    int64_t row = 0, stalls = 0, total = 0, last_of = 0;
-    ss_sram_span si = {0}, sf = {0}, so = {0};
-    for (int64_t fc = 0; fc < sys.col_folds; fc++)
-        for (int64_t fr = 0; fr < sys.row_folds; fr++) {
+/* One demand row t of fold f in USER mode with reads that may stall: the stall of the row is the largest of
+ * the ifmap, filter and ofmap stalls. */
+static tpu_status ss_sim_row(ss_sim *S, const tim_fold *f, const ss_lanemap *im, const ss_lanemap *fm, int64_t t)
+{
+    ss_rd_user *ui = &S->ui, *uf = &S->uf;
+    int64_t cycle = S->row + S->stalls, oi = 1, of = 1, n;
+    if (!ui->all_hit && ui->plain) {
+        oi = ss_user_plain_row(ui, f, &f->ifmap, im, t, cycle, &n);
+        if (n) ss_span(&S->si, cycle + oi);
+    } else if (!ui->all_hit) {
+        bool pairs = ui->self || ui->selfs;
+        n = ss_gather_e(&S->o, &f->ifmap, im, t, S->buf, pairs ? S->ebuf : NULL);
+        oi = ss_user_service(ui, S->buf, pairs ? S->ebuf : NULL, n, cycle, &n);
+        if (n) ss_span(&S->si, cycle + oi);
+    }
+    if (!uf->all_hit && uf->plain) {
+        of = ss_user_plain_row(uf, f, &f->filter, fm, t, cycle, &n);
+        if (n) ss_span(&S->sf, cycle + of);
+    } else if (!uf->all_hit) {
+        n = ss_gather(&S->o, &f->filter, fm, t, S->buf);
+        of = ss_user_service(uf, S->buf, NULL, n, cycle, &n);
+        if (n) ss_span(&S->sf, cycle + of);
+    }
+    int64_t c0, c1;
+    tim_stream_lanes(&f->ofmap, t, &c0, &c1);
+    int64_t oo = ss_wb_service(&S->wb, c0 <= c1 ? c1 - c0 + 1 : 0, cycle);
+    if (c0 <= c1) ss_span(&S->so, oo);
+    int64_t s = oi - 1;
+    if (of - 1 > s) s = of - 1;
+    if (oo - cycle > s) s = oo - cycle;
+    if (s) {
+        S->stalls += s;
+        if (S->keep_stalls && !ss_stalls_add(&S->stl, S->row, S->stalls)) return ut_nomem(S->ctx);
+    }
+    S->last_of = oo;
+    return TPU_OK;
+}
+
+/* The walk over demand rows (double_buffered_scratchpad.service_memory_requests). In CALC mode reads never
+ * stall, so the walk serves only the OFMAP and the reads are replayed afterwards (ss_calc_stream). */
+static tpu_status ss_sim_walk(ss_sim *S)
+{
+    const ss_config *cfg = S->cfg;
+    for (int64_t fc = 0; fc < S->sys.col_folds; fc++)
+        for (int64_t fr = 0; fr < S->sys.row_folds; fr++) {
             tim_fold f;
             ss_lanemap im, fm;
-            tim_systolic_fold(&arr, cfg->df, &sys, fr, fc, &f);
-            if (fast) {
-                if (!ss_wb_fold(&wb, &f.ofmap, f.cycles, row, &stalls, &stl, &so)) { st = ut_nomem(ctx); goto done; }
-                row += f.cycles;
+            tim_systolic_fold(&S->arr, cfg->df, &S->sys, fr, fc, &f);
+            if (S->fast) {
+                if (!ss_wb_fold(&S->wb, &f.ofmap, f.cycles, S->row, &S->stalls, &S->stl, &S->so)) return ut_nomem(S->ctx);
+                S->row += f.cycles;
                 continue;
             }
-            ss_lanemaps(cfg->df, &arr, &f, &im, &fm);
-            for (int64_t t = 0; t < f.cycles; t++, row++) {
-                int64_t cycle = row + stalls, oi = 1, of = 1, n;
-                if (!ui.all_hit && ui.plain) {
-                    oi = ss_user_plain_row(&ui, &f, &f.ifmap, &im, t, cycle, &n);
-                    if (n) ss_span(&si, cycle + oi);
-                } else if (!ui.all_hit) {
-                    bool pairs = ui.self || ui.selfs;
-                    n = ss_gather_e(&o, &f.ifmap, &im, t, buf, pairs ? ebuf : NULL);
-                    oi = ss_user_service(&ui, buf, pairs ? ebuf : NULL, n, cycle, &n);
-                    if (n) ss_span(&si, cycle + oi);
-                }
-                if (!uf.all_hit && uf.plain) {
-                    of = ss_user_plain_row(&uf, &f, &f.filter, &fm, t, cycle, &n);
-                    if (n) ss_span(&sf, cycle + of);
-                } else if (!uf.all_hit) {
-                    n = ss_gather(&o, &f.filter, &fm, t, buf);
-                    of = ss_user_service(&uf, buf, NULL, n, cycle, &n);
-                    if (n) ss_span(&sf, cycle + of);
-                }
-                int64_t c0, c1;
-                tim_stream_lanes(&f.ofmap, t, &c0, &c1);
-                int64_t oo = ss_wb_service(&wb, c0 <= c1 ? c1 - c0 + 1 : 0, cycle);
-                if (c0 <= c1) ss_span(&so, oo);
-                /* stall = max(ifmap, filter, ofmap) stall of this row */
-                int64_t s = oi - 1;
-                if (of - 1 > s) s = of - 1;
-                if (oo - cycle > s) s = oo - cycle;
-                if (s) {
-                    stalls += s;
-                    if (keep_stalls && !ss_stalls_add(&stl, row, stalls)) { st = ut_nomem(ctx); goto done; }
-                }
-                last_of = oo;
+            ss_lanemaps(cfg->df, &S->arr, &f, &im, &fm);
+            for (int64_t t = 0; t < f.cycles; t++, S->row++) {
+                tpu_status st = ss_sim_row(S, &f, &im, &fm, t);
+                if (st) return st;
             }
         }
     /* A row's OFMAP cycle is at most the next row's cycle, so the last row's is the largest. Without read
      * stalls that is the last row plus every stall. */
-    if (fast) last_of = row - 1 + stalls;
-    total = last_of;
-    /* SRAM spans of operands that never went through the walk: requests are served after the hit latency */
+    if (S->fast) S->last_of = S->row - 1 + S->stalls;
+    return TPU_OK;
+}
+
+/* The reads that did not go through the walk: SRAM spans of operands wholly in the active buffer (served
+ * after the hit latency), CALC mode's replayed streams; then the OFMAP buffer drained. */
+static tpu_status ss_sim_reads(ss_sim *S)
+{
+    const ss_config *cfg = S->cfg;
     for (int k = 0; cfg->user_bw && k < 2; k++) {
-        if (!(k == 0 ? ui.all_hit : uf.all_hit)) continue;
+        if (!(k == 0 ? S->ui.all_hit : S->uf.all_hit)) continue;
         int64_t r0, r1;
-        ss_stream_span_rows(&o, &arr, cfg->df, &sys, k == 0, buf, &r0, &r1);
-        ss_sram_span *sp = k == 0 ? &si : &sf;
+        ss_stream_span_rows(&S->o, &S->arr, cfg->df, &S->sys, k == 0, S->buf, &r0, &r1);
+        ss_sram_span *sp = k == 0 ? &S->si : &S->sf;
         if (r0 >= 0) {
-            ss_span(sp, ss_cycle_of_row(&stl, r0) + 1);
-            ss_span(sp, ss_cycle_of_row(&stl, r1) + 1);
+            ss_span(sp, ss_cycle_of_row(&S->stl, r0) + 1);
+            ss_span(sp, ss_cycle_of_row(&S->stl, r1) + 1);
         }
     }
     if (!cfg->user_bw) {
-        ss_calc_job job = {&o, &arr, cfg->df, &sys, true, &stl, o.ifmap_naddr, -1, -1};
-        if ((st = ss_calc_stream(ctx, &ci, &job)) != TPU_OK) goto done;
+        tpu_status st;
+        ss_calc_job job = {&S->o, &S->arr, cfg->df, &S->sys, true, &S->stl, S->o.ifmap_naddr, -1, -1};
+        if ((st = ss_calc_stream(S->ctx, &S->ci, &job)) != TPU_OK) return st;
         if (job.sram_first_row >= 0) {
-            si.start = ss_cycle_of_row(&stl, job.sram_first_row) + 1;   /* hit latency */
-            si.stop = ss_cycle_of_row(&stl, job.sram_last_row) + 1;
+            S->si.start = ss_cycle_of_row(&S->stl, job.sram_first_row) + 1;   /* hit latency */
+            S->si.stop = ss_cycle_of_row(&S->stl, job.sram_last_row) + 1;
         }
         job.ifmap = false;
-        job.naddr = o.filter_naddr;
-        if ((st = ss_calc_stream(ctx, &cf, &job)) != TPU_OK) goto done;
+        job.naddr = S->o.filter_naddr;
+        if ((st = ss_calc_stream(S->ctx, &S->cf, &job)) != TPU_OK) return st;
         if (job.sram_first_row >= 0) {
-            sf.start = ss_cycle_of_row(&stl, job.sram_first_row) + 1;
-            sf.stop = ss_cycle_of_row(&stl, job.sram_last_row) + 1;
+            S->sf.start = ss_cycle_of_row(&S->stl, job.sram_first_row) + 1;
+            S->sf.stop = ss_cycle_of_row(&S->stl, job.sram_last_row) + 1;
         }
-        ss_calc_complete(&ci);
-        ss_calc_complete(&cf);
+        ss_calc_complete(&S->ci);
+        ss_calc_complete(&S->cf);
     }
-    ss_wb_empty_all(&wb, last_of);
-    if (wb.nomem) { st = ut_nomem(ctx); goto done; }
+    ss_wb_empty_all(&S->wb, S->last_of);
+    return S->wb.nomem ? ut_nomem(S->ctx) : TPU_OK;
+}
 
+/* SCALE-Sim's report columns from the walk. */
+static tpu_status ss_sim_result(const ss_sim *S, ss_layer_result *out)
+{
+    const ss_config *cfg = S->cfg;
+    const tim_systolic_result *sys = &S->sys;
+    int64_t total = S->last_of;
     out->total_cycles = total;
-    out->stall_cycles = stalls;
+    out->stall_cycles = S->stalls;
     if (cfg->user_bw) {
-        out->ifmap_dram_start = ui.tmin; out->ifmap_dram_stop = ui.tmax; out->ifmap_dram_reads = ui.num_access;
-        out->filter_dram_start = uf.tmin; out->filter_dram_stop = uf.tmax; out->filter_dram_reads = uf.num_access;
+        out->ifmap_dram_start = S->ui.tmin; out->ifmap_dram_stop = S->ui.tmax; out->ifmap_dram_reads = S->ui.num_access;
+        out->filter_dram_start = S->uf.tmin; out->filter_dram_stop = S->uf.tmax; out->filter_dram_reads = S->uf.num_access;
     } else {
-        out->ifmap_dram_start = ci.tfirst; out->ifmap_dram_stop = ci.tlast; out->ifmap_dram_reads = ci.num_access;
-        out->filter_dram_start = cf.tfirst; out->filter_dram_stop = cf.tlast; out->filter_dram_reads = cf.num_access;
+        out->ifmap_dram_start = S->ci.tfirst; out->ifmap_dram_stop = S->ci.tlast; out->ifmap_dram_reads = S->ci.num_access;
+        out->filter_dram_start = S->cf.tfirst; out->filter_dram_stop = S->cf.tlast; out->filter_dram_reads = S->cf.num_access;
     }
-    out->ofmap_dram_start = wb.first;
-    out->ofmap_dram_stop = wb.last;
-    out->ofmap_dram_writes = wb.num_access;
-    out->ifmap_sram_start = si.start; out->ifmap_sram_stop = si.stop; out->ifmap_sram_reads = sys.ifmap_reads;
-    out->filter_sram_start = sf.start; out->filter_sram_stop = sf.stop; out->filter_sram_reads = sys.filter_reads;
-    out->ofmap_sram_start = so.start; out->ofmap_sram_stop = so.stop; out->ofmap_sram_writes = sys.ofmap_writes;
+    out->ofmap_dram_start = S->wb.first;
+    out->ofmap_dram_stop = S->wb.last;
+    out->ofmap_dram_writes = S->wb.num_access;
+    out->ifmap_sram_start = S->si.start; out->ifmap_sram_stop = S->si.stop; out->ifmap_sram_reads = sys->ifmap_reads;
+    out->filter_sram_start = S->sf.start; out->filter_sram_stop = S->sf.stop; out->filter_sram_reads = sys->filter_reads;
+    out->ofmap_sram_start = S->so.start; out->ofmap_sram_stop = S->so.stop; out->ofmap_sram_writes = sys->ofmap_writes;
     int64_t dstart = out->ifmap_dram_start < out->filter_dram_start ? out->ifmap_dram_start : out->filter_dram_start;
     out->overall_cycles = out->ofmap_dram_stop - dstart;
-
-    if (total <= 0) {
-        st = ut_err(ctx, TPU_ERR_UNSUPPORTED, "layer '%s' (line %d) takes 0 cycles on this array; SCALE-Sim divides "
-                    "by its cycle count", layer->name, layer->line);
-        goto done;
-    }
-    int64_t pes = arr.rows * arr.cols, num, den;
-    if (!__builtin_mul_overflow(sys.macs, (int64_t)100, &num) && !__builtin_mul_overflow(total, pes, &den))
+    if (total <= 0)
+        return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "layer '%s' (line %d) takes 0 cycles on this array; SCALE-Sim divides "
+                      "by its cycle count", S->layer->name, S->layer->line);
+    int64_t pes = S->arr.rows * S->arr.cols, num, den;
+    if (!__builtin_mul_overflow(sys->macs, (int64_t)100, &num) && !__builtin_mul_overflow(total, pes, &den))
         out->overall_util = tim_ratio(num, den);
     else
-        out->overall_util = (double)sys.macs * 100.0 / ((double)total * (double)pes);
-    out->mapping_eff = sys.mapping_efficiency * 100;
-    out->compute_util = sys.compute_utilization * 100;
-    out->ifmap_sram_bw = tim_ratio(sys.ifmap_reads, total);
-    out->filter_sram_bw = tim_ratio(sys.filter_reads, total);
-    out->ofmap_sram_bw = tim_ratio(sys.ofmap_writes, total);
+        out->overall_util = (double)sys->macs * 100.0 / ((double)total * (double)pes);
+    out->mapping_eff = sys->mapping_efficiency * 100;
+    out->compute_util = sys->compute_utilization * 100;
+    out->ifmap_sram_bw = tim_ratio(sys->ifmap_reads, total);
+    out->filter_sram_bw = tim_ratio(sys->filter_reads, total);
+    out->ofmap_sram_bw = tim_ratio(sys->ofmap_writes, total);
     /* SCALE-Sim divides an int by a numpy float here: the count is converted first */
     out->ifmap_dram_bw = (double)out->ifmap_dram_reads / (double)(out->ifmap_dram_stop - out->ifmap_dram_start + 1);
     out->filter_dram_bw = (double)out->filter_dram_reads / (double)(out->filter_dram_stop - out->filter_dram_start + 1);
     out->ofmap_dram_bw = (double)out->ofmap_dram_writes / (double)(out->ofmap_dram_stop - out->ofmap_dram_start + 1);
+    return TPU_OK;
+}
 
-    const char *bad = ci.bad ? ci.bad : cf.bad ? cf.bad : ui.bad ? ui.bad : uf.bad ? uf.bad : wb.bad;
-    if (bad)
+static void ss_sim_free(ss_sim *S)
+{
+    ut_free(S->buf);
+    ut_free(S->ebuf);
+    ut_free(S->stl.row);
+    ut_free(S->stl.cum);
+    ss_user_free(&S->ui);
+    ss_user_free(&S->uf);
+    ut_free(S->wb.ppos);
+    ut_free(S->wb.pcnt);
+    ss_ops_free(&S->o);
+}
+
+tpu_status ss_simulate_layer(tpu_ctx *ctx, const ss_config *cfg, const ss_layer *layer, ss_layer_result *out)
+{
+    memset(out, 0, sizeof *out);
+    tpu_status st = ss_sim_supported(ctx, cfg);
+    if (st) return st;
+    ss_sim *S = ut_calloc(1, sizeof *S);
+    if (!S) return ut_nomem(ctx);
+    st = ss_sim_init(S, ctx, cfg, layer);
+    if (!st) out->sys = S->sys;
+    if (!st) st = ss_sim_walk(S);
+    if (!st) st = ss_sim_reads(S);
+    if (!st) st = ss_sim_result(S, out);
+    const char *bad = S->ci.bad ? S->ci.bad : S->cf.bad ? S->cf.bad : S->ui.bad ? S->ui.bad : S->uf.bad ? S->uf.bad : S->wb.bad;
+    if (!st && bad)
         ut_warn(ctx, "layer '%s' (line %d): SCALE-Sim 3.0.0 would fail on this layer (%s); tpusim's figures carry on "
                 "its model", layer->name, layer->line, bad);
-done:
-    ut_free(buf);
-    ut_free(ebuf);
-    ut_free(stl.row);
-    ut_free(stl.cum);
-    ss_user_free(&ui);
-    ss_user_free(&uf);
-    ut_free(wb.ppos);
-    ut_free(wb.pcnt);
-    ss_ops_free(&o);
+    ss_sim_free(S);
+    ut_free(S);
     return st;
 }

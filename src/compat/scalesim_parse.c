@@ -220,13 +220,9 @@ static tpu_status ss_cfg_tokenize(ss_cfgdoc *d, const char *text, size_t len, ss
             if (ss_same_ci(d->kv[i].section, section) && ss_same_ci(d->kv[i].key, key))
                 return ut_err(d->ctx, TPU_ERR_PARSE, "%s:%d: %.*s is set twice in [%.*s] (first on line %d)", d->file,
                               lineno, (int)key.n, key.p, (int)section.n, section.p, d->kv[i].line);
-        if (d->n == d->cap) {
-            int nc = d->cap ? 2 * d->cap : 32;
-            ss_kv *nk = ut_realloc(d->kv, (size_t)nc * sizeof *nk);
-            if (!nk) return ut_nomem(d->ctx);
-            d->kv = nk;
-            d->cap = nc;
-        }
+        ss_kv *nk = ut_grow(d->kv, sizeof *nk, d->n, &d->cap, 32);
+        if (!nk) return ut_nomem(d->ctx);
+        d->kv = nk;
         ss_kv e = {section, key, value, lineno, false};
         d->kv[d->n++] = e;
     }
@@ -383,13 +379,9 @@ tpu_status ss_config_load(tpu_ctx *ctx, const char *path, ss_config *out)
 
 static tpu_status ss_topo_push(tpu_ctx *ctx, ss_topology *t, const ss_layer *l)
 {
-    if (t->n == t->cap) {
-        int nc = t->cap ? 2 * t->cap : 16;
-        ss_layer *nl = ut_realloc(t->layers, (size_t)nc * sizeof *nl);
-        if (!nl) return ut_nomem(ctx);
-        t->layers = nl;
-        t->cap = nc;
-    }
+    ss_layer *nl = ut_grow(t->layers, sizeof *nl, t->n, &t->cap, 16);
+    if (!nl) return ut_nomem(ctx);
+    t->layers = nl;
     t->layers[t->n++] = *l;
     return TPU_OK;
 }

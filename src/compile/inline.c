@@ -1,7 +1,7 @@
 /* inline.c — call inlining before compiling for a chip. JAX lowers every jitted sub-function to a `call`;
  * the TPU compiler inlines them all before fusion and buffer assignment, so a call's result is not a
- * separate buffer. Works on a copy (print -> parse), clones each callee's instructions into the caller with
- * names prefixed by the call's, then prints and parses the result so it is an ordinary module. */
+ * separate buffer. Edits a clone of the module (hlo_module_clone): each callee's instructions are cloned into
+ * the caller with names prefixed by the call's; the result is verified. */
 #include "compile.h"
 #include "policy.h"
 
@@ -56,13 +56,9 @@ static int inl_push(inl_out *o, hlo_instr *in)
         o->over = 1;
         return 0;
     }
-    if (o->n == o->cap) {
-        int cap = o->cap ? o->cap * 2 : 256;
-        hlo_instr **v = ut_realloc(o->v, (size_t)cap * sizeof *v);
-        if (!v) return 0;
-        o->v = v;
-        o->cap = cap;
-    }
+    hlo_instr **v = ut_grow(o->v, sizeof *v, o->n, &o->cap, 256);
+    if (!v) return 0;
+    o->v = v;
     o->v[o->n++] = in;
     return 1;
 }
@@ -225,69 +221,49 @@ static int inl_forward_tuples(hlo_comp *c)
     return 1;
 }
 
+/* Inlines the calls of every computation that runs by itself (the entry, loop bodies, branches...): a callee
+ * reached only through calls is expanded where it is called, so a chain of nested calls costs its size.
+ * *counter: calls inlined. Returns 0 on no memory, or with *over set when the budget ran out. */
+static int inl_module(hlo_module *c, int *counter, int *over)
+{
+    uint8_t *root = ut_calloc((size_t)c->ncomps + 1, 1);
+    if (!root) return 0;
+    inl_out o = {NULL, 0, 0, 4 * (int64_t)c->ninstrs + 100000, 0};
+    root[c->entry->id] = 1;
+    for (int i = 0; i < c->ncomps; i++)
+        for (int k = 0; k < c->comps[i]->ninstrs; k++) {
+            const hlo_instr *in = c->comps[i]->instrs[k];
+            if (inl_is_call(in)) continue;
+            for (int q = 0; q < in->ncalled; q++) root[in->called[q]->id] = 1;
+        }
+    int ok = 1;
+    for (int i = 0; ok && i < c->ncomps; i++)
+        if (root[i]) ok = inl_comp(c, c->comps[i], counter, &o);
+    for (int i = 0; ok && *counter && i < c->ncomps; i++) ok = inl_forward_tuples(c->comps[i]);
+    ut_free(root);
+    ut_free(o.v);
+    *over = o.over;
+    return ok;
+}
+
 tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out)
 {
     *out = NULL;
-    ut_buf b;
-    ut_buf_init(&b);
-    hlo_print_module(&b, m);
-    if (b.failed) {
-        ut_buf_free(&b);
-        return ut_nomem(ctx);
-    }
     hlo_module *c = NULL;
-    tpu_status st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &c);
-    ut_buf_free(&b);
+    tpu_status st = hlo_module_clone(ctx, m, &c);
     if (st) return st;
-    hlo_copy_locations(c, m);
-    /* only computations that run by themselves are rewritten (the entry, loop bodies, branches...): a callee
-     * reached only through calls is expanded where it is called, so a chain of nested calls costs its size */
-    uint8_t *root = ut_calloc((size_t)c->ncomps + 1, 1);
-    inl_out o = {NULL, 0, 0, 4 * (int64_t)c->ninstrs + 100000, 0};
-    int counter = 0;
-    int ok = root != NULL;
-    if (ok) {
-        root[c->entry->id] = 1;
-        for (int i = 0; i < c->ncomps; i++)
-            for (int k = 0; k < c->comps[i]->ninstrs; k++) {
-                const hlo_instr *in = c->comps[i]->instrs[k];
-                if (inl_is_call(in)) continue;
-                for (int q = 0; q < in->ncalled; q++) root[in->called[q]->id] = 1;
-            }
-    }
-    for (int i = 0; ok && i < c->ncomps; i++)
-        if (root[i]) ok = inl_comp(c, c->comps[i], &counter, &o);
-    for (int i = 0; ok && counter && i < c->ncomps; i++) ok = inl_forward_tuples(c->comps[i]);
-    ut_free(root);
-    ut_free(o.v);
-    if (!ok) {
+    int counter = 0, over = 0;
+    if (!inl_module(c, &counter, &over)) {
         hlo_module_free(c);
-        if (!o.over) return ut_nomem(ctx);
+        if (!over) return ut_nomem(ctx);
         /* too many instructions once inlined: the calls stay calls (compiled as sub-plans) */
-        ut_buf_init(&b);
-        hlo_print_module(&b, m);
-        st = b.failed ? ut_nomem(ctx) : hlo_parse(ctx, b.data, b.len, m->filename, 0, &c);
-        ut_buf_free(&b);
-        if (st) return st;
-        hlo_copy_locations(c, m);
-        *out = c;
-        return TPU_OK;
+        return hlo_module_clone(ctx, m, out);
     }
-    if (!counter) {
-        *out = c;
-        return TPU_OK;
+    if (counter) st = cmp_rewrite_done(ctx, c, "inlining calls");
+    if (st) {
+        hlo_module_free(c);
+        return st;
     }
-    /* print and parse: drops the now-unused callees' references and renumbers everything */
-    ut_buf_init(&b);
-    hlo_print_module(&b, c);
-    hlo_module *r = NULL;
-    if (b.failed) st = ut_nomem(ctx);
-    else st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &r);
-    if (!st) hlo_copy_locations(r, c);
-    if (st == TPU_ERR_PARSE) ut_err_prefix(ctx, "internal: inlining calls produced unparsable text");
-    ut_buf_free(&b);
-    hlo_module_free(c);
-    if (st) return st;
-    *out = r;
+    *out = c;
     return TPU_OK;
 }

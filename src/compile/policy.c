@@ -9,11 +9,11 @@
  *   - the optimizer update — the elementwise chain that ends in an output with the shape of an f32
  *     parameter (the new value of a variable or of optimizer state) — stays float32;
  *   - outputs keep their types, so the rewritten program has the same signature.
- * The rewrite works on a copy (print -> parse), inserts converts, then prints and re-parses the result so
- * the new module is an ordinary parsed module. */
+ * The rewrite edits a clone of the module (hlo_module_clone), inserting converts; the result is verified. */
 #include "compile.h"
 #include "policy.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +190,9 @@ static tpu_status pol_rewrite_comp(pol_state *P, hlo_comp *c, int is_entry)
             out[nout++] = cv;
         }
     }
+    /* each instruction, at most one convert to bf16 of each f32 one and two converts to f32 of each bf16 one
+     * (for f32 readers, for the outputs), one root convert */
+    assert(nout <= 3 * n + 8);
     c->instrs = ut_arena_alloc(&P->m->arena, (size_t)nout * sizeof *c->instrs);
     if (!c->instrs) { st = ut_nomem(P->ctx); goto done; }
     memcpy(c->instrs, out, (size_t)nout * sizeof *out);
@@ -217,58 +220,50 @@ static void pol_mark_flow(const hlo_comp *c, uint8_t *flow)
     }
 }
 
+tpu_status cmp_rewrite_done(tpu_ctx *ctx, hlo_module *m, const char *what)
+{
+    hlo_module_renumber(m);
+    tpu_status st = cmp_verify_or_fail(ctx, m);
+    if (st && st != TPU_ERR_NOMEM) ut_err_prefix(ctx, "internal: %s produced a module that does not verify", what);
+    return st;
+}
+
+static tpu_status pol_mixed_bf16(tpu_ctx *ctx, hlo_module *c)
+{
+    /* calls and control flow keep f32 at their boundaries: their callee signatures stay as they are */
+    uint8_t *flow = ut_calloc((size_t)c->ncomps, 1);
+    if (!flow) return ut_nomem(ctx);
+    pol_mark_flow(c->entry, flow);
+    pol_state P;
+    memset(&P, 0, sizeof P);
+    P.ctx = ctx;
+    P.m = c;
+    tpu_status st = TPU_OK;
+    for (int i = 0; i < c->ncomps && !st; i++)
+        if (flow[i]) st = pol_rewrite_comp(&P, c->comps[i], c->comps[i] == c->entry);
+    ut_free(flow);
+    return st ? st : cmp_rewrite_done(ctx, c, "the mixed_bfloat16 rewrite");
+}
+
 tpu_status cmp_apply_policy(tpu_ctx *ctx, const hlo_module *m, const char *policy, hlo_module **out)
 {
     *out = NULL;
     if (!policy || !strcmp(policy, "float32")) policy = "float32";
     else if (strcmp(policy, "mixed_bfloat16"))
         return ut_err(ctx, TPU_ERR_INVALID, "unknown precision policy '%s' (known: float32, mixed_bfloat16)", policy);
-    /* work on a copy */
-    ut_buf b;
-    ut_buf_init(&b);
-    hlo_print_module(&b, m);
-    if (b.failed) {
-        ut_buf_free(&b);
-        return ut_nomem(ctx);
-    }
     hlo_module *c = NULL;
-    tpu_status st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &c);
-    ut_buf_free(&b);
-    if (st) return st;
-    hlo_copy_locations(c, m);
-    if (!strcmp(policy, "float32")) {
+    tpu_status st = hlo_module_clone(ctx, m, &c);
+    if (st || !strcmp(policy, "float32")) {
         *out = c;
-        return TPU_OK;
+        return st;
     }
-    /* calls and control flow keep f32 at their boundaries: their callee signatures stay as they are */
-    uint8_t *flow = ut_calloc((size_t)c->ncomps, 1);
-    if (!flow) {
-        hlo_module_free(c);
-        return ut_nomem(ctx);
-    }
-    pol_mark_flow(c->entry, flow);
-    pol_state P;
-    memset(&P, 0, sizeof P);
-    P.ctx = ctx;
-    P.m = c;
-    for (int i = 0; i < c->ncomps && !st; i++)
-        if (flow[i]) st = pol_rewrite_comp(&P, c->comps[i], c->comps[i] == c->entry);
-    ut_free(flow);
+    /* the rewrite reads shapes: the input must verify */
+    st = cmp_verify_or_fail(ctx, m);
+    if (!st) st = pol_mixed_bf16(ctx, c);
     if (st) {
         hlo_module_free(c);
         return st;
     }
-    /* normalise: print and parse again */
-    ut_buf_init(&b);
-    hlo_print_module(&b, c);
-    hlo_module *r = NULL;
-    if (b.failed) st = ut_nomem(ctx);
-    else st = hlo_parse(ctx, b.data, b.len, m->filename, 0, &r);
-    if (!st) hlo_copy_locations(r, c);
-    if (st == TPU_ERR_PARSE) ut_err_prefix(ctx, "internal: the mixed_bfloat16 rewrite produced unparsable text");
-    ut_buf_free(&b);
-    hlo_module_free(c);
-    if (st) return st;
-    *out = r;
+    *out = c;
     return TPU_OK;
 }

@@ -8,6 +8,10 @@
 tpu_status cmp_apply_policy(tpu_ctx *ctx, const hlo_module *m, const char *policy, hlo_module **out);
 
 /* inline.c: a copy of the module with every call inlined (as the TPU compiler does before fusion). */
+/* The end of a rewrite of a clone (policy.c, inline.c): ids renumbered, and the result must verify; when it
+ * does not, the error says which rewrite made it ("internal: <what> produced ..."). */
+tpu_status cmp_rewrite_done(tpu_ctx *ctx, hlo_module *m, const char *what);
+
 tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out);
 
 #endif

@@ -8,19 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void vw_escape(ut_buf *b, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': ut_buf_puts(b, "&lt;"); break;
-        case '>': ut_buf_puts(b, "&gt;"); break;
-        case '&': ut_buf_puts(b, "&amp;"); break;
-        case '"': ut_buf_puts(b, "&quot;"); break;
-        default: ut_buf_putc(b, *s); break;
-        }
-    }
-}
-
 /* Live bytes at each schedule position of the entry plan (temps, outputs, sub-plan reservations). */
 static int vw_live(const cmp_program *p, int64_t **pad_out, int64_t **unp_out)
 {
@@ -80,7 +67,7 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
     cmp_fmt_bytes(s1, sizeof s1, ms->used);
     cmp_fmt_bytes(s2, sizeof s2, ms->capacity);
     ut_buf_puts(b, "<text x=\"20\" y=\"24\" font-size=\"17\" font-weight=\"bold\">HBM in use across ");
-    vw_escape(b, p->m->name);
+    ut_buf_html_esc(b, p->m->name);
     ut_buf_printf(b, " on %s — peak %s of %s %s</text>\n", p->chip->name, s1, s2, ms->fits ? "(fits)" : "(DOES NOT FIT)");
     ut_buf_printf(b, "<text x=\"20\" y=\"44\" fill=\"#555\">x: the program's %d ops in schedule order; y: bytes per "
                      "core. Grey floor: arguments; dark: the program's data; light: padding added by (8,128) tiling.</text>\n",
@@ -140,7 +127,7 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
                   px + (px > W / 2 ? -6 : 6), T + 14, px > W / 2 ? "end" : "start", s1, s3, pk);
     if (pk < e->nops) {
         ut_buf_puts(b, ": ");
-        vw_escape(b, e->ops[pk].root->name);
+        ut_buf_html_esc(b, e->ops[pk].root->name);
     }
     ut_buf_puts(b, "</text>\n");
     /* largest buffers: live ranges */
@@ -177,7 +164,7 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
             }
         }
         ut_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">", tx, y + BAR - 10, anchor);
-        vw_escape(b, lbl.data ? lbl.data : "");
+        ut_buf_html_esc(b, lbl.data ? lbl.data : "");
         ut_buf_free(&lbl);
         ut_buf_puts(b, "</text>\n");
     }
@@ -192,12 +179,12 @@ tpu_status cmp_memory_svg(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const c
 tpu_status cmp_memory_html(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const cmp_memory_stats *ms)
 {
     ut_buf_puts(b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tpusim memory: ");
-    vw_escape(b, p->m->name);
+    ut_buf_html_esc(b, p->m->name);
     ut_buf_puts(b, "</title>\n<style>body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222}"
                    "pre{background:#f6f6f6;padding:12px;border-radius:6px;overflow-x:auto}"
                    "table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}"
                    "th{text-align:left}</style></head><body>\n<h1>Memory: ");
-    vw_escape(b, p->m->name);
+    ut_buf_html_esc(b, p->m->name);
     ut_buf_printf(b, " on %s</h1>\n", p->chip->name);
     char a[32], o[32], t[32], c[32], r[32], u[32];
     cmp_fmt_bytes(a, sizeof a, ms->args_padded);
@@ -217,7 +204,7 @@ tpu_status cmp_memory_html(tpu_ctx *ctx, ut_buf *b, const cmp_program *p, const 
     ut_buf rep;
     ut_buf_init(&rep);
     cmp_memory_text(&rep, p, ms);
-    vw_escape(b, rep.data);
+    ut_buf_html_esc(b, rep.data);
     ut_buf_free(&rep);
     ut_buf_puts(b, "</pre>\n</body></html>\n");
     return b->failed ? ut_nomem(ctx) : TPU_OK;

@@ -31,10 +31,8 @@ typedef struct dst_net dst_net;
 
 /* Starts the MPI thread and MPI; *rank and *size from MPI_COMM_WORLD. timeout_s bounds every wait. */
 tpu_status dst_net_new(tpu_ctx *ctx, double timeout_s, dst_net **out, int *rank, int *size);
-/* Sends `len` bytes (copied: the caller may reuse its buffer at once) to process `dest`. */
-tpu_status dst_net_send(tpu_ctx *ctx, dst_net *n, int dest, uint32_t kind, const uint64_t key[4], uint64_t fp,
-                        const void *data, size_t len);
-/* Same, several processes, one copy of the bytes. */
+/* Sends `len` bytes (copied: the caller may reuse its buffer at once) to the processes dests, one copy of
+ * the bytes. */
 tpu_status dst_net_send_many(tpu_ctx *ctx, dst_net *n, const int *dests, int ndests, uint32_t kind, const uint64_t key[4],
                              uint64_t fp, const void *data, size_t len);
 /* Waits for the message (kind, key) from process `from` and takes it (free with dst_msg_free). `what` names

@@ -427,12 +427,6 @@ tpu_status dst_net_send_many(tpu_ctx *ctx, dst_net *n, const int *dests, int nde
     return st;
 }
 
-tpu_status dst_net_send(tpu_ctx *ctx, dst_net *n, int dest, uint32_t kind, const uint64_t key[4], uint64_t fp,
-                        const void *data, size_t len)
-{
-    return dst_net_send_many(ctx, n, &dest, 1, kind, key, fp, data, len);
-}
-
 tpu_status dst_net_wait(tpu_ctx *ctx, dst_net *n, uint32_t kind, const uint64_t key[4], int from, const char *what,
                         dst_msg **out)
 {

@@ -42,19 +42,6 @@ static size_t fu_esize(int cls) { return cls == FU_P ? 1 : cls == FU_L ? 8 : 4; 
 /* The tensor's storage is the class's block layout (no conversion on the way in or out). */
 static int fu_direct(tpu_dtype t) { return t != TPU_BF16 && fu_class(t) >= 0; }
 
-static int fu_enabled = -1;
-
-int exe_fusion_enabled(void)
-{
-    if (fu_enabled < 0) {
-        const char *e = getenv("TPUSIM_NO_FUSION");
-        fu_enabled = !(e && *e && strcmp(e, "0"));
-    }
-    return fu_enabled;
-}
-
-void exe_fusion_set(int on) { fu_enabled = on != 0; }
-
 static int fu_same_dims(const hlo_shape *a, const hlo_shape *b)
 {
     if (a->rank != b->rank) return 0;
@@ -310,13 +297,13 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
     return TPU_OK;
 }
 
-tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
+tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
 {
     int n = c->ninstrs;
     *out = NULL;
     *nout = 0;
     for (int i = 0; i < n; i++) group_of[i] = EXE_FUSE_NONE;
-    if (!exe_fusion_enabled() || n == 0) return TPU_OK;
+    if (!enabled || n == 0) return TPU_OK;
     fu_plan P;
     tpu_status st = fu_plan_init(&P, ctx, c, live);
     if (st) return st;

@@ -28,13 +28,10 @@ typedef struct exe_fgroup {
     const hlo_instr **outputs;   /* members whose values leave the group (used outside it, or the root) */
 } exe_fgroup;
 
-int        exe_fusion_enabled(void);
-/* Turns fusion on or off for later runs (tests compare both). */
-void       exe_fusion_set(int on);
 /* Groups for computation c: group_of[i] is the group of instruction i, EXE_FUSE_NONE or EXE_FUSE_ABSORBED.
- * Only live instructions join. A group runs where its `last` member stands; every other member has no value
- * of its own unless it is an output. */
-tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, const uint8_t *live, int *group_of, exe_fgroup **groups,
+ * Only live instructions join; with `enabled` 0 none does (the run's EXE_NO_FUSION). A group runs where its
+ * `last` member stands; every other member has no value of its own unless it is an output. */
+tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uint8_t *live, int *group_of, exe_fgroup **groups,
                          int *ngroups);
 void       exe_fuse_free(exe_fgroup *groups, int n);
 /* Runs a group: inputs[q] is the value of G->inputs[q]; outs[k] receives output k's value. reuse[k]: an input

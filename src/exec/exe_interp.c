@@ -32,9 +32,14 @@ struct exe_comp_info {
 static exe_kernel exe_kernels[HLO_OP_COUNT];
 
 /* TPUSIM_EXEC_PROFILE=1: wall time per opcode (and fused groups), printed after each run — a developer's
- * view of where the executor spends its time. */
-static double exe_prof_s[HLO_OP_COUNT + 1];
-static int64_t exe_prof_n[HLO_OP_COUNT + 1];
+ * view of where the executor spends its time; =2 also lists the slowest single instructions. The setting is
+ * read once; the counters belong to the run (exe_state.prof). */
+#define EXE_PROF_TOP 25
+struct exe_prof {
+    double  s[HLO_OP_COUNT + 1];   /* seconds by opcode; [HLO_OP_COUNT]: fused groups */
+    int64_t n[HLO_OP_COUNT + 1];   /* calls */
+    struct { double s; const hlo_instr *in; } top[EXE_PROF_TOP];
+};
 static int exe_prof_flag = -1;
 static void exe_prof_init(void)
 {
@@ -43,60 +48,54 @@ static void exe_prof_init(void)
 }
 static pthread_once_t exe_prof_once = PTHREAD_ONCE_INIT;
 
-/* Off for multi-device runs: the counters are plain globals, shared by the device threads. */
-static int exe_prof_on_for(const exe_state *S)
+/* Off for multi-device runs: every device would print its own table. */
+static int exe_prof_wanted(const exe_state *S)
 {
     pthread_once(&exe_prof_once, exe_prof_init);
     return exe_prof_flag && !S->coll;
 }
-#define exe_prof_on() exe_prof_on_for(S)
+#define exe_prof_on() (S->prof != NULL)
 
-/* TPUSIM_EXEC_PROFILE=2 also lists the slowest single instructions */
-#define EXE_PROF_TOP 25
-static struct { double s; const hlo_instr *in; } exe_prof_top[EXE_PROF_TOP];
-static void exe_prof_note(const hlo_instr *in, double s)
+static void exe_prof_note(exe_prof *P, const hlo_instr *in, double s)
 {
     if (exe_prof_flag < 2) return;
     int w = 0;
     for (int i = 1; i < EXE_PROF_TOP; i++)
-        if (exe_prof_top[i].s < exe_prof_top[w].s) w = i;
-    if (s > exe_prof_top[w].s) {
-        exe_prof_top[w].s = s;
-        exe_prof_top[w].in = in;
+        if (P->top[i].s < P->top[w].s) w = i;
+    if (s > P->top[w].s) {
+        P->top[w].s = s;
+        P->top[w].in = in;
     }
 }
 
-static void exe_prof_report(void)
+static void exe_prof_report(exe_prof *P)
 {
     if (exe_prof_flag >= 2) {
         fprintf(stderr, "slowest instructions:\n");
         for (int k = 0; k < EXE_PROF_TOP; k++) {
             int b = -1;
             for (int i = 0; i < EXE_PROF_TOP; i++)
-                if (exe_prof_top[i].in && (b < 0 || exe_prof_top[i].s > exe_prof_top[b].s)) b = i;
+                if (P->top[i].in && (b < 0 || P->top[i].s > P->top[b].s)) b = i;
             if (b < 0) break;
             char sh[160];
-            const hlo_instr *in = exe_prof_top[b].in;
-            fprintf(stderr, "  %9.4f s  %-22s %-28s %s\n", exe_prof_top[b].s, hlo_op_name((hlo_op)in->op), in->name,
+            const hlo_instr *in = P->top[b].in;
+            fprintf(stderr, "  %9.4f s  %-22s %-28s %s\n", P->top[b].s, hlo_op_name((hlo_op)in->op), in->name,
                     hlo_shape_str(&in->shape, sh, sizeof sh));
-            exe_prof_top[b].in = NULL;
+            P->top[b].in = NULL;
         }
-        memset(exe_prof_top, 0, sizeof exe_prof_top);
     }
     double total = 0;
-    for (int i = 0; i <= HLO_OP_COUNT; i++) total += exe_prof_s[i];
+    for (int i = 0; i <= HLO_OP_COUNT; i++) total += P->s[i];
     fprintf(stderr, "executor time by opcode (TPUSIM_EXEC_PROFILE):\n");
     for (int pass = 0; pass < 40; pass++) {
         int best = -1;
         for (int i = 0; i <= HLO_OP_COUNT; i++)
-            if (exe_prof_n[i] > 0 && (best < 0 || exe_prof_s[i] > exe_prof_s[best])) best = i;
+            if (P->n[i] > 0 && (best < 0 || P->s[i] > P->s[best])) best = i;
         if (best < 0) break;
         fprintf(stderr, "  %-24s %9.3f s %5.1f%% %8lld calls\n", best == HLO_OP_COUNT ? "(fused elementwise)" : hlo_op_name((hlo_op)best),
-                exe_prof_s[best], total > 0 ? 100 * exe_prof_s[best] / total : 0, (long long)exe_prof_n[best]);
-        exe_prof_n[best] = -exe_prof_n[best] - 1;   /* mark as printed */
+                P->s[best], total > 0 ? 100 * P->s[best] / total : 0, (long long)P->n[best]);
+        P->n[best] = -P->n[best] - 1;   /* mark as printed */
     }
-    memset(exe_prof_s, 0, sizeof exe_prof_s);
-    memset(exe_prof_n, 0, sizeof exe_prof_n);
 }
 static EXE_KERNEL(exe_k_control);
 
@@ -220,7 +219,7 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
     /* fused elementwise groups: members run when their group's root does */
     ci->fgroup_of = ut_malloc((size_t)n * sizeof *ci->fgroup_of);
     if (!ci->fgroup_of) goto nomem;
-    if (exe_fuse_plan(S->ctx, c, ci->live, ci->fgroup_of, &ci->fgroups, &ci->nfgroups)) {
+    if (exe_fuse_plan(S->ctx, c, !(S->ref & EXE_NO_FUSION), ci->live, ci->fgroup_of, &ci->fgroups, &ci->nfgroups)) {
         ut_free(last);
         ut_free(count);
         exe_comp_info_free(ci);
@@ -580,6 +579,201 @@ static tpu_status exe_concat_bitcast(exe_state *S, const hlo_instr *in, exe_valu
     return exe_concat_dim(S, in, ops, d, out);
 }
 
+/* get-tuple-element */
+static EXE_KERNEL(exe_kc_gte)
+{
+    int64_t idx = hlo_attr_int(in, HK_INDEX, -1);
+    if (ops[0]->t || idx < 0 || idx >= ops[0]->ntuple || !ops[0]->elems[idx])
+        return exe_fail(S, in, TPU_ERR_SHAPE, "tuple index %lld out of range", (long long)idx);
+    /* the only holder of the tuple and the only reader of this slot: move the element out, so that it
+     * stays the sole reference to its buffer (a loop state updated in place) */
+    const exe_comp_info *ci = S->comp_info ? S->comp_info[in->parent->id] : NULL;
+    if (ci && ci->gte_move[in->id] && ops[0]->refs == 1 && S->cur_vals && S->cur_vals[in->ops[0]->id] == ops[0]) {
+        *out = ops[0]->elems[idx];
+        ops[0]->elems[idx] = NULL;
+        return TPU_OK;
+    }
+    *out = exe_value_ref(ops[0]->elems[idx]);
+    return TPU_OK;
+}
+
+/* while */
+static EXE_KERNEL(exe_kc_while)
+{
+    const hlo_attr *ca = hlo_attr_find(in, HK_CONDITION), *ba = hlo_attr_find(in, HK_BODY);
+    if (!ca || !ba) return exe_fail(S, in, TPU_ERR_SHAPE, "needs condition= and body=");
+    const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
+    /* the loop owns its state and hands it to each body call, so the body can update it in place */
+    exe_value *state = exe_take_operand(S, 0);
+    if (!state) state = exe_value_ref(ops[0]);
+    int64_t iter = 0;
+    for (;; iter++) {
+        exe_value *p;
+        tpu_status st = exe_call(S, cond, &state, 1, &p);
+        if (st) {
+            exe_value_unref(state);
+            return st;
+        }
+        int go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
+        exe_value_unref(p);
+        if (!go) break;
+        exe_value *next;
+        st = exe_call_owned(S, body, &state, 1, 1, &next);
+        if (st) return st;
+        state = next;
+    }
+    if (S->trip_counts) S->trip_counts[exe_global_index(S, in)] = iter;
+    *out = state;
+    return TPU_OK;
+}
+
+/* conditional */
+static EXE_KERNEL(exe_kc_conditional)
+{
+    const tpu_tensor *sel = ops[0]->t;
+    if (!sel || sel->count != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "selector must be a scalar");
+    int64_t b;
+    int nb = in->ncalled;
+    if (sel->dtype == TPU_PRED) {
+        b = ((uint8_t *)sel->data)[0] ? 0 : 1;   /* true_computation first, then false_computation */
+        const hlo_attr *ta = hlo_attr_find(in, HK_TRUE_COMPUTATION), *fa = hlo_attr_find(in, HK_FALSE_COMPUTATION);
+        if (!ta || !fa) return exe_fail(S, in, TPU_ERR_SHAPE, "pred conditional needs true_computation and false_computation");
+        const hlo_comp *c = b == 0 ? ta->v.comps.v[0] : fa->v.comps.v[0];
+        return exe_call(S, c, ops + 1 + b, 1, out);
+    }
+    b = exe_index_value(sel, 0);
+    if (b < 0 || b >= nb) b = nb - 1;   /* out-of-range index runs the last branch */
+    return exe_call(S, in->called[b], ops + 1 + b, 1, out);
+}
+
+/* custom-call */
+static EXE_KERNEL(exe_kc_custom_call)
+{
+    const char *target = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
+    /* every target handled here is listed in exe_custom_call_targets (tpu_module_runnable) */
+    if (target && in->nops == 1 &&
+        (!strcmp(target, "Sharding") || !strcmp(target, "SPMDFullToShardShape") ||
+         !strcmp(target, "SPMDShardToFullShape") || !strcmp(target, "LayoutConstraint") ||
+         !strcmp(target, "MoveToDevice") || !strcmp(target, "MoveToHost") ||
+         !strcmp(target, "annotate_device_placement") || !strcmp(target, "X64Combine") ||
+         !strcmp(target, "xla.sdy.FuncResultSharding"))) {
+        if (strcmp(target, "Sharding") && strcmp(target, "xla.sdy.FuncResultSharding") && hlo_module_num_partitions(S->m) > 1 &&
+            strcmp(target, "LayoutConstraint") && strncmp(target, "Move", 4))
+            return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s with %lld partitions needs the SPMD partitioner", target,
+                            (long long)hlo_module_num_partitions(S->m));
+        return exe_identity(ops, out);
+    }
+    if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
+    if (target && !strcmp(target, "dce_sink")) return exe_token(S, out);   /* jax.lax.dce_sink: () */
+    /* the compiler's note that a gather's or scatter's indices may be bit-packed: the same index values */
+    if (target && !strcmp(target, "GatherScatterIndicesBitpacked") && in->nops == 1 && ops[0]->t &&
+        hlo_shape_is_array(&in->shape) && ops[0]->t->count == hlo_shape_count(&in->shape) &&
+        ops[0]->t->dtype == (tpu_dtype)in->shape.dtype)
+        return exe_identity(ops, out);
+    if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
+        /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
+        tpu_tensor *t;
+        tpu_status st = exe_alloc(S, in, &t);
+        if (st) return st;
+        memset(t->data, 0, t->nbytes);
+        return exe_out_array(S, t, out);
+    }
+    if (target && !strcmp(target, "ConcatBitcast")) return exe_concat_bitcast(S, in, ops, out);
+    /* the TPU's linear algebra, as jax.numpy.linalg lowers it for TPUs */
+    if (target && !strcmp(target, "LuDecomposition")) return exe_k_lu(S, in, ops, out);
+    if (target && !strcmp(target, "Qr")) return exe_k_qr(S, in, ops, out);
+    if (target && !strcmp(target, "ProductOfElementaryHouseholderReflectors"))
+        return exe_k_householder_product(S, in, ops, out);
+    if (target && !strcmp(target, "Eigh")) return exe_k_eigh(S, in, ops, out);
+    return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
+                    "custom-call target \"%s\" is not something a TPU can run (like PyFunc on a real TPU, it "
+                    "calls code outside the program); express it in HLO ops", target ? target : "?");
+}
+
+/* all-reduce, all-gather, reduce-scatter, all-to-all, collective-broadcast, all-reduce-start, all-gather-start */
+static EXE_KERNEL(exe_kc_collective)
+{
+    /* with the runtime present every collective goes to it (a group of one replica can still span several
+     * partitions); alone, a group of one device makes every collective the identity */
+    if (S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
+    int64_t g = exe_group_size(S, in);
+    if (g != 1)
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
+                        "collective over a group of %lld devices needs the replicated runtime (tpusim run "
+                        "--replicas N, or tpusim train)", (long long)g);
+    if (in->nops == 1) return exe_identity(ops, out);
+    for (int i = 0; i < in->nops; i++) exe_value_ref(ops[i]);
+    *out = exe_value_tuple((exe_value **)ops, in->nops);
+    return *out ? TPU_OK : ut_nomem(S->ctx);
+}
+
+/* collective-permute, collective-permute-start */
+static EXE_KERNEL(exe_kc_permute)
+{
+    /* one device: data goes to itself if (0,0) is a pair, else the result is zeros */
+    const hlo_attr *a = hlo_attr_find(in, HK_SOURCE_TARGET_PAIRS);
+    int self = 0;
+    for (int i = 0; a && a->kind == HA_INTSS && i < a->v.intss.n; i++)
+        if (a->v.intss.len[i] == 2 && a->v.intss.v[i][0] == S->replica_id && a->v.intss.v[i][1] == S->replica_id) self = 1;
+    if (hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m) > 1) {
+        if (S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
+        return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "collective-permute across devices needs the replicated runtime");
+    }
+    if (self || in->op == HLO_COLLECTIVE_PERMUTE_START) {
+        if (!self) {
+            tpu_tensor *t = ten_alloc(ops[0]->t->dtype, ops[0]->t->rank, ops[0]->t->dims);
+            if (!t) return ut_nomem(S->ctx);
+            return exe_out_array(S, t, out);
+        }
+        return exe_identity(ops, out);
+    }
+    tpu_tensor *t;
+    tpu_status st = exe_alloc(S, in, &t);
+    if (st) return st;
+    memset(t->data, 0, t->nbytes);
+    return exe_out_array(S, t, out);
+}
+
+/* copy-start */
+static EXE_KERNEL(exe_kc_copy_start)
+{
+    exe_value *e[3] = {exe_value_ref(ops[0]), exe_value_ref(ops[0]), NULL};
+    tpu_tensor *ctx_t = ten_alloc(TPU_U32, 0, NULL);
+    e[2] = ctx_t ? exe_value_array(ctx_t) : NULL;
+    if (!e[2]) {
+        exe_value_unref(e[0]);
+        exe_value_unref(e[1]);
+        return ut_nomem(S->ctx);
+    }
+    *out = exe_value_tuple(e, 3);
+    return *out ? TPU_OK : ut_nomem(S->ctx);
+}
+
+/* async-start */
+static EXE_KERNEL(exe_kc_async_start)
+{
+    /* ((operands...), result, context): run the wrapped computation now */
+    if (in->ncalled < 1) return exe_fail(S, in, TPU_ERR_SHAPE, "no called computation");
+    exe_value *res;
+    tpu_status st = exe_call(S, in->called[0], ops, in->nops, &res);
+    if (st) return st;
+    for (int i = 0; i < in->nops; i++) exe_value_ref(ops[i]);
+    exe_value *args = exe_value_tuple((exe_value **)ops, in->nops);
+    tpu_tensor *ctx_t = ten_alloc(TPU_S32, 0, NULL);
+    exe_value *cv = ctx_t ? exe_value_array(ctx_t) : NULL;
+    if (!args || !cv) {
+        exe_value_unref(args);
+        exe_value_unref(cv);
+        exe_value_unref(res);
+        return ut_nomem(S->ctx);
+    }
+    exe_value *e[3] = {args, res, cv};
+    *out = exe_value_tuple(e, 3);
+    return *out ? TPU_OK : ut_nomem(S->ctx);
+}
+
+/* Tuples, calls, control flow, custom-calls, one-device collectives, async pairs: one kernel (the executor's
+ * profiler leaves its time to the ops inside), the larger cases in exe_kc_* above. */
 static EXE_KERNEL(exe_k_control)
 {
     switch ((hlo_op)in->op) {
@@ -588,21 +782,8 @@ static EXE_KERNEL(exe_k_control)
         *out = exe_value_tuple((exe_value **)ops, in->nops);
         return *out ? TPU_OK : ut_nomem(S->ctx);
     }
-    case HLO_GET_TUPLE_ELEMENT: {
-        int64_t idx = hlo_attr_int(in, HK_INDEX, -1);
-        if (ops[0]->t || idx < 0 || idx >= ops[0]->ntuple || !ops[0]->elems[idx])
-            return exe_fail(S, in, TPU_ERR_SHAPE, "tuple index %lld out of range", (long long)idx);
-        /* the only holder of the tuple and the only reader of this slot: move the element out, so that it
-         * stays the sole reference to its buffer (a loop state updated in place) */
-        const exe_comp_info *ci = S->comp_info ? S->comp_info[in->parent->id] : NULL;
-        if (ci && ci->gte_move[in->id] && ops[0]->refs == 1 && S->cur_vals && S->cur_vals[in->ops[0]->id] == ops[0]) {
-            *out = ops[0]->elems[idx];
-            ops[0]->elems[idx] = NULL;
-            return TPU_OK;
-        }
-        *out = exe_value_ref(ops[0]->elems[idx]);
-        return TPU_OK;
-    }
+    case HLO_GET_TUPLE_ELEMENT:
+        return exe_kc_gte(S, in, ops, out);
     case HLO_CALL: case HLO_FUSION: {
         if (in->ncalled < 1) return exe_fail(S, in, TPU_ERR_SHAPE, "no called computation");
         /* operands that die here are handed to the callee */
@@ -611,90 +792,12 @@ static EXE_KERNEL(exe_k_control)
             if (exe_take_operand(S, k)) owned |= (uint64_t)1 << k;
         return exe_call_owned(S, in->called[0], ops, in->nops, owned, out);
     }
-    case HLO_WHILE: {
-        const hlo_attr *ca = hlo_attr_find(in, HK_CONDITION), *ba = hlo_attr_find(in, HK_BODY);
-        if (!ca || !ba) return exe_fail(S, in, TPU_ERR_SHAPE, "needs condition= and body=");
-        const hlo_comp *cond = ca->v.comps.v[0], *body = ba->v.comps.v[0];
-        /* the loop owns its state and hands it to each body call, so the body can update it in place */
-        exe_value *state = exe_take_operand(S, 0);
-        if (!state) state = exe_value_ref(ops[0]);
-        int64_t iter = 0;
-        for (;; iter++) {
-            exe_value *p;
-            tpu_status st = exe_call(S, cond, &state, 1, &p);
-            if (st) {
-                exe_value_unref(state);
-                return st;
-            }
-            int go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
-            exe_value_unref(p);
-            if (!go) break;
-            exe_value *next;
-            st = exe_call_owned(S, body, &state, 1, 1, &next);
-            if (st) return st;
-            state = next;
-        }
-        if (S->trip_counts) S->trip_counts[exe_global_index(S, in)] = iter;
-        *out = state;
-        return TPU_OK;
-    }
-    case HLO_CONDITIONAL: {
-        const tpu_tensor *sel = ops[0]->t;
-        if (!sel || sel->count != 1) return exe_fail(S, in, TPU_ERR_SHAPE, "selector must be a scalar");
-        int64_t b;
-        int nb = in->ncalled;
-        if (sel->dtype == TPU_PRED) {
-            b = ((uint8_t *)sel->data)[0] ? 0 : 1;   /* true_computation first, then false_computation */
-            const hlo_attr *ta = hlo_attr_find(in, HK_TRUE_COMPUTATION), *fa = hlo_attr_find(in, HK_FALSE_COMPUTATION);
-            if (!ta || !fa) return exe_fail(S, in, TPU_ERR_SHAPE, "pred conditional needs true_computation and false_computation");
-            const hlo_comp *c = b == 0 ? ta->v.comps.v[0] : fa->v.comps.v[0];
-            return exe_call(S, c, ops + 1 + b, 1, out);
-        }
-        b = exe_index_value(sel, 0);
-        if (b < 0 || b >= nb) b = nb - 1;   /* out-of-range index runs the last branch */
-        return exe_call(S, in->called[b], ops + 1 + b, 1, out);
-    }
-    case HLO_CUSTOM_CALL: {
-        const char *target = hlo_attr_str(in, HK_CUSTOM_CALL_TARGET);
-        /* every target handled here is listed in exe_custom_call_targets (tpu_module_runnable) */
-        if (target && in->nops == 1 &&
-            (!strcmp(target, "Sharding") || !strcmp(target, "SPMDFullToShardShape") ||
-             !strcmp(target, "SPMDShardToFullShape") || !strcmp(target, "LayoutConstraint") ||
-             !strcmp(target, "MoveToDevice") || !strcmp(target, "MoveToHost") ||
-             !strcmp(target, "annotate_device_placement") || !strcmp(target, "X64Combine") ||
-             !strcmp(target, "xla.sdy.FuncResultSharding"))) {
-            if (strcmp(target, "Sharding") && strcmp(target, "xla.sdy.FuncResultSharding") && hlo_module_num_partitions(S->m) > 1 &&
-                strcmp(target, "LayoutConstraint") && strncmp(target, "Move", 4))
-                return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "%s with %lld partitions needs the SPMD partitioner", target,
-                                (long long)hlo_module_num_partitions(S->m));
-            return exe_identity(ops, out);
-        }
-        if (target && !strcmp(target, "AssumeGatherIndicesInBound") && in->nops == 1) return exe_identity(ops, out);
-        if (target && !strcmp(target, "dce_sink")) return exe_token(S, out);   /* jax.lax.dce_sink: () */
-        /* the compiler's note that a gather's or scatter's indices may be bit-packed: the same index values */
-        if (target && !strcmp(target, "GatherScatterIndicesBitpacked") && in->nops == 1 && ops[0]->t &&
-            hlo_shape_is_array(&in->shape) && ops[0]->t->count == hlo_shape_count(&in->shape) &&
-            ops[0]->t->dtype == (tpu_dtype)in->shape.dtype)
-            return exe_identity(ops, out);
-        if (target && !strcmp(target, "AllocateBuffer") && in->nops == 0 && hlo_shape_is_array(&in->shape)) {
-            /* the TPU compiler's uninitialised buffer (a loop's output stack); zeros here */
-            tpu_tensor *t;
-            tpu_status st = exe_alloc(S, in, &t);
-            if (st) return st;
-            memset(t->data, 0, t->nbytes);
-            return exe_out_array(S, t, out);
-        }
-        if (target && !strcmp(target, "ConcatBitcast")) return exe_concat_bitcast(S, in, ops, out);
-        /* the TPU's linear algebra, as jax.numpy.linalg lowers it for TPUs */
-        if (target && !strcmp(target, "LuDecomposition")) return exe_k_lu(S, in, ops, out);
-        if (target && !strcmp(target, "Qr")) return exe_k_qr(S, in, ops, out);
-        if (target && !strcmp(target, "ProductOfElementaryHouseholderReflectors"))
-            return exe_k_householder_product(S, in, ops, out);
-        if (target && !strcmp(target, "Eigh")) return exe_k_eigh(S, in, ops, out);
-        return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
-                        "custom-call target \"%s\" is not something a TPU can run (like PyFunc on a real TPU, it "
-                        "calls code outside the program); express it in HLO ops", target ? target : "?");
-    }
+    case HLO_WHILE:
+        return exe_kc_while(S, in, ops, out);
+    case HLO_CONDITIONAL:
+        return exe_kc_conditional(S, in, ops, out);
+    case HLO_CUSTOM_CALL:
+        return exe_kc_custom_call(S, in, ops, out);
     case HLO_COPY:
         /* programs the TPU compiler optimized copy f32 values into bf16 ones (and back) */
         if (ops[0]->t && hlo_shape_is_array(&in->shape) && ops[0]->t->dtype != (tpu_dtype)in->shape.dtype)
@@ -714,44 +817,10 @@ static EXE_KERNEL(exe_k_control)
         return exe_scalar_int(S, in, ops[0]->t->dims[d[0]], out);
     }
     case HLO_ALL_REDUCE: case HLO_ALL_GATHER: case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL:
-    case HLO_COLLECTIVE_BROADCAST: case HLO_ALL_REDUCE_START: case HLO_ALL_GATHER_START: {
-        /* with the runtime present every collective goes to it (a group of one replica can still span several
-         * partitions); alone, a group of one device makes every collective the identity */
-        if (S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
-        int64_t g = exe_group_size(S, in);
-        if (g != 1)
-            return exe_fail(S, in, TPU_ERR_UNSUPPORTED,
-                            "collective over a group of %lld devices needs the replicated runtime (tpusim run "
-                            "--replicas N, or tpusim train)", (long long)g);
-        if (in->nops == 1) return exe_identity(ops, out);
-        for (int i = 0; i < in->nops; i++) exe_value_ref(ops[i]);
-        *out = exe_value_tuple((exe_value **)ops, in->nops);
-        return *out ? TPU_OK : ut_nomem(S->ctx);
-    }
-    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: {
-        /* one device: data goes to itself if (0,0) is a pair, else the result is zeros */
-        const hlo_attr *a = hlo_attr_find(in, HK_SOURCE_TARGET_PAIRS);
-        int self = 0;
-        for (int i = 0; a && a->kind == HA_INTSS && i < a->v.intss.n; i++)
-            if (a->v.intss.len[i] == 2 && a->v.intss.v[i][0] == S->replica_id && a->v.intss.v[i][1] == S->replica_id) self = 1;
-        if (hlo_module_replica_count(S->m) * hlo_module_num_partitions(S->m) > 1) {
-            if (S->coll) return S->coll->run(S->coll->user, S, in, ops, out);
-            return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "collective-permute across devices needs the replicated runtime");
-        }
-        if (self || in->op == HLO_COLLECTIVE_PERMUTE_START) {
-            if (!self) {
-                tpu_tensor *t = ten_alloc(ops[0]->t->dtype, ops[0]->t->rank, ops[0]->t->dims);
-                if (!t) return ut_nomem(S->ctx);
-                return exe_out_array(S, t, out);
-            }
-            return exe_identity(ops, out);
-        }
-        tpu_tensor *t;
-        tpu_status st = exe_alloc(S, in, &t);
-        if (st) return st;
-        memset(t->data, 0, t->nbytes);
-        return exe_out_array(S, t, out);
-    }
+    case HLO_COLLECTIVE_BROADCAST: case HLO_ALL_REDUCE_START: case HLO_ALL_GATHER_START:
+        return exe_kc_collective(S, in, ops, out);
+    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START:
+        return exe_kc_permute(S, in, ops, out);
     case HLO_ALL_REDUCE_DONE: case HLO_ALL_GATHER_DONE: case HLO_COLLECTIVE_PERMUTE_DONE: {
         /* the start op's value is the result (all-gather-start may carry (input, output)) */
         if (!ops[0]->t && ops[0]->ntuple >= 2 && in->op == HLO_ALL_GATHER_DONE) {
@@ -760,42 +829,14 @@ static EXE_KERNEL(exe_k_control)
         }
         return exe_identity(ops, out);
     }
-    case HLO_COPY_START: {
-        exe_value *e[3] = {exe_value_ref(ops[0]), exe_value_ref(ops[0]), NULL};
-        tpu_tensor *ctx_t = ten_alloc(TPU_U32, 0, NULL);
-        e[2] = ctx_t ? exe_value_array(ctx_t) : NULL;
-        if (!e[2]) {
-            exe_value_unref(e[0]);
-            exe_value_unref(e[1]);
-            return ut_nomem(S->ctx);
-        }
-        *out = exe_value_tuple(e, 3);
-        return *out ? TPU_OK : ut_nomem(S->ctx);
-    }
+    case HLO_COPY_START:
+        return exe_kc_copy_start(S, in, ops, out);
     case HLO_COPY_DONE:
         if (ops[0]->t || ops[0]->ntuple < 2) return exe_fail(S, in, TPU_ERR_SHAPE, "operand is not a copy-start tuple");
         *out = exe_value_ref(ops[0]->elems[1]);
         return TPU_OK;
-    case HLO_ASYNC_START: {
-        /* ((operands...), result, context): run the wrapped computation now */
-        if (in->ncalled < 1) return exe_fail(S, in, TPU_ERR_SHAPE, "no called computation");
-        exe_value *res;
-        tpu_status st = exe_call(S, in->called[0], ops, in->nops, &res);
-        if (st) return st;
-        for (int i = 0; i < in->nops; i++) exe_value_ref(ops[i]);
-        exe_value *args = exe_value_tuple((exe_value **)ops, in->nops);
-        tpu_tensor *ctx_t = ten_alloc(TPU_S32, 0, NULL);
-        exe_value *cv = ctx_t ? exe_value_array(ctx_t) : NULL;
-        if (!args || !cv) {
-            exe_value_unref(args);
-            exe_value_unref(cv);
-            exe_value_unref(res);
-            return ut_nomem(S->ctx);
-        }
-        exe_value *e[3] = {args, res, cv};
-        *out = exe_value_tuple(e, 3);
-        return *out ? TPU_OK : ut_nomem(S->ctx);
-    }
+    case HLO_ASYNC_START:
+        return exe_kc_async_start(S, in, ops, out);
     case HLO_ASYNC_UPDATE: return exe_identity(ops, out);
     case HLO_ASYNC_DONE:
         if (ops[0]->t || ops[0]->ntuple < 2) return exe_fail(S, in, TPU_ERR_SHAPE, "operand is not an async-start tuple");
@@ -988,9 +1029,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             double t0 = exe_prof_on() ? ut_now() : 0;
             st = exe_run_group(S, ci, G, vals, i);
             if (exe_prof_on()) {
-                exe_prof_s[HLO_OP_COUNT] += ut_now() - t0;
-                exe_prof_n[HLO_OP_COUNT]++;
-                exe_prof_note(in, ut_now() - t0);
+                S->prof->s[HLO_OP_COUNT] += ut_now() - t0;
+                S->prof->n[HLO_OP_COUNT]++;
+                exe_prof_note(S->prof, in, ut_now() - t0);
             }
         } else if (op == HLO_PARAMETER) {
             int p = (int)in->param_no;
@@ -1033,9 +1074,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             S->cur_in = saved_in;
             S->cur_dies = saved_dies;
             if (timed) {
-                exe_prof_s[op] += ut_now() - t0;
-                exe_prof_n[op]++;
-                exe_prof_note(in, ut_now() - t0);
+                S->prof->s[op] += ut_now() - t0;
+                S->prof->n[op]++;
+                exe_prof_note(S->prof, in, ut_now() - t0);
             }
             if (ops != opv) ut_free(ops);
             if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");
@@ -1211,7 +1252,10 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
         S.partition_id = cfg->partition_id;
         S.coll = cfg->coll;
         S.trip_counts = cfg->trip_counts;
+        S.ref = cfg->ref;
     }
+    const char *nf = getenv("TPUSIM_NO_FUSION");
+    if (nf && *nf && strcmp(nf, "0")) S.ref |= EXE_NO_FUSION;
     /* nothing runs that does not verify: the kernels trust the shapes the verifier checked */
     tpu_status vst = ver_require(ctx, m);
     if (vst) return vst;
@@ -1226,6 +1270,7 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     tpu_status st = TPU_OK;
     int next = 0;
     for (int i = 0; i < e->nparams && !st; i++) st = exe_bind_input(&S, i, &e->params[i]->shape, inputs, &next, &args[i]);
+    if (!st && exe_prof_wanted(&S) && !(S.prof = ut_calloc(1, sizeof *S.prof))) st = ut_nomem(ctx);
     exe_value *res = NULL;
     unsigned csr = exe_denormals_off();
     exe_pool *pool = exe_pool_push();
@@ -1244,7 +1289,8 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     exe_value_unref(res);
     exe_pool_pop(pool);
     exe_denormals_restore(csr);
-    if (exe_prof_on_for(&S)) exe_prof_report();
+    if (S.prof) exe_prof_report(S.prof);
+    ut_free(S.prof);
     exe_state_free(&S);
     return st;
 }

@@ -45,6 +45,7 @@ typedef struct exe_collectives {
                       struct exe_value **out);
 } exe_collectives;
 typedef struct exe_scalar_fn exe_scalar_fn;
+typedef struct exe_prof exe_prof;   /* TPUSIM_EXEC_PROFILE counters (exe_interp.c) */
 
 typedef struct exe_state {
     tpu_ctx          *ctx;
@@ -71,9 +72,19 @@ typedef struct exe_state {
     /* the caller's limits (tpu_run_opts.max_steps, max_seconds): instructions run so far, and when to stop */
     int64_t           steps, max_steps;
     double            deadline;     /* ut_now() past which the run stops; 0: none */
+    unsigned          ref;          /* EXE_REF_* and EXE_NO_FUSION bits of this run (exe_run_cfg.ref) */
+    exe_prof         *prof;         /* this run's TPUSIM_EXEC_PROFILE counters, or NULL (not profiling) */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
+
+/* Per-run switches (exe_run_cfg.ref, copied to exe_state.ref). Tests set the EXE_REF_* bits to run a whole
+ * program both ways and compare; TPUSIM_NO_FUSION=1 in the environment sets EXE_NO_FUSION. */
+enum {
+    EXE_REF_KERNELS     = 1,   /* the kernels of kernels/ref.h run their naive references */
+    EXE_REF_ELEMENTWISE = 2,   /* the elementwise kernels skip every fast path (per-element reference loops) */
+    EXE_NO_FUSION       = 4,   /* no fused elementwise groups (exe_fuse_plan) */
+};
 
 /* One device's run of a module: what tpu_run does, with the device identity and collectives given (the
  * replicated runtime runs one of these per device, each in its own thread). cfg may be NULL. */
@@ -81,6 +92,7 @@ typedef struct exe_run_cfg {
     int64_t                replica_id, partition_id;
     const exe_collectives *coll;
     int64_t               *trip_counts;   /* optional: filled with observed while trip counts */
+    unsigned               ref;           /* EXE_REF_* bits: tests compare fast paths with their references */
 } exe_run_cfg;
 tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, const exe_run_cfg *cfg,
                    tpu_tensor *const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs);

@@ -322,16 +322,17 @@ int        hlo_is_proto_bin(const char *data, size_t len);
 /* Can this opcode be written without its result shape (XLA's parser infers it)? */
 int        hlo_op_shape_optional(hlo_op op);
 void       hlo_module_free(hlo_module *m);
+/* A deep copy of src in an arena of its own (hlo_clone.c): a rewrite edits the copy's IR. Not yet verified. */
+tpu_status hlo_module_clone(tpu_ctx *ctx, const hlo_module *src, hlo_module **out);
+/* After a rewrite added, removed or moved instructions: computation and instruction ids, parents and the
+ * module's instruction count made consistent again. */
+void       hlo_module_renumber(hlo_module *m);
 void       hlo_print_module(ut_buf *b, const hlo_module *m);
 void       hlo_print_instr(ut_buf *b, const hlo_instr *in);
 void       hlo_print_literal(ut_buf *b, const hlo_literal *lit);
 /* Structural equality of two modules (names, shapes with layouts, operands, attributes, literals). On a
  * difference, writes what differs into why (if not NULL). */
 int        hlo_module_equal(const hlo_module *a, const hlo_module *b, char *why, size_t why_size);
-
-/* After parsing the printed text of src into dst (a rewrite), gives dst's instructions src's source positions
- * by name (0 for instructions src does not have). */
-void       hlo_copy_locations(hlo_module *dst, const hlo_module *src);
 
 /* "file:line:col" of an instruction, for messages ("file (added by tpusim)" for line 0). */
 const char *hlo_where(const hlo_module *m, const hlo_instr *in, char *buf, size_t size);

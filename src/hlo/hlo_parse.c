@@ -79,34 +79,6 @@ static int hp_map_put(hp_map *m, const char *k, void *v)
     return 1;
 }
 
-/* dst was parsed from the printed text of src (a rewrite: inlining, a precision policy): its instructions and
- * computations take src's source positions by name, so messages point into the user's file, not into text
- * nobody sees. Names src lacks (instructions the rewrite added) get line 0 ("added by tpusim"). */
-void hlo_copy_locations(hlo_module *dst, const hlo_module *src)
-{
-    hp_map im = {0}, cm = {0};
-    int ok = 1;
-    for (int c = 0; ok && c < src->ncomps; c++) {
-        ok = hp_map_put(&cm, src->comps[c]->name, src->comps[c]);
-        for (int i = 0; ok && i < src->comps[c]->ninstrs; i++)
-            ok = hp_map_put(&im, src->comps[c]->instrs[i]->name, src->comps[c]->instrs[i]);
-    }
-    for (int c = 0; ok && c < dst->ncomps; c++) {
-        hlo_comp *dc = dst->comps[c];
-        const hlo_comp *sc = hp_map_get(&cm, dc->name);
-        dc->line = sc ? sc->line : 0;
-        dc->col = sc ? sc->col : 0;
-        for (int i = 0; i < dc->ninstrs; i++) {
-            hlo_instr *di = dc->instrs[i];
-            const hlo_instr *si = hp_map_get(&im, di->name);
-            di->line = si ? si->line : 0;
-            di->col = si ? si->col : 0;
-        }
-    }
-    hp_map_free(&im);
-    hp_map_free(&cm);
-}
-
 /* ---- growable pointer array (malloc'ed while parsing, copied into the arena at the end) ---- */
 typedef struct hp_vec {
     void  **v;
@@ -115,13 +87,9 @@ typedef struct hp_vec {
 
 static int hp_vec_push(hp_vec *a, void *p)
 {
-    if (a->n == a->cap) {
-        int cap = a->cap ? a->cap * 2 : 16;
-        void **v = ut_realloc(a->v, (size_t)cap * sizeof *v);
-        if (!v) return 0;
-        a->v = v;
-        a->cap = cap;
-    }
+    void **v = ut_grow(a->v, sizeof *v, a->n, &a->cap, 16);
+    if (!v) return 0;
+    a->v = v;
     a->v[a->n++] = p;
     return 1;
 }

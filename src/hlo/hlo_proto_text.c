@@ -1305,9 +1305,412 @@ static const char *const pt_instr_known[] = {
     "is_composite", "is_cross_program_prefetch", "all_reduce_id", "iota_collective_device_list", "async_group_id",
     "async_wrapped_computation", "async_update_computation", "sparsity_config", "mesh_axes_replica_group_list", NULL};
 
-static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, hlo_instr *in)
+/* The attributes of batch_norm_training, batch_norm_inference, batch_norm_grad. */
+static int pt_attrs_batch_norm(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
 {
-    pt_check_fields(P, im, "instruction", pt_instr_known);
+    const pt_node *n;
+    int64_t iv;
+    double eps = 0;
+    if ((n = pt_get(im, "epsilon")) && !pt_double_of(P, n, &eps)) return 0;
+    hlo_attr *a = pt_attr(P, as, HK_EPSILON, HA_FLOAT, n);
+    if (!a) return 0;
+    a->v.f = (double)(float)eps;
+    if (!pt_int(P, im, "feature_index", 0, &iv) || !pt_attr_int(P, as, HK_FEATURE_INDEX, iv, im)) return 0;
+    return 1;
+}
+
+/* The attributes of compare. */
+static int pt_attrs_compare(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    int nops = in->nops;
+    const char *d = pt_str(im, "comparison_direction");
+    if (!d) return pt_nerror(P, im, "compare '%s' without comparison_direction", in->name);
+    if (!pt_attr_text(P, as, HK_DIRECTION, HA_IDENT, d, pt_get(im, "comparison_direction"))) return 0;
+    /* XLA prints type= only when it is not the default for the operands' element type */
+    const char *t = pt_str(im, "comparison_type");
+    if (t && *t && !(nops && !strcmp(t, pt_default_compare_type((tpu_dtype)in->ops[0]->shape.dtype))) &&
+        !pt_attr_text(P, as, HK_TYPE, HA_IDENT, t, pt_get(im, "comparison_type")))
+        return 0;
+    return 1;
+}
+
+/* The attributes of triangular_solve, cholesky. */
+static int pt_attrs_linalg(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    hlo_op o = (hlo_op)in->op;
+    int bv;
+    const pt_node *opt = pt_get(im, o == HLO_CHOLESKY ? "cholesky_options" : "triangular_solve_options");
+    if (!opt) return 1;
+    if (o == HLO_TRIANGULAR_SOLVE) {
+        if (!pt_bool(P, opt, "left_side", &bv) || (bv && !pt_attr_bool(P, as, HK_LEFT_SIDE, 1, opt))) return 0;
+    }
+    if (!pt_bool(P, opt, "lower", &bv) || (bv && !pt_attr_bool(P, as, HK_LOWER, 1, opt))) return 0;
+    if (o == HLO_TRIANGULAR_SOLVE) {
+        if (!pt_bool(P, opt, "unit_diagonal", &bv) || (bv && !pt_attr_bool(P, as, HK_UNIT_DIAGONAL, 1, opt))) return 0;
+        const char *t = pt_str(opt, "transpose_a");
+        if (t && strcmp(t, "TRANSPOSE_INVALID") && !pt_attr_text(P, as, HK_TRANSPOSE_A, HA_IDENT, t, opt)) return 0;
+    }
+    return 1;
+}
+
+/* The attributes of all_gather, all_gather_start, all_reduce, all_reduce_start, reduce_scatter, all_to_all, ragged_all_to_all, collective_broadcast. */
+static int pt_attrs_collective(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    hlo_op o = (hlo_op)in->op;
+    const pt_node *n;
+    int64_t iv;
+    int bv;
+    if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, as, HK_CHANNEL_ID, iv, im))) return 0;
+    if ((n = pt_get(im, "mesh_axes_replica_group_list")))   /* dropping it would make one group of all */
+        return pt_nerror(P, n, "replica groups over mesh axes are not supported in protos; export the groups as "
+                         "replica_groups or an iota list");
+    const pt_node *cdl = pt_get(im, "collective_device_list"), *iota = pt_get(im, "iota_collective_device_list");
+    if (iota ? !pt_iota_groups(P, as, iota)
+             : cdl ? !pt_collective_device_list(P, as, cdl) : !pt_rgroups_explicit(P, as, im, im))
+        return 0;
+    if (!pt_bool(P, im, "constrain_layout", &bv) || (bv && !pt_attr_bool(P, as, HK_CONSTRAIN_LAYOUT, 1, im))) return 0;
+    /* XLA prints dimensions before use_global_device_ids, but after it on reduce-scatter */
+    if ((o == HLO_ALL_GATHER || o == HLO_ALL_GATHER_START || o == HLO_ALL_TO_ALL) &&
+        !pt_attr_ints(P, as, HK_DIMENSIONS, im, "dimensions", 0))
+        return 0;
+    if (o != HLO_ALL_TO_ALL && o != HLO_RAGGED_ALL_TO_ALL && o != HLO_COLLECTIVE_BROADCAST &&
+        (!pt_bool(P, im, "use_global_device_ids", &bv) || (bv && !pt_attr_bool(P, as, HK_USE_GLOBAL_DEVICE_IDS, 1, im))))
+        return 0;
+    if (o == HLO_REDUCE_SCATTER && !pt_attr_ints(P, as, HK_DIMENSIONS, im, "dimensions", 0)) return 0;
+    return 1;
+}
+
+/* The attributes of collective_permute, collective_permute_start. */
+static int pt_attrs_collective_permute(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    int64_t iv;
+    if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, as, HK_CHANNEL_ID, iv, im))) return 0;
+    int np = pt_count(im, "source_target_pairs");
+    hlo_attr *a = pt_attr(P, as, HK_SOURCE_TARGET_PAIRS, HA_INTSS, im);
+    if (!a) return 0;
+    a->v.intss.n = np;
+    a->v.intss.len = ut_arena_alloc(&P->m->arena, (size_t)(np + 1) * sizeof(int));
+    a->v.intss.v = ut_arena_alloc(&P->m->arena, (size_t)(np + 1) * sizeof(int64_t *));
+    if (!a->v.intss.len || !a->v.intss.v) return pt_nomem(P);
+    int i = 0;
+    for (const pt_node *c2 = im->child; c2; c2 = c2->next) {
+        if (!pt_is(c2, "source_target_pairs")) continue;
+        int64_t *pr = ut_arena_alloc(&P->m->arena, 2 * sizeof(int64_t));
+        if (!pr) return pt_nomem(P);
+        if (!pt_int(P, c2, "source", 0, &pr[0]) || !pt_int(P, c2, "target", 0, &pr[1])) return 0;
+        a->v.intss.len[i] = 2;
+        a->v.intss.v[i++] = pr;
+    }
+    return 1;
+}
+
+/* The attributes of slice. */
+static int pt_attrs_slice(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    int ns = pt_count(im, "slice_dimensions");
+    if (ns > TPU_MAX_RANK) return pt_nerror(P, im, "slice of rank above %d", TPU_MAX_RANK);
+    hlo_attr *a = pt_attr(P, as, HK_SLICE, HA_SLICE, im);
+    if (!a || !(a->v.slice = ut_arena_alloc(&P->m->arena, sizeof(hlo_slice)))) return pt_nomem(P);
+    hlo_slice *s = a->v.slice;
+    for (const pt_node *c2 = im->child; c2; c2 = c2->next) {
+        if (!pt_is(c2, "slice_dimensions")) continue;
+        int i = s->rank++;
+        if (!pt_int(P, c2, "start", 0, &s->start[i]) || !pt_int(P, c2, "limit", 0, &s->limit[i]) ||
+            !pt_int(P, c2, "stride", 1, &s->stride[i]))
+            return 0;
+        if (!s->stride[i]) s->stride[i] = 1;
+        s->has_stride[i] = 1;
+    }
+    return 1;
+}
+
+/* The attributes of infeed. */
+static int pt_attrs_infeed(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    const char *cfg = pt_str(im, "infeed_config");
+    if (cfg && *cfg) {
+        hlo_attr *a = pt_attr(P, as, HK_INFEED_CONFIG, HA_STR, im);
+        if (!a || !(a->v.s = pt_mstrdup(P, cfg, strlen(cfg)))) return 0;
+    }
+    return 1;
+}
+
+/* The attributes of outfeed. */
+static int pt_attrs_outfeed(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    int nops = in->nops;
+    const pt_node *n;
+    hlo_attr *a = pt_attr(P, as, HK_OUTFEED_SHAPE, HA_SHAPE, im);
+    if (!a || !(a->v.shape = ut_arena_alloc(&P->m->arena, sizeof(hlo_shape)))) return pt_nomem(P);
+    if ((n = pt_get(im, "outfeed_shape"))) {
+        if (!pt_shape(P, n, a->v.shape)) return 0;
+    } else if (nops) {
+        *a->v.shape = in->ops[0]->shape;
+    }
+    const char *cfg = pt_str(im, "outfeed_config");
+    if (cfg && *cfg) {
+        hlo_attr *b = pt_attr(P, as, HK_OUTFEED_CONFIG, HA_STR, im);
+        if (!b || !(b->v.s = pt_mstrdup(P, cfg, strlen(cfg)))) return 0;
+    }
+    return 1;
+}
+
+/* The attributes of convolution, custom_call. */
+static int pt_attrs_conv_custom_call(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    hlo_op o = (hlo_op)in->op;
+    const pt_node *n;
+    int64_t iv;
+    int bv;
+    if ((n = pt_get(im, "window")) && !pt_window(P, as, n)) return 0;
+    if ((n = pt_get(im, "convolution_dimension_numbers")) && !pt_dim_labels(P, as, n)) return 0;
+    if (!pt_int(P, im, "feature_group_count", 1, &iv) || (iv > 1 && !pt_attr_int(P, as, HK_FEATURE_GROUP_COUNT, iv, im))) return 0;
+    if (!pt_int(P, im, "batch_group_count", 1, &iv) || (iv > 1 && !pt_attr_int(P, as, HK_BATCH_GROUP_COUNT, iv, im))) return 0;
+    if ((n = pt_get(im, "precision_config")) && !pt_precision(P, as, n)) return 0;
+    if (o == HLO_CONVOLUTION) {
+        /* XLA writes an empty sparsity_config on every convolution; a filled one tpusim cannot honour */
+        if ((n = pt_get(im, "sparsity_config")) && n->child) pt_warn_field(P, n, "instruction");
+        if (!pt_get(im, "convolution_dimension_numbers"))
+            return pt_nerror(P, im, "convolution '%s' without convolution_dimension_numbers", in->name);
+        return 1;
+    }
+    const char *pad = pt_str(im, "padding_type");
+    if (pad && strcmp(pad, "PADDING_INVALID") && !pt_attr_text(P, as, HK_PADDING_TYPE, HA_IDENT, pad, im)) return 0;
+    const char *tg = pt_str(im, "custom_call_target");
+    hlo_attr *a = pt_attr(P, as, HK_CUSTOM_CALL_TARGET, HA_STR, im);
+    if (!a || !(a->v.s = pt_mstrdup(P, tg ? tg : "", tg ? strlen(tg) : 0))) return 0;
+    int nsh = pt_count(im, "operand_shapes_with_layout");
+    if (nsh) {
+        hlo_attr *b = pt_attr(P, as, HK_OPERAND_LAYOUT_CONSTRAINTS, HA_SHAPES, im);
+        if (!b || !(b->v.shapes.v = ut_arena_alloc(&P->m->arena, (size_t)nsh * sizeof(hlo_shape)))) return pt_nomem(P);
+        for (const pt_node *c2 = im->child; c2; c2 = c2->next)
+            if (pt_is(c2, "operand_shapes_with_layout") && !pt_shape(P, c2, &b->v.shapes.v[b->v.shapes.n++])) return 0;
+    }
+    if (!pt_bool(P, im, "custom_call_has_side_effect", &bv) ||
+        (bv && !pt_attr_bool(P, as, HK_CUSTOM_CALL_HAS_SIDE_EFFECT, 1, im)))
+        return 0;
+    if ((n = pt_get(im, "literal"))) {
+        hlo_literal lit;
+        hlo_shape ls;
+        const pt_node *lsn = pt_get(n, "shape");
+        if (!lsn) return pt_nerror(P, n, "custom-call literal without a shape");
+        if (!pt_shape(P, lsn, &ls) || !pt_literal(P, n, &ls, &lit)) return 0;
+        const char *txt = pt_literal_text(P, &lit);
+        if (!txt || !pt_attr_text(P, as, HK_LITERAL, HA_RAW, txt, n)) return 0;
+    }
+    const char *sch = pt_str(im, "custom_call_schedule");
+    if (sch && strcmp(sch, "SCHEDULE_NONE") && !pt_attr_text(P, as, HK_SCHEDULE, HA_IDENT, sch, im)) return 0;
+    const char *api = pt_str(im, "custom_call_api_version");
+    if (api && strcmp(api, "API_VERSION_ORIGINAL") && strcmp(api, "API_VERSION_UNSPECIFIED") &&
+        !pt_attr_text(P, as, HK_API_VERSION, HA_IDENT, api, im))
+        return 0;
+    return 1;
+}
+
+/* The attributes of pad. */
+static int pt_attrs_pad(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    const pt_node *pc = pt_get(im, "padding_config");
+    hlo_attr *a = pt_attr(P, as, HK_PADDING, HA_PADDING, pc);
+    if (!a || !(a->v.padding = ut_arena_alloc(&P->m->arena, sizeof(hlo_padding)))) return pt_nomem(P);
+    hlo_padding *p = a->v.padding;
+    for (const pt_node *c2 = pc ? pc->child : NULL; c2; c2 = c2->next) {
+        if (!pt_is(c2, "dimensions")) continue;
+        if (p->rank == TPU_MAX_RANK) return pt_nerror(P, c2, "padding of rank above %d", TPU_MAX_RANK);
+        int i = p->rank++;
+        if (!pt_int(P, c2, "edge_padding_low", 0, &p->lo[i]) || !pt_int(P, c2, "edge_padding_high", 0, &p->hi[i]) ||
+            !pt_int(P, c2, "interior_padding", 0, &p->interior[i]))
+            return 0;
+        p->has_interior[i] = p->interior[i] != 0;
+    }
+    return 1;
+}
+
+/* The attributes of gather, scatter. */
+static int pt_attrs_gather_scatter(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    hlo_op o = (hlo_op)in->op;
+    int64_t iv;
+    int bv;
+    const pt_node *g = pt_get(im, o == HLO_GATHER ? "gather_dimension_numbers" : "scatter_dimension_numbers");
+    if (!g) return pt_nerror(P, im, "%s '%s' without its dimension numbers", hlo_op_name(o), in->name);
+    if (o == HLO_GATHER) {
+        if (!pt_attr_ints(P, as, HK_OFFSET_DIMS, g, "offset_dims", 1) ||
+            !pt_attr_ints(P, as, HK_COLLAPSED_SLICE_DIMS, g, "collapsed_slice_dims", 1) ||
+            !pt_attr_ints(P, as, HK_START_INDEX_MAP, g, "start_index_map", 1) ||
+            !pt_attr_ints(P, as, HK_OPERAND_BATCHING_DIMS, g, "operand_batching_dims", 0) ||
+            !pt_attr_ints(P, as, HK_START_INDICES_BATCHING_DIMS, g, "start_indices_batching_dims", 0))
+            return 0;
+    } else {
+        if (!pt_attr_ints(P, as, HK_UPDATE_WINDOW_DIMS, g, "update_window_dims", 1) ||
+            !pt_attr_ints(P, as, HK_INSERTED_WINDOW_DIMS, g, "inserted_window_dims", 1) ||
+            !pt_attr_ints(P, as, HK_SCATTER_DIMS_TO_OPERAND_DIMS, g, "scatter_dims_to_operand_dims", 1) ||
+            !pt_attr_ints(P, as, HK_INPUT_BATCHING_DIMS, g, "input_batching_dims", 0) ||
+            !pt_attr_ints(P, as, HK_SCATTER_INDICES_BATCHING_DIMS, g, "scatter_indices_batching_dims", 0))
+            return 0;
+    }
+    if (!pt_int(P, g, "index_vector_dim", 0, &iv) || !pt_attr_int(P, as, HK_INDEX_VECTOR_DIM, iv, g)) return 0;
+    if (o == HLO_GATHER && !pt_attr_ints(P, as, HK_SLICE_SIZES, im, "gather_slice_sizes", 1)) return 0;
+    if (!pt_bool(P, im, "indices_are_sorted", &bv) || (bv && !pt_attr_bool(P, as, HK_INDICES_ARE_SORTED, 1, im))) return 0;
+    if (o == HLO_SCATTER && (!pt_bool(P, im, "unique_indices", &bv) || (bv && !pt_attr_bool(P, as, HK_UNIQUE_INDICES, 1, im))))
+        return 0;
+    return 1;
+}
+
+/* The attributes of dot, scaled_dot, ragged_dot. */
+static int pt_attrs_dot(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    hlo_op o = (hlo_op)in->op;
+    const pt_node *n;
+    const pt_node *dd = pt_get(im, o == HLO_RAGGED_DOT ? "ragged_dot_dimension_numbers" : "dot_dimension_numbers");
+    const pt_node *dn = o == HLO_RAGGED_DOT && dd ? pt_get(dd, "dot_dimension_numbers") : dd;
+    if (!pt_attr_ints(P, as, HK_LHS_BATCH_DIMS, dn, "lhs_batch_dimensions", 0) ||
+        !pt_attr_ints(P, as, HK_LHS_CONTRACTING_DIMS, dn, "lhs_contracting_dimensions", 1) ||
+        !pt_attr_ints(P, as, HK_RHS_BATCH_DIMS, dn, "rhs_batch_dimensions", 0) ||
+        !pt_attr_ints(P, as, HK_RHS_CONTRACTING_DIMS, dn, "rhs_contracting_dimensions", 1))
+        return 0;
+    if (o == HLO_RAGGED_DOT && (!pt_attr_ints(P, as, HK_LHS_RAGGED_DIMS, dd, "lhs_ragged_dimensions", 0) ||
+                                !pt_attr_ints(P, as, HK_RHS_GROUP_DIMS, dd, "rhs_group_dimensions", 0)))
+        return 0;
+    if ((n = pt_get(im, "precision_config")) && !pt_precision(P, as, n)) return 0;
+    return 1;
+}
+
+/* The attributes of domain. */
+static int pt_attrs_domain(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    const pt_node *en = pt_get(im, "domain_entry_sharding"), *ex = pt_get(im, "domain_exit_sharding");
+    const char *es = en ? pt_sharding(P, en) : "{}", *xs = ex ? pt_sharding(P, ex) : "{}";
+    if (!es || !xs) return 0;
+    char *txt = ut_arena_alloc(&P->m->arena, strlen(es) + strlen(xs) + 40);
+    if (!txt) return pt_nomem(P);
+    sprintf(txt, "{kind=\"sharding\", entry=%s, exit=%s}", es, xs);
+    if (!pt_attr_text(P, as, HK_DOMAIN, HA_RAW, txt, im)) return 0;
+    return 1;
+}
+
+/* The attributes of async_start. */
+static int pt_attrs_async_start(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    const char *t = pt_str(im, "async_execution_thread");
+    if (t && strcmp(t, "main")) {
+        hlo_attr *a = pt_attr(P, as, HK_ASYNC_EXECUTION_THREAD, HA_STR, im);
+        if (!a || !(a->v.s = pt_mstrdup(P, t, strlen(t)))) return 0;
+    }
+    return 1;
+}
+
+/* The per-opcode attributes of an instruction, in the order XLA prints them. */
+static int pt_instr_op_attrs(pt *P, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    hlo_op o = (hlo_op)in->op;
+    const pt_node *n;
+    int64_t iv;
+    int bv;
+    switch (o) {
+    case HLO_BATCH_NORM_TRAINING: case HLO_BATCH_NORM_INFERENCE: case HLO_BATCH_NORM_GRAD:
+        return pt_attrs_batch_norm(P, im, in, as);
+    case HLO_FFT: {
+        const char *t = pt_str(im, "fft_type");
+        if (!pt_attr_text(P, as, HK_FFT_TYPE, HA_IDENT, t ? t : "FFT", im)) return 0;
+        if (!pt_attr_ints(P, as, HK_FFT_LENGTH, im, "fft_length", 1)) return 0;
+        break;
+    }
+    case HLO_COMPARE:
+        return pt_attrs_compare(P, im, in, as);
+    case HLO_REDUCE_WINDOW: case HLO_SELECT_AND_SCATTER:
+        if ((n = pt_get(im, "window")) && !pt_window(P, as, n)) return 0;
+        break;
+    case HLO_TRIANGULAR_SOLVE: case HLO_CHOLESKY:
+        return pt_attrs_linalg(P, im, in, as);
+    case HLO_SEND: case HLO_SEND_DONE: case HLO_RECV: case HLO_RECV_DONE:
+        if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, as, HK_CHANNEL_ID, iv, im))) return 0;
+        if (!pt_bool(P, im, "is_host_transfer", &bv) || (bv && !pt_attr_bool(P, as, HK_IS_HOST_TRANSFER, 1, im))) return 0;
+        break;
+    case HLO_ALL_GATHER: case HLO_ALL_GATHER_START: case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
+    case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL: case HLO_RAGGED_ALL_TO_ALL: case HLO_COLLECTIVE_BROADCAST:
+        return pt_attrs_collective(P, im, in, as);
+    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START:
+        return pt_attrs_collective_permute(P, im, in, as);
+    case HLO_REVERSE: case HLO_CONCATENATE: case HLO_REDUCE: case HLO_TRANSPOSE: case HLO_BROADCAST: case HLO_MAP:
+    case HLO_SORT: case HLO_GET_DIMENSION_SIZE: case HLO_SET_DIMENSION_SIZE: case HLO_SCAN:
+        if (!pt_attr_ints(P, as, HK_DIMENSIONS, im, "dimensions", 1)) return 0;
+        if (o == HLO_SORT && (!pt_bool(P, im, "is_stable", &bv) || (bv && !pt_attr_bool(P, as, HK_IS_STABLE, 1, im)))) return 0;
+        break;
+    case HLO_SLICE:
+        return pt_attrs_slice(P, im, in, as);
+    case HLO_GET_TUPLE_ELEMENT:
+        if (!pt_int(P, im, "tuple_index", 0, &iv) || !pt_attr_int(P, as, HK_INDEX, iv, im)) return 0;
+        break;
+    case HLO_REDUCE_PRECISION:
+        if (!pt_int(P, im, "exponent_bits", 0, &iv) || !pt_attr_int(P, as, HK_EXPONENT_BITS, iv, im)) return 0;
+        if (!pt_int(P, im, "mantissa_bits", 0, &iv) || !pt_attr_int(P, as, HK_MANTISSA_BITS, iv, im)) return 0;
+        break;
+    case HLO_INFEED:
+        return pt_attrs_infeed(P, im, in, as);
+    case HLO_OUTFEED:
+        return pt_attrs_outfeed(P, im, in, as);
+    case HLO_CONVOLUTION: case HLO_CUSTOM_CALL:
+        return pt_attrs_conv_custom_call(P, im, in, as);
+    case HLO_FUSION: {
+        const char *k = pt_str(im, "fusion_kind");
+        if (!pt_attr_text(P, as, HK_KIND, HA_IDENT, k && *k ? k : "kLoop", im)) return 0;
+        break;
+    }
+    case HLO_RNG: {
+        const char *d = pt_str(im, "distribution");
+        if (!d) return pt_nerror(P, im, "rng '%s' without a distribution", in->name);
+        const char *l = pt_lower(P, d, NULL);
+        if (!l || !pt_attr_text(P, as, HK_DISTRIBUTION, HA_IDENT, l, im)) return 0;
+        break;
+    }
+    case HLO_RNG_BIT_GENERATOR: {
+        const char *alg = pt_str(im, "rng_algorithm");
+        const char *l = pt_lower(P, alg ? alg : "RNG_DEFAULT", NULL);
+        if (!l || !pt_attr_text(P, as, HK_ALGORITHM, HA_IDENT, l, im)) return 0;
+        break;
+    }
+    case HLO_RNG_GET_AND_UPDATE_STATE:
+        if (!pt_int(P, im, "delta", 0, &iv) || !pt_attr_int(P, as, HK_DELTA, iv, im)) return 0;
+        break;
+    case HLO_PAD:
+        return pt_attrs_pad(P, im, in, as);
+    case HLO_DYNAMIC_SLICE:
+        if (!pt_attr_ints(P, as, HK_DYNAMIC_SLICE_SIZES, im, "dynamic_slice_sizes", 1)) return 0;
+        break;
+    case HLO_GATHER: case HLO_SCATTER:
+        return pt_attrs_gather_scatter(P, im, in, as);
+    case HLO_IOTA: {
+        int nd;
+        int64_t *d;
+        if (!pt_ints(P, im, "dimensions", &nd, &d)) return 0;
+        if (!pt_attr_int(P, as, HK_IOTA_DIMENSION, nd ? d[0] : 0, im)) return 0;
+        break;
+    }
+    case HLO_DOT: case HLO_SCALED_DOT: case HLO_RAGGED_DOT:
+        return pt_attrs_dot(P, im, in, as);
+    case HLO_DOMAIN:
+        return pt_attrs_domain(P, im, in, as);
+    case HLO_COPY_START:
+        if ((n = pt_get(im, "cross_program_prefetch_index"))) {
+            if (!pt_int_of(P, n, &iv) || !pt_attr_int(P, as, HK_CROSS_PROGRAM_PREFETCH_INDEX, iv, n)) return 0;
+        }
+        break;
+    case HLO_TOPK:
+        if (!pt_int(P, im, "k", 0, &iv) || !pt_attr_int(P, as, HK_K, iv, im)) return 0;
+        if (!pt_bool(P, im, "largest", &bv) || !pt_attr_bool(P, as, HK_LARGEST, bv, im)) return 0;
+        break;
+    case HLO_ASYNC_START:
+        return pt_attrs_async_start(P, im, in, as);
+    default:
+        break;
+    }
+    return 1;
+}
+
+/* Opcode, shape and operands (ids of earlier instructions of c, through map). */
+static int pt_instr_head(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, hlo_instr *in)
+{
     const char *op = pt_str(im, "opcode");
     if (!op) return pt_nerror(P, im, "instruction without an opcode");
     hlo_op o = hlo_op_from_name(op, strlen(op));
@@ -1319,7 +1722,7 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     const pt_node *sh = pt_get(im, "shape");
     if (!sh) return pt_nerror(P, im, "instruction without a shape");
     if (!pt_shape(P, sh, &in->shape)) return 0;
-    /* operands, control predecessors */
+    /* operands */
     int nops;
     int64_t *ids;
     if (!pt_ints(P, im, "operand_ids", &nops, &ids)) return 0;
@@ -1341,11 +1744,13 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     int ar = hlo_op_arity(o);
     if (ar >= 0 && nops != ar)
         return pt_nerror(P, im, "%s '%s' takes %d operand%s, has %d", op, in->name, ar, ar == 1 ? "" : "s", nops);
-    pt_attrs as = {0};
-    const pt_node *n;
-    int64_t iv;
-    int bv;
-    /* --- per-opcode attributes, in the order XLA prints them --- */
+    return 1;
+}
+
+/* A parameter's number, a constant's literal. */
+static int pt_instr_value(pt *P, const pt_node *im, hlo_instr *in)
+{
+    hlo_op o = (hlo_op)in->op;
     if (o == HLO_PARAMETER) {
         if (!pt_int(P, im, "parameter_number", 0, &in->param_no)) return 0;
         if (in->param_no < 0 || in->param_no > INT32_MAX) return pt_nerror(P, im, "bad parameter_number");
@@ -1357,309 +1762,13 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
         if (!lm) return pt_nerror(P, im, "constant '%s' without a literal", in->name);
         if (!pt_literal(P, lm, &in->shape, in->literal)) return 0;
     }
-    switch (o) {
-    case HLO_BATCH_NORM_TRAINING: case HLO_BATCH_NORM_INFERENCE: case HLO_BATCH_NORM_GRAD: {
-        double eps = 0;
-        if ((n = pt_get(im, "epsilon")) && !pt_double_of(P, n, &eps)) return 0;
-        hlo_attr *a = pt_attr(P, &as, HK_EPSILON, HA_FLOAT, n);
-        if (!a) return 0;
-        a->v.f = (double)(float)eps;
-        if (!pt_int(P, im, "feature_index", 0, &iv) || !pt_attr_int(P, &as, HK_FEATURE_INDEX, iv, im)) return 0;
-        break;
-    }
-    case HLO_FFT: {
-        const char *t = pt_str(im, "fft_type");
-        if (!pt_attr_text(P, &as, HK_FFT_TYPE, HA_IDENT, t ? t : "FFT", im)) return 0;
-        if (!pt_attr_ints(P, &as, HK_FFT_LENGTH, im, "fft_length", 1)) return 0;
-        break;
-    }
-    case HLO_COMPARE: {
-        const char *d = pt_str(im, "comparison_direction");
-        if (!d) return pt_nerror(P, im, "compare '%s' without comparison_direction", in->name);
-        if (!pt_attr_text(P, &as, HK_DIRECTION, HA_IDENT, d, pt_get(im, "comparison_direction"))) return 0;
-        /* XLA prints type= only when it is not the default for the operands' element type */
-        const char *t = pt_str(im, "comparison_type");
-        if (t && *t && !(nops && !strcmp(t, pt_default_compare_type((tpu_dtype)in->ops[0]->shape.dtype))) &&
-            !pt_attr_text(P, &as, HK_TYPE, HA_IDENT, t, pt_get(im, "comparison_type")))
-            return 0;
-        break;
-    }
-    case HLO_REDUCE_WINDOW: case HLO_SELECT_AND_SCATTER:
-        if ((n = pt_get(im, "window")) && !pt_window(P, &as, n)) return 0;
-        break;
-    case HLO_TRIANGULAR_SOLVE: case HLO_CHOLESKY: {
-        const pt_node *opt = pt_get(im, o == HLO_CHOLESKY ? "cholesky_options" : "triangular_solve_options");
-        if (!opt) break;
-        if (o == HLO_TRIANGULAR_SOLVE) {
-            if (!pt_bool(P, opt, "left_side", &bv) || (bv && !pt_attr_bool(P, &as, HK_LEFT_SIDE, 1, opt))) return 0;
-        }
-        if (!pt_bool(P, opt, "lower", &bv) || (bv && !pt_attr_bool(P, &as, HK_LOWER, 1, opt))) return 0;
-        if (o == HLO_TRIANGULAR_SOLVE) {
-            if (!pt_bool(P, opt, "unit_diagonal", &bv) || (bv && !pt_attr_bool(P, &as, HK_UNIT_DIAGONAL, 1, opt))) return 0;
-            const char *t = pt_str(opt, "transpose_a");
-            if (t && strcmp(t, "TRANSPOSE_INVALID") && !pt_attr_text(P, &as, HK_TRANSPOSE_A, HA_IDENT, t, opt)) return 0;
-        }
-        break;
-    }
-    case HLO_SEND: case HLO_SEND_DONE: case HLO_RECV: case HLO_RECV_DONE:
-        if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, &as, HK_CHANNEL_ID, iv, im))) return 0;
-        if (!pt_bool(P, im, "is_host_transfer", &bv) || (bv && !pt_attr_bool(P, &as, HK_IS_HOST_TRANSFER, 1, im))) return 0;
-        break;
-    case HLO_ALL_GATHER: case HLO_ALL_GATHER_START: case HLO_ALL_REDUCE: case HLO_ALL_REDUCE_START:
-    case HLO_REDUCE_SCATTER: case HLO_ALL_TO_ALL: case HLO_RAGGED_ALL_TO_ALL: case HLO_COLLECTIVE_BROADCAST: {
-        if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, &as, HK_CHANNEL_ID, iv, im))) return 0;
-        if ((n = pt_get(im, "mesh_axes_replica_group_list")))   /* dropping it would make one group of all */
-            return pt_nerror(P, n, "replica groups over mesh axes are not supported in protos; export the groups as "
-                             "replica_groups or an iota list");
-        const pt_node *cdl = pt_get(im, "collective_device_list"), *iota = pt_get(im, "iota_collective_device_list");
-        if (iota ? !pt_iota_groups(P, &as, iota)
-                 : cdl ? !pt_collective_device_list(P, &as, cdl) : !pt_rgroups_explicit(P, &as, im, im))
-            return 0;
-        if (!pt_bool(P, im, "constrain_layout", &bv) || (bv && !pt_attr_bool(P, &as, HK_CONSTRAIN_LAYOUT, 1, im))) return 0;
-        /* XLA prints dimensions before use_global_device_ids, but after it on reduce-scatter */
-        if ((o == HLO_ALL_GATHER || o == HLO_ALL_GATHER_START || o == HLO_ALL_TO_ALL) &&
-            !pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 0))
-            return 0;
-        if (o != HLO_ALL_TO_ALL && o != HLO_RAGGED_ALL_TO_ALL && o != HLO_COLLECTIVE_BROADCAST &&
-            (!pt_bool(P, im, "use_global_device_ids", &bv) || (bv && !pt_attr_bool(P, &as, HK_USE_GLOBAL_DEVICE_IDS, 1, im))))
-            return 0;
-        if (o == HLO_REDUCE_SCATTER && !pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 0)) return 0;
-        break;
-    }
-    case HLO_COLLECTIVE_PERMUTE: case HLO_COLLECTIVE_PERMUTE_START: {
-        if (!pt_int(P, im, "channel_id", 0, &iv) || (iv && !pt_attr_int(P, &as, HK_CHANNEL_ID, iv, im))) return 0;
-        int np = pt_count(im, "source_target_pairs");
-        hlo_attr *a = pt_attr(P, &as, HK_SOURCE_TARGET_PAIRS, HA_INTSS, im);
-        if (!a) return 0;
-        a->v.intss.n = np;
-        a->v.intss.len = ut_arena_alloc(&P->m->arena, (size_t)(np + 1) * sizeof(int));
-        a->v.intss.v = ut_arena_alloc(&P->m->arena, (size_t)(np + 1) * sizeof(int64_t *));
-        if (!a->v.intss.len || !a->v.intss.v) return pt_nomem(P);
-        int i = 0;
-        for (const pt_node *c2 = im->child; c2; c2 = c2->next) {
-            if (!pt_is(c2, "source_target_pairs")) continue;
-            int64_t *pr = ut_arena_alloc(&P->m->arena, 2 * sizeof(int64_t));
-            if (!pr) return pt_nomem(P);
-            if (!pt_int(P, c2, "source", 0, &pr[0]) || !pt_int(P, c2, "target", 0, &pr[1])) return 0;
-            a->v.intss.len[i] = 2;
-            a->v.intss.v[i++] = pr;
-        }
-        break;
-    }
-    case HLO_REVERSE: case HLO_CONCATENATE: case HLO_REDUCE: case HLO_TRANSPOSE: case HLO_BROADCAST: case HLO_MAP:
-    case HLO_SORT: case HLO_GET_DIMENSION_SIZE: case HLO_SET_DIMENSION_SIZE: case HLO_SCAN:
-        if (!pt_attr_ints(P, &as, HK_DIMENSIONS, im, "dimensions", 1)) return 0;
-        if (o == HLO_SORT && (!pt_bool(P, im, "is_stable", &bv) || (bv && !pt_attr_bool(P, &as, HK_IS_STABLE, 1, im)))) return 0;
-        break;
-    case HLO_SLICE: {
-        int ns = pt_count(im, "slice_dimensions");
-        if (ns > TPU_MAX_RANK) return pt_nerror(P, im, "slice of rank above %d", TPU_MAX_RANK);
-        hlo_attr *a = pt_attr(P, &as, HK_SLICE, HA_SLICE, im);
-        if (!a || !(a->v.slice = ut_arena_alloc(&P->m->arena, sizeof(hlo_slice)))) return pt_nomem(P);
-        hlo_slice *s = a->v.slice;
-        for (const pt_node *c2 = im->child; c2; c2 = c2->next) {
-            if (!pt_is(c2, "slice_dimensions")) continue;
-            int i = s->rank++;
-            if (!pt_int(P, c2, "start", 0, &s->start[i]) || !pt_int(P, c2, "limit", 0, &s->limit[i]) ||
-                !pt_int(P, c2, "stride", 1, &s->stride[i]))
-                return 0;
-            if (!s->stride[i]) s->stride[i] = 1;
-            s->has_stride[i] = 1;
-        }
-        break;
-    }
-    case HLO_GET_TUPLE_ELEMENT:
-        if (!pt_int(P, im, "tuple_index", 0, &iv) || !pt_attr_int(P, &as, HK_INDEX, iv, im)) return 0;
-        break;
-    case HLO_REDUCE_PRECISION:
-        if (!pt_int(P, im, "exponent_bits", 0, &iv) || !pt_attr_int(P, &as, HK_EXPONENT_BITS, iv, im)) return 0;
-        if (!pt_int(P, im, "mantissa_bits", 0, &iv) || !pt_attr_int(P, &as, HK_MANTISSA_BITS, iv, im)) return 0;
-        break;
-    case HLO_INFEED: {
-        const char *cfg = pt_str(im, "infeed_config");
-        if (cfg && *cfg) {
-            hlo_attr *a = pt_attr(P, &as, HK_INFEED_CONFIG, HA_STR, im);
-            if (!a || !(a->v.s = pt_mstrdup(P, cfg, strlen(cfg)))) return 0;
-        }
-        break;
-    }
-    case HLO_OUTFEED: {
-        hlo_attr *a = pt_attr(P, &as, HK_OUTFEED_SHAPE, HA_SHAPE, im);
-        if (!a || !(a->v.shape = ut_arena_alloc(&P->m->arena, sizeof(hlo_shape)))) return pt_nomem(P);
-        if ((n = pt_get(im, "outfeed_shape"))) {
-            if (!pt_shape(P, n, a->v.shape)) return 0;
-        } else if (nops) {
-            *a->v.shape = in->ops[0]->shape;
-        }
-        const char *cfg = pt_str(im, "outfeed_config");
-        if (cfg && *cfg) {
-            hlo_attr *b = pt_attr(P, &as, HK_OUTFEED_CONFIG, HA_STR, im);
-            if (!b || !(b->v.s = pt_mstrdup(P, cfg, strlen(cfg)))) return 0;
-        }
-        break;
-    }
-    case HLO_CONVOLUTION: case HLO_CUSTOM_CALL: {
-        if ((n = pt_get(im, "window")) && !pt_window(P, &as, n)) return 0;
-        if ((n = pt_get(im, "convolution_dimension_numbers")) && !pt_dim_labels(P, &as, n)) return 0;
-        if (!pt_int(P, im, "feature_group_count", 1, &iv) || (iv > 1 && !pt_attr_int(P, &as, HK_FEATURE_GROUP_COUNT, iv, im))) return 0;
-        if (!pt_int(P, im, "batch_group_count", 1, &iv) || (iv > 1 && !pt_attr_int(P, &as, HK_BATCH_GROUP_COUNT, iv, im))) return 0;
-        if ((n = pt_get(im, "precision_config")) && !pt_precision(P, &as, n)) return 0;
-        if (o == HLO_CONVOLUTION) {
-            /* XLA writes an empty sparsity_config on every convolution; a filled one tpusim cannot honour */
-            if ((n = pt_get(im, "sparsity_config")) && n->child) pt_warn_field(P, n, "instruction");
-            if (!pt_get(im, "convolution_dimension_numbers"))
-                return pt_nerror(P, im, "convolution '%s' without convolution_dimension_numbers", in->name);
-            break;
-        }
-        const char *pad = pt_str(im, "padding_type");
-        if (pad && strcmp(pad, "PADDING_INVALID") && !pt_attr_text(P, &as, HK_PADDING_TYPE, HA_IDENT, pad, im)) return 0;
-        const char *tg = pt_str(im, "custom_call_target");
-        hlo_attr *a = pt_attr(P, &as, HK_CUSTOM_CALL_TARGET, HA_STR, im);
-        if (!a || !(a->v.s = pt_mstrdup(P, tg ? tg : "", tg ? strlen(tg) : 0))) return 0;
-        int nsh = pt_count(im, "operand_shapes_with_layout");
-        if (nsh) {
-            hlo_attr *b = pt_attr(P, &as, HK_OPERAND_LAYOUT_CONSTRAINTS, HA_SHAPES, im);
-            if (!b || !(b->v.shapes.v = ut_arena_alloc(&P->m->arena, (size_t)nsh * sizeof(hlo_shape)))) return pt_nomem(P);
-            for (const pt_node *c2 = im->child; c2; c2 = c2->next)
-                if (pt_is(c2, "operand_shapes_with_layout") && !pt_shape(P, c2, &b->v.shapes.v[b->v.shapes.n++])) return 0;
-        }
-        if (!pt_bool(P, im, "custom_call_has_side_effect", &bv) ||
-            (bv && !pt_attr_bool(P, &as, HK_CUSTOM_CALL_HAS_SIDE_EFFECT, 1, im)))
-            return 0;
-        if ((n = pt_get(im, "literal"))) {
-            hlo_literal lit;
-            hlo_shape ls;
-            const pt_node *lsn = pt_get(n, "shape");
-            if (!lsn) return pt_nerror(P, n, "custom-call literal without a shape");
-            if (!pt_shape(P, lsn, &ls) || !pt_literal(P, n, &ls, &lit)) return 0;
-            const char *txt = pt_literal_text(P, &lit);
-            if (!txt || !pt_attr_text(P, &as, HK_LITERAL, HA_RAW, txt, n)) return 0;
-        }
-        const char *sch = pt_str(im, "custom_call_schedule");
-        if (sch && strcmp(sch, "SCHEDULE_NONE") && !pt_attr_text(P, &as, HK_SCHEDULE, HA_IDENT, sch, im)) return 0;
-        const char *api = pt_str(im, "custom_call_api_version");
-        if (api && strcmp(api, "API_VERSION_ORIGINAL") && strcmp(api, "API_VERSION_UNSPECIFIED") &&
-            !pt_attr_text(P, &as, HK_API_VERSION, HA_IDENT, api, im))
-            return 0;
-        break;
-    }
-    case HLO_FUSION: {
-        const char *k = pt_str(im, "fusion_kind");
-        if (!pt_attr_text(P, &as, HK_KIND, HA_IDENT, k && *k ? k : "kLoop", im)) return 0;
-        break;
-    }
-    case HLO_RNG: {
-        const char *d = pt_str(im, "distribution");
-        if (!d) return pt_nerror(P, im, "rng '%s' without a distribution", in->name);
-        const char *l = pt_lower(P, d, NULL);
-        if (!l || !pt_attr_text(P, &as, HK_DISTRIBUTION, HA_IDENT, l, im)) return 0;
-        break;
-    }
-    case HLO_RNG_BIT_GENERATOR: {
-        const char *alg = pt_str(im, "rng_algorithm");
-        const char *l = pt_lower(P, alg ? alg : "RNG_DEFAULT", NULL);
-        if (!l || !pt_attr_text(P, &as, HK_ALGORITHM, HA_IDENT, l, im)) return 0;
-        break;
-    }
-    case HLO_RNG_GET_AND_UPDATE_STATE:
-        if (!pt_int(P, im, "delta", 0, &iv) || !pt_attr_int(P, &as, HK_DELTA, iv, im)) return 0;
-        break;
-    case HLO_PAD: {
-        const pt_node *pc = pt_get(im, "padding_config");
-        hlo_attr *a = pt_attr(P, &as, HK_PADDING, HA_PADDING, pc);
-        if (!a || !(a->v.padding = ut_arena_alloc(&P->m->arena, sizeof(hlo_padding)))) return pt_nomem(P);
-        hlo_padding *p = a->v.padding;
-        for (const pt_node *c2 = pc ? pc->child : NULL; c2; c2 = c2->next) {
-            if (!pt_is(c2, "dimensions")) continue;
-            if (p->rank == TPU_MAX_RANK) return pt_nerror(P, c2, "padding of rank above %d", TPU_MAX_RANK);
-            int i = p->rank++;
-            if (!pt_int(P, c2, "edge_padding_low", 0, &p->lo[i]) || !pt_int(P, c2, "edge_padding_high", 0, &p->hi[i]) ||
-                !pt_int(P, c2, "interior_padding", 0, &p->interior[i]))
-                return 0;
-            p->has_interior[i] = p->interior[i] != 0;
-        }
-        break;
-    }
-    case HLO_DYNAMIC_SLICE:
-        if (!pt_attr_ints(P, &as, HK_DYNAMIC_SLICE_SIZES, im, "dynamic_slice_sizes", 1)) return 0;
-        break;
-    case HLO_GATHER: case HLO_SCATTER: {
-        const pt_node *g = pt_get(im, o == HLO_GATHER ? "gather_dimension_numbers" : "scatter_dimension_numbers");
-        if (!g) return pt_nerror(P, im, "%s '%s' without its dimension numbers", op, in->name);
-        if (o == HLO_GATHER) {
-            if (!pt_attr_ints(P, &as, HK_OFFSET_DIMS, g, "offset_dims", 1) ||
-                !pt_attr_ints(P, &as, HK_COLLAPSED_SLICE_DIMS, g, "collapsed_slice_dims", 1) ||
-                !pt_attr_ints(P, &as, HK_START_INDEX_MAP, g, "start_index_map", 1) ||
-                !pt_attr_ints(P, &as, HK_OPERAND_BATCHING_DIMS, g, "operand_batching_dims", 0) ||
-                !pt_attr_ints(P, &as, HK_START_INDICES_BATCHING_DIMS, g, "start_indices_batching_dims", 0))
-                return 0;
-        } else {
-            if (!pt_attr_ints(P, &as, HK_UPDATE_WINDOW_DIMS, g, "update_window_dims", 1) ||
-                !pt_attr_ints(P, &as, HK_INSERTED_WINDOW_DIMS, g, "inserted_window_dims", 1) ||
-                !pt_attr_ints(P, &as, HK_SCATTER_DIMS_TO_OPERAND_DIMS, g, "scatter_dims_to_operand_dims", 1) ||
-                !pt_attr_ints(P, &as, HK_INPUT_BATCHING_DIMS, g, "input_batching_dims", 0) ||
-                !pt_attr_ints(P, &as, HK_SCATTER_INDICES_BATCHING_DIMS, g, "scatter_indices_batching_dims", 0))
-                return 0;
-        }
-        if (!pt_int(P, g, "index_vector_dim", 0, &iv) || !pt_attr_int(P, &as, HK_INDEX_VECTOR_DIM, iv, g)) return 0;
-        if (o == HLO_GATHER && !pt_attr_ints(P, &as, HK_SLICE_SIZES, im, "gather_slice_sizes", 1)) return 0;
-        if (!pt_bool(P, im, "indices_are_sorted", &bv) || (bv && !pt_attr_bool(P, &as, HK_INDICES_ARE_SORTED, 1, im))) return 0;
-        if (o == HLO_SCATTER && (!pt_bool(P, im, "unique_indices", &bv) || (bv && !pt_attr_bool(P, &as, HK_UNIQUE_INDICES, 1, im))))
-            return 0;
-        break;
-    }
-    case HLO_IOTA: {
-        int nd;
-        int64_t *d;
-        if (!pt_ints(P, im, "dimensions", &nd, &d)) return 0;
-        if (!pt_attr_int(P, &as, HK_IOTA_DIMENSION, nd ? d[0] : 0, im)) return 0;
-        break;
-    }
-    case HLO_DOT: case HLO_SCALED_DOT: case HLO_RAGGED_DOT: {
-        const pt_node *dd = pt_get(im, o == HLO_RAGGED_DOT ? "ragged_dot_dimension_numbers" : "dot_dimension_numbers");
-        const pt_node *dn = o == HLO_RAGGED_DOT && dd ? pt_get(dd, "dot_dimension_numbers") : dd;
-        if (!pt_attr_ints(P, &as, HK_LHS_BATCH_DIMS, dn, "lhs_batch_dimensions", 0) ||
-            !pt_attr_ints(P, &as, HK_LHS_CONTRACTING_DIMS, dn, "lhs_contracting_dimensions", 1) ||
-            !pt_attr_ints(P, &as, HK_RHS_BATCH_DIMS, dn, "rhs_batch_dimensions", 0) ||
-            !pt_attr_ints(P, &as, HK_RHS_CONTRACTING_DIMS, dn, "rhs_contracting_dimensions", 1))
-            return 0;
-        if (o == HLO_RAGGED_DOT && (!pt_attr_ints(P, &as, HK_LHS_RAGGED_DIMS, dd, "lhs_ragged_dimensions", 0) ||
-                                    !pt_attr_ints(P, &as, HK_RHS_GROUP_DIMS, dd, "rhs_group_dimensions", 0)))
-            return 0;
-        if ((n = pt_get(im, "precision_config")) && !pt_precision(P, &as, n)) return 0;
-        break;
-    }
-    case HLO_DOMAIN: {
-        const pt_node *en = pt_get(im, "domain_entry_sharding"), *ex = pt_get(im, "domain_exit_sharding");
-        const char *es = en ? pt_sharding(P, en) : "{}", *xs = ex ? pt_sharding(P, ex) : "{}";
-        if (!es || !xs) return 0;
-        char *txt = ut_arena_alloc(&P->m->arena, strlen(es) + strlen(xs) + 40);
-        if (!txt) return pt_nomem(P);
-        sprintf(txt, "{kind=\"sharding\", entry=%s, exit=%s}", es, xs);
-        if (!pt_attr_text(P, &as, HK_DOMAIN, HA_RAW, txt, im)) return 0;
-        break;
-    }
-    case HLO_COPY_START:
-        if ((n = pt_get(im, "cross_program_prefetch_index"))) {
-            if (!pt_int_of(P, n, &iv) || !pt_attr_int(P, &as, HK_CROSS_PROGRAM_PREFETCH_INDEX, iv, n)) return 0;
-        }
-        break;
-    case HLO_TOPK:
-        if (!pt_int(P, im, "k", 0, &iv) || !pt_attr_int(P, &as, HK_K, iv, im)) return 0;
-        if (!pt_bool(P, im, "largest", &bv) || !pt_attr_bool(P, &as, HK_LARGEST, bv, im)) return 0;
-        break;
-    case HLO_ASYNC_START: {
-        const char *t = pt_str(im, "async_execution_thread");
-        if (t && strcmp(t, "main")) {
-            hlo_attr *a = pt_attr(P, &as, HK_ASYNC_EXECUTION_THREAD, HA_STR, im);
-            if (!a || !(a->v.s = pt_mstrdup(P, t, strlen(t)))) return 0;
-        }
-        break;
-    }
-    default:
-        break;
-    }
-    /* --- called computations --- */
+    return 1;
+}
+
+/* The computations an instruction calls (defined earlier in the module). */
+static int pt_instr_called(pt *P, hlo_comp *c, const pt_node *im, hlo_instr *in, pt_attrs *as)
+{
+    int bv;
     int ncalled;
     int64_t *cids;
     if (!pt_ints(P, im, "called_computation_ids", &ncalled, &cids)) return 0;
@@ -1672,23 +1781,30 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
                 return pt_nerror(P, pt_get(im, "called_computation_ids"), "instruction '%s' calls computation id %lld, "
                                  "which is not defined before computation '%s'", in->name, (long long)cids[k], c->name);
         }
-        if (!pt_called(P, &as, in, im, called, ncalled)) return 0;
+        if (!pt_called(P, as, in, im, called, ncalled)) return 0;
         in->ncalled = ncalled;
         in->called = called;
     }
-    if (o == HLO_CALL && (!pt_bool(P, im, "is_composite", &bv) || (bv && !pt_attr_bool(P, &as, HK_IS_COMPOSITE, 1, im))))
+    if (in->op == HLO_CALL && (!pt_bool(P, im, "is_composite", &bv) || (bv && !pt_attr_bool(P, as, HK_IS_COMPOSITE, 1, im))))
         return 0;
-    /* --- common attributes --- */
+    return 1;
+}
+
+/* The attributes every opcode may have: sharding, frontend attributes, control predecessors, statistics,
+ * metadata, backend_config. */
+static int pt_instr_common(pt *P, const pt_node *im, pt_idmap *map, hlo_instr *in, pt_attrs *as)
+{
+    const pt_node *n;
     if ((n = pt_get(im, "sharding"))) {
         const char *s = pt_sharding(P, n);
-        if (!s || !pt_attr_text(P, &as, HK_SHARDING, HA_RAW, s, n)) return 0;
+        if (!s || !pt_attr_text(P, as, HK_SHARDING, HA_RAW, s, n)) return 0;
     }
-    if ((n = pt_get(im, "frontend_attributes")) && !pt_kv_attr(P, &as, HK_FRONTEND_ATTRIBUTES, n)) return 0;
+    if ((n = pt_get(im, "frontend_attributes")) && !pt_kv_attr(P, as, HK_FRONTEND_ATTRIBUTES, n)) return 0;
     int nctrl;
     int64_t *ctrl;
     if (!pt_ints(P, im, "control_predecessor_ids", &nctrl, &ctrl)) return 0;
     if (nctrl) {
-        hlo_attr *a = pt_attr(P, &as, HK_CONTROL_PREDECESSORS, HA_NAMES, pt_get(im, "control_predecessor_ids"));
+        hlo_attr *a = pt_attr(P, as, HK_CONTROL_PREDECESSORS, HA_NAMES, pt_get(im, "control_predecessor_ids"));
         in->ctrl = ut_arena_alloc(&P->m->arena, (size_t)nctrl * sizeof(hlo_instr *));
         if (!a || !in->ctrl || !(a->v.idents.v = ut_arena_alloc(&P->m->arena, (size_t)nctrl * sizeof(char *))))
             return pt_nomem(P);
@@ -1703,7 +1819,7 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
     }
     if ((n = pt_get(im, "statistics_viz")) && n->is_msg && pt_count(n, "statistics")) {
         int ns = pt_count(n, "statistics");
-        hlo_attr *a = pt_attr(P, &as, HK_STATISTICS, HA_KV, n);
+        hlo_attr *a = pt_attr(P, as, HK_STATISTICS, HA_KV, n);
         if (!a || !(a->v.kv.v = ut_arena_alloc(&P->m->arena, (size_t)(ns + 1) * sizeof(hlo_kv)))) return pt_nomem(P);
         a->v.kv.sep = ',';
         const char *vi = pt_str(n, "stat_index_to_visualize");
@@ -1716,19 +1832,29 @@ static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, 
             a->v.kv.v[a->v.kv.n++] = (hlo_kv){pt_sanitize(P, sn ? sn : "stat"), pt_mstrdup(P, sv, strlen(sv)), !pt_token_ok(sv)};
         }
     }
-    if ((n = pt_get(im, "metadata")) && n->is_msg && !pt_metadata(P, &as, n)) return 0;
+    if ((n = pt_get(im, "metadata")) && n->is_msg && !pt_metadata(P, as, n)) return 0;
     const char *bc = pt_str(im, "backend_config");
     if (bc && *bc) {
         /* a JSON dict prints raw, anything else as an escaped string */
         const char *txt = pt_json_ok(bc) ? bc : pt_cescape(P, bc);
         if (!txt) return 0;
-        if (!pt_attr_text(P, &as, HK_BACKEND_CONFIG, HA_RAW, txt, pt_get(im, "backend_config"))) return 0;
+        if (!pt_attr_text(P, as, HK_BACKEND_CONFIG, HA_RAW, txt, pt_get(im, "backend_config"))) return 0;
     }
     if (pt_get(im, "output_operand_aliasing") || pt_get(im, "parameter_replication")) {
         /* kept out: they only guide buffer assignment and replication analysis */
         pt_warn_field(P, pt_get(im, "output_operand_aliasing") ? pt_get(im, "output_operand_aliasing")
                                                                : pt_get(im, "parameter_replication"), "instruction");
     }
+    return 1;
+}
+
+static int pt_instruction(pt *P, hlo_comp *c, const pt_node *im, pt_idmap *map, hlo_instr *in)
+{
+    pt_check_fields(P, im, "instruction", pt_instr_known);
+    pt_attrs as = {0};
+    if (!pt_instr_head(P, c, im, map, in) || !pt_instr_value(P, im, in) || !pt_instr_op_attrs(P, im, in, &as) ||
+        !pt_instr_called(P, c, im, in, &as) || !pt_instr_common(P, im, map, in, &as))
+        return 0;
     in->nattrs = as.n;
     in->attrs = as.v;
     return !P->failed;

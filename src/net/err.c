@@ -53,15 +53,6 @@ void tn_err_clear(tn_err *e)
 
 const char *tn_err_msg(const tn_err *e) { return e && e->msg ? e->msg : ""; }
 
-const char *tn_code_name(int code)
-{
-    static const char *names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-                                  "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                  "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-                                  "UNAUTHENTICATED"};
-    return code >= 0 && code <= 16 ? names[code] : "UNKNOWN";
-}
-
 void tn_fmt_bytes(char *buf, size_t n, int64_t b)
 {
     double v = (double)b;

@@ -40,7 +40,6 @@ int         tn_fail(tn_err *e, int code, const char *fmt, ...) __attribute__((fo
 int         tn_fail_tpu(tn_err *e, tpu_ctx *ctx, tpu_status st, const char *prefix);
 void        tn_err_clear(tn_err *e);
 const char *tn_err_msg(const tn_err *e);          /* "" if none */
-const char *tn_code_name(int code);               /* "RESOURCE_EXHAUSTED" */
 void        tn_fmt_bytes(char *buf, size_t n, int64_t b);   /* "1.50G", "12.00M", "512B" */
 double      tn_now(void);                         /* monotonic seconds */
 double      tn_wall(void);                        /* seconds since the epoch */

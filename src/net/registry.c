@@ -32,19 +32,6 @@ static int tn_db_fail(tn_registry *r, tn_err *e, const char *what)
     return tn_fail(e, TN_UNAVAILABLE, "the registry %s/registry.db: %s: %s", r->home, what, sqlite3_errmsg(r->db));
 }
 
-static int tn_mkdirs(const char *dir)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0700) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0700) && errno != EEXIST ? -1 : 0;
-}
-
 int tn_registry_open(const char *home, tn_registry **out, tn_err *e)
 {
     *out = NULL;
@@ -53,7 +40,7 @@ int tn_registry_open(const char *home, tn_registry **out, tn_err *e)
     const char *h = home && *home ? home : getenv("TPUSIM_HOME");
     if (h && *h) snprintf(r->home, sizeof r->home, "%s", h);
     else snprintf(r->home, sizeof r->home, "%s/.tpusim", getenv("HOME") ? getenv("HOME") : ".");
-    if (tn_mkdirs(r->home)) {
+    if (tpu_mkdirs(NULL, r->home, 0700)) {
         int rc = tn_fail(e, TN_UNAVAILABLE, "TPUSIM_HOME=%s: cannot create it: %s", r->home, strerror(errno));
         free(r);
         return rc;

@@ -46,19 +46,6 @@ static void pj_file_name(const char *name, int n, char *buf, size_t size)
             *p = '_';
 }
 
-static int pj_mkdir(const char *dir)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
-}
-
 static void pj_write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -70,7 +57,7 @@ static void pj_write_text(const char *path, const char *text)
 void pj_report_executable(PJRT_Client *c, PJRT_Executable *e)
 {
     if (!c->profile_dir) return;
-    if (pj_mkdir(c->profile_dir)) {
+    if (tpu_mkdirs(NULL, c->profile_dir, 0777)) {
         fprintf(stderr, "tpusim: TPUSIM_PROFILE_DIR=%s: %s\n", c->profile_dir, strerror(errno));
         return;
     }

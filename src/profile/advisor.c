@@ -5,6 +5,7 @@
 #include "profile.h"
 #include "compile/policy.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,17 +28,13 @@ static void adv_add(adv_list *l, double gain, ut_buf *b)
         ut_buf_free(b);
         return;
     }
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        adv_item *nv = ut_realloc(l->v, (size_t)cap * sizeof *nv);
-        if (!nv) {
-            l->failed = 1;
-            ut_buf_free(b);
-            return;
-        }
-        l->v = nv;
-        l->cap = cap;
+    adv_item *nv = ut_grow(l->v, sizeof *nv, l->n, &l->cap, 16);
+    if (!nv) {
+        l->failed = 1;
+        ut_buf_free(b);
+        return;
     }
+    l->v = nv;
     l->v[l->n].gain_s = gain;
     l->v[l->n++].text = ut_buf_take(b);
 }
@@ -116,19 +113,12 @@ static int adv_is_collective(hlo_op op)
     return hlo_op_class(op) == HLO_CLASS_COLL;
 }
 
-tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
+/* The input pipeline. */
+static void adv_input(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
 {
     const tim_result *r = p->tim;
-    const chp_chip *chip = &p->slice.chip;
     double step = r->step_s;
-    adv_list L = {0};
     char t1[32], t2[32];
-    if (step <= 0) {
-        ut_buf_puts(out, "The step takes no time: nothing to advise.\n");
-        return out->failed ? ut_nomem(ctx) : TPU_OK;
-    }
-
-    /* 1. the input pipeline */
     if (r->idle_s > 0.02 * step) {
         ut_buf b;
         ut_buf_init(&b);
@@ -145,10 +135,16 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
                       100 * r->idle_s / step, (long long)r->batch, t1, t2,
                       (step - r->idle_s) > 0 ? (double)r->batch / (step - r->idle_s) : 0, p->opts.input_rate);
         if (then > 0) adv_gain_line(&b, step, then);
-        adv_add(&L, then > 0 ? step - then : r->idle_s, &b);
+        adv_add(L, then > 0 ? step - then : r->idle_s, &b);
     }
+}
 
-    /* 2. host round trips: steps per execution */
+/* Host round trips: steps per execution. */
+static void adv_steps_per_exec(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    double step = r->step_s;
+    char t1[32];
     if (p->opts.steps_per_exec < 32 && r->host_s > 0.01 * step) {
         tim_opts o = p->topts;
         o.steps_per_exec = 32;
@@ -162,11 +158,16 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
                               "   jax.lax.fori_loop over steps; --steps-per-exec 32 here).\n",
                           100 * r->host_s / step, t1, p->opts.steps_per_exec, p->opts.steps_per_exec == 1 ? "" : "s");
             adv_gain_line(&b, step, then);
-            adv_add(&L, step - then, &b);
+            adv_add(L, step - then, &b);
         }
     }
+}
 
-    /* 3. f32 matmuls: the mixed_bfloat16 policy, modelled on the rewritten program */
+/* F32 matmuls: the mixed_bfloat16 policy, modelled on the rewritten program. */
+static void adv_mixed_bfloat16(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    double step = r->step_s;
     double f32_mxu = 0, f32_any = 0;
     for (int i = 0; i < r->nops; i++) {
         const tim_op *t = &r->ops[i];
@@ -187,119 +188,139 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
             if (f32_mxu > 0) ut_buf_printf(&b, " (%.0f%% MXU-bound, some at HIGH/HIGHEST precision: 3-6 bf16 passes)", 100 * f32_mxu / step);
             ut_buf_puts(&b, ",\n   and float32 activations double the HBM traffic. Modelled on the rewritten program:\n");
             adv_gain_line(&b, step, then);
-            adv_add(&L, step - then, &b);
+            adv_add(L, step - then, &b);
         }
     }
+}
 
-    /* 4. MXU padding: dimensions that are not multiples of the array (and of 8 for streamed rows) */
-    {
-        double waste_s = 0;
-        int listed = 0;
+/* MXU padding: dimensions that are not multiples of the array (and of 8 for streamed rows). */
+static void adv_mxu_padding(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    const chp_chip *chip = &p->slice.chip;
+    double step = r->step_s;
+    char t1[32];
+    double waste_s = 0;
+    int listed = 0;
+    ut_buf b;
+    ut_buf_init(&b);
+    for (int i = 0; i < r->nops && listed < 5; i++) {
+        const tim_op *t = &r->ops[p->order[i]];
+        double tt = t->time_s * t->count;
+        if (t->mxu_flops <= 0 || t->pad_waste < 0.25 || tt < 0.01 * step || t->bound != TIM_BOUND_COMPUTE) continue;
+        int64_t B, M, N, K;
+        if (!tim_gemm_of(t, &B, &M, &N, &K)) continue;
+        if (!listed)
+            ut_buf_printf(&b, "Padding wastes MXU passes: the %dx%d MXU works on whole %d-wide tiles of the held and contracted\n"
+                              "   dimensions and 8-row groups of the streamed one. The worst ops:\n",
+                          chip->mxu_rows, chip->mxu_cols, chip->mxu_cols);
+        char lbl[200];
+        prf_op_label(t, lbl, sizeof lbl);
+        int64_t held = M < N ? M : N, stream = M < N ? N : M;
+        ut_buf_printf(&b, "   - %s: %lld x [%lld,%lld]x[%lld,%lld], %.0f%% of its MXU work is padding (%.1f%% of the step);",
+                      lbl, (long long)B, (long long)M, (long long)K, (long long)K, (long long)N, 100 * t->pad_waste, 100 * tt / step);
+        if (held % chip->mxu_cols) ut_buf_printf(&b, " %lld is not a multiple of %d;", (long long)held, chip->mxu_cols);
+        if (K % chip->mxu_rows) ut_buf_printf(&b, " K=%lld is not a multiple of %d;", (long long)K, chip->mxu_rows);
+        if (stream % 8) ut_buf_printf(&b, " %lld is not a multiple of 8;", (long long)stream);
+        if (b.len && b.data[b.len - 1] == ';') b.len--;
+        ut_buf_putc(&b, '\n');
+        waste_s += tt * t->pad_waste;
+        listed++;
+    }
+    if (listed) {
+        adv_time(t1, sizeof t1, waste_s);
+        ut_buf_printf(&b, "   Fix: make batch and feature sizes multiples of %d (hidden sizes, heads x head_dim, vocabulary,\n"
+                          "   filters), e.g. pad them up: the same MXU time then does useful work. Predicted: %s per step\n"
+                          "   (%.0f%%) of these ops' MXU time is padding that would become useful work.\n",
+                      chip->mxu_cols, t1, 100 * waste_s / step);
+        adv_add(L, waste_s, &b);
+    } else {
+        ut_buf_free(&b);
+    }
+}
+
+/* Small matmuls: the MXU waits on weight loads and fill/drain. */
+static void adv_small_matmuls(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    const chp_chip *chip = &p->slice.chip;
+    double step = r->step_s;
+    char t1[32];
+    int listed = 0;
+    double idle_s = 0;
+    ut_buf b;
+    ut_buf_init(&b);
+    double peak = tim_mxu_peak_flops(chip);
+    for (int i = 0; i < r->nops && listed < 3; i++) {
+        const tim_op *t = &r->ops[p->order[i]];
+        double tt = t->time_s * t->count;
+        if (t->mxu_flops <= 0 || t->mxu_s <= 0 || tt < 0.02 * step || t->bound != TIM_BOUND_COMPUTE) continue;
+        double eff = t->mxu_flops / (t->mxu_s * peak);   /* useful share of the MXU time */
+        if (eff > 0.5 || t->pad_waste > 0.5) continue;
+        int64_t B, M, N, K;
+        if (!tim_gemm_of(t, &B, &M, &N, &K)) continue;
+        int64_t stream = M > N ? M : N;
+        double now = tim_mxu_gemm_s(chip, B, M, N, K, t->mxu_passes, NULL);
+        double x4 = M >= N ? tim_mxu_gemm_s(chip, B, M * 4, N, K, t->mxu_passes, NULL)
+                           : tim_mxu_gemm_s(chip, B, M, N * 4, K, t->mxu_passes, NULL);
+        if (!listed)
+            ut_buf_puts(&b, "Small matmuls leave the MXU idle: too few rows stream through each weight tile to hide its load\n"
+                            "   and the array's fill and drain.\n");
+        char lbl[200];
+        prf_op_label(t, lbl, sizeof lbl);
+        ut_buf_printf(&b, "   - %s: %lld x [%lld,%lld]x[%lld,%lld] uses %.0f%% of the MXU; 4x the rows (%lld) would take\n"
+                          "     %.2fx the time (modelled).\n",
+                      lbl, (long long)B, (long long)M, (long long)K, (long long)K, (long long)N, 100 * eff,
+                      (long long)stream * 4, now > 0 ? x4 / now : 0);
+        idle_s += tt * (1 - eff);
+        listed++;
+    }
+    if (listed) {
+        adv_time(t1, sizeof t1, idle_s);
+        ut_buf_printf(&b, "   Fix: larger batches (per-device batch of at least a few hundred rows per matmul), fuse small\n"
+                          "   matmuls (e.g. batch the heads), or use a smaller slice. %s of these ops' time is MXU idle time.\n",
+                      t1);
+        adv_add(L, idle_s * 0.5, &b);
+    } else {
+        ut_buf_free(&b);
+    }
+}
+
+/* Gathers, scatters and other data-dependent ops. */
+static void adv_dynamic_ops(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    double step = r->step_s;
+    char t1[32];
+    double dyn = 0;
+    const tim_op *worst = NULL;
+    for (int i = 0; i < r->nops; i++) {
+        const tim_op *t = &r->ops[i];
+        if (t->op->kind == CMP_CONTROL || !adv_is_dynamic((hlo_op)t->root->op)) continue;
+        dyn += t->time_s * t->count;
+        if (!worst || t->time_s * t->count > worst->time_s * worst->count) worst = t;
+    }
+    if (dyn > 0.15 * step && worst) {
         ut_buf b;
         ut_buf_init(&b);
-        for (int i = 0; i < r->nops && listed < 5; i++) {
-            const tim_op *t = &r->ops[p->order[i]];
-            double tt = t->time_s * t->count;
-            if (t->mxu_flops <= 0 || t->pad_waste < 0.25 || tt < 0.01 * step || t->bound != TIM_BOUND_COMPUTE) continue;
-            int64_t B, M, N, K;
-            if (!tim_gemm_of(t, &B, &M, &N, &K)) continue;
-            if (!listed)
-                ut_buf_printf(&b, "Padding wastes MXU passes: the %dx%d MXU works on whole %d-wide tiles of the held and contracted\n"
-                                  "   dimensions and 8-row groups of the streamed one. The worst ops:\n",
-                              chip->mxu_rows, chip->mxu_cols, chip->mxu_cols);
-            char lbl[200];
-            prf_op_label(t, lbl, sizeof lbl);
-            int64_t held = M < N ? M : N, stream = M < N ? N : M;
-            ut_buf_printf(&b, "   - %s: %lld x [%lld,%lld]x[%lld,%lld], %.0f%% of its MXU work is padding (%.1f%% of the step);",
-                          lbl, (long long)B, (long long)M, (long long)K, (long long)K, (long long)N, 100 * t->pad_waste, 100 * tt / step);
-            if (held % chip->mxu_cols) ut_buf_printf(&b, " %lld is not a multiple of %d;", (long long)held, chip->mxu_cols);
-            if (K % chip->mxu_rows) ut_buf_printf(&b, " K=%lld is not a multiple of %d;", (long long)K, chip->mxu_rows);
-            if (stream % 8) ut_buf_printf(&b, " %lld is not a multiple of 8;", (long long)stream);
-            if (b.len && b.data[b.len - 1] == ';') b.len--;
-            ut_buf_putc(&b, '\n');
-            waste_s += tt * t->pad_waste;
-            listed++;
-        }
-        if (listed) {
-            adv_time(t1, sizeof t1, waste_s);
-            ut_buf_printf(&b, "   Fix: make batch and feature sizes multiples of %d (hidden sizes, heads x head_dim, vocabulary,\n"
-                              "   filters), e.g. pad them up: the same MXU time then does useful work. Predicted: %s per step\n"
-                              "   (%.0f%%) of these ops' MXU time is padding that would become useful work.\n",
-                          chip->mxu_cols, t1, 100 * waste_s / step);
-            adv_add(&L, waste_s, &b);
-        } else {
-            ut_buf_free(&b);
-        }
+        char lbl[200];
+        prf_op_label(worst, lbl, sizeof lbl);
+        adv_time(t1, sizeof t1, dyn);
+        ut_buf_printf(&b, "Dynamic gathers, scatters and sorts take %s (%.0f%% of the step); the largest is %s (%s).\n"
+                          "   They run on the vector unit with data-dependent addresses and move whole padded tiles.\n"
+                          "   Fix: one-hot matmuls for small tables (the MXU does them faster), sorted or bucketed indices,\n"
+                          "   embedding lookups on SparseCores where the chip has them (v5p, v6e, v7). Up to %s is at stake.\n",
+                      t1, 100 * dyn / step, lbl, hlo_op_name((hlo_op)worst->root->op), t1);
+        adv_add(L, dyn * 0.5, &b);
     }
+}
 
-    /* 5. small matmuls: the MXU waits on weight loads and fill/drain */
-    {
-        int listed = 0;
-        double idle_s = 0;
-        ut_buf b;
-        ut_buf_init(&b);
-        double peak = tim_mxu_peak_flops(chip);
-        for (int i = 0; i < r->nops && listed < 3; i++) {
-            const tim_op *t = &r->ops[p->order[i]];
-            double tt = t->time_s * t->count;
-            if (t->mxu_flops <= 0 || t->mxu_s <= 0 || tt < 0.02 * step || t->bound != TIM_BOUND_COMPUTE) continue;
-            double eff = t->mxu_flops / (t->mxu_s * peak);   /* useful share of the MXU time */
-            if (eff > 0.5 || t->pad_waste > 0.5) continue;
-            int64_t B, M, N, K;
-            if (!tim_gemm_of(t, &B, &M, &N, &K)) continue;
-            int64_t stream = M > N ? M : N;
-            double now = tim_mxu_gemm_s(chip, B, M, N, K, t->mxu_passes, NULL);
-            double x4 = M >= N ? tim_mxu_gemm_s(chip, B, M * 4, N, K, t->mxu_passes, NULL)
-                               : tim_mxu_gemm_s(chip, B, M, N * 4, K, t->mxu_passes, NULL);
-            if (!listed)
-                ut_buf_puts(&b, "Small matmuls leave the MXU idle: too few rows stream through each weight tile to hide its load\n"
-                                "   and the array's fill and drain.\n");
-            char lbl[200];
-            prf_op_label(t, lbl, sizeof lbl);
-            ut_buf_printf(&b, "   - %s: %lld x [%lld,%lld]x[%lld,%lld] uses %.0f%% of the MXU; 4x the rows (%lld) would take\n"
-                              "     %.2fx the time (modelled).\n",
-                          lbl, (long long)B, (long long)M, (long long)K, (long long)K, (long long)N, 100 * eff,
-                          (long long)stream * 4, now > 0 ? x4 / now : 0);
-            idle_s += tt * (1 - eff);
-            listed++;
-        }
-        if (listed) {
-            adv_time(t1, sizeof t1, idle_s);
-            ut_buf_printf(&b, "   Fix: larger batches (per-device batch of at least a few hundred rows per matmul), fuse small\n"
-                              "   matmuls (e.g. batch the heads), or use a smaller slice. %s of these ops' time is MXU idle time.\n",
-                          t1);
-            adv_add(&L, idle_s * 0.5, &b);
-        } else {
-            ut_buf_free(&b);
-        }
-    }
-
-    /* 6. gathers, scatters and other data-dependent ops */
-    {
-        double dyn = 0;
-        const tim_op *worst = NULL;
-        for (int i = 0; i < r->nops; i++) {
-            const tim_op *t = &r->ops[i];
-            if (t->op->kind == CMP_CONTROL || !adv_is_dynamic((hlo_op)t->root->op)) continue;
-            dyn += t->time_s * t->count;
-            if (!worst || t->time_s * t->count > worst->time_s * worst->count) worst = t;
-        }
-        if (dyn > 0.15 * step && worst) {
-            ut_buf b;
-            ut_buf_init(&b);
-            char lbl[200];
-            prf_op_label(worst, lbl, sizeof lbl);
-            adv_time(t1, sizeof t1, dyn);
-            ut_buf_printf(&b, "Dynamic gathers, scatters and sorts take %s (%.0f%% of the step); the largest is %s (%s).\n"
-                              "   They run on the vector unit with data-dependent addresses and move whole padded tiles.\n"
-                              "   Fix: one-hot matmuls for small tables (the MXU does them faster), sorted or bucketed indices,\n"
-                              "   embedding lookups on SparseCores where the chip has them (v5p, v6e, v7). Up to %s is at stake.\n",
-                          t1, 100 * dyn / step, lbl, hlo_op_name((hlo_op)worst->root->op), t1);
-            adv_add(&L, dyn * 0.5, &b);
-        }
-    }
-
-    /* 7. collectives */
+/* Collectives. */
+static void adv_collectives(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    double step = r->step_s;
+    char t1[32], t2[32];
     if (r->by_bound[TIM_BOUND_COLLECTIVE] > 0.15 * step) {
         double coll = r->by_bound[TIM_BOUND_COLLECTIVE], compute = r->by_bound[TIM_BOUND_COMPUTE];
         double bytes = 0;
@@ -325,10 +346,16 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
                           "   accumulation, fewer and larger collectives (XLA combines small ones), independent work\n"
                           "   beside them (split them, pipeline them over layers): up to %s could hide behind the MXU work.\n",
                       t1, 100 * coll / step, n, bytes / 1e9, p->slice.name, p->slice.chips, t2);
-        adv_add(&L, hide, &b);
+        adv_add(L, hide, &b);
     }
+}
 
-    /* 8. HBM bound: how much of the traffic is layout padding */
+/* HBM bound: how much of the traffic is layout padding. */
+static void adv_hbm_bound(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    double step = r->step_s;
+    char t1[32], t2[32];
     if (r->by_bound[TIM_BOUND_MEMORY] > 0.3 * step) {
         double padded = 0, unpadded = 0;
         for (int i = 0; i < r->nops; i++) {
@@ -359,10 +386,17 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         } else {
             ut_buf_puts(&b, "   Fix: bfloat16 activations, fewer materialized intermediates (remat choices), larger fusions.\n");
         }
-        adv_add(&L, frac > 0.1 ? mem * frac : 0, &b);
+        adv_add(L, frac > 0.1 ? mem * frac : 0, &b);
     }
+}
 
-    /* 9. vector-bound: elementwise and reduction work, and how much of it runs on padding lanes */
+/* Vector-bound: elementwise and reduction work, and how much of it runs on padding lanes. */
+static void adv_vector_bound(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    const chp_chip *chip = &p->slice.chip;
+    double step = r->step_s;
+    char t1[32], t2[32];
     if (r->by_bound[TIM_BOUND_VECTOR] > 0.2 * step) {
         double vec = r->by_bound[TIM_BOUND_VECTOR], pad_s = 0;
         const tim_op *worst = NULL;
@@ -406,20 +440,29 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
                             "   (e.g. a flash-attention kernel keeps the scores in VMEM), fewer transcendentals.\n");
             pad_s = 0;
         }
-        adv_add(&L, pad_s, &b);
+        adv_add(L, pad_s, &b);
     }
+}
 
-    /* 10. launch-bound programs: many tiny ops */
+/* Launch-bound programs: many tiny ops. */
+static void adv_launch_bound(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
+    const tim_result *r = p->tim;
+    const chp_chip *chip = &p->slice.chip;
+    double step = r->step_s;
     if (r->by_bound[TIM_BOUND_OVERHEAD] > 0.2 * step) {
         ut_buf b;
         ut_buf_init(&b);
         ut_buf_printf(&b, "Small ops dominate: %.0f%% of the step is per-op launch cost (%.2g us per op). Larger batches\n"
                           "   or fewer, bigger ops (vectorize loops with vmap, avoid per-element while loops) help.\n",
                       100 * r->by_bound[TIM_BOUND_OVERHEAD] / step, chip->op_overhead_s * 1e6);
-        adv_add(&L, r->by_bound[TIM_BOUND_OVERHEAD] * 0.5, &b);
+        adv_add(L, r->by_bound[TIM_BOUND_OVERHEAD] * 0.5, &b);
     }
+}
 
-    /* 11. it does not fit */
+/* It does not fit. */
+static void adv_does_not_fit(tpu_ctx *ctx, const prf_profile *p, adv_list *L)
+{
     if (!p->mem.fits) {
         ut_buf b;
         ut_buf_init(&b);
@@ -429,12 +472,69 @@ tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
         ut_buf_printf(&b, "The program does not fit: it needs %s of HBM per device and %s is available (tpusim memory\n"
                           "   lists the largest allocations). The times above assume it ran; shard it over more devices,\n"
                           "   rematerialize activations, or use a chip with more HBM.\n", u, c);
-        adv_add(&L, 1e30, &b);   /* first: nothing else matters until it fits */
+        adv_add(L, 1e30, &b);   /* first: nothing else matters until it fits */
     }
+}
 
+/* The rules, in the order they are tried; each appends at most one pointer. Rules may assume a step that
+ * takes time. */
+typedef void (*adv_rule_fn)(tpu_ctx *ctx, const prf_profile *p, adv_list *L);
+static const struct {
+    const char *name;
+    adv_rule_fn fn;
+} adv_rules[] = {
+    {"input", adv_input},
+    {"steps_per_exec", adv_steps_per_exec},
+    {"mixed_bfloat16", adv_mixed_bfloat16},
+    {"mxu_padding", adv_mxu_padding},
+    {"small_matmuls", adv_small_matmuls},
+    {"dynamic_ops", adv_dynamic_ops},
+    {"collectives", adv_collectives},
+    {"hbm_bound", adv_hbm_bound},
+    {"vector_bound", adv_vector_bound},
+    {"launch_bound", adv_launch_bound},
+    {"does_not_fit", adv_does_not_fit},
+};
+#define ADV_NRULES ((int)(sizeof adv_rules / sizeof *adv_rules))
+
+static void adv_list_free(adv_list *L)
+{
+    for (int i = 0; i < L->n; i++) ut_free(L->v[i].text);
+    ut_free(L->v);
+}
+
+const char *prf_advise_rule_name(int i) { return i >= 0 && i < ADV_NRULES ? adv_rules[i].name : NULL; }
+
+tpu_status prf_advise_rule(tpu_ctx *ctx, const prf_profile *p, const char *rule, ut_buf *out, double *gain_s)
+{
+    int k = 0;
+    while (k < ADV_NRULES && strcmp(adv_rules[k].name, rule)) k++;
+    if (k == ADV_NRULES) return ut_err(ctx, TPU_ERR_INVALID, "no advisor rule '%s'", rule);
+    if (gain_s) *gain_s = 0;
+    if (p->tim->step_s <= 0) return TPU_OK;
+    adv_list L = {0};
+    adv_rules[k].fn(ctx, p, &L);
+    if (L.n && !L.failed) {
+        ut_buf_puts(out, L.v[0].text);
+        if (gain_s) *gain_s = L.v[0].gain_s;
+    }
+    tpu_status st = L.failed ? ut_nomem(ctx) : TPU_OK;
+    adv_list_free(&L);
+    return st;
+}
+
+tpu_status prf_advise(tpu_ctx *ctx, const prf_profile *p, ut_buf *out)
+{
+    const tim_result *r = p->tim;
+    if (r->step_s <= 0) {
+        ut_buf_puts(out, "The step takes no time: nothing to advise.\n");
+        return out->failed ? ut_nomem(ctx) : TPU_OK;
+    }
+    assert(p->order || !r->nops);   /* the padding and small-matmul rules walk the ops by time */
+    adv_list L = {0};
+    for (int k = 0; k < ADV_NRULES; k++) adv_rules[k].fn(ctx, p, &L);
     if (L.failed) {
-        for (int i = 0; i < L.n; i++) ut_free(L.v[i].text);
-        ut_free(L.v);
+        adv_list_free(&L);
         return ut_nomem(ctx);
     }
     if (L.n) qsort(L.v, (size_t)L.n, sizeof *L.v, adv_by_gain);

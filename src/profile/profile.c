@@ -3,6 +3,7 @@
 #include "profile.h"
 #include "compile/policy.h"
 
+#include <assert.h>
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -28,23 +29,35 @@ const char *prf_op_label(const tim_op *t, char *buf, size_t n)
     return buf;
 }
 
-static const tim_result *prf_sort_ctx;
+/* One op's sort key: the key travels with the index, so the comparison needs no context (re-entrant). */
+typedef struct prf_key {
+    double t;   /* total time: time_s x count */
+    int    i;
+} prf_key;
+
 static int prf_by_time(const void *a, const void *b)
 {
-    const tim_op *x = &prf_sort_ctx->ops[*(const int *)a], *y = &prf_sort_ctx->ops[*(const int *)b];
-    double tx = x->time_s * x->count, ty = y->time_s * y->count;
-    if (tx != ty) return tx < ty ? 1 : -1;
-    return *(const int *)a - *(const int *)b;
+    const prf_key *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? 1 : -1;
+    return x->i - y->i;
 }
 
 tpu_status prf_sort_ops(prf_profile *p)
 {
     if (p->order) return TPU_OK;
-    p->order = ut_malloc((size_t)(p->tim->nops ? p->tim->nops : 1) * sizeof *p->order);
-    if (!p->order) return TPU_ERR_NOMEM;
-    for (int i = 0; i < p->tim->nops; i++) p->order[i] = i;
-    prf_sort_ctx = p->tim;   /* qsort has no context argument; sorting is not re-entrant here */
-    qsort(p->order, (size_t)p->tim->nops, sizeof *p->order, prf_by_time);
+    int n = p->tim->nops;
+    prf_key *k = ut_malloc((size_t)(n ? n : 1) * sizeof *k);
+    p->order = ut_malloc((size_t)(n ? n : 1) * sizeof *p->order);
+    if (!k || !p->order) {
+        ut_free(k);
+        ut_free(p->order);
+        p->order = NULL;
+        return TPU_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++) k[i] = (prf_key){p->tim->ops[i].time_s * p->tim->ops[i].count, i};
+    qsort(k, (size_t)n, sizeof *k, prf_by_time);
+    for (int i = 0; i < n; i++) p->order[i] = k[i].i;
+    ut_free(k);
     return TPU_OK;
 }
 
@@ -82,13 +95,22 @@ static int prf_program_devices(const hlo_module *m)
     return hi > 1 && hi < (1 << 30) ? (int)hi : 1;
 }
 
+tpu_profile_opts tpu_profile_opts_default(void)
+{
+    tpu_profile_opts o;
+    memset(&o, 0, sizeof o);
+    o.steps = 1;
+    o.steps_per_exec = 1;
+    return o;
+}
+
 tpu_status tpu_profile_program(tpu_ctx *ctx, const tpu_module *m, const tpu_profile_opts *opts, tpu_profile **out)
 {
     *out = NULL;
     prf_profile *p = ut_calloc(1, sizeof *p);
     if (!p) return ut_nomem(ctx);
     p->ctx = ctx;
-    if (opts) p->opts = *opts;
+    p->opts = opts ? *opts : tpu_profile_opts_default();
     if (p->opts.steps < 1) p->opts.steps = 1;
     if (p->opts.steps_per_exec < 1) p->opts.steps_per_exec = 1;
     tpu_status st = cmp_resolve_chip(ctx, p->opts.chip, &p->slice);
@@ -140,58 +162,56 @@ static void prf_fmt_time(char *b, size_t n, double s)
     else snprintf(b, n, "%.2f us", s * 1e6);
 }
 
-const char *tpu_profile_summary(tpu_profile *p, int top)
+void prf_summary(const prf_profile *p, int top, ut_buf *b)
 {
-    if (p->summary) return p->summary;
+    assert(p->order || !p->tim->nops);   /* tpu_profile_program sorted the ops */
     if (top <= 0) top = 15;
     const tim_result *r = p->tim;
     const chp_slice *sl = &p->slice;
-    ut_buf b;
-    ut_buf_init(&b);
     char t1[32], t2[32], t3[32];
     prf_fmt_time(t1, sizeof t1, r->step_s);
-    ut_buf_printf(&b, "%s on %s (%d chip%s, %d device%s; one device's program)\n", p->m->name, sl->name, sl->chips,
+    ut_buf_printf(b, "%s on %s (%d chip%s, %d device%s; one device's program)\n", p->m->name, sl->name, sl->chips,
                   sl->chips == 1 ? "" : "s", sl->devices, sl->devices == 1 ? "" : "s");
-    ut_buf_printf(&b, "  step time        %s per step", t1);
-    if (p->opts.steps_per_exec > 1) ut_buf_printf(&b, " (%d steps per host call)", p->opts.steps_per_exec);
-    ut_buf_putc(&b, '\n');
-    ut_buf_printf(&b, "  FLOP/s           %.3g of %.3g peak (%.1f%%); %.3g FLOPs per step\n", r->flops_per_s, r->peak_flops,
+    ut_buf_printf(b, "  step time        %s per step", t1);
+    if (p->opts.steps_per_exec > 1) ut_buf_printf(b, " (%d steps per host call)", p->opts.steps_per_exec);
+    ut_buf_putc(b, '\n');
+    ut_buf_printf(b, "  FLOP/s           %.3g of %.3g peak (%.1f%%); %.3g FLOPs per step\n", r->flops_per_s, r->peak_flops,
                   r->peak_flops > 0 ? 100 * r->flops_per_s / r->peak_flops : 0, r->flops);
-    ut_buf_printf(&b, "  MXU utilization  %.1f%%\n", 100 * r->mxu_util);
+    ut_buf_printf(b, "  MXU utilization  %.1f%%\n", 100 * r->mxu_util);
     char hb[32];
     cmp_fmt_bytes(hb, sizeof hb, r->hbm_bytes);
-    ut_buf_printf(&b, "  HBM traffic      %s per step (%.1f%% of the bandwidth)\n", hb,
+    ut_buf_printf(b, "  HBM traffic      %s per step (%.1f%% of the bandwidth)\n", hb,
                   r->step_s > 0 ? 100.0 * (double)r->hbm_bytes / (r->step_s * sl->chip.hbm_bw * sl->chip.cores_per_device /
                                                                    (sl->chip.cores_per_chip ? sl->chip.cores_per_chip : 1))
                                 : 0);
-    ut_buf_printf(&b, "  bound            %s\n", tim_bound_name(r->bound));
-    ut_buf_puts(&b, "  time by bound   ");
+    ut_buf_printf(b, "  bound            %s\n", tim_bound_name(r->bound));
+    ut_buf_puts(b, "  time by bound   ");
     for (int k = 0; k < TIM_BOUND_COUNT; k++) {
         if (r->by_bound[k] <= 0) continue;
         prf_fmt_time(t2, sizeof t2, r->by_bound[k]);
-        ut_buf_printf(&b, " %s %s (%.0f%%),", tim_bound_name((tim_bound)k), t2, r->step_s > 0 ? 100 * r->by_bound[k] / r->step_s : 0);
+        ut_buf_printf(b, " %s %s (%.0f%%),", tim_bound_name((tim_bound)k), t2, r->step_s > 0 ? 100 * r->by_bound[k] / r->step_s : 0);
     }
-    if (b.len && b.data[b.len - 1] == ',') b.len--;
-    ut_buf_putc(&b, '\n');
+    if (b->len && b->data[b->len - 1] == ',') b->len--;
+    ut_buf_putc(b, '\n');
     if (r->idle_s > 0) {
         prf_fmt_time(t2, sizeof t2, r->idle_s);
         prf_fmt_time(t3, sizeof t3, r->input_s);
-        ut_buf_printf(&b, "  INPUT-BOUND: the device idles %s per step (%.0f%%) waiting for the host pipeline (%s per batch "
+        ut_buf_printf(b, "  INPUT-BOUND: the device idles %s per step (%.0f%%) waiting for the host pipeline (%s per batch "
                           "of %lld)\n", t2, 100 * r->idle_s / r->step_s, t3, (long long)r->batch);
     }
     if (r->unknown_trips)
-        ut_buf_printf(&b, "  note: %d while loop%s with a trip count tpusim could not infer counted once\n", r->unknown_trips,
+        ut_buf_printf(b, "  note: %d while loop%s with a trip count tpusim could not infer counted once\n", r->unknown_trips,
                       r->unknown_trips == 1 ? "" : "s");
     char mb[32], cap[32];
     cmp_fmt_bytes(mb, sizeof mb, p->mem.used);
     cmp_fmt_bytes(cap, sizeof cap, p->mem.capacity);
-    ut_buf_printf(&b, "  HBM use          %s of %s per device%s\n", mb, cap, p->mem.fits ? "" : "  (DOES NOT FIT: see tpusim memory)");
+    ut_buf_printf(b, "  HBM use          %s of %s per device%s\n", mb, cap, p->mem.fits ? "" : "  (DOES NOT FIT: see tpusim memory)");
     if (p->opts.price_per_chip_hour > 0) {
         double per_step = r->step_s / 3600.0 * p->opts.price_per_chip_hour * sl->chips;
-        ut_buf_printf(&b, "  cost             $%.4g per 1000 steps at $%.2f per chip-hour (%d chips)\n", per_step * 1000,
+        ut_buf_printf(b, "  cost             $%.4g per 1000 steps at $%.2f per chip-hour (%d chips)\n", per_step * 1000,
                       p->opts.price_per_chip_hour, sl->chips);
     }
-    ut_buf_printf(&b, "\n  %-52s %10s %6s %9s %10s %6s %-10s\n", "top ops", "time", "%", "count", "GFLOP", "MXU%", "bound");
+    ut_buf_printf(b, "\n  %-52s %10s %6s %9s %10s %6s %-10s\n", "top ops", "time", "%", "count", "GFLOP", "MXU%", "bound");
     for (int i = 0, shown = 0; i < r->nops && shown < top; i++) {
         const tim_op *t = &r->ops[p->order[i]];
         if (t->op->kind == CMP_CONTROL || t->time_s * t->count <= 0) continue;   /* control, or fused into consumers */
@@ -199,12 +219,24 @@ const char *tpu_profile_summary(tpu_profile *p, int top)
         prf_op_label(t, lbl, sizeof lbl);
         if (strlen(lbl) > 52) strcpy(lbl + 49, "...");
         prf_fmt_time(t2, sizeof t2, t->time_s * t->count);
-        ut_buf_printf(&b, "  %-52s %10s %5.1f%% %9.0f %10.3f %5.1f%% %-10s\n", lbl, t2,
+        ut_buf_printf(b, "  %-52s %10s %5.1f%% %9.0f %10.3f %5.1f%% %-10s\n", lbl, t2,
                       r->step_s > 0 ? 100 * t->time_s * t->count / r->step_s : 0, t->count, t->flops * t->count / 1e9,
                       100 * t->mxu_util, tim_bound_name(t->bound));
         shown++;
     }
+}
+
+/* Cached for the last `top` asked for: a call with another top builds the text again. */
+const char *tpu_profile_summary(tpu_profile *p, int top)
+{
+    if (top <= 0) top = 15;
+    if (p->summary && p->summary_top == top) return p->summary;
+    ut_free(p->summary);
+    ut_buf b;
+    ut_buf_init(&b);
+    prf_summary(p, top, &b);
     p->summary = ut_buf_take(&b);
+    p->summary_top = top;
     return p->summary ? p->summary : "out of memory\n";
 }
 

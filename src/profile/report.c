@@ -7,17 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void rp_esc(ut_buf *b, const char *s)
-{
-    for (; s && *s; s++) {
-        if (*s == '<') ut_buf_puts(b, "&lt;");
-        else if (*s == '>') ut_buf_puts(b, "&gt;");
-        else if (*s == '&') ut_buf_puts(b, "&amp;");
-        else if (*s == '"') ut_buf_puts(b, "&quot;");
-        else ut_buf_putc(b, *s);
-    }
-}
-
 static const char *rp_color[TIM_BOUND_COUNT] = {"#4c78a8", "#72b7b2", "#f58518", "#e45756", "#bab0ac", "#b279a2", "#d3d3d3"};
 
 static void rp_time(char *b, size_t n, double s)
@@ -87,7 +76,7 @@ static void rp_timeline(ut_buf *b, const prf_profile *p)
                 rp_time(t, sizeof t, span);
                 ut_buf_printf(b, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"8\" fill=\"#888\" opacity=\"0.6\"><title>", W * cur / total,
                               56 + 10 * (op->depth > 3 ? 3 : op->depth), W * span / total);
-                rp_esc(b, lbl);
+                ut_buf_html_esc(b, lbl);
                 ut_buf_printf(b, " x%.0f: %s</title></rect>\n", op->trips, t);
             }
             continue;
@@ -113,7 +102,7 @@ static void rp_timeline(ut_buf *b, const prf_profile *p)
         prf_op_label(op, lbl, sizeof lbl);
         rp_time(t, sizeof t, dur);
         ut_buf_printf(b, "<rect class=\"op\" x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"40\" fill=\"%s\"><title>", x, w, rp_color[op->bound]);
-        rp_esc(b, lbl);
+        ut_buf_html_esc(b, lbl);
         ut_buf_printf(b, ": %s, %s</title></rect>\n", t, tim_bound_name(op->bound));
         drawn++;
     }
@@ -123,7 +112,7 @@ static void rp_timeline(ut_buf *b, const prf_profile *p)
         rp_time(t, sizeof t, p->extra_s);
         ut_buf_printf(b, "<rect class=\"op\" x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"40\" fill=\"%s\"><title>", W * cur / total,
                       W * p->extra_s / total, rp_color[TIM_BOUND_COLLECTIVE]);
-        rp_esc(b, p->extra_name);
+        ut_buf_html_esc(b, p->extra_name);
         ut_buf_printf(b, ": %s, collective (run by the runtime)</title></rect>\n", t);
     }
     if (r->idle_s > 0)
@@ -165,7 +154,7 @@ static void rp_top_ops(ut_buf *b, const prf_profile *p)
         double y = 5 + 24 * shown;
         rp_time(t, sizeof t, tt);
         ut_buf_printf(b, "<text x=\"0\" y=\"%.1f\">", y + 14);
-        rp_esc(b, lbl);
+        ut_buf_html_esc(b, lbl);
         ut_buf_printf(b, "</text><rect class=\"topop\" x=\"430\" y=\"%.1f\" width=\"%.1f\" height=\"18\" fill=\"%s\"/>"
                          "<text x=\"%.1f\" y=\"%.1f\">%s (%.1f%%), %s, MXU %.0f%%%s</text>\n",
                       y, w < 1 ? 1 : w, rp_color[op->bound], 436 + w, y + 14, t, r->step_s > 0 ? 100 * tt / r->step_s : 0,
@@ -224,7 +213,7 @@ static void rp_roofline(ut_buf *b, const prf_profile *p)
         rp_time(t, sizeof t, op->time_s * op->count);
         ut_buf_printf(b, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\" fill-opacity=\"0.6\" stroke=\"%s\"><title>",
                       RX(lx), RY(ly), rad, rp_color[op->bound], rp_color[op->bound]);
-        rp_esc(b, lbl);
+        ut_buf_html_esc(b, lbl);
         ut_buf_printf(b, ": %.3g FLOP/B, %.3g TFLOP/s, %s</title></circle>\n", ai, fs / 1e12, t);
         drawn++;
     }
@@ -275,15 +264,15 @@ tpu_status prf_html(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)
     const tim_result *r = p->tim;
     char t[32], hb[32], cap[32];
     ut_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tpusim profile: ");
-    rp_esc(b, p->m->name);
+    ut_buf_html_esc(b, p->m->name);
     ut_buf_puts(b, "</title><style>body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1150px}"
                    "pre{background:#f6f6f6;padding:12px;border-radius:6px;overflow-x:auto;font-size:12px}h2{margin-top:30px}"
                    ".k{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px}.note{color:#666;font-size:13px}"
                    ".cards{display:flex;flex-wrap:wrap;gap:12px}.card{background:#f0f4f8;border-radius:8px;padding:10px 16px;min-width:150px}"
                    ".card b{display:block;font-size:22px}.bad{color:#c0392b}</style></head><body>\n<h1>");
-    rp_esc(b, p->m->name);
+    ut_buf_html_esc(b, p->m->name);
     ut_buf_puts(b, " on ");
-    rp_esc(b, p->slice.name);
+    ut_buf_html_esc(b, p->slice.name);
     ut_buf_puts(b, "</h1>\n<p class=\"note\">Predicted by the tpusim timing model (shapes only; docs/timing.md) for one device's "
                    "program.</p>\n<div class=\"cards\">\n");
     rp_time(t, sizeof t, r->step_s);
@@ -310,10 +299,15 @@ tpu_status prf_html(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)
     ut_buf adv;
     ut_buf_init(&adv);
     tpu_status st = prf_advise(ctx, p, &adv);
-    if (!st) rp_esc(b, adv.data ? adv.data : "");
+    if (!st) ut_buf_html_esc(b, adv.data ? adv.data : "");
     ut_buf_free(&adv);
     ut_buf_puts(b, "</pre>\n<h2>Summary</h2>\n<pre id=\"summary\">");
-    rp_esc(b, tpu_profile_summary((tpu_profile *)p, 30));
+    ut_buf sum;
+    ut_buf_init(&sum);
+    prf_summary(p, 30, &sum);
+    ut_buf_html_esc(b, sum.data ? sum.data : "");
+    b->failed |= sum.failed;
+    ut_buf_free(&sum);
     ut_buf_puts(b, "</pre>\n</body></html>\n");
     if (st) return st;
     return b->failed ? ut_nomem(ctx) : TPU_OK;

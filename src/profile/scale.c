@@ -64,7 +64,7 @@ static char *scl_path(const char *pattern, int64_t b)
 
 /* Price per chip- or GPU-hour from "key=price,...": the slice's name, its generation or cloud prefix, a
  * GPU's name; a plain number applies to every TPU. 0 if none. */
-static double scl_price(const char *prices, const char *slice, const char *gen, const char *prefix, int gpu)
+double prf_price(const char *prices, const char *slice, const char *gen, const char *prefix, int gpu)
 {
     if (!prices || !*prices) return 0;
     if (!strchr(prices, '=')) return gpu ? 0 : strtod(prices, NULL);
@@ -93,7 +93,7 @@ static tpu_status scl_profile(tpu_ctx *ctx, tpu_scale *s, const char *chip, int6
     char *path = scl_path(s->program, b);
     if (!path) return ut_nomem(ctx);
     tpu_status st = tpu_module_load(ctx, path, m);
-    tpu_profile_opts po = {0};
+    tpu_profile_opts po = tpu_profile_opts_default();
     po.chip = chip;
     po.span_slice = s->o.span_slice >= 0;
     if (!st) st = tpu_profile_program(ctx, *m, &po, prof);
@@ -120,7 +120,7 @@ static tpu_status scl_default_batch(tpu_ctx *ctx, tpu_scale *s, const char *chip
         return ut_err(ctx, TPU_ERR_INVALID, "%s names a batch ({b}): give --per-core-batch or --global-batch", s->program);
     tpu_module *m = NULL;
     tpu_profile *p = NULL;
-    tpu_profile_opts po = {0};
+    tpu_profile_opts po = tpu_profile_opts_default();
     po.chip = chip;
     tpu_status st = tpu_module_load(ctx, s->program, &m);
     if (!st) st = tpu_profile_program(ctx, m, &po, &p);
@@ -172,7 +172,7 @@ static tpu_status scl_tpu_row(tpu_ctx *ctx, tpu_scale *s, const char *name, scl_
     r->coll_hidden_s = t->collective_hidden_s;
     r->coll_s = t->by_bound[TIM_BOUND_COLLECTIVE] + t->collective_hidden_s;
     snprintf(r->bound, sizeof r->bound, "%s", tpu_profile_bound(p));
-    r->price = scl_price(s->o.prices, sl.name, sl.chip.name, sl.chip.cloud_prefix, 0);
+    r->price = prf_price(s->o.prices, sl.name, sl.chip.name, sl.chip.cloud_prefix, 0);
     scl_finish_row(s, r);
     tpu_profile_free(p);
     tpu_module_free(m);
@@ -200,7 +200,7 @@ static tpu_status scl_gpu_row(tpu_ctx *ctx, tpu_scale *s, const tim_gpu *g, int 
     if (st) return st;
     r->step_s = tim_gpu_step_s(p->tim, g, n, &r->coll_s);
     snprintf(r->bound, sizeof r->bound, "roofline");
-    r->price = scl_price(s->o.prices, g->name, NULL, NULL, 1);
+    r->price = prf_price(s->o.prices, g->name, NULL, NULL, 1);
     scl_finish_row(s, r);
     tpu_profile_free(p);
     tpu_module_free(m);
@@ -487,27 +487,17 @@ tpu_status tpu_scale_write_svg(tpu_ctx *ctx, tpu_scale *s, const char *path)
     return scl_write(ctx, &b, path);
 }
 
-static void scl_html_escape(ut_buf *b, const char *t)
-{
-    for (; *t; t++) {
-        if (*t == '<') ut_buf_puts(b, "&lt;");
-        else if (*t == '>') ut_buf_puts(b, "&gt;");
-        else if (*t == '&') ut_buf_puts(b, "&amp;");
-        else ut_buf_putc(b, *t);
-    }
-}
-
 tpu_status tpu_scale_write_html(tpu_ctx *ctx, tpu_scale *s, const char *path)
 {
     ut_buf b;
     ut_buf_init(&b);
     ut_buf_puts(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tpusim scale</title>\n<style>body{font-family:"
                     "sans-serif;margin:20px} pre{background:#f4f4f4;padding:10px}</style></head><body>\n<h1>Scaling: ");
-    scl_html_escape(&b, s->program);
+    ut_buf_html_esc(&b, s->program);
     ut_buf_puts(&b, "</h1>\n");
     scl_svg(s, &b);
     ut_buf_puts(&b, "<h2>Table</h2>\n<pre id=\"table\">");
-    scl_html_escape(&b, tpu_scale_table(s));
+    ut_buf_html_esc(&b, tpu_scale_table(s));
     ut_buf_puts(&b, "</pre>\n<p>Predicted by tpusim's timing model (docs/timing.md, docs/pods.md): each slice runs the "
                     "same per-device program, its collectives spanning the slice on its torus.</p>\n</body></html>\n");
     return scl_write(ctx, &b, path);

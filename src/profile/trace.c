@@ -14,25 +14,13 @@
 #define TR_MAX_OP_EVENTS 200000
 #define TR_MAX_STEPS 10000   /* steps drawn one by one; the rest are one event per track (--steps 1e8 stays small) */
 
-static void tr_str(ut_buf *b, const char *s)
-{
-    ut_buf_putc(b, '"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') ut_buf_printf(b, "\\%c", c);
-        else if (c < 0x20) ut_buf_printf(b, "\\u%04x", c);
-        else ut_buf_putc(b, (char)c);
-    }
-    ut_buf_putc(b, '"');
-}
-
 /* Opens an "X" (complete) event; the caller closes it with "}" or adds ", \"args\": {...}}". */
 static void tr_event(ut_buf *b, int *first, const char *name, const char *cat, int pid, int tid, double ts_us, double dur_us)
 {
     ut_buf_puts(b, *first ? "\n  {" : ",\n  {");
     *first = 0;
     ut_buf_puts(b, "\"name\": ");
-    tr_str(b, name);
+    ut_buf_json_str(b, name);
     ut_buf_printf(b, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f", cat, pid, tid,
                   ts_us, dur_us);
 }
@@ -42,7 +30,7 @@ static void tr_meta(ut_buf *b, int *first, const char *what, int pid, int tid, c
     ut_buf_puts(b, *first ? "\n  {" : ",\n  {");
     *first = 0;
     ut_buf_printf(b, "\"name\": \"%s\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ", what, pid, tid);
-    tr_str(b, name);
+    ut_buf_json_str(b, name);
     ut_buf_puts(b, "}}");
 }
 
@@ -102,9 +90,9 @@ tpu_status prf_trace_json(tpu_ctx *ctx, const prf_profile *p, ut_buf *b)
     double launch_s = p->topts.launch_s > 0 ? p->topts.launch_s : 30e-6;
     int first = 1;
     ut_buf_puts(b, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"generator\": \"tpusim\", \"slice\": ");
-    tr_str(b, p->slice.name);
+    ut_buf_json_str(b, p->slice.name);
     ut_buf_puts(b, ", \"program\": ");
-    tr_str(b, p->m->name);
+    ut_buf_json_str(b, p->m->name);
     ut_buf_printf(b, ", \"step_time_s\": %.9g, \"steps\": %d, \"steps_per_exec\": %d, \"bound\": \"%s\"},\n \"traceEvents\": [",
                   r->step_s, steps, spe, tim_bound_name(r->bound));
     char nm[128];

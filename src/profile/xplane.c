@@ -139,12 +139,9 @@ void tpu_xspace_free(tpu_xspace *xs)
 tpu_status tpu_xspace_add(tpu_ctx *ctx, tpu_xspace *xs, const tpu_profile *p, int64_t runs)
 {
     if (!p || runs < 1) return ut_err(ctx, TPU_ERR_INVALID, "tpu_xspace_add: a profile and at least one run");
-    if (xs->n == xs->cap) {
-        int cap = xs->cap ? xs->cap * 2 : 8;
-        xpl_entry *ne = ut_realloc(xs->e, (size_t)cap * sizeof *ne);
-        if (!ne) return ut_nomem(ctx);
-        xs->e = ne, xs->cap = cap;
-    }
+    xpl_entry *ne = ut_grow(xs->e, sizeof *ne, xs->n, &xs->cap, 8);
+    if (!ne) return ut_nomem(ctx);
+    xs->e = ne;
     xs->e[xs->n++] = (xpl_entry){p, runs};
     return TPU_OK;
 }
@@ -364,26 +361,6 @@ tpu_status tpu_profile_write_xplane(tpu_ctx *ctx, const tpu_profile *p, const ch
     return tpu_xspace_write(ctx, &xs, path);
 }
 
-/* mkdir -p */
-static tpu_status xpl_mkdirs(tpu_ctx *ctx, const char *dir)
-{
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) return ut_err(ctx, TPU_ERR_INVALID, "%s: path too long", dir);
-    for (char *s = tmp + 1;; s++) {
-        if (*s == '/' || *s == 0) {
-            char keep = *s;
-            *s = 0;
-            if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-                return ut_err(ctx, TPU_ERR_IO, "%s: cannot create directory: %s", tmp, strerror(errno));
-            struct stat st;
-            if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode)) return ut_err(ctx, TPU_ERR_IO, "%s: is not a directory", tmp);
-            *s = keep;
-            if (!keep) break;
-        }
-    }
-    return TPU_OK;
-}
-
 tpu_status tpu_xspace_write_tensorboard(tpu_ctx *ctx, const tpu_xspace *xs, const char *logdir, const char *run,
                                         char **written)
 {
@@ -403,7 +380,7 @@ tpu_status tpu_xspace_write_tensorboard(tpu_ctx *ctx, const tpu_xspace *xs, cons
     if (gethostname(host, sizeof host - 1) != 0 || !*host || strchr(host, '/')) snprintf(host, sizeof host, "localhost");
     if (snprintf(dir, sizeof dir, "%s/plugins/profile/%s", logdir, run) >= (int)sizeof dir)
         return ut_err(ctx, TPU_ERR_INVALID, "%s: path too long", logdir);
-    tpu_status st = xpl_mkdirs(ctx, dir);
+    tpu_status st = tpu_mkdirs(ctx, dir, 0777);
     if (st) return st;
     snprintf(path, sizeof path, "%s/%s.xplane.pb", dir, host);
     ut_buf b;

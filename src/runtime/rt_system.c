@@ -43,7 +43,7 @@ void rt_fail_locked(rt_system *sys, int dev, tpu_status st, const char *fmt, ...
 static void rt_dev_run(rt_dev *d)
 {
     rt_system *sys = d->sys;
-    exe_run_cfg cfg = {d->replica, d->partition, &sys->coll, NULL};
+    exe_run_cfg cfg = {.replica_id = d->replica, .partition_id = d->partition, .coll = &sys->coll};
     tpu_run_opts o = sys->opts;
     if (sys->n > 1) o.threads = 1;   /* N devices share the host's cores: one thread each, no nested teams */
     o.replica_id = (int)d->replica;
@@ -78,25 +78,6 @@ static void *rt_thread(void *arg)
 }
 
 /* ---- the system ---- */
-
-/* The executor fills its kernel table (and reads TPUSIM_EXEC_PROFILE) on its first run without a lock; run a
- * trivial program with one kernel once on this thread before any device thread starts, so the device
- * threads only ever read what it set. */
-static void rt_warm_up(void)
-{
-    static const char text[] = "HloModule warm\nENTRY e {\n c = s32[] constant(0)\n ROOT n = s32[] negate(c)\n}\n";
-    tpu_ctx *ctx = tpu_ctx_new();
-    tpu_module *m = NULL;
-    tpu_tensor **outs = NULL;
-    int nout = 0;
-    if (ctx && tpu_module_parse(ctx, text, sizeof text - 1, "warm.hlo", &m) == TPU_OK &&
-        tpu_run(ctx, m, NULL, NULL, 0, &outs, &nout) == TPU_OK)
-        tpu_tensors_free(outs, nout);
-    tpu_module_free(m);
-    tpu_ctx_free(ctx);
-}
-
-static pthread_once_t rt_warm_once = PTHREAD_ONCE_INIT;
 
 /* n devices with links of v4 chips: the documented v4 slice of n chips (one device per chip), else a ring. */
 static tpu_status rt_default_slice(tpu_ctx *ctx, int n, chp_slice *out)
@@ -166,8 +147,7 @@ static tpu_status rt_system_init(tpu_ctx *ctx, rt_system *sys, int N, const int 
         if (!(d->ctx = tpu_ctx_new())) return ut_nomem(ctx);
     }
     /* one device of a one-process system runs on the caller's thread; otherwise every device has a thread */
-    int threads = n > 1;
-    if (threads) pthread_once(&rt_warm_once, rt_warm_up);
+    int threads = n > 1;   /* the executor sets up its tables under pthread_once: device threads may start together */
     for (int i = 0; threads && i < n; i++) {
         rt_dev *d = &sys->devs[i];
         if (pthread_create(&d->thread, NULL, rt_thread, d)) return ut_err(ctx, TPU_ERR_NOMEM, "cannot start the thread of device %d", d->id);

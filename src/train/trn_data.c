@@ -89,12 +89,9 @@ static tpu_status trn_data_files(tpu_ctx *ctx, const char *path, char ***files, 
         if (!isnpz && !istds) continue;
         npz += isnpz;
         tds += istds;
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **nf = ut_realloc(f, (size_t)cap * sizeof *nf);
-            if (!nf) { st = ut_nomem(ctx); break; }
-            f = nf;
-        }
+        char **nf = ut_grow(f, sizeof *nf, cnt, &cap, 16);
+        if (!nf) { st = ut_nomem(ctx); break; }
+        f = nf;
         size_t a = strlen(path), b = strlen(e->d_name);
         char *p = ut_malloc(a + b + 2);
         if (!p) { st = ut_nomem(ctx); break; }

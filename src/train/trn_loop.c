@@ -44,21 +44,6 @@ static char *trn_path(const char *dir, const char *name)
     return p;
 }
 
-static tpu_status trn_mkdir_p(tpu_ctx *ctx, const char *dir)
-{
-    char buf[4096];
-    if (strlen(dir) >= sizeof buf) return ut_err(ctx, TPU_ERR_INVALID, "%s: path too long", dir);
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) && errno != EEXIST) return ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) && errno != EEXIST) return ut_err(ctx, TPU_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
-    return TPU_OK;
-}
-
 static tpu_status trn_fsync_path(tpu_ctx *ctx, const char *path, int dir)
 {
     int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
@@ -125,18 +110,6 @@ static void trn_json_num(ut_buf *b, double v)
 {
     if (isfinite(v)) ut_buf_printf(b, "%.9g", v);
     else ut_buf_puts(b, "null");
-}
-
-static void trn_json_str(ut_buf *b, const char *s)
-{
-    ut_buf_putc(b, '"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') ut_buf_printf(b, "\\%c", c);
-        else if (c < 0x20) ut_buf_printf(b, "\\u%04x", c);
-        else ut_buf_putc(b, (char)c);
-    }
-    ut_buf_putc(b, '"');
 }
 
 /* ---- log ---- */
@@ -542,7 +515,7 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
     }
     /* the model directory: metrics.jsonl continues (resume) or starts over */
     if (!st && tr->model_dir) {
-        st = trn_mkdir_p(ctx, tr->model_dir);
+        st = tpu_mkdirs(ctx, tr->model_dir, 0777);
         if (!st && !(tr->f_metrics = trn_path(tr->model_dir, "metrics.jsonl"))) st = ut_nomem(ctx);
         if (!st && tr->o.resume) st = trn_trim_metrics(ctx, tr->f_metrics, tr->step);
         if (!st && !tr->o.resume) {
@@ -580,7 +553,7 @@ tpu_status tpu_trainer_new(tpu_ctx *ctx, const char *step_dir, const tpu_train_o
         trn_log(tr, "hypers fed unscaled (lr_scaling rule none)\n");
     }
     /* the predicted step time while training (the final report redoes it with the measured input rate) */
-    tpu_profile_opts po = {0};
+    tpu_profile_opts po = tpu_profile_opts_default();
     po.chip = tr->slice;
     po.steps_per_exec = tr->o.steps_per_exec;
     po.batch = s->B;
@@ -748,13 +721,13 @@ static void trn_record(tpu_trainer *tr, int k)
     ut_buf_printf(&b, "{\"step\": %lld, \"epoch\": %lld, \"steps\": %d", (long long)tr->step, (long long)(t / trn_per_epoch(tr)), k);
     for (int h = 0; h < s->nhyper; h++) {
         ut_buf_puts(&b, ", ");
-        trn_json_str(&b, s->hyper[h].name);
+        ut_buf_json_str(&b, s->hyper[h].name);
         ut_buf_puts(&b, ": ");
         trn_json_num(&b, *(const float *)tpu_tensor_cdata(tr->hyp[h]));
     }
     for (int m = 0; m < s->nmetric; m++) {
         ut_buf_puts(&b, ", ");
-        trn_json_str(&b, s->metric[m].name);
+        ut_buf_json_str(&b, s->metric[m].name);
         ut_buf_puts(&b, ": ");
         trn_json_num(&b, tr->mlast[m]);
     }
@@ -893,7 +866,7 @@ tpu_status tpu_trainer_evaluate(tpu_ctx *ctx, tpu_trainer *tr)
     for (int i = 0; i < nv; i++) {
         const char *nm = s->nreport ? s->report[i].name : s->emetric[i].name;
         if (i) ut_buf_puts(&b, ", ");
-        trn_json_str(&b, nm);
+        ut_buf_json_str(&b, nm);
         ut_buf_puts(&b, ": ");
         trn_json_num(&b, tr->evals[i]);
         if (len < sizeof line - 64) len += (size_t)snprintf(line + len, sizeof line - len, " %s %.4f", nm, tr->evals[i]);
@@ -932,7 +905,7 @@ tpu_status tpu_trainer_save(tpu_ctx *ctx, tpu_trainer *tr)
         ut_buf b;
         ut_buf_init(&b);
         ut_buf_puts(&b, "{\"format\": \"tpusim.train_progress\", \"version\": 1, \"name\": ");
-        trn_json_str(&b, s->name);
+        ut_buf_json_str(&b, s->name);
         ut_buf_printf(&b, ", \"step\": %lld, \"replicas\": %d, \"seed\": %llu, \"total_steps\": %lld, \"state_crc32\": %u}\n",
                       (long long)tr->step, tr->R, (unsigned long long)tr->seed, (long long)tr->o.steps, crc);
         st = b.failed ? ut_nomem(ctx) : trn_write_tmp(ctx, ptmp, b.data, b.len);

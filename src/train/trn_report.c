@@ -33,7 +33,7 @@ tpu_status tpu_trainer_finish(tpu_ctx *ctx, tpu_trainer *tr, tpu_train_result *r
     tr->prof = NULL;
     /* one device's program; the pipeline feeds every replica, so each device gets 1/R of its rate */
     double rate = tr->o.input_rate > 0 ? tr->o.input_rate : res->input_samples_per_s;
-    tpu_profile_opts po = {0};
+    tpu_profile_opts po = tpu_profile_opts_default();
     po.chip = tr->slice;
     po.steps_per_exec = tr->o.steps_per_exec;
     po.steps = tr->o.steps_per_exec > 1 ? (tr->o.steps_per_exec * 2 < 64 ? tr->o.steps_per_exec * 2 : 64) : 2;
@@ -68,7 +68,7 @@ tpu_status tpu_trainer_finish(tpu_ctx *ctx, tpu_trainer *tr, tpu_train_result *r
     res->trace_json = tr->f_trace;
     tpu_memory_free(tr->mem);
     tr->mem = NULL;
-    tpu_memory_opts mo = {0};
+    tpu_memory_opts mo = tpu_memory_opts_default();
     mo.chip = tr->slice;
     if ((st = tpu_memory_plan(ctx, tr->prog[TRN_STEP], &mo, &tr->mem))) return st;
     if ((st = tpu_memory_write_html(ctx, tr->mem, tr->f_memory))) return st;

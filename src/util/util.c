@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -51,6 +52,34 @@ void ut_free(void *p)
 }
 
 void tpu_free(void *p) { ut_free(p); }
+
+tpu_status tpu_mkdirs(tpu_ctx *ctx, const char *dir, unsigned mode)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return ut_err(ctx, TPU_ERR_INVALID, "%s: path too long", dir);
+    }
+    if (!*tmp) {
+        errno = ENOENT;
+        return ut_err(ctx, TPU_ERR_INVALID, "no directory name given");
+    }
+    for (char *p = tmp + 1;; p++) {
+        if (*p != '/' && *p) continue;
+        char keep = *p;
+        *p = 0;
+        struct stat sb;
+        if (mkdir(tmp, (mode_t)mode) && (errno != EEXIST || stat(tmp, &sb) || !S_ISDIR(sb.st_mode))) {
+            if (errno == EEXIST) errno = ENOTDIR;
+            int e = errno;
+            ut_err(ctx, TPU_ERR_IO, "%s: cannot create directory: %s", tmp, strerror(e));
+            errno = e;
+            return TPU_ERR_IO;
+        }
+        *p = keep;
+        if (!keep) return TPU_OK;
+    }
+}
 
 char *ut_strndup(const char *s, size_t n)
 {
@@ -301,6 +330,17 @@ void *ut_arena_memdup(ut_arena *a, const void *p, size_t n)
     return d;
 }
 
+void *ut_grow(void *v, size_t size, int n, int *cap, int first)
+{
+    assert(n >= 0 && n <= *cap && first > 0);
+    if (n < *cap) return v;
+    int64_t slots = *cap ? 2 * (int64_t)*cap : first;
+    if (slots > INT_MAX || (uint64_t)slots > SIZE_MAX / (size ? size : 1)) return NULL;
+    void *p = ut_realloc(v, (size_t)slots * size);
+    if (p) *cap = (int)slots;
+    return p;
+}
+
 /* ---- string buffer ---- */
 
 void ut_buf_init(ut_buf *b) { memset(b, 0, sizeof *b); }
@@ -376,6 +416,37 @@ char *ut_buf_take(ut_buf *b)
     d[b->len] = 0;
     memset(b, 0, sizeof *b);
     return d;
+}
+
+void ut_buf_json_str(ut_buf *b, const char *s)
+{
+    if (!s) {
+        ut_buf_puts(b, "null");
+        return;
+    }
+    ut_buf_putc(b, '"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') ut_buf_printf(b, "\\%c", c);
+        else if (c == '\n') ut_buf_puts(b, "\\n");
+        else if (c == '\t') ut_buf_puts(b, "\\t");
+        else if (c < 0x20) ut_buf_printf(b, "\\u%04x", c);
+        else ut_buf_putc(b, (char)c);
+    }
+    ut_buf_putc(b, '"');
+}
+
+void ut_buf_html_esc(ut_buf *b, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': ut_buf_puts(b, "&lt;"); break;
+        case '>': ut_buf_puts(b, "&gt;"); break;
+        case '&': ut_buf_puts(b, "&amp;"); break;
+        case '"': ut_buf_puts(b, "&quot;"); break;
+        default: ut_buf_putc(b, *s); break;
+        }
+    }
 }
 
 /* ---- files ---- */

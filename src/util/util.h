@@ -68,6 +68,11 @@ char *ut_arena_strndup(ut_arena *a, const char *s, size_t n);
 char *ut_arena_strdup(ut_arena *a, const char *s);
 void *ut_arena_memdup(ut_arena *a, const void *p, size_t n);
 
+/* Room for one more element in the array v (n elements in *cap slots of `size` bytes): when it is full, a
+ * block twice as large (`first` slots at the start), *cap updated. Returns the array (v itself while there
+ * is room), or NULL on no memory with v and *cap unchanged. */
+void *ut_grow(void *v, size_t size, int n, int *cap, int first);
+
 /* ---- growable string buffer; on allocation failure it sets `failed` and drops further output ---- */
 typedef struct ut_buf {
     char  *data;
@@ -84,6 +89,10 @@ void ut_buf_printf(ut_buf *b, const char *fmt, ...) UT_PRINTF(2, 3);
 void ut_buf_vprintf(ut_buf *b, const char *fmt, va_list ap);
 /* Detaches the NUL-terminated string (caller frees with ut_free); NULL if allocation failed. */
 char *ut_buf_take(ut_buf *b);
+/* s as a JSON string, quoted and escaped (NULL: null). For documents written by hand beside cJSON's. */
+void ut_buf_json_str(ut_buf *b, const char *s);
+/* s as HTML text or attribute value: < > & " escaped. */
+void ut_buf_html_esc(ut_buf *b, const char *s);
 
 /* ---- files ---- */
 /* Reads a whole file (NUL-terminated), at most the context's input limit; a directory or a file that cannot be

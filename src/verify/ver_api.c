@@ -151,12 +151,9 @@ tpu_status tpu_module_load_split(tpu_ctx *ctx, const char *path, tpu_module ***o
         if (split || !nl) {
             const char *ce = split ? line : end;
             if (!ver_chunk_blank(chunk, ce)) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 8;
-                    tpu_module **nm = ut_realloc(mods, (size_t)cap * sizeof *nm);
-                    if (!nm) { st = ut_nomem(ctx); break; }
-                    mods = nm;
-                }
+                tpu_module **nm = ut_grow(mods, sizeof *nm, n, &cap, 8);
+                if (!nm) { st = ut_nomem(ctx); break; }
+                mods = nm;
                 st = ver_parse_any(ctx, chunk, (size_t)(ce - chunk), path, chunk_line - 1, &mods[n]);
                 if (st) break;
                 n++;

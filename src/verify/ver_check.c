@@ -54,16 +54,12 @@ static char *vc_dup(ver_report *r, const char *s)
 void ver_report_add(ver_report *r, const hlo_module *m, const hlo_instr *in, ver_severity sev, const char *category,
                     const char *hint, const char *fmt, ...)
 {
-    if (r->nproblems == r->cap) {
-        int cap = r->cap ? r->cap * 2 : 16;
-        ver_problem *p = ut_realloc(r->problems, (size_t)cap * sizeof *p);
-        if (!p) {
-            r->oom = 1;
-            return;
-        }
-        r->problems = p;
-        r->cap = cap;
+    ver_problem *grown = ut_grow(r->problems, sizeof *grown, r->nproblems, &r->cap, 16);
+    if (!grown) {
+        r->oom = 1;
+        return;
     }
+    r->problems = grown;
     ver_problem *p = &r->problems[r->nproblems++];
     memset(p, 0, sizeof *p);
     p->sev = sev;
@@ -212,24 +208,6 @@ const char *tpu_report_verdict(const tpu_report *r)
     return buf;
 }
 
-static void vc_json_str(ut_buf *b, const char *s)
-{
-    if (!s) {
-        ut_buf_puts(b, "null");
-        return;
-    }
-    ut_buf_putc(b, '"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') ut_buf_printf(b, "\\%c", c);
-        else if (c == '\n') ut_buf_puts(b, "\\n");
-        else if (c == '\t') ut_buf_puts(b, "\\t");
-        else if (c < 0x20) ut_buf_printf(b, "\\u%04x", c);
-        else ut_buf_putc(b, (char)c);
-    }
-    ut_buf_putc(b, '"');
-}
-
 const char *tpu_report_json(const tpu_report *rc)
 {
     tpu_report *r = (tpu_report *)rc;
@@ -238,37 +216,37 @@ const char *tpu_report_json(const tpu_report *rc)
     ut_buf b;
     ut_buf_init(&b);
     ut_buf_puts(&b, "{\"module\":");
-    vc_json_str(&b, r->module);
+    ut_buf_json_str(&b, r->module);
     ut_buf_puts(&b, ",\"chip\":");
-    vc_json_str(&b, r->chip);
+    ut_buf_json_str(&b, r->chip);
     ut_buf_printf(&b, ",\"compatible\":%s,\"errors\":%d,\"warnings\":%d,\"notes\":%d,\"complete\":%s,\"problems\":[",
                   r->nerrors ? "false" : "true", r->nerrors, r->nwarnings, r->nnotes, r->oom ? "false" : "true");
     for (int i = 0; i < r->nproblems; i++) {
         const ver_problem *p = &r->problems[i];
         ut_buf_puts(&b, i ? ",\n {" : "\n {");
         ut_buf_printf(&b, "\"severity\":\"%s\",\"category\":", vc_sev_names[p->sev]);
-        vc_json_str(&b, p->category);
+        ut_buf_json_str(&b, p->category);
         ut_buf_puts(&b, ",\"where\":");
-        vc_json_str(&b, p->where);
+        ut_buf_json_str(&b, p->where);
         ut_buf_puts(&b, ",\"instruction\":");
-        vc_json_str(&b, p->instr);
+        ut_buf_json_str(&b, p->instr);
         ut_buf_puts(&b, ",\"opcode\":");
-        vc_json_str(&b, p->opcode);
+        ut_buf_json_str(&b, p->opcode);
         ut_buf_puts(&b, ",\"op_name\":");
-        vc_json_str(&b, p->op_name);
+        ut_buf_json_str(&b, p->op_name);
         ut_buf_puts(&b, ",\"source\":");
-        vc_json_str(&b, p->source);
+        ut_buf_json_str(&b, p->source);
         ut_buf_puts(&b, ",\"message\":");
-        vc_json_str(&b, p->msg);
+        ut_buf_json_str(&b, p->msg);
         ut_buf_puts(&b, ",\"hint\":");
-        vc_json_str(&b, p->hint);
+        ut_buf_json_str(&b, p->hint);
         ut_buf_putc(&b, '}');
     }
     ut_buf_puts(&b, "],\n\"verdict\":");
     ut_buf vb;
     ut_buf_init(&vb);
     vc_verdict(r, &vb);
-    vc_json_str(&b, vb.data && !vb.failed ? vb.data : "");
+    ut_buf_json_str(&b, vb.data && !vb.failed ? vb.data : "");
     ut_buf_free(&vb);
     ut_buf_puts(&b, "}\n");
     r->json = ut_buf_take(&b);

@@ -411,7 +411,7 @@ static tpu_status bn_training(exe_state *S, const hlo_instr *in, exe_value *cons
 
 EXE_KERNEL(exe_k_batch_norm_training)
 {
-    if (exe_kernels_force_ref) return exe_k_batch_norm_training_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_batch_norm_training_ref(S, in, ops, out);
     return bn_training(S, in, ops, out, 1);
 }
 
@@ -451,7 +451,7 @@ static tpu_status bn_inference(exe_state *S, const hlo_instr *in, exe_value *con
 
 EXE_KERNEL(exe_k_batch_norm_inference)
 {
-    if (exe_kernels_force_ref) return exe_k_batch_norm_inference_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_batch_norm_inference_ref(S, in, ops, out);
     return bn_inference(S, in, ops, out, 1);
 }
 
@@ -511,7 +511,7 @@ static tpu_status bn_grad(exe_state *S, const hlo_instr *in, exe_value *const *o
 
 EXE_KERNEL(exe_k_batch_norm_grad)
 {
-    if (exe_kernels_force_ref) return exe_k_batch_norm_grad_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_batch_norm_grad_ref(S, in, ops, out);
     return bn_grad(S, in, ops, out, 1);
 }
 

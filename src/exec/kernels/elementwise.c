@@ -15,9 +15,9 @@
 #include <math.h>
 #include <string.h>
 
-/* Tests set exe_ew_force_ref to run the per-element reference loops instead of every fast path below. */
-int exe_ew_force_ref;
-#define EW_FAST (!exe_ew_force_ref)
+/* Tests set EXE_REF_ELEMENTWISE (exe_run_cfg.ref) to run the per-element reference loops instead of every
+ * fast path below. */
+#define EW_FAST (!(S->ref & EXE_REF_ELEMENTWISE))
 
 #define EW_PAR_MIN 32768   /* below this, threads cost more than they give */
 

@@ -344,7 +344,7 @@ static tpu_status ft_run(exe_state *S, const hlo_instr *in, exe_value *const *op
 
 EXE_KERNEL(exe_k_fft)
 {
-    if (exe_kernels_force_ref) return exe_k_fft_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_fft_ref(S, in, ops, out);
     return ft_run(S, in, ops, out, 0);
 }
 

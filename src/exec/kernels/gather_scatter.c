@@ -22,10 +22,6 @@
 #include <string.h>
 #include "exec/exe_par.h"
 
-/* OpenMP threads for this run (tpu_run_opts.threads; 0 means all cores) */
-
-int exe_kernels_force_ref;
-
 /* ---- dimension numbers ---- */
 
 typedef struct gs_dims {
@@ -329,7 +325,7 @@ static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 
 EXE_KERNEL(exe_k_gather)
 {
-    if (exe_kernels_force_ref) return exe_k_gather_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_gather_ref(S, in, ops, out);
     const tpu_tensor *op = ops[0]->t, *idx = ops[1]->t;
     if (!op || !idx) return exe_fail(S, in, TPU_ERR_SHAPE, "operands must be arrays");
     if (tpu_dtype_kind(idx->dtype) != 's' && tpu_dtype_kind(idx->dtype) != 'u')
@@ -578,7 +574,7 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
 
 EXE_KERNEL(exe_k_scatter)
 {
-    if (exe_kernels_force_ref) return exe_k_scatter_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_scatter_ref(S, in, ops, out);
     sc_plan p;
     tpu_status st = sc_setup(S, in, ops, &p);
     if (st || (st = sc_check_types(S, in, &p)) || (st = sc_take_or_clone(S, in, &p))) return st;

@@ -92,7 +92,7 @@ static void ch_ref_one(const tpu_tensor *a, tpu_tensor *t, int64_t b, int64_t n,
 
 EXE_KERNEL(exe_k_cholesky)
 {
-    if (exe_kernels_force_ref) return exe_k_cholesky_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_cholesky_ref(S, in, ops, out);
     tpu_tensor *t;
     int64_t n, batch;
     tpu_status st = ch_setup(S, in, ops, &t, &n, &batch);
@@ -189,7 +189,7 @@ static tpu_status ts_setup(exe_state *S, const hlo_instr *in, exe_value *const *
 
 EXE_KERNEL(exe_k_triangular_solve)
 {
-    if (exe_kernels_force_ref) return exe_k_triangular_solve_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_triangular_solve_ref(S, in, ops, out);
     ts_plan p;
     tpu_status st = ts_setup(S, in, ops, &p);
     if (st) return st;

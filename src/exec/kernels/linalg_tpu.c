@@ -270,7 +270,7 @@ EXE_KERNEL(exe_k_lu_ref)
 
 EXE_KERNEL(exe_k_lu)
 {
-    if (exe_kernels_force_ref) return exe_k_lu_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_lu_ref(S, in, ops, out);
     lt_call c;
     tpu_status st = lu_setup(S, in, ops, &c);
     if (st) return st;
@@ -355,7 +355,7 @@ EXE_KERNEL(exe_k_qr_ref)
 
 EXE_KERNEL(exe_k_qr)
 {
-    if (exe_kernels_force_ref) return exe_k_qr_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_qr_ref(S, in, ops, out);
     lt_call c;
     tpu_status st = qr_setup(S, in, ops, &c);
     if (st) return st;
@@ -437,7 +437,7 @@ EXE_KERNEL(exe_k_householder_product_ref)
 
 EXE_KERNEL(exe_k_householder_product)
 {
-    if (exe_kernels_force_ref) return exe_k_householder_product_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_householder_product_ref(S, in, ops, out);
     lt_call c;
     tpu_status st = hp_setup(S, in, ops, &c);
     if (st) return st;
@@ -583,7 +583,7 @@ EXE_KERNEL(exe_k_eigh_ref)
 
 EXE_KERNEL(exe_k_eigh)
 {
-    if (exe_kernels_force_ref) return exe_k_eigh_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_eigh_ref(S, in, ops, out);
     lt_call c;
     int lower;
     tpu_status st = eh_setup(S, in, ops, &c, &lower);

@@ -534,7 +534,7 @@ EXE_KERNEL(exe_k_reduce)
     /* a bf16/f16 sum is accumulated in f32 as XLA does, not step by step in lanes */
     int lowsum = !st && n == 1 && bop == HLO_ADD && (a0->dtype == TPU_BF16 || a0->dtype == TPU_F16) &&
                  res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype;
-    int lanes = !st && !lowsum && !exe_kernels_force_ref && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
+    int lanes = !st && !lowsum && !EXE_FORCE_REF(S) && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
                 rd_vfn(S, fn, ops, n, is_red, res, outer, inner, &st);
     for (int k = 0; k < n && !st && !lanes && !lowsum; k++) {
         int moved;
@@ -574,7 +574,7 @@ EXE_KERNEL(exe_k_reduce)
             J.nc = (J.I + J.cw - 1) / J.cw;
             exe_par_for(outer * inner > 65536 && J.O * J.nc > 1 ? S->threads : 1, J.O * J.nc, 1, rd_cols, &J);
         }
-    } else if (!st && !exe_kernels_force_ref && n == 1 && rd_int_ok(a0, bop) && res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype) {
+    } else if (!st && !EXE_FORCE_REF(S) && n == 1 && rd_int_ok(a0, bop) && res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype) {
         st = rd_int(S, bop, a0, src[0], ops[1]->t, res[0], outer, inner);
     } else if (!st) {
         tpu_dtype dt[32], it[32];

@@ -6,12 +6,9 @@
 
 #include "exec/exec.h"
 
-/* Test hook: when non-zero, each of the kernels above runs its reference instead (so a whole program can be
- * run both ways and compared). Never set outside tests. */
-extern int exe_kernels_force_ref;
-/* Test hook: when non-zero, the elementwise kernels (elementwise.c) skip every fast path and run the
- * per-element reference semantics of exe_ops.c (the fused loops are compared against them). */
-extern int exe_ew_force_ref;
+/* Inside a kernel: whether this run asked for the references (EXE_REF_KERNELS in exe_run_cfg.ref, so a whole
+ * program can be run both ways and compared; only tests ask). */
+#define EXE_FORCE_REF(S) (((S)->ref & EXE_REF_KERNELS) != 0)
 
 EXE_KERNEL(exe_k_gather_ref);
 EXE_KERNEL(exe_k_scatter_ref);

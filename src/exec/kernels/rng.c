@@ -262,7 +262,7 @@ static void rbg_run(rbg_plan *p, int ref, int nth)
 
 EXE_KERNEL(exe_k_rng_bit_generator)
 {
-    if (exe_kernels_force_ref) return exe_k_rng_bit_generator_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_rng_bit_generator_ref(S, in, ops, out);
     rbg_plan p;
     tpu_status st = rbg_setup(S, in, ops, &p);
     if (st) return st;

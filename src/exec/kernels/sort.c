@@ -517,7 +517,7 @@ static void st_row_generic(st_plan *p, int64_t r, exe_scalar *vals, int64_t *per
 
 EXE_KERNEL(exe_k_sort)
 {
-    if (exe_kernels_force_ref) return exe_k_sort_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_sort_ref(S, in, ops, out);
     st_plan p;
     tpu_status st = st_setup(S, in, ops, &p);
     if (st) return st;
@@ -717,7 +717,7 @@ static void tk_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 
 EXE_KERNEL(exe_k_topk)
 {
-    if (exe_kernels_force_ref) return exe_k_topk_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_topk_ref(S, in, ops, out);
     tk_plan p;
     tpu_status st = tk_setup(S, in, ops, &p);
     if (st) return st;

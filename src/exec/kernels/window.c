@@ -693,7 +693,7 @@ static void rwl_lanes_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
 
 EXE_KERNEL(exe_k_reduce_window)
 {
-    if (exe_kernels_force_ref) return exe_k_reduce_window_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_reduce_window_ref(S, in, ops, out);
     rw_plan p;
     tpu_status st = rw_setup(S, in, ops, &p);
     if (st) return st;
@@ -1002,7 +1002,7 @@ static void sel_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 
 EXE_KERNEL(exe_k_select_and_scatter)
 {
-    if (exe_kernels_force_ref) return exe_k_select_and_scatter_ref(S, in, ops, out);
+    if (EXE_FORCE_REF(S)) return exe_k_select_and_scatter_ref(S, in, ops, out);
     ss_plan p;
     tpu_status st = ss_setup(S, in, ops, &p);
     if (st) return st;
