@@ -39,8 +39,9 @@ def test_serve_by_name_resolve_list_and_a_jax_script(serve):
     h = start_jax(HOLDER, TPU_GRPC_URL=s.url, TPUSIM_CLIENT_NAME="holder.py")
     try:
         assert h.stdout.readline().strip() == "held", h.stderr.read()
-        t = wait_until(lambda: (lambda e: e if e["clients"] == 1 else None)(listed("t-one")))
-        assert t and t["hbm_in_use"] == 640 * 1024, t
+        # the heartbeat may have seen the session before the array arrived: wait for one that sees both
+        t = wait_until(lambda: (lambda e: e if e["clients"] == 1 and e["hbm_in_use"] == 640 * 1024 else None)(listed("t-one")))
+        assert t, listed("t-one")
         mem = tpusim("list", "t-one", "--memory").stdout   # the server's own report
         assert "1 session" in mem and "holder.py" in mem and "640.00K" in mem, mem
     finally:
