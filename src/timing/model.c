@@ -720,15 +720,15 @@ void tim_op_finish(const chp_chip *chip, tim_op *t)
 
 static tim_op *tim_push(tim_state *T)
 {
-    if (T->n == T->cap) {
-        int cap = T->cap ? T->cap * 2 : 256;
-        tim_op *n = ut_realloc(T->ops, (size_t)cap * sizeof *n);
+    if (T->n == T->cap) {   /* two arrays of one length: the count moves once both have grown */
+        int cap_ops = T->cap, cap_inst = T->cap;
+        tim_op *n = ut_grow(T->ops, sizeof *n, T->n, &cap_ops, 256);
         if (!n) return NULL;
         T->ops = n;
-        int *in = ut_realloc(T->inst, (size_t)cap * sizeof *in);
+        int *in = ut_grow(T->inst, sizeof *in, T->n, &cap_inst, 256);
         if (!in) return NULL;
         T->inst = in;
-        T->cap = cap;
+        T->cap = cap_ops;
     }
     T->inst[T->n] = T->ninst;
     tim_op *t = &T->ops[T->n++];

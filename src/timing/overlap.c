@@ -184,15 +184,15 @@ static void ovl_sched_free(ovl_sched *s)
 static int ovl_edge(ovl_sched *s, int a, int b)
 {
     if (a == b) return 1;
-    if (s->ne == s->ecap) {
-        int cap = s->ecap ? 2 * s->ecap : 256;
-        int *ns = ut_realloc(s->src, (size_t)cap * sizeof(int));
+    if (s->ne == s->ecap) {   /* two arrays of one length: the count moves once both have grown */
+        int cap_src = s->ecap, cap_dst = s->ecap;
+        int *ns = ut_grow(s->src, sizeof *ns, s->ne, &cap_src, 256);
         if (!ns) return 0;
         s->src = ns;
-        int *nd = ut_realloc(s->dst, (size_t)cap * sizeof(int));
+        int *nd = ut_grow(s->dst, sizeof *nd, s->ne, &cap_dst, 256);
         if (!nd) return 0;
         s->dst = nd;
-        s->ecap = cap;
+        s->ecap = cap_src;
     }
     s->src[s->ne] = a;
     s->dst[s->ne++] = b;
@@ -279,13 +279,9 @@ typedef struct ovl_dfs {
 
 static int ovl_dfs_push(ovl_dfs *st, const hlo_instr *x)
 {
-    if (st->n == st->cap) {
-        int cap = st->cap ? 2 * st->cap : 64;
-        const hlo_instr **nv = ut_realloc((void *)st->v, (size_t)cap * sizeof *nv);
-        if (!nv) return 0;
-        st->v = nv;
-        st->cap = cap;
-    }
+    const hlo_instr **nv = ut_grow((void *)st->v, sizeof *nv, st->n, &st->cap, 64);
+    if (!nv) return 0;
+    st->v = nv;
     st->v[st->n++] = x;
     return 1;
 }
