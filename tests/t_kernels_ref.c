@@ -59,6 +59,15 @@ static const kr_case kr_cases[] = {
      " d = f32[37,300] reduce-window(x, m), window={size=37x1 pad=0_36x0_0}, to_apply=max\n"
      " e = f32[38,300] reduce-window(x, c), window={size=37x1 pad=37_0x0_0}, to_apply=add\n"
      " ROOT t = (f32[37,300], f32[37,301], f32[37,300], f32[38,300]) tuple(a, b, d, e)\n}\n", 0, 0},
+    /* scans along the minor dim take 16 rows at a time as lanes: max and reverse sums over 34 rows (a partial
+     * block), a single row */
+    {"reduce_window_scans_minor_rows",
+     "HloModule r\n" KR_ADD KR_MAX "ENTRY main {\n x = f32[2,17,700] parameter(0)\n c = f32[] constant(0)\n"
+     " m = f32[] constant(-inf)\n a = f32[2,17,700] reduce-window(x, m), window={size=1x1x700 pad=0_0x0_0x699_0}, to_apply=max\n"
+     " b = f32[2,17,701] reduce-window(x, c), window={size=1x1x700 pad=0_0x0_0x0_700}, to_apply=add\n"
+     " y = f32[1,1,700] slice(x), slice={[0:1], [0:1], [0:700]}\n"
+     " d = f32[1,1,700] reduce-window(y, c), window={size=1x1x700 pad=0_0x0_0x699_0}, to_apply=add\n"
+     " ROOT t = (f32[2,17,700], f32[2,17,701], f32[1,1,700]) tuple(a, b, d)\n}\n", 0, 0},
     /* the row form (last dim windowed, no lhs dilation there): strides, padding, rhs dilation, NaN */
     {"reduce_window_rows_min_nan",
      "HloModule r\nmin { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
