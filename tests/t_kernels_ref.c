@@ -37,6 +37,24 @@ static const kr_case kr_cases[] = {
      "HloModule g\nENTRY main {\n p = f32[64,300] parameter(0)\n i = s32[64,90,1] parameter(1)\n"
      " ROOT g = f32[64,90] gather(p, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
      " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n}\n", 0, 0},
+    /* the fast row and point gathers, with indices below 0 and past the end (clamped) */
+    {"gather_rows_clamped",
+     "HloModule g\nENTRY main {\n p = f32[5,8] parameter(0)\n q = bf16[6,8] parameter(1)\n r = f32[7,3] parameter(2)\n"
+     " j = s32[3000,1] parameter(3)\n k = s64[2000,1] parameter(4)\n t = s32[] constant(3)\n"
+     " tb = s32[3000,1] broadcast(t), dimensions={}\n i = s32[3000,1] subtract(j, tb)\n"
+     " u = s64[] constant(3)\n ub = s64[2000,1] broadcast(u), dimensions={}\n l = s64[2000,1] subtract(k, ub)\n"
+     " a = f32[3000,8] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
+     " b = bf16[3000,8] gather(q, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
+     " c = f32[2000,3] gather(r, l), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n"
+     " d = f32[8,3000] gather(p, i), offset_dims={0}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
+     " ROOT o = (f32[3000,8], bf16[3000,8], f32[2000,3], f32[8,3000]) tuple(a, b, c, d)\n}\n", 0, 0},
+    {"gather_points_clamped",
+     "HloModule g\nENTRY main {\n p = f32[70,6] parameter(0)\n v = f32[6] parameter(1)\n j = s32[70,50,1] parameter(2)\n"
+     " t = s32[] constant(3)\n tb = s32[70,50,1] broadcast(t), dimensions={}\n i = s32[70,50,1] subtract(j, tb)\n"
+     " a = f32[70,50] gather(p, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
+     " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
+     " b = f32[70,50] gather(v, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1}\n"
+     " ROOT o = (f32[70,50], f32[70,50]) tuple(a, b)\n}\n", 0, 0},
     {"scatter_max_window_first",
      "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
      " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"

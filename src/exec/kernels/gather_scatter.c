@@ -246,6 +246,34 @@ static inline void gs_copy(void *dst, const void *src, size_t es, int64_t n)
     memcpy(dst, src, (size_t)n * es);
 }
 
+/* One element of 4 bytes per position, s32 indices, one start component, at most one operand batching dim
+ * and not on the innermost batch dim (take_along_axis along the minor dim, x[idx] of a vector): runs along
+ * the innermost batch dim share one base offset. Returns 0 when it does not apply. */
+static int gat_points1(const gat_job *J, int64_t b0, int64_t b1, int64_t hi, int64_t st)
+{
+    const gs_dims *g = J->g;
+    if (g->nvec != 1 || g->nob > 1 || J->es != 4 || J->idx->dtype != TPU_S32 || g->nbatch < 1 ||
+        (g->nob && g->obpos[0] == g->nbatch - 1))
+        return 0;
+    int64_t inner = J->bdims[g->nbatch - 1], bst = g->nob ? J->ostr[g->obd[0]] : 0, bdiv = 1;
+    if (g->nob)
+        for (int k = g->obpos[0] + 1; k < g->nbatch; k++) bdiv *= J->bdims[k];
+    int64_t bdim = g->nob ? J->bdims[g->obpos[0]] : 1;
+    const int32_t *ix = J->idx->data;
+    const uint32_t *src = J->op->data;
+    uint32_t *dst = J->t->data;
+    for (int64_t b = b0; b < b1;) {
+        int64_t e = UT_MIN(b1, (b / inner + 1) * inner);
+        const uint32_t *base = src + (g->nob ? b / bdiv % bdim * bst : 0);
+        for (; b < e; b++) {
+            int64_t s = ix[b];
+            s = s < 0 ? 0 : s > hi ? hi : s;
+            dst[b] = base[s * st];
+        }
+    }
+    return 1;
+}
+
 /* Point gathers (one element per batch position, results in position order, index vectors innermost, no
  * batching dims: x[pts[:, 0], pts[:, 1]], embedding rows of one element): a loop simple enough that the CPU
  * keeps many of the (random) loads in flight. Returns 0 when the gather is not of that form. */
@@ -267,6 +295,7 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     size_t es = J->es;
     char *dst = J->t->data;
     const char *src = op->data;
+    if (gat_points1(J, b0, b1, hi[0], st[0])) return 1;
     /* operand batching dims (take_along_axis) read the batch position's coordinates: an odometer */
     int64_t bpos[TPU_MAX_RANK], rem = b0, bst[4] = {0};
     for (int k = g->nbatch - 1; k >= 0; k--) {
@@ -287,6 +316,48 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     return 1;
 }
 
+/* Copies n rows of RB bytes: dst row b <- src row clamp(idx[b * is], 0, hi), each at its own stride. */
+#define GAT_ROWS_LOOP(IT, RB)                                                                            \
+    for (int64_t b = b0; b < b1; b++) {                                                                  \
+        int64_t s = ((const IT *)ix)[b * is];                                                            \
+        s = s < 0 ? 0 : s > hi ? hi : s;                                                                 \
+        memcpy(dst + b * dstep, src + s * sstep, RB);                                                    \
+    }
+
+#define GAT_ROWS_SIZES(IT)                                                                               \
+    switch (rb) {                                                                                        \
+    case 4: GAT_ROWS_LOOP(IT, 4) break;                                                                  \
+    case 8: GAT_ROWS_LOOP(IT, 8) break;                                                                  \
+    case 16: GAT_ROWS_LOOP(IT, 16) break;                                                                \
+    case 32: GAT_ROWS_LOOP(IT, 32) break;                                                                \
+    case 64: GAT_ROWS_LOOP(IT, 64) break;                                                                \
+    default: GAT_ROWS_LOOP(IT, rb) break;                                                                \
+    }
+
+/* Row gathers (embedding lookups, x[idx] of whole rows: one start component, one batch dim, no operand
+ * batching dims, a window that is one contiguous run in operand and result): one fixed-size copy per row.
+ * Returns 0 when the gather is not of that form. */
+static int gat_rows(const gat_job *J, int64_t b0, int64_t b1, int run, int64_t wcount)
+{
+    const gs_dims *g = J->g;
+    const tpu_tensor *idx = J->idx;
+    if (!run || g->nbatch != 1 || g->nob || g->nvec != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64)) return 0;
+    for (int d = 0; d < g->rank; d++)
+        if (d != g->map[0] && g->wsize[d] != J->op->dims[d]) return 0;   /* other dims start at 0 */
+    int64_t hi = J->op->dims[g->map[0]] - g->wsize[g->map[0]], is = J->istr[g->ibatch[0]];
+    int64_t sstep = J->ostr[g->map[0]] * (int64_t)J->es, dstep = J->tstr[g->obatch[0]] * (int64_t)J->es;
+    size_t rb = (size_t)wcount * J->es;
+    char *dst = J->t->data;
+    const char *src = J->op->data;
+    const void *ix = idx->data;
+    if (idx->dtype == TPU_S32) {
+        GAT_ROWS_SIZES(int32_t)
+    } else {
+        GAT_ROWS_SIZES(int64_t)
+    }
+    return 1;
+}
+
 static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 {
     const gat_job *J = ctx;
@@ -301,6 +372,7 @@ static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
     int64_t wcount = 1;
     for (int j = 0; j < gp->nwin; j++) wcount *= wd[j];
     int run = wcount == 1 || (gp->nwin >= 1 && wss[gp->nwin - 1] == 1 && wds[gp->nwin - 1] == 1 && wcount == wd[gp->nwin - 1]);
+    if (gat_rows(J, b0, b1, run, wcount)) return;
     int64_t vstr = gp->ivd < gp->irank ? istr[gp->ivd] : 0, bpos[TPU_MAX_RANK], rem = b0;
     for (int k = gp->nbatch - 1; k >= 0; k--) {
         bpos[k] = rem % bdims[k];
