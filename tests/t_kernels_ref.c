@@ -55,6 +55,24 @@ static const kr_case kr_cases[] = {
      " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
      " b = f32[70,50] gather(v, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1}\n"
      " ROOT o = (f32[70,50], f32[70,50]) tuple(a, b)\n}\n", 0, 0},
+    /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; s32 and s64
+     * indices below 0 and past the end (skipped) */
+    {"scatter_rows_clamped",
+     "HloModule s\n" KR_ADD KR_MAX "mn { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+     "ad { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
+     "ENTRY main {\n p = f32[5,8] parameter(0)\n v = f32[6] parameter(1)\n w = s32[5,3] parameter(2)\n"
+     " j = s32[3000,1] parameter(3)\n k = s64[3000] parameter(4)\n u = f32[3000,8] parameter(5)\n"
+     " uv = f32[3000] parameter(6)\n uw = s32[3000,3] parameter(7)\n"
+     " t = s32[] constant(3)\n tb = s32[3000,1] broadcast(t), dimensions={}\n i = s32[3000,1] subtract(j, tb)\n"
+     " t6 = s64[] constant(1)\n tb6 = s64[3000] broadcast(t6), dimensions={}\n l = s64[3000] subtract(k, tb6)\n"
+     " a = f32[5,8] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " b = f32[5,8] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=max\n"
+     " c = f32[5,8] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mn\n"
+     " d = f32[6] scatter(v, l, uv), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " e = s32[5,3] scatter(w, i, uw), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=ad\n"
+     " u3 = f32[3000,1,8] reshape(u)\n"
+     " f = f32[5,8] scatter(p, i, u3), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8]) tuple(a, b, c, d, e, f)\n}\n", 0, 0},
     {"scatter_max_window_first",
      "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
      " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"

@@ -648,6 +648,59 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
     return TPU_OK;
 }
 
+/* Row scatters (segment sums and maxima, x.at[idx].add(rows): one index per position, no operand batching
+ * dims, whole rows of the operand's minor dims, updates laid out [positions, row]) with an f32 add, max or min
+ * or an s32 add: one tight loop per row, positions in order as the reference applies them. Out-of-bounds
+ * positions are skipped. Returns 0 when the scatter is not of that form. */
+#define SC_ROWS_LOOP(IT, T, EXPR)                                                                        \
+    for (int64_t b = 0; b < nb; b++) {                                                                   \
+        int64_t s = ((const IT *)ix)[b * is];                                                            \
+        if (s < 0 || s > hi) continue;                                                                   \
+        T *r = (T *)res + s * rl;                                                                        \
+        const T *u = (const T *)upd + b * rl;                                                            \
+        for (int64_t i = 0; i < rl; i++) r[i] = EXPR;                                                    \
+    }
+
+#define SC_ROWS_OPS(IT)                                                                                  \
+    if (t == TPU_S32) {                                                                                  \
+        SC_ROWS_LOOP(IT, uint32_t, r[i] + u[i])                                                          \
+    } else if (op == HLO_ADD) {                                                                          \
+        SC_ROWS_LOOP(IT, float, r[i] + u[i])                                                             \
+    } else if (op == HLO_MAXIMUM) {                                                                      \
+        SC_ROWS_LOOP(IT, float, ewb_maxf(r[i], u[i]))                                                    \
+    } else {                                                                                             \
+        SC_ROWS_LOOP(IT, float, ewb_minf(r[i], u[i]))                                                    \
+    }
+
+static int sc_rows(const sc_plan *p, const int64_t *istr)
+{
+    const gs_dims *g = &p->g;
+    const tpu_tensor *o = p->ops[0], *idx = p->idx;
+    tpu_dtype t = o->dtype;
+    hlo_op op = p->binop;
+    if (p->n != 1 || p->kind != SC_BINOP || g->nbatch != 1 || g->nob || g->nvec != 1 || g->map[0] != 0 ||
+        g->wsize[0] != 1 || g->obatch[0] != 0 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64) ||
+        !((t == TPU_F32 && (op == HLO_ADD || op == HLO_MAXIMUM || op == HLO_MINIMUM)) || (t == TPU_S32 && op == HLO_ADD)))
+        return 0;
+    int64_t rl = 1;
+    for (int d = 1; d < o->rank; d++) {
+        if (g->wsize[d] != o->dims[d]) return 0;
+        rl *= o->dims[d];
+    }
+    for (int j = 1; j < g->nwin; j++)
+        if (g->wout[j] <= g->wout[j - 1]) return 0;
+    int64_t nb = idx->dims[g->ibatch[0]], hi = o->dims[0] - 1, is = istr[g->ibatch[0]];
+    if (p->upd[0]->count != nb * rl) return 0;
+    void *res = p->res[0]->data;
+    const void *upd = p->upd[0]->data, *ix = idx->data;
+    if (idx->dtype == TPU_S32) {
+        SC_ROWS_OPS(int32_t)
+    } else {
+        SC_ROWS_OPS(int64_t)
+    }
+    return 1;
+}
+
 EXE_KERNEL(exe_k_scatter)
 {
     if (exe_kernels_force_ref) return exe_k_scatter_ref(S, in, ops, out);
@@ -664,7 +717,7 @@ EXE_KERNEL(exe_k_scatter)
     int64_t bdims[TPU_MAX_RANK], nbpos = 1, wd[TPU_MAX_RANK], nwel = 1;
     for (int k = 0; k < g->nbatch; k++) nbpos *= bdims[k] = p.idx->dims[g->ibatch[k]];
     for (int j = 0; j < g->nwin; j++) nwel *= wd[j] = up->dims[g->wout[j]];
-    if (up->count == 0) return sc_result(S, &p, out);
+    if (up->count == 0 || sc_rows(&p, istr)) return sc_result(S, &p, out);
     int64_t bpos[TPU_MAX_RANK] = {0};
     for (int64_t b = 0; b < nbpos; b++, gs_next(bpos, bdims, g->nbatch)) {
         int64_t start[TPU_MAX_RANK] = {0}, roff = 0, uoff = 0, ioff = 0;
