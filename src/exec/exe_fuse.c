@@ -875,8 +875,8 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     J.n = n;
     char *scr[PAR_T];
     fu_buf *mbs[PAR_T];
-    memset(scr, 0, sizeof scr);
-    memset(mbs, 0, sizeof mbs);
+    memset(scr, 0, (size_t)nt * sizeof *scr);   /* chunks run with tid < nt */
+    memset(mbs, 0, (size_t)nt * sizeof *mbs);
     J.scratch = scr;
     J.mb = mbs;
     /* slots sized by class (a 32-bit block takes half the bytes of a 64-bit one: a long integer chain's blocks
@@ -901,7 +901,7 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     }
     int64_t grain = nt > 1 ? UT_MAX((int64_t)1, nblocks / (8 * nt)) : nblocks;
     exe_par_for(nt, nblocks, grain, fu_chunk, &J);
-    for (int i = 0; i < PAR_T; i++) {
+    for (int i = 0; i < nt; i++) {
         ut_free(scr[i]);
         ut_free(mbs[i]);
     }
