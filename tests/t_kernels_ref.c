@@ -54,7 +54,9 @@ static const kr_case kr_cases[] = {
      " a = f32[70,50] gather(p, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
      " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
      " b = f32[70,50] gather(v, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1}\n"
-     " ROOT o = (f32[70,50], f32[70,50]) tuple(a, b)\n}\n", 0, 0},
+     " k = s32[3000,2] parameter(3)\n tk = s32[3000,2] broadcast(t), dimensions={}\n i2 = s32[3000,2] subtract(k, tk)\n"
+     " c = f32[3000] gather(p, i2), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}\n"
+     " ROOT o = (f32[70,50], f32[70,50], f32[3000]) tuple(a, b, c)\n}\n", 0, 0},
     /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; s32 and s64
      * indices below 0 and past the end (skipped) */
     {"scatter_rows_clamped",

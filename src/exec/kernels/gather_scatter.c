@@ -266,6 +266,10 @@ static int gat_points1(const gat_job *J, int64_t b0, int64_t b1, int64_t hi, int
         int64_t e = UT_MIN(b1, (b / inner + 1) * inner);
         const uint32_t *base = src + (g->nob ? b / bdiv % bdim * bst : 0);
         for (; b < e; b++) {
+            if (b + 32 < e) {   /* (prefetched 32 ahead: random reads within a long row miss the cache) */
+                int64_t q = ix[b + 32];
+                __builtin_prefetch(base + (q < 0 ? 0 : q > hi ? hi : q) * st);
+            }
             int64_t s = ix[b];
             s = s < 0 ? 0 : s > hi ? hi : s;
             dst[b] = base[s * st];
@@ -303,6 +307,29 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
         rem /= J->bdims[k];
     }
     for (int i = 0; i < g->nob; i++) bst[i] = J->ostr[g->obd[i]];
+    if (!g->nob && idx->dtype == TPU_S32 && es == 4) {
+        /* random reads across a large operand (x[pts[:, 0], pts[:, 1]]): each read prefetched 32 positions
+         * ahead, so that many misses are in flight */
+        const int32_t *ix = idx->data;
+        const uint32_t *s32 = op->data;
+        uint32_t *d32 = J->t->data;
+        for (int64_t b = b0; b < b1; b++) {
+            int64_t off = 0, po = 0;
+            if (b + 32 < b1) {
+                for (int k = 0; k < nv; k++) {
+                    int64_t s = ix[(b + 32) * nv + k];
+                    po += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
+                }
+                __builtin_prefetch(s32 + po);
+            }
+            for (int k = 0; k < nv; k++) {
+                int64_t s = ix[b * nv + k];
+                off += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
+            }
+            d32[b] = s32[off];
+        }
+        return 1;
+    }
     for (int64_t b = b0; b < b1; b++, g->nob ? gs_next(bpos, J->bdims, g->nbatch) : 0) {
         int64_t off = 0;
         for (int i = 0; i < g->nob; i++) off += bpos[g->obpos[i]] * bst[i];
