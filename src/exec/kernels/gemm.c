@@ -527,28 +527,34 @@ void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const 
         }
 }
 
-/* Tiny products (the dots of loop bodies, 8x8): each operand converted once into an f32 block on the stack,
- * then every C element the same FMA chain in k order as exe_gemm_ref (so the same bits), vectorised along j.
+/* Tiny products (the dots of loop bodies, 8x8): each operand converted once into an f32 block on the stack
+ * (B's rows padded with zeros to a multiple of 16 columns), then every C element the same FMA chain in k
+ * order as exe_gemm_ref (so the same bits), 16 columns at a time in one register-held accumulator.
  * Returns 0 when an operand is larger than GM_SMALL elements. */
 #define GM_SMALL 2048
 EXE_VEC
 static int gm_small(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
                     int accumulate)
 {
-    if (M * K > GM_SMALL || K * N > GM_SMALL) return 0;
+    int64_t Np = (N + 15) & ~(int64_t)15;
+    if (M * K > GM_SMALL || K * Np > GM_SMALL) return 0;
     float a[GM_SMALL], b[GM_SMALL];
     for (int64_t i = 0; i < M; i++)
         for (int64_t k = 0; k < K; k++) a[i * K + k] = gm_get(A, i * A->rs + k * A->cs);
     for (int64_t k = 0; k < K; k++)
-        for (int64_t j = 0; j < N; j++) b[k * N + j] = gm_get(B, k * B->rs + j * B->cs);
+        for (int64_t j = 0; j < Np; j++) b[k * Np + j] = j < N ? gm_get(B, k * B->rs + j * B->cs) : 0.0f;
     for (int64_t i = 0; i < M; i++) {
         float *c = C + i * ldc;
-        if (!accumulate)
-            for (int64_t j = 0; j < N; j++) c[j] = 0.0f;
-        for (int64_t k = 0; k < K; k++) {
-            float av = a[i * K + k];
-            const float *bk = b + k * N;
-            for (int64_t j = 0; j < N; j++) c[j] = fmaf(av, bk[j], c[j]);
+        for (int64_t j0 = 0; j0 < Np; j0 += 16) {
+            int64_t w = N - j0 < 16 ? N - j0 : 16;
+            float acc[16];
+            for (int j = 0; j < 16; j++) acc[j] = accumulate && j < w ? c[j0 + j] : 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                float av = a[i * K + k];
+                const float *bk = b + k * Np + j0;
+                for (int j = 0; j < 16; j++) acc[j] = fmaf(av, bk[j], acc[j]);
+            }
+            for (int64_t j = 0; j < w; j++) c[j0 + j] = acc[j];
         }
     }
     return 1;
