@@ -255,6 +255,18 @@ static void rd_generic(void *ctx, int64_t o0, int64_t o1, int tid)
     (void)tid;
 }
 
+/* wide[i] = a[i] as f32 (bf16: the exact widening, in a vector loop) */
+EXE_VEC
+static void rd_widen(const tpu_tensor *a, float *wide)
+{
+    if (a->dtype == TPU_BF16) {
+        const uint16_t *h = a->data;
+        for (int64_t i = 0; i < a->count; i++) wide[i] = fp_bf16_to_f32_inline(h[i]);
+        return;
+    }
+    for (int64_t i = 0; i < a->count; i++) wide[i] = (float)ten_load_f64(a->dtype, a->data, i);
+}
+
 /* A bf16/f16 sum accumulated in f32 (see the top of the file): the input widened to f32, summed by the f32
  * kernel, init added and rounded once to the result type. 1 when done, 0 when `in` is not such a sum. */
 static int rd_low_precision_sum(exe_state *S, const tpu_tensor *a, const tpu_tensor *init, const uint8_t *is_red,
@@ -273,7 +285,7 @@ static int rd_low_precision_sum(exe_state *S, const tpu_tensor *a, const tpu_ten
     w.dtype = TPU_F32;
     w.data = wide;
     w.nbytes = (size_t)a->count * sizeof(float);
-    for (int64_t i = 0; i < a->count; i++) wide[i] = (float)ten_load_f64(a->dtype, a->data, i);
+    rd_widen(a, wide);
     void *buf = NULL;
     int moved;
     const void *src = rd_arrange(&w, is_red, &buf, &moved);
