@@ -74,7 +74,9 @@ static const kr_case kr_cases[] = {
      " e = s32[5,3] scatter(w, i, uw), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=ad\n"
      " u3 = f32[3000,1,8] reshape(u)\n"
      " f = f32[5,8] scatter(p, i, u3), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
-     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8]) tuple(a, b, c, d, e, f)\n}\n", 0, 0},
+     " u2 = f32[60,50,8] reshape(u)\n i3 = s32[60,50,1] reshape(i)\n"
+     " g = f32[5,8] scatter(p, i3, u2), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
+     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8], f32[5,8]) tuple(a, b, c, d, e, f, g)\n}\n", 0, 0},
     {"scatter_max_window_first",
      "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
      " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"

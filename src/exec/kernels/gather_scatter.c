@@ -676,7 +676,7 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
 }
 
 /* Row scatters (segment sums and maxima, x.at[idx].add(rows): one index per position, no operand batching
- * dims, whole rows of the operand's minor dims, updates laid out [positions, row]) with an f32 add, max or min
+ * dims, whole rows of the operand's minor dims, updates laid out [positions..., row]) with an f32 add, max or min
  * or an s32 add: one tight loop per row, positions in order as the reference applies them. Out-of-bounds
  * positions are skipped. Returns 0 when the scatter is not of that form. */
 #define SC_ROWS_LOOP(IT, T, EXPR)                                                                        \
@@ -705,10 +705,16 @@ static int sc_rows(const sc_plan *p, const int64_t *istr)
     const tpu_tensor *o = p->ops[0], *idx = p->idx;
     tpu_dtype t = o->dtype;
     hlo_op op = p->binop;
-    if (p->n != 1 || p->kind != SC_BINOP || g->nbatch != 1 || g->nob || g->nvec != 1 || g->map[0] != 0 ||
-        g->wsize[0] != 1 || g->obatch[0] != 0 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64) ||
+    if (p->n != 1 || p->kind != SC_BINOP || g->nbatch < 1 || g->nob || g->nvec != 1 || g->map[0] != 0 ||
+        g->wsize[0] != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64) ||
         !((t == TPU_F32 && (op == HLO_ADD || op == HLO_MAXIMUM || op == HLO_MINIMUM)) || (t == TPU_S32 && op == HLO_ADD)))
         return 0;
+    /* positions: the leading dims of indices and updates, in order (so position b is at b in both) */
+    int64_t nb = 1;
+    for (int k = 0; k < g->nbatch; k++) {
+        if (g->obatch[k] != k || g->ibatch[k] != k) return 0;
+        nb *= idx->dims[k];
+    }
     int64_t rl = 1;
     for (int d = 1; d < o->rank; d++) {
         if (g->wsize[d] != o->dims[d]) return 0;
@@ -716,7 +722,7 @@ static int sc_rows(const sc_plan *p, const int64_t *istr)
     }
     for (int j = 1; j < g->nwin; j++)
         if (g->wout[j] <= g->wout[j - 1]) return 0;
-    int64_t nb = idx->dims[g->ibatch[0]], hi = o->dims[0] - 1, is = istr[g->ibatch[0]];
+    int64_t hi = o->dims[0] - 1, is = istr[g->ibatch[g->nbatch - 1]];
     if (p->upd[0]->count != nb * rl) return 0;
     void *res = p->res[0]->data;
     const void *upd = p->upd[0]->data, *ix = idx->data;
