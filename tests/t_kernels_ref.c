@@ -77,6 +77,17 @@ static const kr_case kr_cases[] = {
      " u2 = f32[60,50,8] reshape(u)\n i3 = s32[60,50,1] reshape(i)\n"
      " g = f32[5,8] scatter(p, i3, u2), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
      " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8], f32[5,8]) tuple(a, b, c, d, e, f, g)\n}\n", 0, 0},
+    /* broadcasts of whole blocks (operand dims trailing or leading, in order) and the strided copy beside them */
+    {"broadcast_blocks",
+     "HloModule b\nENTRY main {\n v = f32[256] parameter(0)\n h = bf16[7,5] parameter(1)\n q = s8[9] parameter(2)\n"
+     " d = f64[3,4] parameter(3)\n"
+     " a = f32[300,256] broadcast(v), dimensions={1}\n b = f32[256,300] broadcast(v), dimensions={0}\n"
+     " c = bf16[3,7,5] broadcast(h), dimensions={1,2}\n e = bf16[7,5,6] broadcast(h), dimensions={0,1}\n"
+     " f = s8[9,40] broadcast(q), dimensions={0}\n g = s8[40,9] broadcast(q), dimensions={1}\n"
+     " k = f64[3,4,11] broadcast(d), dimensions={0,1}\n l = f64[2,3,4] broadcast(d), dimensions={1,2}\n"
+     " m = bf16[7,3,5] broadcast(h), dimensions={0,2}\n"
+     " ROOT o = (f32[300,256], f32[256,300], bf16[3,7,5], bf16[7,5,6], s8[9,40], s8[40,9], f64[3,4,11], f64[2,3,4], bf16[7,3,5])"
+     " tuple(a, b, c, e, f, g, k, l, m)\n}\n", 0, 0},
     {"scatter_max_window_first",
      "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
      " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"
