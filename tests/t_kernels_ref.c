@@ -221,6 +221,11 @@ static const kr_case kr_cases[] = {
      "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
      "ENTRY main {\n x = bf16[20,64,33] parameter(0)\n c = bf16[] constant(0.5)\n"
      " ROOT r = bf16[20,33] reduce(x, c), dimensions={1}, to_apply=add\n}\n", 0, 0},
+    /* the lanes read in place from rows (a reduction over the minor dim), bf16 rounded at every step */
+    {"reduce_bf16_sum_minor",
+     "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
+     "ENTRY main {\n x = bf16[300,70] parameter(0)\n c = bf16[] constant(0.5)\n"
+     " ROOT r = bf16[300] reduce(x, c), dimensions={1}, to_apply=add\n}\n", 0, 0},
     {"reduce_int_folds",
      "HloModule r\nadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
      "mx { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] maximum(a, b) }\n"
