@@ -142,6 +142,9 @@ $(BUILD)/dist-tests: $(BUILD)/tests/dist/t_dist.o $(BUILD)/libtpusim.a
 
 # tests/t_pjrt.c drives the plugin through its ABI header
 $(BUILD)/tests/t_pjrt.o: CPPFLAGS += -Ithird_party/pjrt
+# the executor's kernels: sqrt and friends as vector instructions (the same values; no code there reads errno,
+# and GCC ignores no-math-errno in an optimize attribute)
+$(BUILD)/src/exec/%.o: CFLAGS += -fno-math-errno
 
 $(BUILD)/unit-tests: $(TEST_OBJ) $(BUILD)/libtpusim_net.a $(BUILD)/libtpusim.a
 	@$(if $(Q),echo "  LINK    $@")

@@ -176,13 +176,15 @@ TEST(dot_fast_paths)
         /* small integers: exact in f64 gemm */
         "a = s8[64,100] parameter(0)\n b = s8[100,48] parameter(1)\n"
         " ROOT d = s32[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        "a = u8[40,70] parameter(0)\n b = u8[70,130] parameter(1)\n"
+        " ROOT d = s32[40,130] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
         /* zero-size dims */
         "a = f32[0,5] parameter(0)\n b = f32[5,3] parameter(1)\n"
         " ROOT d = f32[0,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
         "a = f32[4,0] parameter(0)\n b = f32[0,3] parameter(1)\n"
         " ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
     };
-    static const int64_t ks[] = {200, 120, 64, 7, 30, 65, 257, 1000, 1, 30, 100, 5, 1};
+    static const int64_t ks[] = {200, 120, 64, 7, 30, 65, 257, 1000, 1, 30, 100, 70, 5, 1};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (int mode = 0; mode < 4; mode++) {
             const char *prec = mode == 2 ? ", operand_precision={high,high}" : "";

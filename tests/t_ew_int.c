@@ -43,6 +43,53 @@ static int ei_binary(hlo_op op, int uns, int es, const void *x, const void *y, v
 }
 
 EXE_VEC
+static int ei_binary_scalar(hlo_op op, const uint32_t *x, uint32_t y, uint32_t *z, int n)
+{
+    return ewi_binary32_scalar(op, x, y, z, n);
+}
+
+/* The scalar-operand forms (a broadcast constant in a fused loop) against the reference, with every edge value
+ * (shift counts 31, 32, 33, ...) as the scalar, on either side for the ops that commute. */
+TEST(ew_int_scalar_operand_matches_reference)
+{
+    static const tpu_dtype types[] = {TPU_S32, TPU_U32};
+    static const hlo_op bin[] = {HLO_ADD, HLO_SUBTRACT, HLO_MULTIPLY, HLO_AND, HLO_OR, HLO_XOR, HLO_SHIFT_LEFT,
+                                 HLO_SHIFT_RIGHT_LOGICAL, HLO_SHIFT_RIGHT_ARITHMETIC, HLO_MAXIMUM, HLO_DIVIDE};
+    exe_state S;
+    memset(&S, 0, sizeof S);
+    uint32_t *x = malloc(EI_N * 4), *y = malloc(EI_N * 4), *z = malloc(EI_N * 4), *w = malloc(EI_N * 4);
+    REQUIRE(x && y && z && w);
+    int bad = 0, ran = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        tpu_dtype t = types[ti];
+        ei_fill(t, x, EI_N, 0);
+        ei_fill(t, y, EI_N, 0);
+        for (size_t oi = 0; oi < sizeof bin / sizeof bin[0]; oi++)
+            for (int j = 0; j < 40; j++)
+                for (int side = 0; side < 2; side++) {
+                    if (side && !ewi_commutes(bin[oi])) continue;
+                    if (!ei_binary_scalar(bin[oi], x, y[j], z, EI_N)) continue;
+                    ran++;
+                    for (int i = 0; i < EI_N && bad < 10; i++) {
+                        exe_scalar a = exe_scalar_load(t, x, i), b = exe_scalar_load(t, y, j);
+                        exe_scalar r = side ? exe_scalar_binop(&S, bin[oi], t, b, a) : exe_scalar_binop(&S, bin[oi], t, a, b);
+                        exe_scalar_store(&S, t, w, i, r);
+                        if (z[i] != w[i]) {
+                            bad++;
+                            test_fail(__FILE__, __LINE__, "%s %s scalar %x%s element %d: fast %x, reference %x",
+                                      hlo_op_name(bin[oi]), tpu_dtype_name(t), y[j], side ? " first" : "", i, z[i], w[i]);
+                        }
+                    }
+                }
+    }
+    CHECK(ran >= 2 * 8 * 40);
+    free(x);
+    free(y);
+    free(z);
+    free(w);
+}
+
+EXE_VEC
 static int ei_unary(hlo_op op, int uns, int es, const void *x, void *z, int n)
 {
     return es == 4 ? ewi_unary32(op, uns, x, z, n) : ewi_unary64(op, uns, x, z, n);

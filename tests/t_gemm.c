@@ -251,3 +251,56 @@ TEST(gemm_subnormal_sums_ftz_daz)
     exe_gemm_force(NULL);
 }
 #endif
+
+/* int8 dots: exe_gemm_s8 (VPDPBUSD where the CPU has it) against exe_gemm_s8_ref bit for bit, on odd shapes
+ * (8-row and 32-column tile edges, K not a multiple of 4), row- and column-major operands, 1 and 2 threads,
+ * values over all of [-128, 127] (extremes included), and one product whose sums wrap past 2^31. */
+static int gt_s8_case(gt_rng *r, int64_t M, int64_t N, int64_t K, int extreme)
+{
+    int8_t *A = malloc((size_t)(M * K)), *B = malloc((size_t)(K * N));
+    int64_t *amo = malloc((size_t)(M + K + K + N) * sizeof *amo), *ako = amo + M, *bko = ako + K, *bno = bko + K;
+    int32_t *Cf = malloc((size_t)(M * N) * sizeof *Cf), *Cr = malloc((size_t)(M * N) * sizeof *Cr);
+    int bad = 0;
+    if (!A || !B || !amo || !Cf || !Cr) {
+        test_fail(__FILE__, __LINE__, "out of memory");
+        bad = 1;
+        goto done;
+    }
+    for (int64_t i = 0; i < M * K; i++) A[i] = (int8_t)(extreme ? -128 : (int)(gt_next(r) & 255) - 128);
+    for (int64_t i = 0; i < K * N; i++) B[i] = (int8_t)(extreme ? -128 : (int)(gt_next(r) & 255) - 128);
+    int acm = (int)gt_int(r, 0, 1), bcm = (int)gt_int(r, 0, 1);   /* column-major A / B */
+    for (int64_t i = 0; i < M; i++) amo[i] = acm ? i : i * K;
+    for (int64_t k = 0; k < K; k++) ako[k] = acm ? k * M : k;
+    for (int64_t k = 0; k < K; k++) bko[k] = bcm ? k : k * N;
+    for (int64_t j = 0; j < N; j++) bno[j] = bcm ? j * K : j;
+    exe_gemm_s8_ref(M, N, K, A, amo, ako, B, bko, bno, Cr);
+    for (int th = 1; th <= 2; th++) {
+        memset(Cf, 0x5A, (size_t)(M * N) * sizeof *Cf);
+        exe_gemm_s8(th, M, N, K, A, amo, ako, B, bko, bno, Cf);
+        if (memcmp(Cf, Cr, (size_t)(M * N) * sizeof *Cf)) {
+            test_fail(__FILE__, __LINE__, "s8 gemm %lldx%lldx%lld (%d threads): differs from the reference", (long long)M,
+                      (long long)N, (long long)K, th);
+            bad = 1;
+        }
+    }
+done:
+    free(A);
+    free(B);
+    free(amo);
+    free(Cf);
+    free(Cr);
+    return bad;
+}
+
+TEST(gemm_s8_vs_ref)
+{
+    printf("  s8 gemm: %s\n", exe_gemm_s8_available() ? "avx512vnni" : "reference only");
+    gt_rng r = {77};
+    static const int64_t sz[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 65, 100, 129};
+    int fails = 0;
+    for (int c = 0; c < 60 && fails < 3; c++)
+        fails += gt_s8_case(&r, sz[gt_int(&r, 0, 16)], sz[gt_int(&r, 0, 16)], sz[gt_int(&r, 0, 16)], 0);
+    fails += gt_s8_case(&r, 70, 90, 1030, 0);
+    fails += gt_s8_case(&r, 9, 33, 140000, 1);   /* 140000 * 2^14 > 2^31: the sums wrap */
+    CHECK_EQ_INT(fails, 0);
+}

@@ -37,6 +37,57 @@ static const kr_case kr_cases[] = {
      "HloModule g\nENTRY main {\n p = f32[64,300] parameter(0)\n i = s32[64,90,1] parameter(1)\n"
      " ROOT g = f32[64,90] gather(p, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
      " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n}\n", 0, 0},
+    /* the fast row and point gathers, with indices below 0 and past the end (clamped) */
+    {"gather_rows_clamped",
+     "HloModule g\nENTRY main {\n p = f32[5,8] parameter(0)\n q = bf16[6,8] parameter(1)\n r = f32[7,3] parameter(2)\n"
+     " j = s32[3000,1] parameter(3)\n k = s64[2000,1] parameter(4)\n t = s32[] constant(3)\n"
+     " tb = s32[3000,1] broadcast(t), dimensions={}\n i = s32[3000,1] subtract(j, tb)\n"
+     " u = s64[] constant(3)\n ub = s64[2000,1] broadcast(u), dimensions={}\n l = s64[2000,1] subtract(k, ub)\n"
+     " a = f32[3000,8] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
+     " b = bf16[3000,8] gather(q, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
+     " c = f32[2000,3] gather(r, l), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n"
+     " d = f32[8,3000] gather(p, i), offset_dims={0}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
+     " ROOT o = (f32[3000,8], bf16[3000,8], f32[2000,3], f32[8,3000]) tuple(a, b, c, d)\n}\n", 0, 0},
+    {"gather_points_clamped",
+     "HloModule g\nENTRY main {\n p = f32[70,6] parameter(0)\n v = f32[6] parameter(1)\n j = s32[70,50,1] parameter(2)\n"
+     " t = s32[] constant(3)\n tb = s32[70,50,1] broadcast(t), dimensions={}\n i = s32[70,50,1] subtract(j, tb)\n"
+     " a = f32[70,50] gather(p, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
+     " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
+     " b = f32[70,50] gather(v, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1}\n"
+     " k = s32[3000,2] parameter(3)\n tk = s32[3000,2] broadcast(t), dimensions={}\n i2 = s32[3000,2] subtract(k, tk)\n"
+     " c = f32[3000] gather(p, i2), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}\n"
+     " ROOT o = (f32[70,50], f32[70,50], f32[3000]) tuple(a, b, c)\n}\n", 0, 0},
+    /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; s32 and s64
+     * indices below 0 and past the end (skipped) */
+    {"scatter_rows_clamped",
+     "HloModule s\n" KR_ADD KR_MAX "mn { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+     "ad { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
+     "ENTRY main {\n p = f32[5,8] parameter(0)\n v = f32[6] parameter(1)\n w = s32[5,3] parameter(2)\n"
+     " j = s32[3000,1] parameter(3)\n k = s64[3000] parameter(4)\n u = f32[3000,8] parameter(5)\n"
+     " uv = f32[3000] parameter(6)\n uw = s32[3000,3] parameter(7)\n"
+     " t = s32[] constant(3)\n tb = s32[3000,1] broadcast(t), dimensions={}\n i = s32[3000,1] subtract(j, tb)\n"
+     " t6 = s64[] constant(1)\n tb6 = s64[3000] broadcast(t6), dimensions={}\n l = s64[3000] subtract(k, tb6)\n"
+     " a = f32[5,8] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " b = f32[5,8] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=max\n"
+     " c = f32[5,8] scatter(p, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mn\n"
+     " d = f32[6] scatter(v, l, uv), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " e = s32[5,3] scatter(w, i, uw), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=ad\n"
+     " u3 = f32[3000,1,8] reshape(u)\n"
+     " f = f32[5,8] scatter(p, i, u3), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " u2 = f32[60,50,8] reshape(u)\n i3 = s32[60,50,1] reshape(i)\n"
+     " g = f32[5,8] scatter(p, i3, u2), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
+     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8], f32[5,8]) tuple(a, b, c, d, e, f, g)\n}\n", 0, 0},
+    /* broadcasts of whole blocks (operand dims trailing or leading, in order) and the strided copy beside them */
+    {"broadcast_blocks",
+     "HloModule b\nENTRY main {\n v = f32[256] parameter(0)\n h = bf16[7,5] parameter(1)\n q = s8[9] parameter(2)\n"
+     " d = f64[3,4] parameter(3)\n"
+     " a = f32[300,256] broadcast(v), dimensions={1}\n b = f32[256,300] broadcast(v), dimensions={0}\n"
+     " c = bf16[3,7,5] broadcast(h), dimensions={1,2}\n e = bf16[7,5,6] broadcast(h), dimensions={0,1}\n"
+     " f = s8[9,40] broadcast(q), dimensions={0}\n g = s8[40,9] broadcast(q), dimensions={1}\n"
+     " k = f64[3,4,11] broadcast(d), dimensions={0,1}\n l = f64[2,3,4] broadcast(d), dimensions={1,2}\n"
+     " m = bf16[7,3,5] broadcast(h), dimensions={0,2}\n"
+     " ROOT o = (f32[300,256], f32[256,300], bf16[3,7,5], bf16[7,5,6], s8[9,40], s8[40,9], f64[3,4,11], f64[2,3,4], bf16[7,3,5])"
+     " tuple(a, b, c, e, f, g, k, l, m)\n}\n", 0, 0},
     {"scatter_max_window_first",
      "HloModule s\n" KR_MAX "ENTRY main {\n p = f32[6,9,5] parameter(0)\n i = s32[2,300] parameter(1)\n"
      " u = f32[6,300] parameter(2)\n ROOT s = f32[6,9,5] scatter(p, i, u), update_window_dims={0},"
@@ -59,6 +110,15 @@ static const kr_case kr_cases[] = {
      " d = f32[37,300] reduce-window(x, m), window={size=37x1 pad=0_36x0_0}, to_apply=max\n"
      " e = f32[38,300] reduce-window(x, c), window={size=37x1 pad=37_0x0_0}, to_apply=add\n"
      " ROOT t = (f32[37,300], f32[37,301], f32[37,300], f32[38,300]) tuple(a, b, d, e)\n}\n", 0, 0},
+    /* scans along the minor dim take 16 rows at a time as lanes: max and reverse sums over 34 rows (a partial
+     * block), a single row */
+    {"reduce_window_scans_minor_rows",
+     "HloModule r\n" KR_ADD KR_MAX "ENTRY main {\n x = f32[2,17,700] parameter(0)\n c = f32[] constant(0)\n"
+     " m = f32[] constant(-inf)\n a = f32[2,17,700] reduce-window(x, m), window={size=1x1x700 pad=0_0x0_0x699_0}, to_apply=max\n"
+     " b = f32[2,17,701] reduce-window(x, c), window={size=1x1x700 pad=0_0x0_0x0_700}, to_apply=add\n"
+     " y = f32[1,1,700] slice(x), slice={[0:1], [0:1], [0:700]}\n"
+     " d = f32[1,1,700] reduce-window(y, c), window={size=1x1x700 pad=0_0x0_0x699_0}, to_apply=add\n"
+     " ROOT t = (f32[2,17,700], f32[2,17,701], f32[1,1,700]) tuple(a, b, d)\n}\n", 0, 0},
     /* the row form (last dim windowed, no lhs dilation there): strides, padding, rhs dilation, NaN */
     {"reduce_window_rows_min_nan",
      "HloModule r\nmin { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
@@ -161,6 +221,11 @@ static const kr_case kr_cases[] = {
      "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
      "ENTRY main {\n x = bf16[20,64,33] parameter(0)\n c = bf16[] constant(0.5)\n"
      " ROOT r = bf16[20,33] reduce(x, c), dimensions={1}, to_apply=add\n}\n", 0, 0},
+    /* the lanes read in place from rows (a reduction over the minor dim), bf16 rounded at every step */
+    {"reduce_bf16_sum_minor",
+     "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
+     "ENTRY main {\n x = bf16[300,70] parameter(0)\n c = bf16[] constant(0.5)\n"
+     " ROOT r = bf16[300] reduce(x, c), dimensions={1}, to_apply=add\n}\n", 0, 0},
     {"reduce_int_folds",
      "HloModule r\nadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
      "mx { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] maximum(a, b) }\n"

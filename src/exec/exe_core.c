@@ -97,6 +97,11 @@ static void exe_prefault(tpu_tensor *t)
     const uintptr_t pg = 4096;
     if (t->nbytes < ((size_t)1 << 20)) return;
     uintptr_t a = ((uintptr_t)t->data + pg - 1) & ~(pg - 1), b = ((uintptr_t)t->data + t->nbytes) & ~(pg - 1);
+    /* 4 MiB and more: the 2 MiB-aligned interior in transparent huge pages (one fault per 2 MiB instead of
+     * 512: a 32 MiB result populated in a third of the time, where THP is "madvise"; a no-op where it is off) */
+    const uintptr_t hp = (uintptr_t)2 << 20;
+    uintptr_t ha = ((uintptr_t)t->data + hp - 1) & ~(hp - 1), hb = ((uintptr_t)t->data + t->nbytes) & ~(hp - 1);
+    if (t->nbytes >= ((size_t)4 << 20) && hb > ha) madvise((void *)ha, hb - ha, 14 /* MADV_HUGEPAGE */);
     if (b > a) madvise((void *)a, b - a, 23 /* MADV_POPULATE_WRITE, Linux 5.14; older kernels say EINVAL */);
 #else
     (void)t;

@@ -367,6 +367,7 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
 
 typedef struct fu_buf {
     int   cls;
+    int   splat;      /* every element holds the same value (a scalar broadcast): integer ops take it as a scalar */
     void *p;          /* points into scratch, or straight into a tensor whose storage is the class's */
 } fu_buf;
 
@@ -377,6 +378,7 @@ static void fu_load(const tpu_tensor *t, int64_t o, int len, int cls, void *scra
     int scalar = t->count == 1 && n_out != 1;
     size_t es = fu_esize(cls);
     b->cls = cls;
+    b->splat = scalar;
     if (fu_direct(t->dtype) && !scalar) {
         b->p = (char *)t->data + (size_t)o * es;
         return;
@@ -639,6 +641,13 @@ static int fu_member_int(const exe_fmember *m, fu_buf *out, fu_buf *const *in, i
     hlo_class c = hlo_op_class(op);
     if (in[0]->cls != m->cls) return 0;
     if (m->cls == FU_I) {
+        /* a scalar operand (a broadcast constant: hash and RNG chains) is read once, shifts by it are uniform */
+        if (c == HLO_CLASS_EW2 && in[1]->splat && !in[0]->splat &&
+            ewi_binary32_scalar(op, in[0]->p, ((const uint32_t *)in[1]->p)[0], out->p, len))
+            return 1;
+        if (c == HLO_CLASS_EW2 && in[0]->splat && !in[1]->splat && ewi_commutes(op) &&
+            ewi_binary32_scalar(op, in[1]->p, ((const uint32_t *)in[0]->p)[0], out->p, len))
+            return 1;
         if (c == HLO_CLASS_EW2) return ewi_binary32(op, m->uns, in[0]->p, in[1]->p, out->p, len);
         if (c == HLO_CLASS_EW1) return ewi_unary32(op, m->uns, in[0]->p, out->p, len);
     } else {
@@ -761,6 +770,7 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
         /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
         if (it->count != J->n && it->count != 1) {
             ib[q].cls = cls;
+            ib[q].splat = 0;
             ib[q].p = NULL;
             continue;
         }
@@ -769,12 +779,15 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
         mb[k].cls = m->cls;
+        mb[k].splat = 0;
         mb[k].p = scratch + off[k];
         /* the last member writes straight into its result when the block's storage is the result's */
         int direct = k == nm - 1 && m->out >= 0 && fu_direct(J->outs[m->out]->dtype);
         if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
         if (m->in->op == HLO_BROADCAST) {
-            fu_broadcast(m->in, inputs[-1 - m->op[0]]->t, o, len, m->cls, mb[k].p);
+            const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
+            mb[k].splat = m->in->shape.rank == 0 || src->count == 1;   /* (fu_broadcast's first case) */
+            fu_broadcast(m->in, src, o, len, m->cls, mb[k].p);
             continue;
         }
         fu_buf *ops[3] = {NULL, NULL, NULL};
@@ -862,8 +875,8 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     J.n = n;
     char *scr[PAR_T];
     fu_buf *mbs[PAR_T];
-    memset(scr, 0, sizeof scr);
-    memset(mbs, 0, sizeof mbs);
+    memset(scr, 0, (size_t)nt * sizeof *scr);   /* chunks run with tid < nt */
+    memset(mbs, 0, (size_t)nt * sizeof *mbs);
     J.scratch = scr;
     J.mb = mbs;
     /* slots sized by class (a 32-bit block takes half the bytes of a 64-bit one: a long integer chain's blocks
@@ -888,7 +901,7 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     }
     int64_t grain = nt > 1 ? UT_MAX((int64_t)1, nblocks / (8 * nt)) : nblocks;
     exe_par_for(nt, nblocks, grain, fu_chunk, &J);
-    for (int i = 0; i < PAR_T; i++) {
+    for (int i = 0; i < nt; i++) {
         ut_free(scr[i]);
         ut_free(mbs[i]);
     }
@@ -1046,11 +1059,13 @@ void exe_vfn_eval(const exe_state *S, const exe_vfn *f, void *const *args, void 
     char *lanes = (char *)(mb + nm + ni);
     for (int q = 0; q < ni; q++) {
         ib[q].cls = fu_class((tpu_dtype)f->G.inputs[q]->shape.dtype);
+        ib[q].splat = 0;
         ib[q].p = f->in_param[q] >= 0 ? args[f->in_param[q]] : f->consts[q];
     }
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &f->G.members[k];
         mb[k].cls = m->cls;
+        mb[k].splat = 0;
         mb[k].p = lanes + (size_t)k * FU_BLOCK * FU_LANE;
         fu_buf *ops[3] = {NULL, NULL, NULL};
         for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];

@@ -1008,7 +1008,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         exe_drop_owned(args, nargs, owned);
         return ut_nomem(S->ctx);
     }
-    if (vals == small) memset(small, 0, sizeof small);
+    if (vals == small) memset(small, 0, (size_t)n * sizeof *small);
     /* owned arguments not consumed by a live parameter are dropped at the end */
     uint64_t unclaimed = owned;
     exe_value **saved_vals = S->cur_vals;
@@ -1016,6 +1016,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
     uint32_t saved_dies = S->cur_dies;
     S->depth++;
     exe_value *opv[16];
+    const int prof = exe_prof_on();   /* once per call, not per instruction */
     for (int i = 0; i < n && !st; i++) {
         if (!ci->live[i]) continue;
         const hlo_instr *in = c->instrs[i];
@@ -1026,9 +1027,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         if (fg >= 0) {
             const exe_fgroup *G = &ci->fgroups[fg];
             if (G->last != in) continue;   /* computed inside its group's loop */
-            double t0 = exe_prof_on() ? ut_now() : 0;
+            double t0 = prof ? ut_now() : 0;
             st = exe_run_group(S, ci, G, vals, i);
-            if (exe_prof_on()) {
+            if (prof) {
                 S->prof->s[HLO_OP_COUNT] += ut_now() - t0;
                 S->prof->n[HLO_OP_COUNT]++;
                 exe_prof_note(S->prof, in, ut_now() - t0);
@@ -1056,7 +1057,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
                 break;
             }
             for (int k2 = 0; k2 < in->nops; k2++) ops[k2] = vals[in->ops[k2]->id];
-            int timed = exe_prof_on() && k != exe_k_control;
+            int timed = prof && k != exe_k_control;
             double t0 = timed ? ut_now() : 0;
             S->cur_vals = vals;
             S->cur_in = in;

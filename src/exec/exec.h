@@ -137,7 +137,8 @@ void exe_strides(const tpu_tensor *t, int64_t *strides);
 
 /* Hot loops: compiled for AVX-512, AVX2+FMA and baseline x86-64 (picked at load time) and vectorised (GCC's
  * -O2 cost model vectorises almost no loop with an unknown trip count). -std=c11 keeps floating-point
- * contraction off in every clone, so all clones compute the same values. */
+ * contraction off in every clone, so all clones compute the same values. (src/exec is compiled with
+ * -fno-math-errno, see the Makefile: sqrt becomes the vector instruction, the same correctly rounded value.) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define EXE_VEC __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("vect-cost-model=dynamic", "no-trapping-math")))
 #else

@@ -4,6 +4,7 @@
 #include "exec/exec.h"
 #include "exec/exe_ops.h"
 #include "exec/exe_par.h"
+#include "exec/kernels/ref.h"
 
 #include <string.h>
 
@@ -204,6 +205,39 @@ static void data_fill_one(tpu_tensor *t, const void *v)
     }
 }
 
+/* Broadcasts of whole blocks (the operand's dims in order at the end of the result: a row vector repeated,
+ * iota columns; or at the start: each element repeated over the trailing dims, a bias per row): copies and
+ * fills instead of the element-wise strided copy. Returns 0 for the other forms (and when the run asks for
+ * the reference kernels: the strided copy, which the tests compare with). */
+static int data_broadcast_blocks(const exe_state *S, tpu_tensor *t, const void *src, int64_t acount, const int64_t *bd,
+                                 int nbd)
+{
+    int trailing = 1, leading = 1;
+    for (int i = 0; i < nbd; i++) {
+        trailing &= bd[i] == t->rank - nbd + i;
+        leading &= bd[i] == i;
+    }
+    size_t es = tpu_dtype_size(t->dtype);
+    if ((S->ref & EXE_REF_KERNELS) || acount == 0 || t->count == 0 || (es != 1 && es != 2 && es != 4 && es != 8)) return 0;
+    int64_t reps = t->count / acount;
+    if (trailing) {   /* the operand's block, reps times */
+        size_t blk = (size_t)acount * es;
+        for (int64_t r = 0; r < reps; r++) memcpy((char *)t->data + (size_t)r * blk, src, blk);
+        return 1;
+    }
+    if (!leading) return 0;
+    for (int64_t j = 0; j < acount; j++) {   /* element j, reps times */
+        char *d = (char *)t->data + (size_t)(j * reps) * es;
+        switch (es) {
+        case 1: memset(d, ((const uint8_t *)src)[j], (size_t)reps); break;
+        case 2: for (int64_t r = 0; r < reps; r++) ((uint16_t *)d)[r] = ((const uint16_t *)src)[j]; break;
+        case 4: for (int64_t r = 0; r < reps; r++) ((uint32_t *)d)[r] = ((const uint32_t *)src)[j]; break;
+        default: for (int64_t r = 0; r < reps; r++) ((uint64_t *)d)[r] = ((const uint64_t *)src)[j]; break;
+        }
+    }
+    return 1;
+}
+
 EXE_KERNEL(exe_k_broadcast)
 {
     const tpu_tensor *a = ops[0]->t;
@@ -237,7 +271,8 @@ EXE_KERNEL(exe_k_broadcast)
         src = conv;
     }
     if (a->count == 1) data_fill_one(t, src);   /* a scalar everywhere (zeros for gradients): a fill */
-    else exe_nd_copy(t->data, ts, src, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
+    else if (!data_broadcast_blocks(S, t, src, a->count, bd, nbd))
+        exe_nd_copy(t->data, ts, src, ss, t->dims, t->rank, tpu_dtype_size(t->dtype));
     ut_free(conv);
     return exe_out_array(S, t, out);
 }

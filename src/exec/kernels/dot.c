@@ -579,6 +579,15 @@ static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm,
     return TPU_OK;
 }
 
+/* s8 x s8 -> s32, batch by batch, through exe_gemm_s8 (VPDPBUSD) */
+static void dot_s8(const dot_plan *p, const tpu_tensor *l, const tpu_tensor *r, const int64_t *tab, tpu_tensor *t, int nt)
+{
+    const int64_t *lbo = tab, *rbo = lbo + p->B, *lmo = rbo + p->B, *lko = lmo + p->M, *rko = lko + p->K, *rno = rko + p->K;
+    for (int64_t b = 0; b < p->B; b++)
+        exe_gemm_s8(nt, p->M, p->N, p->K, (const int8_t *)l->data + lbo[b], lmo, lko, (const int8_t *)r->data + rbo[b], rko, rno,
+                    (int32_t *)t->data + b * p->M * p->N);
+}
+
 /* Largest magnitude of an element of a small integer (or pred) dtype; 0 for the others. */
 static double dot_int_max(tpu_dtype t)
 {
@@ -635,6 +644,11 @@ EXE_KERNEL(exe_k_dot)
     dot_offsets(&p.lk, lko);
     dot_offsets(&p.rk, rko);
     dot_offsets(&p.rn, rno);
+    if (l->dtype == TPU_S8 && r->dtype == TPU_S8 && t->dtype == TPU_S32 && exe_gemm_s8_available()) {
+        dot_s8(&p, l, r, tab, t, nt);   /* int8 dots: exact, wrapped like every integer sum */
+        ut_free(tab);
+        return exe_out_array(S, t, out);
+    }
     if (nm.acc == EXE_MX_I64) {
         st = dot_int(S, &p, l, r, tab, t, nt);
         ut_free(tab);

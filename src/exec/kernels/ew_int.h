@@ -11,6 +11,7 @@
 #include "hlo/hlo.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #define EWI_INLINE static inline __attribute__((always_inline))
 
@@ -69,6 +70,35 @@ EWI_INLINE int ewi_binary32(hlo_op op, int uns, const uint32_t *x, const uint32_
         else
             for (int64_t i = 0; i < n; i++)
                 z[i] = sy[i] == 0 ? x[i] : (sx[i] == INT32_MIN && sy[i] == -1) ? 0 : (uint32_t)(sx[i] % sy[i]);
+        return 1;
+    default: return 0;
+    }
+}
+
+/* Is op(x, y) == op(y, x) for the ops ewi_binary32_scalar takes? */
+static inline int ewi_commutes(hlo_op op)
+{
+    return op == HLO_ADD || op == HLO_MULTIPLY || op == HLO_AND || op == HLO_OR || op == HLO_XOR;
+}
+
+/* z = op(x, y) with the same y in every lane (ewi_binary32's results): add, subtract, multiply, and, or, xor
+ * and the two unsigned-style shifts; returns 0 for the other ops. */
+EWI_INLINE int ewi_binary32_scalar(hlo_op op, const uint32_t *x, uint32_t y, uint32_t *z, int64_t n)
+{
+    switch (op) {
+    case HLO_ADD: for (int64_t i = 0; i < n; i++) z[i] = x[i] + y; return 1;
+    case HLO_SUBTRACT: for (int64_t i = 0; i < n; i++) z[i] = x[i] - y; return 1;
+    case HLO_MULTIPLY: for (int64_t i = 0; i < n; i++) z[i] = x[i] * y; return 1;
+    case HLO_AND: for (int64_t i = 0; i < n; i++) z[i] = x[i] & y; return 1;
+    case HLO_OR: for (int64_t i = 0; i < n; i++) z[i] = x[i] | y; return 1;
+    case HLO_XOR: for (int64_t i = 0; i < n; i++) z[i] = x[i] ^ y; return 1;
+    case HLO_SHIFT_LEFT:
+        if (y >= 32) memset(z, 0, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = x[i] << y;
+        return 1;
+    case HLO_SHIFT_RIGHT_LOGICAL:
+        if (y >= 32) memset(z, 0, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = x[i] >> y;
         return 1;
     default: return 0;
     }

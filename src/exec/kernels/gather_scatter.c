@@ -242,6 +242,38 @@ static inline void gs_copy(void *dst, const void *src, size_t es, int64_t n)
     memcpy(dst, src, (size_t)n * es);
 }
 
+/* One element of 4 bytes per position, s32 indices, one start component, at most one operand batching dim
+ * and not on the innermost batch dim (take_along_axis along the minor dim, x[idx] of a vector): runs along
+ * the innermost batch dim share one base offset. Returns 0 when it does not apply. */
+static int gat_points1(const gat_job *J, int64_t b0, int64_t b1, int64_t hi, int64_t st)
+{
+    const gs_dims *g = J->g;
+    if (g->nvec != 1 || g->nob > 1 || J->es != 4 || J->idx->dtype != TPU_S32 || g->nbatch < 1 ||
+        (g->nob && g->obpos[0] == g->nbatch - 1))
+        return 0;
+    int64_t inner = J->bdims[g->nbatch - 1], bst = g->nob ? J->ostr[g->obd[0]] : 0, bdiv = 1;
+    if (g->nob)
+        for (int k = g->obpos[0] + 1; k < g->nbatch; k++) bdiv *= J->bdims[k];
+    int64_t bdim = g->nob ? J->bdims[g->obpos[0]] : 1;
+    const int32_t *ix = J->idx->data;
+    const uint32_t *src = J->op->data;
+    uint32_t *dst = J->t->data;
+    for (int64_t b = b0; b < b1;) {
+        int64_t e = UT_MIN(b1, (b / inner + 1) * inner);
+        const uint32_t *base = src + (g->nob ? b / bdiv % bdim * bst : 0);
+        for (; b < e; b++) {
+            if (b + 32 < e) {   /* (prefetched 32 ahead: random reads within a long row miss the cache) */
+                int64_t q = ix[b + 32];
+                __builtin_prefetch(base + (q < 0 ? 0 : q > hi ? hi : q) * st);
+            }
+            int64_t s = ix[b];
+            s = s < 0 ? 0 : s > hi ? hi : s;
+            dst[b] = base[s * st];
+        }
+    }
+    return 1;
+}
+
 /* Point gathers (one element per batch position, results in position order, index vectors innermost, no
  * batching dims: x[pts[:, 0], pts[:, 1]], embedding rows of one element): a loop simple enough that the CPU
  * keeps many of the (random) loads in flight. Returns 0 when the gather is not of that form. */
@@ -263,6 +295,7 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     size_t es = J->es;
     char *dst = J->t->data;
     const char *src = op->data;
+    if (gat_points1(J, b0, b1, hi[0], st[0])) return 1;
     /* operand batching dims (take_along_axis) read the batch position's coordinates: an odometer */
     int64_t bpos[TPU_MAX_RANK], rem = b0, bst[4] = {0};
     for (int k = g->nbatch - 1; k >= 0; k--) {
@@ -270,6 +303,29 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
         rem /= J->bdims[k];
     }
     for (int i = 0; i < g->nob; i++) bst[i] = J->ostr[g->obd[i]];
+    if (!g->nob && idx->dtype == TPU_S32 && es == 4) {
+        /* random reads across a large operand (x[pts[:, 0], pts[:, 1]]): each read prefetched 32 positions
+         * ahead, so that many misses are in flight */
+        const int32_t *ix = idx->data;
+        const uint32_t *s32 = op->data;
+        uint32_t *d32 = J->t->data;
+        for (int64_t b = b0; b < b1; b++) {
+            int64_t off = 0, po = 0;
+            if (b + 32 < b1) {
+                for (int k = 0; k < nv; k++) {
+                    int64_t s = ix[(b + 32) * nv + k];
+                    po += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
+                }
+                __builtin_prefetch(s32 + po);
+            }
+            for (int k = 0; k < nv; k++) {
+                int64_t s = ix[b * nv + k];
+                off += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
+            }
+            d32[b] = s32[off];
+        }
+        return 1;
+    }
     for (int64_t b = b0; b < b1; b++, g->nob ? gs_next(bpos, J->bdims, g->nbatch) : 0) {
         int64_t off = 0;
         for (int i = 0; i < g->nob; i++) off += bpos[g->obpos[i]] * bst[i];
@@ -279,6 +335,48 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
             off += s * st[k];
         }
         gs_copy(dst + b * (int64_t)es, src + off * (int64_t)es, es, 1);
+    }
+    return 1;
+}
+
+/* Copies n rows of RB bytes: dst row b <- src row clamp(idx[b * is], 0, hi), each at its own stride. */
+#define GAT_ROWS_LOOP(IT, RB)                                                                            \
+    for (int64_t b = b0; b < b1; b++) {                                                                  \
+        int64_t s = ((const IT *)ix)[b * is];                                                            \
+        s = s < 0 ? 0 : s > hi ? hi : s;                                                                 \
+        memcpy(dst + b * dstep, src + s * sstep, RB);                                                    \
+    }
+
+#define GAT_ROWS_SIZES(IT)                                                                               \
+    switch (rb) {                                                                                        \
+    case 4: GAT_ROWS_LOOP(IT, 4) break;                                                                  \
+    case 8: GAT_ROWS_LOOP(IT, 8) break;                                                                  \
+    case 16: GAT_ROWS_LOOP(IT, 16) break;                                                                \
+    case 32: GAT_ROWS_LOOP(IT, 32) break;                                                                \
+    case 64: GAT_ROWS_LOOP(IT, 64) break;                                                                \
+    default: GAT_ROWS_LOOP(IT, rb) break;                                                                \
+    }
+
+/* Row gathers (embedding lookups, x[idx] of whole rows: one start component, one batch dim, no operand
+ * batching dims, a window that is one contiguous run in operand and result): one fixed-size copy per row.
+ * Returns 0 when the gather is not of that form. */
+static int gat_rows(const gat_job *J, int64_t b0, int64_t b1, int run, int64_t wcount)
+{
+    const gs_dims *g = J->g;
+    const tpu_tensor *idx = J->idx;
+    if (!run || g->nbatch != 1 || g->nob || g->nvec != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64)) return 0;
+    for (int d = 0; d < g->rank; d++)
+        if (d != g->map[0] && g->wsize[d] != J->op->dims[d]) return 0;   /* other dims start at 0 */
+    int64_t hi = J->op->dims[g->map[0]] - g->wsize[g->map[0]], is = J->istr[g->ibatch[0]];
+    int64_t sstep = J->ostr[g->map[0]] * (int64_t)J->es, dstep = J->tstr[g->obatch[0]] * (int64_t)J->es;
+    size_t rb = (size_t)wcount * J->es;
+    char *dst = J->t->data;
+    const char *src = J->op->data;
+    const void *ix = idx->data;
+    if (idx->dtype == TPU_S32) {
+        GAT_ROWS_SIZES(int32_t)
+    } else {
+        GAT_ROWS_SIZES(int64_t)
     }
     return 1;
 }
@@ -297,6 +395,7 @@ static void gat_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
     int64_t wcount = 1;
     for (int j = 0; j < gp->nwin; j++) wcount *= wd[j];
     int run = wcount == 1 || (gp->nwin >= 1 && wss[gp->nwin - 1] == 1 && wds[gp->nwin - 1] == 1 && wcount == wd[gp->nwin - 1]);
+    if (gat_rows(J, b0, b1, run, wcount)) return;
     int64_t vstr = gp->ivd < gp->irank ? istr[gp->ivd] : 0, bpos[TPU_MAX_RANK], rem = b0;
     for (int k = gp->nbatch - 1; k >= 0; k--) {
         bpos[k] = rem % bdims[k];
@@ -572,6 +671,65 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
     return TPU_OK;
 }
 
+/* Row scatters (segment sums and maxima, x.at[idx].add(rows): one index per position, no operand batching
+ * dims, whole rows of the operand's minor dims, updates laid out [positions..., row]) with an f32 add, max or min
+ * or an s32 add: one tight loop per row, positions in order as the reference applies them. Out-of-bounds
+ * positions are skipped. Returns 0 when the scatter is not of that form. */
+#define SC_ROWS_LOOP(IT, T, EXPR)                                                                        \
+    for (int64_t b = 0; b < nb; b++) {                                                                   \
+        int64_t s = ((const IT *)ix)[b * is];                                                            \
+        if (s < 0 || s > hi) continue;                                                                   \
+        T *r = (T *)res + s * rl;                                                                        \
+        const T *u = (const T *)upd + b * rl;                                                            \
+        for (int64_t i = 0; i < rl; i++) r[i] = EXPR;                                                    \
+    }
+
+#define SC_ROWS_OPS(IT)                                                                                  \
+    if (t == TPU_S32) {                                                                                  \
+        SC_ROWS_LOOP(IT, uint32_t, r[i] + u[i])                                                          \
+    } else if (op == HLO_ADD) {                                                                          \
+        SC_ROWS_LOOP(IT, float, r[i] + u[i])                                                             \
+    } else if (op == HLO_MAXIMUM) {                                                                      \
+        SC_ROWS_LOOP(IT, float, ewb_maxf(r[i], u[i]))                                                    \
+    } else {                                                                                             \
+        SC_ROWS_LOOP(IT, float, ewb_minf(r[i], u[i]))                                                    \
+    }
+
+static int sc_rows(const sc_plan *p, const int64_t *istr)
+{
+    const gs_dims *g = &p->g;
+    const tpu_tensor *o = p->ops[0], *idx = p->idx;
+    tpu_dtype t = o->dtype;
+    hlo_op op = p->binop;
+    if (p->n != 1 || p->kind != SC_BINOP || g->nbatch < 1 || g->nob || g->nvec != 1 || g->map[0] != 0 ||
+        g->wsize[0] != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64) ||
+        !((t == TPU_F32 && (op == HLO_ADD || op == HLO_MAXIMUM || op == HLO_MINIMUM)) || (t == TPU_S32 && op == HLO_ADD)))
+        return 0;
+    /* positions: the leading dims of indices and updates, in order (so position b is at b in both) */
+    int64_t nb = 1;
+    for (int k = 0; k < g->nbatch; k++) {
+        if (g->obatch[k] != k || g->ibatch[k] != k) return 0;
+        nb *= idx->dims[k];
+    }
+    int64_t rl = 1;
+    for (int d = 1; d < o->rank; d++) {
+        if (g->wsize[d] != o->dims[d]) return 0;
+        rl *= o->dims[d];
+    }
+    for (int j = 1; j < g->nwin; j++)
+        if (g->wout[j] <= g->wout[j - 1]) return 0;
+    int64_t hi = o->dims[0] - 1, is = istr[g->ibatch[g->nbatch - 1]];
+    if (p->upd[0]->count != nb * rl) return 0;
+    void *res = p->res[0]->data;
+    const void *upd = p->upd[0]->data, *ix = idx->data;
+    if (idx->dtype == TPU_S32) {
+        SC_ROWS_OPS(int32_t)
+    } else {
+        SC_ROWS_OPS(int64_t)
+    }
+    return 1;
+}
+
 EXE_KERNEL(exe_k_scatter)
 {
     if (EXE_FORCE_REF(S)) return exe_k_scatter_ref(S, in, ops, out);
@@ -588,7 +746,7 @@ EXE_KERNEL(exe_k_scatter)
     int64_t bdims[TPU_MAX_RANK], nbpos = 1, wd[TPU_MAX_RANK], nwel = 1;
     for (int k = 0; k < g->nbatch; k++) nbpos *= bdims[k] = p.idx->dims[g->ibatch[k]];
     for (int j = 0; j < g->nwin; j++) nwel *= wd[j] = up->dims[g->wout[j]];
-    if (up->count == 0) return sc_result(S, &p, out);
+    if (up->count == 0 || sc_rows(&p, istr)) return sc_result(S, &p, out);
     int64_t bpos[TPU_MAX_RANK] = {0};
     for (int64_t b = 0; b < nbpos; b++, gs_next(bpos, bdims, g->nbatch)) {
         int64_t start[TPU_MAX_RANK] = {0}, roff = 0, uoff = 0, ioff = 0;

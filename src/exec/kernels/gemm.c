@@ -43,12 +43,12 @@
 
 /* ---- operand conversion (the loaders of mxu.h, element by element) ---- */
 
-static inline float gm_f32(float x, exe_mx_part part)
+static inline __attribute__((always_inline)) float gm_f32(float x, exe_mx_part part)
 {
     return part == EXE_MX_HI ? exe_mx_hi(x) : part == EXE_MX_LO ? exe_mx_lo(x) : exe_mx_daz(x);
 }
 
-static inline float gm_get(const exe_gemm_src *s, int64_t off)
+static inline __attribute__((always_inline)) float gm_get(const exe_gemm_src *s, int64_t off)
 {
     if (s->dtype == TPU_BF16) return s->part == EXE_MX_LO ? 0.0f : exe_mx_daz(fp_bf16_to_f32_inline(((const uint16_t *)s->p)[off]));
     return gm_f32(((const float *)s->p)[off], s->part);
@@ -527,6 +527,39 @@ void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const 
         }
 }
 
+/* Tiny products (the dots of loop bodies, 8x8): each operand converted once into an f32 block on the stack
+ * (B's rows padded with zeros to a multiple of 16 columns), then every C element the same FMA chain in k
+ * order as exe_gemm_ref (so the same bits), 16 columns at a time in one register-held accumulator.
+ * Returns 0 when an operand is larger than GM_SMALL elements. */
+#define GM_SMALL 2048
+EXE_VEC
+static int gm_small(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
+                    int accumulate)
+{
+    int64_t Np = (N + 15) & ~(int64_t)15;
+    if (M * K > GM_SMALL || K * Np > GM_SMALL) return 0;
+    float a[GM_SMALL], b[GM_SMALL];
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++) a[i * K + k] = gm_get(A, i * A->rs + k * A->cs);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < Np; j++) b[k * Np + j] = j < N ? gm_get(B, k * B->rs + j * B->cs) : 0.0f;
+    for (int64_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        for (int64_t j0 = 0; j0 < Np; j0 += 16) {
+            int64_t w = N - j0 < 16 ? N - j0 : 16;
+            float acc[16];
+            for (int j = 0; j < 16; j++) acc[j] = accumulate && j < w ? c[j0 + j] : 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                float av = a[i * K + k];
+                const float *bk = b + k * Np + j0;
+                for (int j = 0; j < 16; j++) acc[j] = fmaf(av, bk[j], acc[j]);
+            }
+            for (int64_t j = 0; j < w; j++) c[j0 + j] = acc[j];
+        }
+    }
+    return 1;
+}
+
 /* ---- the OpenBLAS path ----
  * OpenBLAS's sgemm (its SkylakeX AVX-512 kernels) measured faster than the microkernels above for every f32
  * shape we tried but a few skinny ones (bench/gemm_bench: ~145-155 vs ~115-130 GFLOP/s on one core at 4096^3;
@@ -675,7 +708,7 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
         return;
     /* tiny products: packing costs more than it saves (same FMA chains either way) */
     if (M * N * K < 4096 || (M < 4 && N < 16)) {
-        exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
+        if (!gm_small(M, N, K, A, B, C, ldc, accumulate)) exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
         return;
     }
     if (!I) I = gm_pick();

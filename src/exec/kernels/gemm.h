@@ -66,4 +66,13 @@ void        exe_gemm_force(const char *name);
 void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
                   int accumulate);
 
+/* int8 dots (gemm_s8.c): C[i * N + j] = sum over k of A[amo[i] + ako[k]] * B[bko[k] + bno[j]], wrapped to s32
+ * (exact: the same bits whatever the kernel or thread count). VPDPBUSD on CPUs with AVX512_VNNI
+ * (exe_gemm_s8_available), else the reference; exe_gemm_s8_ref is the naive loop the tests compare with. */
+int  exe_gemm_s8_available(void);
+void exe_gemm_s8(int threads, int64_t M, int64_t N, int64_t K, const int8_t *A, const int64_t *amo, const int64_t *ako,
+                 const int8_t *B, const int64_t *bko, const int64_t *bno, int32_t *C);
+void exe_gemm_s8_ref(int64_t M, int64_t N, int64_t K, const int8_t *A, const int64_t *amo, const int64_t *ako,
+                     const int8_t *B, const int64_t *bko, const int64_t *bno, int32_t *C);
+
 #endif

@@ -102,6 +102,25 @@ void exe_mx_load(void *dst, int dbl, const void *src, tpu_dtype t, int64_t strid
             MX_LOOP(AT_F16);
             return;
         }
+        /* small integers (int8 matmuls), and s32 rounded once as through double */
+        if (t == TPU_S8) {
+            const int8_t *s = src;
+#define AT_S8(i) (float)s[i]
+            MX_LOOP(AT_S8);
+            return;
+        }
+        if (t == TPU_U8) {
+            const uint8_t *s = src;
+#define AT_U8(i) (float)s[i]
+            MX_LOOP(AT_U8);
+            return;
+        }
+        if (t == TPU_S32) {
+            const int32_t *s = src;
+#define AT_S32(i) (float)s[i]
+            MX_LOOP(AT_S32);
+            return;
+        }
         for (int64_t j = 0; j < n; j++) d[j] = (float)exe_mx_value(t, src, j * stride, part);
         return;
     }
@@ -193,6 +212,15 @@ void exe_mx_store(const exe_state *S, tpu_dtype t, void *out, int64_t i0, int64_
                 uint16_t h = fp_f32_to_bf16_inline(exe_mx_daz(s[j]));
                 if ((h & 0x7F80) == 0) h &= 0x8000;
                 o[j * stride] = h;
+            }
+            return;
+        }
+        if (t == TPU_S32 && int_result) {   /* (integer dots: values in range convert as they are) */
+            int32_t *o = (int32_t *)out + i0;
+            for (int64_t j = 0; j < n; j++) {
+                float v = s[j];
+                if (v >= -2147483648.0f && v < 2147483648.0f) o[j * stride] = (int32_t)v;
+                else mx_store1(S, t, out, i0 + j * stride, v, int_result);
             }
             return;
         }

@@ -24,6 +24,19 @@
 /* Copies `a` into buf so that kept dimensions come first (in order) and reduced ones last (in order), or
  * (red_first) the other way round. Returns a pointer to the arranged data (a->data itself when no move is
  * needed). */
+/* Is a already laid out with the kept dims first and the reduced ones last (red_first 0), or the reverse? */
+static int rd_in_order(const tpu_tensor *a, const uint8_t *is_red, int red_first)
+{
+    int last = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < a->rank; i++)
+            if (!is_red[i] == (pass == red_first) && a->dims[i] != 1) {
+                if (i < last) return 0;
+                last = i;
+            }
+    return 1;
+}
+
 static const void *rd_arrange2(const tpu_tensor *a, const uint8_t *is_red, int red_first, void **buf, int *moved)
 {
     int perm[TPU_MAX_RANK], np = 0;
@@ -255,6 +268,18 @@ static void rd_generic(void *ctx, int64_t o0, int64_t o1, int tid)
     (void)tid;
 }
 
+/* wide[i] = a[i] as f32 (bf16: the exact widening, in a vector loop) */
+EXE_VEC
+static void rd_widen(const tpu_tensor *a, float *wide)
+{
+    if (a->dtype == TPU_BF16) {
+        const uint16_t *h = a->data;
+        for (int64_t i = 0; i < a->count; i++) wide[i] = fp_bf16_to_f32_inline(h[i]);
+        return;
+    }
+    for (int64_t i = 0; i < a->count; i++) wide[i] = (float)ten_load_f64(a->dtype, a->data, i);
+}
+
 /* A bf16/f16 sum accumulated in f32 (see the top of the file): the input widened to f32, summed by the f32
  * kernel, init added and rounded once to the result type. 1 when done, 0 when `in` is not such a sum. */
 static int rd_low_precision_sum(exe_state *S, const tpu_tensor *a, const tpu_tensor *init, const uint8_t *is_red,
@@ -273,7 +298,7 @@ static int rd_low_precision_sum(exe_state *S, const tpu_tensor *a, const tpu_ten
     w.dtype = TPU_F32;
     w.data = wide;
     w.nbytes = (size_t)a->count * sizeof(float);
-    for (int64_t i = 0; i < a->count; i++) wide[i] = (float)ten_load_f64(a->dtype, a->data, i);
+    rd_widen(a, wide);
     void *buf = NULL;
     int moved;
     const void *src = rd_arrange(&w, is_red, &buf, &moved);
@@ -389,20 +414,33 @@ typedef struct rd_vjob {
     exe_state        *S;
     const exe_vfn    *vf;
     int               n;
-    const char      **x;       /* input k arranged [R][O] */
+    const char      **x;       /* input k: element (r, o) at x[k] + (r * xr[k] + o * xo[k]) elements */
+    const int64_t    *xr, *xo;  /* arranged [R][O] (xr O, xo 1), or read in place from [O][R] (xr 1, xo R) */
     const tpu_tensor *const *init;
     tpu_tensor      **res;
     int64_t           O, R;
     _Atomic int       failed;
 } rd_vjob;
 
-/* lanes of input k at (r, o0..o0+w): straight from x, or widened from bf16 into buf */
+/* lanes of input k at (r, o0..o0+w): straight from x, or gathered along o (an input read in place), or
+ * widened from bf16, into buf */
 static void *rd_vlanes(const rd_vjob *J, int k, int64_t r, int64_t o0, int w, char *buf)
 {
     const tpu_tensor *t = J->res[k];   /* inputs and results share dtypes (checked by the caller) */
-    const char *p = J->x[k] + (size_t)(r * J->O + o0) * tpu_dtype_size(t->dtype);
-    if (t->dtype != TPU_BF16) return (void *)p;
-    for (int i = 0; i < w; i++) ((float *)buf)[i] = fp_bf16_to_f32_inline(((const uint16_t *)p)[i]);
+    size_t es = tpu_dtype_size(t->dtype);
+    int64_t xo = J->xo[k];
+    const char *p = J->x[k] + (size_t)(r * J->xr[k] + o0 * xo) * es;
+    if (t->dtype == TPU_BF16) {
+        for (int i = 0; i < w; i++) ((float *)buf)[i] = fp_bf16_to_f32_inline(((const uint16_t *)p)[i * xo]);
+        return buf;
+    }
+    if (xo == 1) return (void *)p;
+    if (es == 4)
+        for (int i = 0; i < w; i++) ((uint32_t *)buf)[i] = ((const uint32_t *)p)[i * xo];
+    else if (es == 8)
+        for (int i = 0; i < w; i++) ((uint64_t *)buf)[i] = ((const uint64_t *)p)[i * xo];
+    else
+        for (int i = 0; i < w; i++) memcpy(buf + (size_t)i * es, p + (size_t)i * xo * es, es);
     return buf;
 }
 
@@ -468,15 +506,26 @@ static int rd_vfn(exe_state *S, const exe_scalar_fn *fn, exe_value *const *ops, 
     }
     void *bufs[8] = {0};
     const char *x[8];
+    int64_t xr[8], xo[8];
     const tpu_tensor *init[8];
     for (int k = 0; k < n && !*st; k++) {
         int moved;
-        x[k] = rd_arrange2(ops[k]->t, is_red, 1, &bufs[k], &moved);
         init[k] = ops[n + k]->t;
+        /* already [O][R] (a reduction over the minor dims: argmin over rows): read in place, the lanes of a
+         * tile gathered along o (the tile's rows stay in cache), rather than transposed whole first */
+        if (rd_in_order(ops[k]->t, is_red, 0)) {
+            x[k] = ops[k]->t->data;
+            xr[k] = 1;
+            xo[k] = R;
+            continue;
+        }
+        x[k] = rd_arrange2(ops[k]->t, is_red, 1, &bufs[k], &moved);
+        xr[k] = O;
+        xo[k] = 1;
         if (!x[k]) *st = ut_nomem(S->ctx);
     }
     if (!*st) {
-        rd_vjob J = {S, vf, n, x, init, res, O, R, 0};
+        rd_vjob J = {S, vf, n, x, xr, xo, init, res, O, R, 0};
         int64_t tiles = (O + RD_W - 1) / RD_W;
         exe_par_for(O * R > 16384 ? S->threads : 1, tiles, 1, rd_vtile, &J);
         if (atomic_load(&J.failed)) *st = ut_nomem(S->ctx);

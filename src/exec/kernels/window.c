@@ -389,8 +389,19 @@ static void rws_op(hlo_op op, float *acc, const float *x, int64_t Q)
     switch (op) {
     case HLO_ADD: for (int64_t q = 0; q < Q; q++) acc[q] = acc[q] + x[q]; break;
     case HLO_MULTIPLY: for (int64_t q = 0; q < Q; q++) acc[q] = acc[q] * x[q]; break;
-    case HLO_MAXIMUM: for (int64_t q = 0; q < Q; q++) acc[q] = wn_maxf(acc[q], x[q]); break;
-    default: for (int64_t q = 0; q < Q; q++) acc[q] = wn_minf(acc[q], x[q]); break;
+    /* wn_maxf and wn_minf written out, so that they vectorise in every clone */
+    case HLO_MAXIMUM:
+        for (int64_t q = 0; q < Q; q++) {
+            float a = acc[q], b = x[q];
+            acc[q] = a != a || b != b ? NAN : a > b || (a == b && !__builtin_signbit(a)) ? a : b;
+        }
+        break;
+    default:
+        for (int64_t q = 0; q < Q; q++) {
+            float a = acc[q], b = x[q];
+            acc[q] = a != a || b != b ? NAN : a < b || (a == b && __builtin_signbit(a)) ? a : b;
+        }
+        break;
     }
 }
 
@@ -454,7 +465,8 @@ typedef struct rws_job {
     const float *x;
     float       *y;
     int64_t      L, Lo, inner, nq;   /* blocks of Q lanes along the inner dims */
-    int          fwd, excl;
+    int64_t      outer;              /* rows: lanes across rows when inner == 1 (a scan along the minor dim) */
+    int          fwd, excl, by_rows;
     _Atomic int  failed;
 } rws_job;
 
@@ -468,6 +480,18 @@ static void rws_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
         return;
     }
     for (int64_t b = b0; b < b1; b++) {
+        if (J->by_rows) {   /* Q rows at a time, transposed into [t][q]: the same tree per lane */
+            int64_t o0 = b * Qmax;
+            rws_f32 c = J->c;
+            c.Q = UT_MIN(Qmax, J->outer - o0);
+            float *xb = buf, *ob = xb + L * c.Q, *tmp = ob + Lo * c.Q;
+            for (int64_t q = 0; q < c.Q; q++)
+                for (int64_t t = 0; t < L; t++) xb[t * c.Q + q] = J->x[(o0 + q) * L + t];
+            rws_scan(&c, xb, L, J->fwd, J->excl, ob, tmp);
+            for (int64_t q = 0; q < c.Q; q++)
+                for (int64_t k = 0; k < Lo; k++) J->y[(o0 + q) * Lo + k] = ob[k * c.Q + q];
+            continue;
+        }
         int64_t o = b / J->nq, q0 = b % J->nq * Qmax;
         rws_f32 c = J->c;
         c.Q = UT_MIN(Qmax, J->inner - q0);
@@ -501,9 +525,11 @@ static int rw_run_scan_f32(exe_state *S, rw_plan *p, int d, int fwd, int excl, t
     J.inner = 1;
     for (int k = 0; k < d; k++) outer *= w->in[k];
     for (int k = d + 1; k < w->rank; k++) J.inner *= w->in[k];
-    J.c.Q = UT_MIN(J.inner, (int64_t)64);
-    J.nq = (J.inner + J.c.Q - 1) / J.c.Q;
-    exe_par_for(outer * J.inner * J.L > 65536 ? S->threads : 1, outer * J.nq, 1, rws_chunk, &J);
+    J.outer = outer;
+    J.by_rows = J.inner == 1 && outer > 1;
+    J.c.Q = UT_MIN(J.by_rows ? outer : J.inner, (int64_t)(J.by_rows ? 16 : 64));
+    J.nq = ((J.by_rows ? outer : J.inner) + J.c.Q - 1) / J.c.Q;
+    exe_par_for(outer * J.inner * J.L > 65536 ? S->threads : 1, J.by_rows ? J.nq : outer * J.nq, 1, rws_chunk, &J);
     if (atomic_load(&J.failed)) *st = ut_nomem(S->ctx);
     return 1;
 }
