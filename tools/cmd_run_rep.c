@@ -347,6 +347,7 @@ int cmd_run_replicated(int argc, char **argv)
     if (a.outdir && !rc) rc = rep_write_outputs(ctx, &a, outs, I.n, nout);
 done:
     if (outs) tpu_system_outputs_free(outs, I.n, nout);
+    free(outs);
     rep_inputs_free(&I);
     tpu_system_free(sys);
     tpu_module_free(m);
