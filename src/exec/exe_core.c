@@ -120,14 +120,12 @@ void exe_tensor_release(tpu_tensor *t)
         return;
     }
     if (p->n == p->cap_n) {
-        int nc = p->cap_n ? 2 * p->cap_n : 32;
-        exe_pool_ent *ne = ut_realloc(p->e, (size_t)nc * sizeof *ne);
+        exe_pool_ent *ne = ut_grow(p->e, sizeof *ne, p->n, &p->cap_n, 32);
         if (!ne) {
             tpu_tensor_free(t);
             return;
         }
         p->e = ne;
-        p->cap_n = nc;
     }
     p->e[p->n].t = t;
     p->e[p->n++].cap = cap;

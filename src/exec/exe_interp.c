@@ -1177,13 +1177,9 @@ static tpu_status exe_flatten(exe_state *S, exe_value *v, tpu_tensor ***outs, in
         }
         return TPU_OK;
     }
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        tpu_tensor **no = ut_realloc(*outs, (size_t)nc * sizeof *no);
-        if (!no) return ut_nomem(S->ctx);
-        *outs = no;
-        *cap = nc;
-    }
+    tpu_tensor **no = ut_grow(*outs, sizeof *no, *n, cap, 8);
+    if (!no) return ut_nomem(S->ctx);
+    *outs = no;
     tpu_tensor *t;
     if (v->refs == 1 && !v->borrowed) {
         t = v->t;
