@@ -128,6 +128,8 @@ typedef struct tn_cc {
     grpc_status_code       status;
     grpc_slice             details;
     int                    status_tag, got_md, closed, broken;
+    int                    abort;     /* the client ends the call itself: cancel at once, no grace */
+    int                    no_status; /* the status was never asked for: nothing to wait for */
 } tn_cc;
 
 static int tn_cc_wait(tn_cc *k, void *tag)
@@ -168,7 +170,8 @@ static int tn_cc_start(tn_cc *k, tn_client *c, tn_method m, double timeout_s)
     ops[1].data.recv_status_on_client.trailing_metadata = &k->trailers;
     ops[1].data.recv_status_on_client.status = &k->status;
     ops[1].data.recv_status_on_client.status_details = &k->details;
-    if (!k->call || grpc_call_start_batch(k->call, ops, 2, &k->status_tag, NULL) != GRPC_CALL_OK) return k->broken = 1, -1;
+    if (!k->call || grpc_call_start_batch(k->call, ops, 2, &k->status_tag, NULL) != GRPC_CALL_OK)
+        return k->broken = k->no_status = 1, -1;
     return 0;
 }
 
@@ -241,7 +244,9 @@ static int tn_cc_finish(tn_cc *k, tn_err *e)
         /* After a failed send or receive the status says why; it is usually on its way (the server answered
            before reading everything), and cancelling first would replace it by CANCELLED. Cancel only if it
            does not come within a grace period. */
-        if (k->broken && tn_cc_wait_for(k, &k->status_tag, TN_STATUS_GRACE_S) != 0) {
+        if (k->no_status) {
+            grpc_call_cancel(k->call, NULL);
+        } else if (k->abort || (k->broken && tn_cc_wait_for(k, &k->status_tag, TN_STATUS_GRACE_S) != 0)) {
             grpc_call_cancel(k->call, NULL);
             tn_cc_wait(k, &k->status_tag);
         } else if (!k->broken) {
@@ -376,7 +381,7 @@ int tn_client_get(tn_client *c, uint64_t buffer, void *dst, size_t nbytes, tn_er
         else if (ch->data.len) memcpy((char *)dst + off, ch->data.data, ch->data.len), off += ch->data.len;
         tn_msg_free(ch ? &ch->base : NULL);
     }
-    if (bad) grpc_call_cancel(k.call, NULL), k.broken = 1;
+    if (bad) k.broken = k.abort = 1;   /* tn_cc_finish cancels */
     int rc = tn_cc_finish(&k, e);
     if (bad || (!rc && off != nbytes))
         rc = tn_fail(e, TN_DATA_LOSS, "GetBuffer: buffer %llu came back as %zu bytes of a different size than the %zu expected",
@@ -409,7 +414,7 @@ int tn_stream_recv(tn_stream *s, uint8_t **buf, size_t *len) { return tn_cc_recv
 
 int tn_stream_finish(tn_stream *s, int cancel, tn_err *e)
 {
-    if (cancel) s->k.broken = 1;
+    if (cancel) s->k.broken = s->k.abort = 1;
     int rc = tn_cc_finish(&s->k, e);
     free(s);
     return rc;
@@ -467,6 +472,7 @@ int tn_client_open_session(tn_client *c, ProtobufCMessage **event, tn_err *e)
     if (!ev || strlen(ev->session) != TN_SESSION_ID_LEN) {
         tn_msg_free(ev ? &ev->base : NULL);
         k->broken = 1;
+        k->abort = got == 1;   /* an answer that is no session: end the stream; else the status says why */
         int rc = tn_cc_finish(k, e);
         free(k);
         return rc ? rc : tn_fail(e, TN_DATA_LOSS, "OpenSession: %s sent no session", c->url);
@@ -483,7 +489,7 @@ void tn_client_free(tn_client *c)
     if (!c) return;
     if (c->sess) {   /* ending the stream ends the session: the server frees what it held */
         tn_err e = {0};
-        c->sess->broken = 1;
+        c->sess->broken = c->sess->abort = 1;
         tn_cc_finish(c->sess, &e);
         tn_err_clear(&e);
         free(c->sess);
