@@ -27,7 +27,8 @@ endif
 # -fPIC: the same objects go into the PJRT plugin (a shared library)
 CFLAGS += -std=c11 $(WARN) -fopenmp -g -fPIC
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -fopenmp -lm -lpthread
-NET_LIBS := $(shell pkg-config --libs $(NET_PKGS) 2>/dev/null)
+# recursive (=), not :=: evaluated at link time, after `deps` has installed the packages on a fresh machine
+NET_LIBS = $(shell pkg-config --libs $(NET_PKGS) 2>/dev/null)
 
 ifeq ($(MODE),release)
   CFLAGS += -O2
