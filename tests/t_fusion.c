@@ -117,3 +117,60 @@ TEST(fusion_scalar_operands_match_unfused)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+static void fused_matches_unfused(const char *hlo, const char *name, int threads)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, hlo, strlen(hlo), name, &m) == TPU_OK);
+    tpu_tensor **ins = NULL, **a = NULL, **b = NULL;
+    int nin = 0, na = 0, nb = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 7, &ins, &nin) == TPU_OK);
+    tpu_run_opts o = tpu_run_opts_default();
+    o.threads = threads;
+    exe_run_cfg fused = {0}, unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
+    CHECK(exe_run(ctx, m, &o, &fused, ins, nin, &a, &na) == TPU_OK);
+    CHECK(exe_run(ctx, m, &o, &unfused, ins, nin, &b, &nb) == TPU_OK);
+    CHECK_EQ_INT(na, nb);
+    for (int i = 0; i < na && i < nb; i++)
+        CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(b[i]) &&
+                  !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(b[i]), tpu_tensor_nbytes(a[i])),
+                  "%s output %d: fused != unfused", name, i);
+    tpu_tensors_free(a, na);
+    tpu_tensors_free(b, nb);
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Scratch buffers are shared between members whose lifetimes in a block do not overlap, and the block
+ * shrinks when many values are live at once: a chain where ten values stay live to the end (f32, u32 and
+ * u64, a bf16 input converted per block, scalar inputs read directly and through broadcasts, outputs taken
+ * from the middle), over a count that leaves a short last block; one and several threads. */
+TEST(fusion_shared_buffers_match_unfused)
+{
+    char hlo[16384];
+    int len = snprintf(hlo, sizeof hlo,
+                       "HloModule h\nENTRY main {\n x = f32[10007] parameter(0)\n u = u32[10007] parameter(1)\n"
+                       " h = bf16[10007] parameter(2)\n s = f32[] parameter(3)\n k = u32[] parameter(4)\n"
+                       " bs = f32[10007] broadcast(s), dimensions={}\n bk = u32[10007] broadcast(k), dimensions={}\n"
+                       " hf = f32[10007] convert(h)\n w = u64[10007] convert(u)\n c7 = u64[] constant(7)\n"
+                       " b7 = u64[10007] broadcast(c7), dimensions={}\n w1 = u64[10007] multiply(w, b7)\n"
+                       " f0 = f32[10007] add(x, hf)\n i0 = u32[10007] xor(u, bk)\n");
+    for (int i = 1; i < 10; i++)
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " f%d = f32[10007] multiply(f%d, bs)\n g%d = f32[10007] add(f%d, x)\n"
+                        " i%d = u32[10007] add(i%d, bk)\n j%d = u32[10007] shift-left(i%d, u)\n",
+                        i, i - 1, i, i, i, i - 1, i, i);
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len, " a1 = f32[10007] add(g1, g2)\n p1 = u32[10007] or(j1, j2)\n");
+    for (int i = 2; i < 9; i++)
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " a%d = f32[10007] add(a%d, g%d)\n p%d = u32[10007] xor(p%d, j%d)\n", i, i - 1, i + 1, i, i - 1, i + 1);
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                    " q = u64[10007] convert(p8)\n r = u64[10007] add(q, w1)\n rb = bf16[10007] convert(a8)\n"
+                    " ROOT t = (f32[10007], u32[10007], u64[10007], bf16[10007], f32[10007]) tuple(a8, p8, r, rb, f5)\n}\n");
+    REQUIRE(len < (int)sizeof hlo);
+    fused_matches_unfused(hlo, "shared_buffers", 1);
+    fused_matches_unfused(hlo, "shared_buffers", 2);
+    fused_matches_unfused(hlo, "shared_buffers", 3);
+}

@@ -20,6 +20,8 @@
 #include <string.h>
 
 #define FU_BLOCK       1024
+#define FU_MIN_BLOCK   256    /* shortest block a long chain's L1 budget shrinks to */
+#define FU_L1_BYTES    (24 << 10)   /* scratch a block may take (this CPU class's L1 data cache: 32-48 KiB) */
 #define FU_LANE        8      /* scratch bytes per element of every slot (the widest class) */
 #define FU_MAX_MEMBERS 256    /* a group holds a scratch block per member: longer chains are split */
 #define PAR_T          64     /* threads a fused loop splits for at most */
@@ -87,6 +89,9 @@ void exe_fuse_free(exe_fgroup *g, int n)
         ut_free(g[i].members);
         ut_free(g[i].inputs);
         ut_free(g[i].outputs);
+        ut_free(g[i].buf);
+        ut_free(g[i].buf_es);
+        ut_free(g[i].fixed);
     }
     ut_free(g);
 }
@@ -297,6 +302,71 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
     return TPU_OK;
 }
 
+/* A buffer of es bytes per element: a free one of that width, or a new one (always for a fixed slot: nothing
+ * else may write its buffer). */
+static int fu_buf_get(exe_fgroup *G, int *freel, int es, int fixed)
+{
+    for (int b = 0; b < G->nbuf && !fixed; b++)
+        if (freel[b] && G->buf_es[b] == es) {
+            freel[b] = 0;
+            return b;
+        }
+    G->buf_es[G->nbuf] = (uint8_t)es;
+    freel[G->nbuf] = 0;
+    return G->nbuf++;
+}
+
+/* Assigns the group's slots to scratch buffers. What exe_fuse_run's blocks read from scratch: inputs that are
+ * scalars (filled once, `fixed`) or bf16 (converted for the whole block), scalar broadcasts (fixed), every
+ * other member from its computation to its last reader, outputs to the block's end. A member never shares a
+ * buffer with its own operands (the block operations do not run in place). */
+static tpu_status fu_plan_bufs(exe_fgroup *G)
+{
+    int nm = G->nmembers, ni = G->ninputs, slots = nm + ni;
+    int64_t n = hlo_shape_count(&G->last->shape);
+    G->buf = ut_malloc((size_t)slots * sizeof(int));
+    G->buf_es = ut_malloc((size_t)slots);
+    G->fixed = ut_calloc((size_t)slots, 1);
+    int *last = ut_malloc((size_t)slots * sizeof(int)), *freel = ut_calloc((size_t)slots, sizeof(int));
+    tpu_status st = TPU_OK;
+    if (!G->buf || !G->buf_es || !G->fixed || !last || !freel) {
+        st = TPU_ERR_NOMEM;
+        goto out;
+    }
+    G->nbuf = 0;
+    for (int k = 0; k < ni; k++) last[k] = 0;   /* here: input k is read by a member other than a broadcast */
+    for (int k = 0; k < nm; k++)
+        for (int a = 0; a < G->members[k].in->nops && a < 3; a++)
+            if (G->members[k].op[a] < 0 && G->members[k].in->op != HLO_BROADCAST) last[-1 - G->members[k].op[a]] = 1;
+    for (int q = 0; q < ni; q++) {
+        const hlo_shape *s = &G->inputs[q]->shape;
+        int64_t cnt = hlo_shape_count(s);
+        int j = nm + q;
+        G->buf[j] = -1;
+        if (last[q] && (cnt == 1 || (cnt == n && !fu_direct((tpu_dtype)s->dtype)))) {
+            G->fixed[j] = cnt == 1;
+            G->buf[j] = fu_buf_get(G, freel, (int)fu_esize(fu_class((tpu_dtype)s->dtype)), 1);
+        }
+    }
+    for (int k = 0; k < nm; k++) last[k] = G->members[k].out >= 0 ? nm : k;
+    for (int k = 0; k < nm; k++)
+        for (int a = 0; a < G->members[k].in->nops && a < 3; a++)
+            if (G->members[k].op[a] >= 0 && last[G->members[k].op[a]] < k) last[G->members[k].op[a]] = k;
+    for (int k = 0; k < nm; k++) {
+        const exe_fmember *m = &G->members[k];
+        G->fixed[k] = m->in->op == HLO_BROADCAST && (m->in->shape.rank == 0 || hlo_shape_count(&m->in->ops[0]->shape) == 1);
+        G->buf[k] = fu_buf_get(G, freel, (int)fu_esize(m->cls), G->fixed[k]);
+        for (int a = 0; a < m->in->nops && a < 3; a++) {
+            int o = m->op[a];
+            if (o >= 0 && last[o] == k && !G->fixed[o] && !freel[G->buf[o]]) freel[G->buf[o]] = 1;
+        }
+    }
+out:
+    ut_free(last);
+    ut_free(freel);
+    return st;
+}
+
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
 {
     int n = c->ninstrs;
@@ -345,7 +415,8 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
             slot[i] = inslot[i] = -1;
         }
         for (int g = 0; g < nf && !st; g++)
-            if (fu_build(&P, c, group_of, g, order + start[g], start[g + 1] - start[g], slot, inslot, &groups[g]))
+            if (fu_build(&P, c, group_of, g, order + start[g], start[g + 1] - start[g], slot, inslot, &groups[g]) ||
+                fu_plan_bufs(&groups[g]))
                 st = ut_nomem(ctx);
     }
     ut_free(start);
@@ -740,6 +811,8 @@ typedef struct fu_job {
     fu_buf          **mb;
     char             *stack_scratch;   /* a one-block group: on the caller's stack */
     fu_buf           *stack_mb;
+    int64_t           blk;       /* elements per block (the buffers' capacity) */
+    uint8_t           filled[PAR_T];   /* per thread: its scratch's fixed slots hold their values */
     _Atomic int       failed;
 } fu_job;
 
@@ -757,7 +830,7 @@ static void fu_store(tpu_tensor *t, const fu_buf *b, int64_t o, int len)
     memcpy((char *)t->data + (size_t)o * es, b->p, (size_t)len * es);
 }
 
-static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
+static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, int fill)
 {
     const exe_fgroup *G = J->G;
     exe_value *const *inputs = J->inputs;
@@ -768,13 +841,20 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
         const tpu_tensor *it = inputs[q]->t;
         int cls = fu_class(it->dtype);
         /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
-        if (it->count != J->n && it->count != 1) {
+        if (it->count != J->n && G->buf[nm + q] < 0) {
             ib[q].cls = cls;
             ib[q].splat = 0;
             ib[q].p = NULL;
             continue;
         }
-        fu_load(it, o, len, cls, scratch + off[nm + q], &ib[q], J->n);
+        if (G->fixed[nm + q] && !fill) {   /* a scalar, repeated in its buffer by an earlier block */
+            ib[q].cls = cls;
+            ib[q].splat = 1;
+            ib[q].p = scratch + off[nm + q];
+            continue;
+        }
+        if (G->fixed[nm + q]) fu_load(it, 0, (int)J->blk, cls, scratch + off[nm + q], &ib[q], J->n);
+        else fu_load(it, o, len, cls, scratch + off[nm + q], &ib[q], J->n);
     }
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
@@ -787,7 +867,8 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
         if (m->in->op == HLO_BROADCAST) {
             const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
             mb[k].splat = m->in->shape.rank == 0 || src->count == 1;   /* (fu_broadcast's first case) */
-            fu_broadcast(m->in, src, o, len, m->cls, mb[k].p);
+            if (!G->fixed[k] || direct) fu_broadcast(m->in, src, o, len, m->cls, mb[k].p);
+            else if (fill) fu_broadcast(m->in, src, 0, (int)J->blk, m->cls, mb[k].p);
             continue;
         }
         fu_buf *ops[3] = {NULL, NULL, NULL};
@@ -821,8 +902,9 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
         return;
     }
     for (int64_t blk = b0; blk < b1; blk++) {
-        int64_t o = blk * FU_BLOCK;
-        fu_block(J, scratch, mb, o, (int)(J->n - o < FU_BLOCK ? J->n - o : FU_BLOCK));
+        int64_t o = blk * J->blk;
+        fu_block(J, scratch, mb, o, (int)(J->n - o < J->blk ? J->n - o : J->blk), !J->filled[tid]);
+        J->filled[tid] = 1;
     }
 }
 
@@ -862,9 +944,17 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
         }
     }
     int64_t n = hlo_shape_count(&G->last->shape);
-    int64_t nblocks = (n + FU_BLOCK - 1) / FU_BLOCK;
     int slots = G->nmembers + G->ninputs;
-    int nt = nblocks >= 8 ? exe_par_threads(S->threads) : 1;
+    /* blocks of FU_BLOCK elements, shorter while the buffers would not fit in L1 (a long chain) */
+    size_t per = 0;   /* bytes per element a block touches (a fixed buffer is mostly read as one scalar) */
+    for (int b = 0; b < G->nbuf; b++) per += G->buf_es[b];
+    for (int j = 0; j < slots; j++)
+        if (G->fixed[j] && G->buf[j] >= 0) per -= G->buf_es[G->buf[j]];
+    int64_t L = FU_BLOCK;
+    while (L > FU_MIN_BLOCK && (size_t)L * per > FU_L1_BYTES) L /= 2;
+    int64_t nblocks = (n + L - 1) / L;
+    if (nblocks == 1) L = n;
+    int nt = n >= 8 * FU_BLOCK ? exe_par_threads(S->threads) : 1;
     if (nt > PAR_T) nt = PAR_T;
     fu_job J;
     memset(&J, 0, sizeof J);
@@ -879,20 +969,23 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     memset(mbs, 0, (size_t)nt * sizeof *mbs);
     J.scratch = scr;
     J.mb = mbs;
-    /* slots sized by class (a 32-bit block takes half the bytes of a 64-bit one: a long integer chain's blocks
-     * stay in L1); a one-block group sized to its elements, on the stack when it fits */
+    /* buffers sized by class (a 32-bit block takes half the bytes of a 64-bit one); a one-block group sized to
+     * its elements, on the stack when it fits. off[j]: slot j's buffer; off[slots]: the total */
     size_t offv[FU_STACK_SLOTS + 1], *off = slots <= FU_STACK_SLOTS ? offv : ut_malloc((size_t)(slots + 1) * sizeof *off);
-    if (!off) {
+    size_t boffv[FU_STACK_SLOTS + 1], *boff = G->nbuf <= FU_STACK_SLOTS ? boffv : ut_malloc((size_t)(G->nbuf + 1) * sizeof *boff);
+    if (!off || !boff) {
+        if (off != offv) ut_free(off);
+        if (boff != boffv) ut_free(boff);
         st = ut_nomem(S->ctx);
         goto done;
     }
-    int64_t L = nblocks == 1 ? n : FU_BLOCK;
-    off[0] = 0;
-    for (int j = 0; j < slots; j++) {
-        int cls = j < G->nmembers ? G->members[j].cls : fu_class(inputs[j - G->nmembers]->t->dtype);
-        off[j + 1] = off[j] + (((size_t)L * fu_esize(cls) + 63) & ~(size_t)63);
-    }
+    boff[0] = 0;
+    for (int b = 0; b < G->nbuf; b++) boff[b + 1] = boff[b] + (((size_t)L * G->buf_es[b] + 63) & ~(size_t)63);
+    for (int j = 0; j < slots; j++) off[j] = G->buf[j] >= 0 ? boff[G->buf[j]] : 0;
+    off[slots] = boff[G->nbuf];
+    if (boff != boffv) ut_free(boff);
     J.off = off;
+    J.blk = L;
     _Alignas(64) char stack_scratch[FU_STACK_BYTES];
     fu_buf stack_mb[FU_STACK_SLOTS];
     if (nblocks == 1 && slots <= FU_STACK_SLOTS && off[slots] <= FU_STACK_BYTES) {

@@ -26,6 +26,12 @@ typedef struct exe_fgroup {
     const hlo_instr **inputs;    /* instructions outside the group whose values members read */
     int               noutputs;
     const hlo_instr **outputs;   /* members whose values leave the group (used outside it, or the root) */
+    /* scratch buffers (exe_fuse_run): slots (members, then inputs) share a buffer when their lifetimes in a
+     * block do not overlap, so a long chain's blocks stay in L1; -1: the slot needs none */
+    int              *buf;       /* per slot: its buffer */
+    int               nbuf;
+    uint8_t          *buf_es;    /* per buffer: bytes per element */
+    uint8_t          *fixed;     /* per slot: a scalar broadcast or scalar input, filled once per scratch */
 } exe_fgroup;
 
 /* Groups for computation c: group_of[i] is the group of instruction i, EXE_FUSE_NONE or EXE_FUSE_ABSORBED.
