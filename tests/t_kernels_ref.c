@@ -236,6 +236,12 @@ static const kr_case kr_cases[] = {
      " w = s64[40,1000] parameter(2)\n o = s64[] constant(1)\n wm = s64[40] reduce(w, o), dimensions={1}, to_apply=ml\n"
      " yx = u32[9] reduce(y, m), dimensions={1}, to_apply=xr\n"
      " ROOT t = (s32[], u32[5000], s64[40], u32[9]) tuple(s, ym, wm, yx)\n}\n", 0, 0},
+    /* iota along each dim, every type class (the fast kernel fills one run and copies it) */
+    {"iota_dims_types",
+     "HloModule i\nENTRY main {\n a = s32[3,70,5] iota(), iota_dimension=1\n b = u64[3000] iota(), iota_dimension=0\n"
+     " c = f32[7,3,9] iota(), iota_dimension=2\n d = bf16[600,2] iota(), iota_dimension=0\n e = u32[4,5,6] iota(), iota_dimension=0\n"
+     " f = s8[300,2] iota(), iota_dimension=0\n g = f64[2,40] iota(), iota_dimension=1\n"
+     " ROOT o = (s32[3,70,5], u64[3000], f32[7,3,9], bf16[600,2], u32[4,5,6], s8[300,2], f64[2,40]) tuple(a, b, c, d, e, f, g)\n}\n", 0, 0},
     {"fft_bluestein_105",
      "HloModule f\nENTRY main {\n x = f32[4,105] parameter(0)\n y = f32[4,105] parameter(1)\n c = c64[4,105] complex(x, y)\n"
      " ROOT f = c64[4,105] fft(c), fft_type=FFT, fft_length={105}\n}\n", 2e-5, 1e-5},
