@@ -174,3 +174,41 @@ TEST(fusion_shared_buffers_match_unfused)
     fused_matches_unfused(hlo, "shared_buffers", 2);
     fused_matches_unfused(hlo, "shared_buffers", 3);
 }
+
+/* Broadcast scalars read once by the f32 ops (either side: add, subtract, multiply, divide, maximum, minimum;
+ * also bf16), the compares (f32, s32, u32; every direction) and select (either or both choices scalar): every
+ * value an output of its own. */
+TEST(fusion_scalar_float_compare_select_match_unfused)
+{
+    static const char *ops[] = {"add", "subtract", "multiply", "divide", "maximum", "minimum"};
+    static const char *dirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+    char hlo[16384], root[4096];
+    int len = snprintf(hlo, sizeof hlo,
+                       "HloModule h\nENTRY main {\n x = f32[3001] parameter(0)\n s = f32[] parameter(1)\n"
+                       " i = s32[3001] parameter(2)\n k = s32[] parameter(3)\n h = bf16[3001] parameter(4)\n"
+                       " c = f32[] constant(-0)\n z = f32[] constant(0.25)\n"
+                       " bs = f32[3001] broadcast(s), dimensions={}\n bc = f32[3001] broadcast(c), dimensions={}\n"
+                       " bz = f32[3001] broadcast(z), dimensions={}\n bk = s32[3001] broadcast(k), dimensions={}\n"
+                       " hs = bf16[] convert(s)\n bh = bf16[3001] broadcast(hs), dimensions={}\n"
+                       " u = u32[3001] bitcast-convert(i)\n ku = u32[] bitcast-convert(k)\n bu = u32[3001] broadcast(ku), dimensions={}\n"), rl = 0;
+    for (int o = 0; o < 6; o++) {
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " l%d = f32[3001] %s(bs, x)\n r%d = f32[3001] %s(x, bc)\n hl%d = bf16[3001] %s(bh, h)\n"
+                        " hr%d = bf16[3001] %s(h, bh)\n",
+                        o, ops[o], o, ops[o], o, ops[o], o, ops[o]);
+        rl += snprintf(root + rl, sizeof root - (size_t)rl, "%sl%d, r%d, hl%d, hr%d", o ? ", " : "", o, o, o, o);
+    }
+    for (int d = 0; d < 6; d++) {
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " pf%d = pred[3001] compare(x, bz), direction=%s\n pi%d = pred[3001] compare(i, bk), direction=%s\n"
+                        " pu%d = pred[3001] compare(u, bu), direction=%s\n"
+                        " sa%d = f32[3001] select(pf%d, bs, x)\n sb%d = s32[3001] select(pi%d, i, bk)\n"
+                        " sc%d = f32[3001] select(pu%d, bs, bz)\n",
+                        d, dirs[d], d, dirs[d], d, dirs[d], d, d, d, d, d, d);
+        rl += snprintf(root + rl, sizeof root - (size_t)rl, ", pf%d, pi%d, pu%d, sa%d, sb%d, sc%d", d, d, d, d, d, d);
+    }
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len, " ROOT t = tuple(%s)\n}\n", root);
+    REQUIRE(len < (int)sizeof hlo && rl < (int)sizeof root);
+    fused_matches_unfused(hlo, "scalar_float", 1);
+    fused_matches_unfused(hlo, "scalar_float", 2);
+}

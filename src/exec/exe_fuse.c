@@ -695,7 +695,9 @@ static int fu_member_f(const exe_state *S, const exe_fmember *m, fu_buf *out, fu
         return 1;
     }
     if (c == HLO_CLASS_EW2 && ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, 0) && !(bf && op == HLO_POWER)) {
-        ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len);
+        /* a broadcast scalar operand read once (erf_inv's polynomial coefficients, scale and shift) */
+        if (in[0]->splat == in[1]->splat || !ewb_binary_f32_splat(op, in[0]->p, in[1]->p, in[0]->splat, out->p, len))
+            ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len);
         if (bf) ewb_round_bf16(out->p, len);
         return 1;
     }
@@ -734,8 +736,15 @@ static int fu_compare(const exe_fmember *m, fu_buf *out, fu_buf *const *in, int 
     tpu_dtype t0 = (tpu_dtype)m->in->ops[0]->shape.dtype;
     if (m->dir < 0 || m->total) return 0;
     switch (in[0]->cls) {
-    case FU_F: if (t0 != TPU_F32 && t0 != TPU_BF16) return 0; ewb_compare_f32(m->dir, in[0]->p, in[1]->p, out->p, len); return 1;
-    case FU_I: ewi_compare32(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len); return 1;
+    case FU_F:
+        if (t0 != TPU_F32 && t0 != TPU_BF16) return 0;
+        if (in[1]->splat && !in[0]->splat) ewb_compare_f32_sy(m->dir, in[0]->p, ((const float *)in[1]->p)[0], out->p, len);
+        else ewb_compare_f32(m->dir, in[0]->p, in[1]->p, out->p, len);
+        return 1;
+    case FU_I:
+        if (in[1]->splat && !in[0]->splat) ewi_compare32_sy(m->dir, m->uns, in[0]->p, ((const uint32_t *)in[1]->p)[0], out->p, len);
+        else ewi_compare32(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len);
+        return 1;
     case FU_L: ewi_compare64(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len); return 1;
     default: return 0;
     }
@@ -755,7 +764,19 @@ static int fu_select(fu_buf *out, fu_buf *const *in, int len)
     case 4: {
         const uint32_t *x = in[1]->p, *y = in[2]->p;
         uint32_t *z = out->p;
-        for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        /* broadcast scalar choices (erf_inv's two coefficient sets) read once */
+        if (in[1]->splat && in[2]->splat) {
+            const uint32_t a = x[0], b = y[0];
+            for (int i = 0; i < len; i++) z[i] = p[i] ? a : b;
+        } else if (in[2]->splat) {
+            const uint32_t b = y[0];
+            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : b;
+        } else if (in[1]->splat) {
+            const uint32_t a = x[0];
+            for (int i = 0; i < len; i++) z[i] = p[i] ? a : y[i];
+        } else {
+            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        }
         return 1;
     }
     default: {

@@ -114,6 +114,34 @@ static inline __attribute__((always_inline)) int ewb_binary_f32(hlo_op op, const
     }
 }
 
+/* ewb_binary_f32 with one operand the same in every lane (a broadcast scalar): x[0] for every lane when sx,
+ * else y[0]. Operands stay in their order, so each lane is exactly ewb_binary_f32's. */
+static inline __attribute__((always_inline)) int ewb_binary_f32_splat(hlo_op op, const float *x, const float *y, int sx, float *z,
+                                                                   int64_t n)
+{
+#define EWB_SPLAT(EXPR_X, EXPR_Y)                                   \
+    do {                                                          \
+        if (sx) {                                                 \
+            const float a = x[0];                                 \
+            for (int64_t i = 0; i < n; i++) z[i] = EXPR_X;        \
+        } else {                                                  \
+            const float b = y[0];                                 \
+            for (int64_t i = 0; i < n; i++) z[i] = EXPR_Y;        \
+        }                                                         \
+        return 1;                                                 \
+    } while (0)
+    switch (op) {
+    case HLO_ADD: EWB_SPLAT(a + y[i], x[i] + b);
+    case HLO_SUBTRACT: EWB_SPLAT(a - y[i], x[i] - b);
+    case HLO_MULTIPLY: EWB_SPLAT(a * y[i], x[i] * b);
+    case HLO_DIVIDE: EWB_SPLAT(a / y[i], x[i] / b);
+    case HLO_MAXIMUM: EWB_SPLAT(ewb_maxf(a, y[i]), ewb_maxf(x[i], b));
+    case HLO_MINIMUM: EWB_SPLAT(ewb_minf(a, y[i]), ewb_minf(x[i], b));
+    default: return 0;
+    }
+#undef EWB_SPLAT
+}
+
 /* Round each value to bf16 (computed in f32, subnormal results flushed, design §4) and back to f32. */
 static inline __attribute__((always_inline)) void ewb_round_bf16(float *y, int64_t n)
 {
@@ -130,6 +158,19 @@ static inline __attribute__((always_inline)) void ewb_compare_f32(int d, const f
     case 3: for (int64_t i = 0; i < n; i++) z[i] = x[i] <= y[i]; break;
     case 4: for (int64_t i = 0; i < n; i++) z[i] = x[i] > y[i]; break;
     default: for (int64_t i = 0; i < n; i++) z[i] = x[i] >= y[i]; break;
+    }
+}
+
+/* ewb_compare_f32 with y the same in every lane (y[0]) */
+static inline __attribute__((always_inline)) void ewb_compare_f32_sy(int d, const float *x, float b, uint8_t *z, int64_t n)
+{
+    switch (d) {
+    case 0: for (int64_t i = 0; i < n; i++) z[i] = x[i] == b; break;
+    case 1: for (int64_t i = 0; i < n; i++) z[i] = x[i] != b; break;
+    case 2: for (int64_t i = 0; i < n; i++) z[i] = x[i] < b; break;
+    case 3: for (int64_t i = 0; i < n; i++) z[i] = x[i] <= b; break;
+    case 4: for (int64_t i = 0; i < n; i++) z[i] = x[i] > b; break;
+    default: for (int64_t i = 0; i < n; i++) z[i] = x[i] >= b; break;
     }
 }
 

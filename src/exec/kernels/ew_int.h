@@ -205,6 +205,28 @@ EWI_INLINE void ewi_compare32(int d, int uns, const uint32_t *x, const uint32_t 
     }
 }
 
+/* ewi_compare32 with y the same in every lane */
+EWI_INLINE void ewi_compare32_sy(int d, int uns, const uint32_t *x, uint32_t b, uint8_t *z, int64_t n)
+{
+    const int32_t *sx = (const int32_t *)x;
+    const int32_t sb = (int32_t)b;
+#define EWI_CMP_SY(X, B)                                                          \
+    switch (d) {                                                                  \
+    case 0: for (int64_t i = 0; i < n; i++) z[i] = X[i] == B; break;             \
+    case 1: for (int64_t i = 0; i < n; i++) z[i] = X[i] != B; break;             \
+    case 2: for (int64_t i = 0; i < n; i++) z[i] = X[i] < B; break;              \
+    case 3: for (int64_t i = 0; i < n; i++) z[i] = X[i] <= B; break;             \
+    case 4: for (int64_t i = 0; i < n; i++) z[i] = X[i] > B; break;              \
+    default: for (int64_t i = 0; i < n; i++) z[i] = X[i] >= B; break;            \
+    }
+    if (uns) {
+        EWI_CMP_SY(x, b)
+    } else {
+        EWI_CMP_SY(sx, sb)
+    }
+#undef EWI_CMP_SY
+}
+
 EWI_INLINE void ewi_compare64(int d, int uns, const uint64_t *x, const uint64_t *y, uint8_t *z, int64_t n)
 {
     if (uns) {
