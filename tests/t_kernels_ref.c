@@ -57,8 +57,8 @@ static const kr_case kr_cases[] = {
      " k = s32[3000,2] parameter(3)\n tk = s32[3000,2] broadcast(t), dimensions={}\n i2 = s32[3000,2] subtract(k, tk)\n"
      " c = f32[3000] gather(p, i2), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}\n"
      " ROOT o = (f32[70,50], f32[70,50], f32[3000]) tuple(a, b, c)\n}\n", 0, 0},
-    /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; s32 and s64
-     * indices below 0 and past the end (skipped) */
+    /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; rows of 1, 3,
+     * 4, 8 and 16 elements; s32 and s64 indices below 0 and past the end (skipped) */
     {"scatter_rows_clamped",
      "HloModule s\n" KR_ADD KR_MAX "mn { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
      "ad { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
@@ -76,7 +76,10 @@ static const kr_case kr_cases[] = {
      " f = f32[5,8] scatter(p, i, u3), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
      " u2 = f32[60,50,8] reshape(u)\n i3 = s32[60,50,1] reshape(i)\n"
      " g = f32[5,8] scatter(p, i3, u2), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
-     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8], f32[5,8]) tuple(a, b, c, d, e, f, g)\n}\n", 0, 0},
+     " p4 = f32[5,4] parameter(8)\n u4 = f32[3000,4] parameter(9)\n p16 = f32[5,16] parameter(10)\n u16 = f32[3000,16] parameter(11)\n"
+     " h = f32[5,4] scatter(p4, i, u4), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " q = f32[5,16] scatter(p16, i, u16), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=max\n"
+     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8], f32[5,8], f32[5,4], f32[5,16]) tuple(a, b, c, d, e, f, g, h, q)\n}\n", 0, 0},
     /* broadcasts of whole blocks (operand dims trailing or leading, in order) and the strided copy beside them */
     {"broadcast_blocks",
      "HloModule b\nENTRY main {\n v = f32[256] parameter(0)\n h = bf16[7,5] parameter(1)\n q = s8[9] parameter(2)\n"
