@@ -48,6 +48,19 @@ static const kr_case kr_cases[] = {
      " c = f32[2000,3] gather(r, l), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n"
      " d = f32[8,3000] gather(p, i), offset_dims={0}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
      " ROOT o = (f32[3000,8], bf16[3000,8], f32[2000,3], f32[8,3000]) tuple(a, b, c, d)\n}\n", 0, 0},
+    /* bags of ids (two batch dims that flatten) gathering long rows (prefetched) and scattering them back; a
+     * result whose batch dims do not flatten (offset dim in the middle); s64 ids with a trailing index dim */
+    {"gather_scatter_bags_long_rows",
+     "HloModule g\n" KR_ADD "ENTRY main {\n p = f32[50,70] parameter(0)\n j = s32[30,20,1] parameter(1)\n"
+     " t = s32[] constant(3)\n tb = s32[30,20,1] broadcast(t), dimensions={}\n i = s32[30,20,1] subtract(j, tb)\n"
+     " k = s64[30,20] parameter(2)\n u = f32[30,20,70] parameter(3)\n"
+     " a = f32[30,20,70] gather(p, i), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,70}\n"
+     " b = f32[30,70,20] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,70}\n"
+     " c = f32[30,20,70] gather(p, k), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,70}\n"
+     " z = f32[] constant(0)\n zb = f32[50,70] broadcast(z), dimensions={}\n"
+     " d = f32[50,70] scatter(zb, i, u), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
+     " e = f32[50,70] scatter(p, k, u), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
+     " ROOT o = (f32[30,20,70], f32[30,70,20], f32[30,20,70], f32[50,70], f32[50,70]) tuple(a, b, c, d, e)\n}\n", 0, 0},
     {"gather_points_clamped",
      "HloModule g\nENTRY main {\n p = f32[70,6] parameter(0)\n v = f32[6] parameter(1)\n j = s32[70,50,1] parameter(2)\n"
      " t = s32[] constant(3)\n tb = s32[70,50,1] broadcast(t), dimensions={}\n i = s32[70,50,1] subtract(j, tb)\n"

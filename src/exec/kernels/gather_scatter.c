@@ -339,9 +339,15 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     return 1;
 }
 
-/* Copies n rows of RB bytes: dst row b <- src row clamp(idx[b * is], 0, hi), each at its own stride. */
+/* Copies n rows of RB bytes: dst row b <- src row clamp(idx[b * is], 0, hi), each at its own stride. Rows of
+ * 256 bytes and more (embedding rows from a large table) are prefetched 4 rows ahead. */
 #define GAT_ROWS_LOOP(IT, RB)                                                                            \
     for (int64_t b = b0; b < b1; b++) {                                                                  \
+        if ((RB) >= 256 && b + 4 < b1) {                                                                 \
+            int64_t q = ((const IT *)ix)[(b + 4) * is];                                                  \
+            const char *pf = src + (q < 0 ? 0 : q > hi ? hi : q) * sstep;                                \
+            for (size_t l = 0; l < (RB); l += 64) __builtin_prefetch(pf + l);                            \
+        }                                                                                                \
         int64_t s = ((const IT *)ix)[b * is];                                                            \
         s = s < 0 ? 0 : s > hi ? hi : s;                                                                 \
         memcpy(dst + b * dstep, src + s * sstep, RB);                                                    \
@@ -357,18 +363,24 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     default: GAT_ROWS_LOOP(IT, rb) break;                                                                \
     }
 
-/* Row gathers (embedding lookups, x[idx] of whole rows: one start component, one batch dim, no operand
- * batching dims, a window that is one contiguous run in operand and result): one fixed-size copy per row.
- * Returns 0 when the gather is not of that form. */
+/* Row gathers (embedding lookups, x[idx] of whole rows: one start component, no operand batching dims, a
+ * window that is one contiguous run in operand and result, batch dims that flatten into one, in indices and in
+ * the result: ids of shape [batch, bag]): one fixed-size copy per row. Returns 0 when the gather is not of that
+ * form. */
 static int gat_rows(const gat_job *J, int64_t b0, int64_t b1, int run, int64_t wcount)
 {
     const gs_dims *g = J->g;
     const tpu_tensor *idx = J->idx;
-    if (!run || g->nbatch != 1 || g->nob || g->nvec != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64)) return 0;
+    if (!run || g->nbatch < 1 || g->nob || g->nvec != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64)) return 0;
     for (int d = 0; d < g->rank; d++)
         if (d != g->map[0] && g->wsize[d] != J->op->dims[d]) return 0;   /* other dims start at 0 */
-    int64_t hi = J->op->dims[g->map[0]] - g->wsize[g->map[0]], is = J->istr[g->ibatch[0]];
-    int64_t sstep = J->ostr[g->map[0]] * (int64_t)J->es, dstep = J->tstr[g->obatch[0]] * (int64_t)J->es;
+    int nb = g->nbatch;
+    for (int k = 0; k + 1 < nb; k++)   /* position b = flat index over the batch dims, at b * step in both */
+        if (J->istr[g->ibatch[k]] != J->istr[g->ibatch[k + 1]] * J->bdims[k + 1] ||
+            J->tstr[g->obatch[k]] != J->tstr[g->obatch[k + 1]] * J->bdims[k + 1])
+            return 0;
+    int64_t hi = J->op->dims[g->map[0]] - g->wsize[g->map[0]], is = J->istr[g->ibatch[nb - 1]];
+    int64_t sstep = J->ostr[g->map[0]] * (int64_t)J->es, dstep = J->tstr[g->obatch[nb - 1]] * (int64_t)J->es;
     size_t rb = (size_t)wcount * J->es;
     char *dst = J->t->data;
     const char *src = J->op->data;
@@ -690,11 +702,16 @@ typedef struct sc_rows_job {
  * without a remainder) */
 #define SC_ROWS_LOOP(IT, T, EXPR, RL)                                                                    \
     for (int64_t b = 0; b < nb; b++) {                                                                   \
+        if ((RL) * sizeof(T) >= 256 && b + 4 < nb) {   /* long rows of a large result: prefetched */     \
+            int64_t q = ((const IT *)ix)[(b + 4) * is];                                                  \
+            if ((uint64_t)(q - lo) < (uint64_t)(up - lo))                                                \
+                for (size_t l = 0; l < (RL) * sizeof(T); l += 64) __builtin_prefetch((char *)((T *)res + q * (RL)) + l, 1); \
+        }                                                                                                \
         int64_t s = ((const IT *)ix)[b * is];                                                            \
         if ((uint64_t)(s - lo) >= (uint64_t)(up - lo)) continue;                                         \
         T *r = (T *)res + s * (RL);                                                                      \
         const T *u = (const T *)upd + b * (RL);                                                          \
-        _Pragma("GCC ivdep") for (int64_t i = 0; i < (RL); i++) r[i] = EXPR;   /* (result and updates never overlap) */ \
+        _Pragma("GCC ivdep") for (int64_t i = 0; i < (RL); i++) r[i] = EXPR;   /* (never overlapping) */ \
     }
 
 #define SC_ROWS_RL(IT, T, EXPR)                                                                          \
@@ -717,7 +734,9 @@ typedef struct sc_rows_job {
         SC_ROWS_RL(IT, float, ewb_minf(r[i], u[i]))                                                      \
     }
 
-/* Parts [p0, p1): part p applies the positions that land in result rows [rows * p / nparts, rows * (p+1) / nparts). */
+/* Parts [p0, p1): part p applies the positions that land in result rows [rows * p / nparts, rows * (p+1) / nparts).
+ * (EXE_VEC: a row of run-time length vectorises only with the dynamic cost model.) */
+EXE_VEC
 static void sc_rows_part(void *ctx, int64_t p0, int64_t p1, int tid)
 {
     const sc_rows_job *J = ctx;
