@@ -224,6 +224,18 @@ static const kr_case kr_cases[] = {
      " ROOT t = (f32[8,12,5,5], f32[12], f32[12]) batch-norm-grad(x, s, m, v, g), epsilon=1, feature_index=1\n}\n",
      1e-5, 1e-5},
     /* reduce through lanes (exe_vfn: argmin, bf16 sums rounded at every step) and the order-free integer folds */
+    /* reducers run in lanes (not a plain binop): every lane starts from the init value (1, 4, 8-byte lanes),
+     * including a reduce over a dim of size 1 */
+    {"reduce_lanes_inits",
+     "HloModule r\nan { a = pred[] parameter(0)\n b = pred[] parameter(1)\n ROOT r = pred[] and(a, b) }\n"
+     "sq { a = s32[] parameter(0)\n b = s32[] parameter(1)\n m = s32[] multiply(b, b)\n ROOT r = s32[] add(a, m) }\n"
+     "sq6 { a = s64[] parameter(0)\n b = s64[] parameter(1)\n m = s64[] multiply(b, b)\n ROOT r = s64[] subtract(m, a) }\n"
+     "ENTRY main {\n x = s32[40,30,1] parameter(0)\n y = s64[40,30] parameter(1)\n c3 = s32[] constant(3)\n"
+     " b3 = s32[40,30,1] broadcast(c3), dimensions={}\n p = pred[40,30,1] compare(x, b3), direction=LT\n t = pred[] constant(true)\n"
+     " a = pred[40,30] reduce(p, t), dimensions={2}, to_apply=an\n b = pred[30] reduce(p, t), dimensions={0,2}, to_apply=an\n"
+     " k = s32[] constant(5)\n c = s32[40,30] reduce(x, k), dimensions={2}, to_apply=sq\n d = s32[30] reduce(x, k), dimensions={0,2}, to_apply=sq\n"
+     " k6 = s64[] constant(-7)\n e = s64[40] reduce(y, k6), dimensions={1}, to_apply=sq6\n"
+     " ROOT o = (pred[40,30], pred[30], s32[40,30], s32[30], s64[40]) tuple(a, b, c, d, e)\n}\n", 0, 0},
     {"reduce_argmin_nan_ties",
      "HloModule r\nam { a = f32[] parameter(0)\n b = f32[] parameter(2)\n lt = pred[] compare(a, b), direction=LT\n"
      " ne = pred[] compare(a, a), direction=NE\n o = pred[] or(lt, ne)\n v = f32[] select(o, a, b)\n"
