@@ -212,3 +212,38 @@ TEST(fusion_scalar_float_compare_select_match_unfused)
     fused_matches_unfused(hlo, "scalar_float", 1);
     fused_matches_unfused(hlo, "scalar_float", 2);
 }
+
+/* Rotates or(shift-left(x, l), shift-right-logical(x, r)) run as one member: scalar counts that add up to 32
+ * and that do not (0/32, 32/0, 33/19, a parameter k and 32 - k), per-element counts (0..98 left, 27..34 right),
+ * the or's operands in either order, s32 lanes, a rotate of a rotate, and shifts also read elsewhere (not
+ * folded); the values are spread over all 32 bits first (random inputs are small). */
+TEST(fusion_rotates_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n x0 = u32[4099] parameter(0)\n c = u32[4099] parameter(1)\n y0 = s32[4099] parameter(2)\n"
+        " k = u32[] parameter(3)\n cm = u32[] constant(2654435761)\n bm = u32[4099] broadcast(cm), dimensions={}\n"
+        " x1 = u32[4099] multiply(x0, bm)\n x = u32[4099] add(x1, bm)\n"
+        " c13 = u32[] constant(13)\n c19 = u32[] constant(19)\n c0 = u32[] constant(0)\n"
+        " c32 = u32[] constant(32)\n c33 = u32[] constant(33)\n k2 = u32[] subtract(c32, k)\n"
+        " b13 = u32[4099] broadcast(c13), dimensions={}\n b19 = u32[4099] broadcast(c19), dimensions={}\n"
+        " b0 = u32[4099] broadcast(c0), dimensions={}\n b32 = u32[4099] broadcast(c32), dimensions={}\n"
+        " b33 = u32[4099] broadcast(c33), dimensions={}\n bk = u32[4099] broadcast(k), dimensions={}\n"
+        " bk2 = u32[4099] broadcast(k2), dimensions={}\n"
+        " l1 = u32[4099] shift-left(x, b13)\n r1 = u32[4099] shift-right-logical(x, b19)\n o1 = u32[4099] or(l1, r1)\n"
+        " l2 = u32[4099] shift-left(x, b0)\n r2 = u32[4099] shift-right-logical(x, b32)\n o2 = u32[4099] or(r2, l2)\n"
+        " l3 = u32[4099] shift-left(x, b32)\n r3 = u32[4099] shift-right-logical(x, b0)\n o3 = u32[4099] or(l3, r3)\n"
+        " l4 = u32[4099] shift-left(x, b33)\n r4 = u32[4099] shift-right-logical(x, b19)\n o4 = u32[4099] or(l4, r4)\n"
+        " l5 = u32[4099] shift-left(x, bk)\n r5 = u32[4099] shift-right-logical(x, bk2)\n o5 = u32[4099] or(l5, r5)\n"
+        " d = u32[4099] add(c, c)\n e = u32[4099] multiply(d, c)\n c27 = u32[] constant(27)\n"
+        " b27 = u32[4099] broadcast(c27), dimensions={}\n f = u32[4099] add(c, b27)\n"
+        " l6 = u32[4099] shift-left(x, e)\n r6 = u32[4099] shift-right-logical(x, f)\n o6 = u32[4099] or(l6, r6)\n"
+        " l7 = u32[4099] shift-left(o1, b13)\n r7 = u32[4099] shift-right-logical(o1, b19)\n o7 = u32[4099] or(l7, r7)\n"
+        " p7 = u32[4099] xor(o7, l7)\n"
+        " ys = s32[4099] bitcast-convert(x)\n y = s32[4099] add(ys, y0)\n"
+        " cs = s32[] constant(5)\n cs2 = s32[] constant(27)\n bs = s32[4099] broadcast(cs), dimensions={}\n"
+        " bs2 = s32[4099] broadcast(cs2), dimensions={}\n ls = s32[4099] shift-left(y, bs)\n rs = s32[4099] shift-right-logical(y, bs2)\n"
+        " os = s32[4099] or(rs, ls)\n"
+        " ROOT t = (u32[4099], u32[4099], u32[4099], u32[4099], u32[4099], u32[4099], u32[4099], s32[4099]) tuple(o1, o2, o3, o4, o5, o6, p7, os)\n}\n";
+    fused_matches_unfused(hlo, "rotates", 1);
+    fused_matches_unfused(hlo, "rotates", 2);
+}

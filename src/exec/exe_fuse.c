@@ -320,6 +320,52 @@ static int fu_buf_get(exe_fgroup *G, int *freel, int es, int fixed)
  * scalars (filled once, `fixed`) or bf16 (converted for the whole block), scalar broadcasts (fixed), every
  * other member from its computation to its last reader, outputs to the block's end. A member never shares a
  * buffer with its own operands (the block operations do not run in place). */
+/* The slots member m reads: its operands; a rotate's shifted value and two counts; nothing for a folded shift. */
+static int fu_reads(const exe_fmember *m, int *r)
+{
+    if (m->fold) return 0;
+    if (m->rot) {
+        memcpy(r, m->rop, 3 * sizeof *r);
+        return 3;
+    }
+    int n = m->in->nops < 3 ? m->in->nops : 3;
+    for (int a = 0; a < n; a++) r[a] = m->op[a];
+    return n;
+}
+
+/* Rotates (threefry's rotl: or(shift-left(x, l), shift-right-logical(x, 32 - l)) on 32-bit lanes, the shifts
+ * read by nothing else) become one member: two fewer passes over the block per round. */
+static tpu_status fu_plan_rotates(exe_fgroup *G)
+{
+    int nm = G->nmembers;
+    int *readers = ut_calloc((size_t)nm + 1, sizeof(int));
+    if (!readers) return TPU_ERR_NOMEM;
+    for (int k = 0; k < nm; k++)
+        for (int a = 0; a < G->members[k].in->nops && a < 3; a++)
+            if (G->members[k].op[a] >= 0) readers[G->members[k].op[a]]++;
+    for (int k = 0; k < nm; k++) {
+        exe_fmember *m = &G->members[k];
+        if (m->in->op != HLO_OR || m->cls != FU_I || m->op[0] < 0 || m->op[1] < 0 || m->op[0] == m->op[1]) continue;
+        exe_fmember *a = &G->members[m->op[0]], *b = &G->members[m->op[1]];
+        if (a->in->op == HLO_SHIFT_RIGHT_LOGICAL) {
+            exe_fmember *t = a;
+            a = b;
+            b = t;
+        }
+        if (a->in->op != HLO_SHIFT_LEFT || b->in->op != HLO_SHIFT_RIGHT_LOGICAL || a->cls != FU_I || b->cls != FU_I ||
+            a->op[0] != b->op[0] || a->out >= 0 || b->out >= 0 || readers[m->op[0]] != 1 || readers[m->op[1]] != 1 ||
+            a->fold || b->fold || a->rot || b->rot)
+            continue;
+        m->rot = 1;
+        m->rop[0] = a->op[0];
+        m->rop[1] = a->op[1];
+        m->rop[2] = b->op[1];
+        a->fold = b->fold = 1;
+    }
+    ut_free(readers);
+    return TPU_OK;
+}
+
 static tpu_status fu_plan_bufs(exe_fgroup *G)
 {
     int nm = G->nmembers, ni = G->ninputs, slots = nm + ni;
@@ -334,10 +380,13 @@ static tpu_status fu_plan_bufs(exe_fgroup *G)
         goto out;
     }
     G->nbuf = 0;
+    int rd[3], nr;
     for (int k = 0; k < ni; k++) last[k] = 0;   /* here: input k is read by a member other than a broadcast */
-    for (int k = 0; k < nm; k++)
-        for (int a = 0; a < G->members[k].in->nops && a < 3; a++)
-            if (G->members[k].op[a] < 0 && G->members[k].in->op != HLO_BROADCAST) last[-1 - G->members[k].op[a]] = 1;
+    for (int k = 0; k < nm; k++) {
+        nr = fu_reads(&G->members[k], rd);
+        for (int a = 0; a < nr; a++)
+            if (rd[a] < 0 && G->members[k].in->op != HLO_BROADCAST) last[-1 - rd[a]] = 1;
+    }
     for (int q = 0; q < ni; q++) {
         const hlo_shape *s = &G->inputs[q]->shape;
         int64_t cnt = hlo_shape_count(s);
@@ -349,15 +398,20 @@ static tpu_status fu_plan_bufs(exe_fgroup *G)
         }
     }
     for (int k = 0; k < nm; k++) last[k] = G->members[k].out >= 0 ? nm : k;
-    for (int k = 0; k < nm; k++)
-        for (int a = 0; a < G->members[k].in->nops && a < 3; a++)
-            if (G->members[k].op[a] >= 0 && last[G->members[k].op[a]] < k) last[G->members[k].op[a]] = k;
+    for (int k = 0; k < nm; k++) {
+        nr = fu_reads(&G->members[k], rd);
+        for (int a = 0; a < nr; a++)
+            if (rd[a] >= 0 && last[rd[a]] < k) last[rd[a]] = k;
+    }
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
+        G->buf[k] = -1;
+        if (m->fold) continue;
         G->fixed[k] = m->in->op == HLO_BROADCAST && (m->in->shape.rank == 0 || hlo_shape_count(&m->in->ops[0]->shape) == 1);
         G->buf[k] = fu_buf_get(G, freel, (int)fu_esize(m->cls), G->fixed[k]);
-        for (int a = 0; a < m->in->nops && a < 3; a++) {
-            int o = m->op[a];
+        nr = fu_reads(m, rd);
+        for (int a = 0; a < nr; a++) {
+            int o = rd[a];
             if (o >= 0 && last[o] == k && !G->fixed[o] && !freel[G->buf[o]]) freel[G->buf[o]] = 1;
         }
     }
@@ -416,7 +470,7 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
         }
         for (int g = 0; g < nf && !st; g++)
             if (fu_build(&P, c, group_of, g, order + start[g], start[g + 1] - start[g], slot, inslot, &groups[g]) ||
-                fu_plan_bufs(&groups[g]))
+                fu_plan_rotates(&groups[g]) || fu_plan_bufs(&groups[g]))
                 st = ut_nomem(ctx);
     }
     ut_free(start);
@@ -788,6 +842,24 @@ static int fu_select(fu_buf *out, fu_buf *const *in, int len)
     }
 }
 
+/* A rotate: (x << l) | (x >> r) with each shift as ewi_binary32 gives it (a count >= 32 gives 0); counts that
+ * are broadcast scalars (threefry's) make it one uniform shift pair. in: x, l, r. */
+EXE_VEC
+static void fu_rotate(fu_buf *out, fu_buf *const *in, int len)
+{
+    const uint32_t *x = in[0]->p, *l = in[1]->p, *r = in[2]->p;
+    uint32_t *z = out->p;
+    if (in[1]->splat && in[2]->splat) {
+        uint32_t sl = l[0], sr = r[0];
+        if (sl < 32 && sr < 32) for (int i = 0; i < len; i++) z[i] = (x[i] << sl) | (x[i] >> sr);
+        else if (sl < 32) for (int i = 0; i < len; i++) z[i] = x[i] << sl;
+        else if (sr < 32) for (int i = 0; i < len; i++) z[i] = x[i] >> sr;
+        else memset(z, 0, (size_t)len * sizeof *z);
+        return;
+    }
+    for (int i = 0; i < len; i++) z[i] = (l[i] >= 32 ? 0 : x[i] << (l[i] & 31)) | (r[i] >= 32 ? 0 : x[i] >> (r[i] & 31));
+}
+
 /* Computes member m for one block. */
 EXE_VEC
 static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
@@ -892,7 +964,13 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
             else if (fill) fu_broadcast(m->in, src, 0, (int)J->blk, m->cls, mb[k].p);
             continue;
         }
+        if (m->fold) continue;   /* computed inside the rotate that reads it */
         fu_buf *ops[3] = {NULL, NULL, NULL};
+        if (m->rot) {
+            for (int a = 0; a < 3; a++) ops[a] = m->rop[a] >= 0 ? &mb[m->rop[a]] : &ib[-1 - m->rop[a]];
+            fu_rotate(&mb[k], ops, len);
+            continue;
+        }
         for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
         fu_member(J->S, m, &mb[k], ops, len);
     }

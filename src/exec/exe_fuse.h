@@ -16,6 +16,9 @@ typedef struct exe_fmember {
     int8_t           dir;     /* compare: direction 0..5 (EQ NE LT LE GT GE), -1 unknown */
     uint8_t          uns;     /* integer operands read as unsigned (u32/u64, or compare type=UNSIGNED) */
     uint8_t          total;   /* compare type=TOTALORDER */
+    uint8_t          fold;    /* a shift computed inside the rotate that reads it: no value of its own */
+    uint8_t          rot;     /* or(shift-left(x, l), shift-right-logical(x, r)) in one pass: rop = x, l, r */
+    int              rop[3];
 } exe_fmember;
 
 typedef struct exe_fgroup {
