@@ -247,3 +247,34 @@ TEST(fusion_rotates_match_unfused)
     fused_matches_unfused(hlo, "rotates", 1);
     fused_matches_unfused(hlo, "rotates", 2);
 }
+
+/* 64-bit lanes: a broadcast scalar on either side (shift counts 0, 63, 64, 65, a parameter; add, subtract,
+ * multiply, and, or, xor), and 64 -> 32-bit converts (jax's iota split into two u32 halves). */
+TEST(fusion_scalar_64bit_and_narrowing_match_unfused)
+{
+    static const char *ops[] = {"add", "subtract", "multiply", "and", "or", "xor", "shift-left", "shift-right-logical"};
+    static const char *cnt[] = {"0", "63", "64", "65", "2654435761", "33"};
+    char hlo[16384], root[4096];
+    int len = snprintf(hlo, sizeof hlo,
+                       "HloModule h\nENTRY main {\n i = u64[3001] iota(), iota_dimension=0\n x0 = u64[3001] parameter(0)\n"
+                       " k = u64[] parameter(1)\n m = u64[] constant(11400714819323198485)\n bm = u64[3001] broadcast(m), dimensions={}\n"
+                       " x1 = u64[3001] add(x0, i)\n x = u64[3001] multiply(x1, bm)\n bk = u64[3001] broadcast(k), dimensions={}\n"),
+        rl = 0;
+    for (int c = 0; c < 6; c++) {
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len, " c%d = u64[] constant(%s)\n b%d = u64[3001] broadcast(c%d), dimensions={}\n",
+                        c, cnt[c], c, c);
+        for (int o = 0; o < 8; o++) {
+            len += snprintf(hlo + len, sizeof hlo - (size_t)len, " r%d_%d = u64[3001] %s(x, b%d)\n l%d_%d = u64[3001] %s(b%d, x)\n",
+                            c, o, ops[o], c, c, o, ops[o], c);
+            rl += snprintf(root + rl, sizeof root - (size_t)rl, "%sr%d_%d, l%d_%d", rl ? ", " : "", c, o, c, o);
+        }
+    }
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                    " rk = u64[3001] shift-right-logical(x, bk)\n lk = u64[3001] subtract(bk, x)\n"
+                    " n1 = u32[3001] convert(x)\n s = s64[3001] bitcast-convert(x)\n n2 = s32[3001] convert(s)\n"
+                    " n3 = s32[3001] convert(x)\n n4 = u32[3001] convert(s)\n"
+                    " ROOT t = tuple(%s, rk, lk, n1, n2, n3, n4)\n}\n", root);
+    REQUIRE(len < (int)sizeof hlo && rl < (int)sizeof root);
+    fused_matches_unfused(hlo, "scalar_64bit", 1);
+    fused_matches_unfused(hlo, "scalar_64bit", 2);
+}

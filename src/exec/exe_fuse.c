@@ -718,6 +718,13 @@ static int fu_convert(const exe_state *S, tpu_dtype t0, tpu_dtype t, const fu_bu
             for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_inline(x[i]));
         return 1;
     }
+    if (c0 == FU_L && c1 == FU_I) {   /* 64 -> 32 bits keeps the low half (jax's iota split; ewi_convert's loop
+                                       * for it does not vectorise) */
+        const uint64_t *x = a->p;
+        uint32_t *z = out->p;
+        for (int i = 0; i < len; i++) z[i] = (uint32_t)x[i];
+        return 1;
+    }
     if (fu_direct(t0) && fu_direct(t)) return ewi_convert(t0, t, a->p, out->p, len);
     if (t == TPU_BF16 && fu_direct(t0) && ewi_convert(t0, TPU_F32, a->p, out->p, len)) {
         ewb_round_bf16(out->p, len);   /* through f32, as the reference rounds */
@@ -778,6 +785,12 @@ static int fu_member_int(const exe_fmember *m, fu_buf *out, fu_buf *const *in, i
         if (c == HLO_CLASS_EW2) return ewi_binary32(op, m->uns, in[0]->p, in[1]->p, out->p, len);
         if (c == HLO_CLASS_EW1) return ewi_unary32(op, m->uns, in[0]->p, out->p, len);
     } else {
+        if (c == HLO_CLASS_EW2 && in[1]->splat && !in[0]->splat &&
+            ewi_binary64_scalar(op, in[0]->p, ((const uint64_t *)in[1]->p)[0], out->p, len))
+            return 1;
+        if (c == HLO_CLASS_EW2 && in[0]->splat && !in[1]->splat && ewi_commutes(op) &&
+            ewi_binary64_scalar(op, in[1]->p, ((const uint64_t *)in[0]->p)[0], out->p, len))
+            return 1;
         if (c == HLO_CLASS_EW2) return ewi_binary64(op, m->uns, in[0]->p, in[1]->p, out->p, len);
         if (c == HLO_CLASS_EW1) return ewi_unary64(op, m->uns, in[0]->p, out->p, len);
     }

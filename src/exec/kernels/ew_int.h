@@ -104,6 +104,28 @@ EWI_INLINE int ewi_binary32_scalar(hlo_op op, const uint32_t *x, uint32_t y, uin
     }
 }
 
+/* ewi_binary32_scalar on 64-bit lanes (ewi_binary64's results) */
+EWI_INLINE int ewi_binary64_scalar(hlo_op op, const uint64_t *x, uint64_t y, uint64_t *z, int64_t n)
+{
+    switch (op) {
+    case HLO_ADD: for (int64_t i = 0; i < n; i++) z[i] = x[i] + y; return 1;
+    case HLO_SUBTRACT: for (int64_t i = 0; i < n; i++) z[i] = x[i] - y; return 1;
+    case HLO_MULTIPLY: for (int64_t i = 0; i < n; i++) z[i] = x[i] * y; return 1;
+    case HLO_AND: for (int64_t i = 0; i < n; i++) z[i] = x[i] & y; return 1;
+    case HLO_OR: for (int64_t i = 0; i < n; i++) z[i] = x[i] | y; return 1;
+    case HLO_XOR: for (int64_t i = 0; i < n; i++) z[i] = x[i] ^ y; return 1;
+    case HLO_SHIFT_LEFT:
+        if (y >= 64) memset(z, 0, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = x[i] << y;
+        return 1;
+    case HLO_SHIFT_RIGHT_LOGICAL:
+        if (y >= 64) memset(z, 0, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = x[i] >> y;
+        return 1;
+    default: return 0;
+    }
+}
+
 EWI_INLINE int ewi_binary64(hlo_op op, int uns, const uint64_t *x, const uint64_t *y, uint64_t *z, int64_t n)
 {
     const int64_t *sx = (const int64_t *)x, *sy = (const int64_t *)y;
