@@ -278,3 +278,24 @@ TEST(fusion_scalar_64bit_and_narrowing_match_unfused)
     fused_matches_unfused(hlo, "scalar_64bit", 1);
     fused_matches_unfused(hlo, "scalar_64bit", 2);
 }
+
+/* Unsigned divide and remainder by a broadcast scalar (a parameter: random 0..7, so 0 and 1 too; constants
+ * 1000, 2^31 + 1, 2^32 - 1) on spread-out values, and a signed remainder by a scalar beside them. */
+TEST(fusion_divrem_by_scalar_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n x0 = u32[5003] parameter(0)\n k = u32[] parameter(1)\n y = s32[5003] parameter(2)\n"
+        " cm = u32[] constant(2654435761)\n bm = u32[5003] broadcast(cm), dimensions={}\n x1 = u32[5003] multiply(x0, bm)\n"
+        " i = u32[5003] iota(), iota_dimension=0\n x2 = u32[5003] multiply(i, bm)\n x = u32[5003] add(x1, x2)\n"
+        " bk = u32[5003] broadcast(k), dimensions={}\n c1 = u32[] constant(1000)\n b1 = u32[5003] broadcast(c1), dimensions={}\n"
+        " c2 = u32[] constant(2147483649)\n b2 = u32[5003] broadcast(c2), dimensions={}\n"
+        " c3 = u32[] constant(4294967295)\n b3 = u32[5003] broadcast(c3), dimensions={}\n"
+        " r0 = u32[5003] remainder(x, bk)\n q0 = u32[5003] divide(x, bk)\n r1 = u32[5003] remainder(x, b1)\n"
+        " q1 = u32[5003] divide(x, b1)\n r2 = u32[5003] remainder(x, b2)\n q2 = u32[5003] divide(x, b2)\n"
+        " r3 = u32[5003] remainder(x, b3)\n q3 = u32[5003] divide(x, b3)\n s = u32[5003] add(r1, q1)\n"
+        " cs = s32[] constant(-7)\n bs = s32[5003] broadcast(cs), dimensions={}\n ys = s32[5003] bitcast-convert(x)\n"
+        " rs = s32[5003] remainder(ys, bs)\n"
+        " ROOT t = tuple(r0, q0, s, r2, q2, r3, q3, rs)\n}\n";
+    fused_matches_unfused(hlo, "divrem", 1);
+    fused_matches_unfused(hlo, "divrem", 2);
+}

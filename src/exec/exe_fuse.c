@@ -775,6 +775,11 @@ static int fu_member_int(const exe_fmember *m, fu_buf *out, fu_buf *const *in, i
     hlo_class c = hlo_op_class(op);
     if (in[0]->cls != m->cls) return 0;
     if (m->cls == FU_I) {
+        /* an unsigned divide or remainder by a broadcast scalar: through a multiply (randint's x % span) */
+        if ((op == HLO_REMAINDER || op == HLO_DIVIDE) && m->uns && in[1]->splat && !in[0]->splat) {
+            ewi_divrem32_scalar(op == HLO_REMAINDER, in[0]->p, ((const uint32_t *)in[1]->p)[0], out->p, len);
+            return 1;
+        }
         /* a scalar operand (a broadcast constant: hash and RNG chains) is read once, shifts by it are uniform */
         if (c == HLO_CLASS_EW2 && in[1]->splat && !in[0]->splat &&
             ewi_binary32_scalar(op, in[0]->p, ((const uint32_t *)in[1]->p)[0], out->p, len))

@@ -105,6 +105,34 @@ EWI_INLINE int ewi_binary32_scalar(hlo_op op, const uint32_t *x, uint32_t y, uin
 }
 
 /* ewi_binary32_scalar on 64-bit lanes (ewi_binary64's results) */
+/* Unsigned 32-bit divide (rem 0) or remainder (rem 1) of every lane by one divisor d, as ewi_binary32 gives
+ * them (d == 0: all ones, or x). Division by an invariant integer through a multiply (Granlund & Montgomery
+ * 1994, fig. 4.1): with l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1, t = (m x) >> 32 and
+ * q = (t + ((x - t) >> min(l, 1))) >> max(l - 1, 0) is floor(x / d) for every 32-bit x; vectorises where a
+ * divide instruction per lane does not (jax's randint: x % span over the random bits). */
+EWI_INLINE void ewi_divrem32_scalar(int rem, const uint32_t *x, uint32_t d, uint32_t *z, int64_t n)
+{
+    if (d == 0) {
+        if (rem) memmove(z, x, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = 0xFFFFFFFFu;
+        return;
+    }
+    int l = d == 1 ? 0 : 32 - __builtin_clz(d - 1);
+    uint32_t m = (uint32_t)(((((uint64_t)1 << l) - d) << 32) / d + 1);
+    int sh1 = l < 1 ? l : 1, sh2 = l > 1 ? l - 1 : 0;
+    if (rem) {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t t = (uint32_t)(((uint64_t)x[i] * m) >> 32);
+            z[i] = x[i] - ((t + ((x[i] - t) >> sh1)) >> sh2) * d;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t t = (uint32_t)(((uint64_t)x[i] * m) >> 32);
+            z[i] = (t + ((x[i] - t) >> sh1)) >> sh2;
+        }
+    }
+}
+
 EWI_INLINE int ewi_binary64_scalar(hlo_op op, const uint64_t *x, uint64_t y, uint64_t *z, int64_t n)
 {
     switch (op) {
