@@ -299,3 +299,26 @@ TEST(fusion_divrem_by_scalar_match_unfused)
     fused_matches_unfused(hlo, "divrem", 1);
     fused_matches_unfused(hlo, "divrem", 2);
 }
+
+/* f32 multiply-adds fold the product into the add or subtract: product on either side of add and subtract,
+ * scalar factors, a Horner chain, a product read twice (not folded), a bf16 add (not folded), products of
+ * large and tiny values (overflow, subnormal results). */
+TEST(fusion_multiply_add_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n x = f32[4097] parameter(0)\n y = f32[4097] parameter(1)\n w = f32[4097] parameter(2)\n"
+        " s = f32[] parameter(3)\n h = bf16[4097] parameter(4)\n bs = f32[4097] broadcast(s), dimensions={}\n"
+        " big = f32[] constant(3e38)\n bb = f32[4097] broadcast(big), dimensions={}\n tiny = f32[] constant(1.5e-38)\n"
+        " bt = f32[4097] broadcast(tiny), dimensions={}\n"
+        " m1 = f32[4097] multiply(x, y)\n a1 = f32[4097] add(w, m1)\n m2 = f32[4097] multiply(x, bs)\n a2 = f32[4097] add(m2, y)\n"
+        " m3 = f32[4097] multiply(y, w)\n a3 = f32[4097] subtract(x, m3)\n m4 = f32[4097] multiply(bs, w)\n a4 = f32[4097] subtract(m4, x)\n"
+        " m5 = f32[4097] multiply(a1, x)\n a5 = f32[4097] add(m5, a2)\n m6 = f32[4097] multiply(a5, x)\n a6 = f32[4097] add(m6, a3)\n"
+        " m7 = f32[4097] multiply(a6, x)\n a7 = f32[4097] subtract(a4, m7)\n"
+        " m8 = f32[4097] multiply(x, w)\n a8 = f32[4097] add(m8, y)\n d8 = f32[4097] add(a8, m8)\n"
+        " m9 = f32[4097] multiply(x, bb)\n a9 = f32[4097] add(m9, bb)\n m10 = f32[4097] multiply(y, bt)\n a10 = f32[4097] subtract(m10, bt)\n"
+        " hf = f32[4097] convert(h)\n m11 = f32[4097] multiply(hf, hf)\n a11 = f32[4097] add(m11, x)\n"
+        " mh = bf16[4097] multiply(h, h)\n ah = bf16[4097] add(mh, h)\n"
+        " ROOT t = tuple(a1, a2, a3, a4, a7, d8, a9, a10, a11, ah)\n}\n";
+    fused_matches_unfused(hlo, "muladd", 1);
+    fused_matches_unfused(hlo, "muladd", 2);
+}

@@ -324,7 +324,7 @@ static int fu_buf_get(exe_fgroup *G, int *freel, int es, int fixed)
 static int fu_reads(const exe_fmember *m, int *r)
 {
     if (m->fold) return 0;
-    if (m->rot) {
+    if (m->rot || m->madd) {
         memcpy(r, m->rop, 3 * sizeof *r);
         return 3;
     }
@@ -361,6 +361,26 @@ static tpu_status fu_plan_rotates(exe_fgroup *G)
         m->rop[1] = a->op[1];
         m->rop[2] = b->op[1];
         a->fold = b->fold = 1;
+    }
+    /* f32 multiply-adds (polynomials, moment updates): the product, read by nothing else, folds into the add
+     * or subtract; rounded after the multiply and after the add as before (C11 does not contract a*b+c) */
+    for (int k = 0; k < nm; k++) {
+        exe_fmember *m = &G->members[k];
+        if ((m->in->op != HLO_ADD && m->in->op != HLO_SUBTRACT) || m->in->shape.dtype != TPU_F32 || m->rot || m->fold) continue;
+        for (int side = 1; side >= 0; side--) {
+            int o = m->op[side];
+            if (o < 0 || m->op[!side] == o) continue;
+            exe_fmember *p = &G->members[o];
+            if (p->in->op != HLO_MULTIPLY || p->in->shape.dtype != TPU_F32 || p->in->ops[0]->shape.dtype != TPU_F32 ||
+                p->out >= 0 || readers[o] != 1 || p->fold || p->rot || p->madd)
+                continue;
+            m->madd = (uint8_t)(side == 1 ? 1 : 2);
+            m->rop[0] = m->op[!side];
+            m->rop[1] = p->op[0];
+            m->rop[2] = p->op[1];
+            p->fold = 1;
+            break;
+        }
     }
     ut_free(readers);
     return TPU_OK;
@@ -878,6 +898,19 @@ static void fu_rotate(fu_buf *out, fu_buf *const *in, int len)
     for (int i = 0; i < len; i++) z[i] = (l[i] >= 32 ? 0 : x[i] << (l[i] & 31)) | (r[i] >= 32 ? 0 : x[i] >> (r[i] & 31));
 }
 
+/* x + p*q, x - p*q, p*q + x or p*q - x (pfirst) on f32 lanes: the product rounded, then the sum, operands in
+ * their order (each lane exactly what the multiply and the add give apart). in: x, p, q. */
+EXE_VEC
+static void fu_muladd(fu_buf *out, int sub, int pfirst, fu_buf *const *in, int len)
+{
+    const float *x = in[0]->p, *p = in[1]->p, *q = in[2]->p;
+    float *z = out->p;
+    if (!sub && !pfirst) for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = x[i] + t; }
+    else if (!sub) for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = t + x[i]; }
+    else if (!pfirst) for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = x[i] - t; }
+    else for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = t - x[i]; }
+}
+
 /* Computes member m for one block. */
 EXE_VEC
 static void fu_member(const exe_state *S, const exe_fmember *m, fu_buf *out, fu_buf *const *in, int len)
@@ -984,9 +1017,10 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
         }
         if (m->fold) continue;   /* computed inside the rotate that reads it */
         fu_buf *ops[3] = {NULL, NULL, NULL};
-        if (m->rot) {
+        if (m->rot || m->madd) {
             for (int a = 0; a < 3; a++) ops[a] = m->rop[a] >= 0 ? &mb[m->rop[a]] : &ib[-1 - m->rop[a]];
-            fu_rotate(&mb[k], ops, len);
+            if (m->rot) fu_rotate(&mb[k], ops, len);
+            else fu_muladd(&mb[k], m->in->op == HLO_SUBTRACT, m->madd == 2, ops, len);
             continue;
         }
         for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];

@@ -16,8 +16,10 @@ typedef struct exe_fmember {
     int8_t           dir;     /* compare: direction 0..5 (EQ NE LT LE GT GE), -1 unknown */
     uint8_t          uns;     /* integer operands read as unsigned (u32/u64, or compare type=UNSIGNED) */
     uint8_t          total;   /* compare type=TOTALORDER */
-    uint8_t          fold;    /* a shift computed inside the rotate that reads it: no value of its own */
+    uint8_t          fold;    /* computed inside the member that reads it (rotate, multiply-add): no value */
     uint8_t          rot;     /* or(shift-left(x, l), shift-right-logical(x, r)) in one pass: rop = x, l, r */
+    uint8_t          madd;    /* f32 add/subtract of a folded multiply: rop = other operand, p, q; 1: op(x, p*q),
+                               * 2: op(p*q, x) */
     int              rop[3];
 } exe_fmember;
 
