@@ -956,6 +956,7 @@ typedef struct fu_job {
     char             *stack_scratch;   /* a one-block group: on the caller's stack */
     fu_buf           *stack_mb;
     int64_t           blk;       /* elements per block (the buffers' capacity) */
+    const int        *reuse;     /* per output: the input it is written into, or -1 */
     uint8_t           filled[PAR_T];   /* per thread: its scratch's fixed slots hold their values */
     _Atomic int       failed;
 } fu_job;
@@ -972,6 +973,15 @@ static void fu_store(tpu_tensor *t, const fu_buf *b, int64_t o, int len)
     }
     size_t es = fu_esize(b->cls);
     memcpy((char *)t->data + (size_t)o * es, b->p, (size_t)len * es);
+}
+
+/* Does member k write its block straight into its output tensor (whose storage is the block's)? The last
+ * member always can; another output only into a tensor of its own (one that receives an input in place
+ * would be written before later members read that input). */
+static int fu_writes_direct(const fu_job *J, int k)
+{
+    const exe_fmember *m = &J->G->members[k];
+    return m->out >= 0 && fu_direct(J->outs[m->out]->dtype) && (k == J->G->nmembers - 1 || J->reuse[m->out] < 0);
 }
 
 static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, int fill)
@@ -1006,7 +1016,7 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
         mb[k].splat = 0;
         mb[k].p = scratch + off[k];
         /* the last member writes straight into its result when the block's storage is the result's */
-        int direct = k == nm - 1 && m->out >= 0 && fu_direct(J->outs[m->out]->dtype);
+        int direct = fu_writes_direct(J, k);
         if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
         if (m->in->op == HLO_BROADCAST) {
             const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
@@ -1029,7 +1039,7 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
     /* the other outputs leave after every member has read its inputs (an input may receive an output) */
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
-        if (m->out < 0 || (k == nm - 1 && fu_direct(J->outs[m->out]->dtype))) continue;
+        if (m->out < 0 || fu_writes_direct(J, k)) continue;
         fu_store(J->outs[m->out], &mb[k], o, len);
     }
 }
@@ -1137,6 +1147,7 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     if (boff != boffv) ut_free(boff);
     J.off = off;
     J.blk = L;
+    J.reuse = reuse;
     _Alignas(64) char stack_scratch[FU_STACK_BYTES];
     fu_buf stack_mb[FU_STACK_SLOTS];
     if (nblocks == 1 && slots <= FU_STACK_SLOTS && off[slots] <= FU_STACK_BYTES) {
