@@ -322,3 +322,18 @@ TEST(fusion_multiply_add_match_unfused)
     fused_matches_unfused(hlo, "muladd", 1);
     fused_matches_unfused(hlo, "muladd", 2);
 }
+
+/* Several outputs of one group while an input that dies there receives an output in place (a dot's result,
+ * read by every member): the outputs with tensors of their own are written directly, the one in place only
+ * at the block's end. */
+TEST(fusion_outputs_direct_and_in_place_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n p = f32[96,80] parameter(0)\n q = f32[80,96] parameter(1)\n"
+        " d = f32[96,96] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n c = f32[] constant(2)\n"
+        " bc = f32[96,96] broadcast(c), dimensions={}\n e = f32[96,96] multiply(d, bc)\n f = f32[96,96] add(e, d)\n"
+        " g = f32[96,96] subtract(f, d)\n h = f32[96,96] multiply(g, d)\n"
+        " ROOT t = (f32[96,96], f32[96,96], f32[96,96]) tuple(e, g, h)\n}\n";
+    fused_matches_unfused(hlo, "outputs_in_place", 1);
+    fused_matches_unfused(hlo, "outputs_in_place", 2);
+}
