@@ -762,6 +762,29 @@ static void conv_pack_w(const conv_gctx *c, const conv_blk *b, int64_t ci0, int6
                              c->nm->dbl, part);
 }
 
+/* Do the gathered f32 buffers of operand op (0: input, 1: kernel) hold bf16 values (bf16 data, or f32 read
+ * through part HI or LO)? Then the gemm may read them as part HI, which leaves such a value as it is (NaN
+ * payloads aside) and lets the bf16 microkernel take the product: the same bits (gemm.h), twice the speed
+ * where VDPBF16PS is fast. */
+static int conv_bf16_valued(const conv_gctx *c, int op)
+{
+    const tpu_tensor *t = op ? c->w : c->x;
+    return !c->nm->dbl && (t->dtype == TPU_BF16 || c->nm->split[op]);
+}
+
+/* exe_mx_gemm on conv's f32 buffers (never f64), through the microkernels with bf16-valued buffers marked so */
+static void conv_mx_gemm(const conv_gctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                         const void *B, int64_t ldb, int beta1, void *C, int64_t ldc)
+{
+    if (c->nm->dbl || !exe_gemm_micro_default() || !conv_bf16_valued(c, 0) || !conv_bf16_valued(c, 1) || M <= 0 || N <= 0) {
+        exe_mx_gemm(c->nm->dbl, ta, tb, M, N, K, A, lda, B, ldb, beta1, C, ldc);
+        return;
+    }
+    exe_gemm_src a = {A, TPU_F32, ta ? 1 : lda, ta ? lda : 1, EXE_MX_HI};
+    exe_gemm_src b = {B, TPU_F32, tb ? 1 : ldb, tb ? ldb : 1, EXE_MX_HI};
+    exe_gemm(1, M, N, K, &a, &b, C, ldc, beta1);
+}
+
 /* C[M][ncol] (+)= kernel chunk x patch chunk for features [ci0, ci1) of block b; beta1: accumulate. */
 static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
                             const conv_ws *w, void *C, int64_t ldc, int beta1)
@@ -777,7 +800,7 @@ static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, i
             exe_mx_part px, pw;
             if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
             const float *col = w->col[px == EXE_MX_LO], *W = (const float *)c->wfull[pw == EXE_MX_LO] + woff;
-            exe_mx_gemm(0, 0, 1, ncol, M, kc, col, kc, W, kc, beta1, C, ldc);
+            conv_mx_gemm(c, 0, 1, ncol, M, kc, col, kc, W, kc, beta1, C, ldc);
             beta1 = 1;
         }
         return;
@@ -800,8 +823,8 @@ static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, i
         exe_mx_part px, pw;
         if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
         const void *col = w->col[px == EXE_MX_LO], *W = wk[pw == EXE_MX_LO];
-        if (c->orient_k) exe_mx_gemm(nm->dbl, 0, 1, M, ncol, kc, W, lda, col, kc, beta1, C, ldc);
-        else exe_mx_gemm(nm->dbl, 0, 0, M, ncol, kc, W, lda, col, ncol, beta1, C, ldc);
+        if (c->orient_k) conv_mx_gemm(c, 0, 1, M, ncol, kc, W, lda, col, kc, beta1, C, ldc);
+        else conv_mx_gemm(c, 0, 0, M, ncol, kc, W, lda, col, ncol, beta1, C, ldc);
         beta1 = 1;
     }
 }
@@ -1039,7 +1062,8 @@ static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
             for (int term = 0; term < 3; term++) {
                 exe_mx_part px, pw;
                 if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
-                exe_gemm_src b = {X[px == EXE_MX_LO], TPU_F32, wd, 1, EXE_MX_AS_IS}, a = J->wsrc;
+                exe_gemm_src b = {X[px == EXE_MX_LO], TPU_F32, wd, 1, conv_bf16_valued(c, 0) ? EXE_MX_HI : EXE_MX_AS_IS};
+                exe_gemm_src a = J->wsrc;
                 a.p = (const char *)a.p + (size_t)(ci0 * J->wci) * tpu_dtype_size(a.dtype);
                 a.part = pw == EXE_MX_LO ? EXE_MX_LO : hw;
                 exe_gemm(1, p->Cout, wd, kc, &a, &b, C, p->Ovol * p->Nout, beta1);
