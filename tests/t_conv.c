@@ -509,3 +509,52 @@ TEST(conv_weight_grad_path)
             }
     tpu_ctx_free(ctx);
 }
+
+/* Channels-last convolutions of bf16 data, whose patches the fast path gathers as bf16 (conv.c
+ * conv_gctx.col16), against the general path's f32 patches (exe_k_convolution_gemm), bit for bit on 1 and 3
+ * threads in both numerics modes, on the shapes of conv_channels_last_path and random windows; and a few
+ * against the reference. */
+TEST(conv_bf16_patches_path)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {23};
+    char text[CT_TEXT];
+    int fails = 0;
+    for (int i = 0; i < 40 && fails < 3; i++) {
+        int64_t Cig = mxt_int(&r, 2, 40), Cout = mxt_int(&r, 5, 40);
+        int64_t S0 = mxt_int(&r, 1, 12), S1 = mxt_int(&r, 1, 12), K0 = mxt_int(&r, 1, 3), K1 = mxt_int(&r, 1, 3);
+        int64_t st = mxt_int(&r, 1, 2), ld = mxt_int(&r, 0, 3) == 0 ? 2 : 1, lo = mxt_int(&r, 0, 2), hi = mxt_int(&r, -1, 2);
+        if ((S0 - 1) * ld + 1 + lo + hi < K0 || (S1 - 1) * ld + 1 + lo + hi < K1) continue;
+        char win[160];
+        snprintf(win, sizeof win, "size=%lldx%lld stride=%lldx%lld pad=%lld_%lldx%lld_%lld lhs_dilate=%lldx%lld",
+                 (long long)K0, (long long)K1, (long long)st, (long long)st, (long long)lo, (long long)hi, (long long)lo,
+                 (long long)hi, (long long)ld, (long long)ld);
+        ct_nhwc(text, &r, mxt_int(&r, 1, 40), S0, S1, Cig, Cout, 1, 1, K0, K1, win, "");
+        for (char *p; (p = strstr(text, "f32[")) != NULL;) {   /* every operand bf16 */
+            memmove(p + 1, p, strlen(p) + 1);
+            memcpy(p, "bf16", 4);
+        }
+        tpu_numerics num = i % 3 == 2 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+        tpu_module *m = mxt_parse(ctx, text);
+        REQUIRE(m);
+        tpu_tensor *a, *b;
+        mxt_operands(&r, m, &a, &b);
+        tpu_tensor *g = mxt_run(ctx, m, exe_k_convolution_gemm, num, 1, a, b);
+        CHECK(g != NULL);
+        for (int th = 1; th <= 3 && g; th += 2) {
+            tpu_tensor *f = mxt_run(ctx, m, exe_k_convolution, num, th, a, b);
+            CHECK(f != NULL);
+            if (f && memcmp(f->data, g->data, g->nbytes)) {
+                test_fail(__FILE__, __LINE__, "bf16 patches != f32 patches (%d threads):\n%s", th, text);
+                fails++;
+            }
+            tpu_tensor_free(f);
+        }
+        tpu_tensor_free(g);
+        tpu_tensor_free(a);
+        tpu_tensor_free(b);
+        tpu_module_free(m);
+        if (i < 8) fails += !ct_check(ctx, &r, text, Cig * K0 * K1, num, 0);
+    }
+    tpu_ctx_free(ctx);
+}

@@ -630,6 +630,7 @@ typedef struct conv_gctx {
      * C[col][co] = Col . W^T written straight into the result, rows cstride apart */
     int               clast;
     int64_t           cstride;
+    int               col16;      /* channels last, bf16 input: Col holds the bf16 values as they are (2 bytes) */
 } conv_gctx;
 
 typedef struct conv_ws {
@@ -730,23 +731,30 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
     const tpu_tensor *x = c->x;
     size_t esz = tpu_dtype_size(x->dtype);
     int64_t cw = ci1 - ci0, kc = cw * p->Kvol, O1 = p->O[1], O2 = p->O[2];
+    size_t des = c->col16 ? 2 : sizeof(float);
     for (int64_t cidx = c0; cidx < c1; cidx++) {
         int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
         int64_t o[CV_D] = {ol / (O2 * O1), (ol / O2) % O1, ol % O2};
         const char *base = (const char *)x->data + (size_t)((b->bg * p->Nout + n) * p->xn + (b->g * p->Cig + ci0)) * esz;
-        float *d = (float *)col + (cidx - c0) * kc;
+        char *d = (char *)col + (size_t)((cidx - c0) * kc) * des;
         for (int64_t k0 = 0; k0 < p->K[0]; k0++)
             for (int64_t k1 = 0; k1 < p->K[1]; k1++)
-                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += cw) {
+                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += (size_t)cw * des) {
                     int64_t k[CV_D] = {k0, k1, k2}, off = 0;
                     int ok = 1;
                     for (int j = 0; j < CV_D && ok; j++) {
                         int64_t q = o[j] * p->st[j] + k[j] * p->rd[j] - p->plo[j];
+                        if (p->ld[j] == 1) {   /* (no division in the common case) */
+                            ok = q >= 0 && q < p->S[j];
+                            off += ok ? q * p->xs[j] : 0;
+                            continue;
+                        }
                         ok = q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
                         off += ok ? q / p->ld[j] * p->xs[j] : 0;
                     }
-                    if (ok) exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
-                    else memset(d, 0, (size_t)cw * sizeof(float));
+                    if (!ok) memset(d, 0, (size_t)cw * des);
+                    else if (c->col16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
+                    else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
                 }
     }
 }
@@ -800,7 +808,14 @@ static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, i
             exe_mx_part px, pw;
             if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
             const float *col = w->col[px == EXE_MX_LO], *W = (const float *)c->wfull[pw == EXE_MX_LO] + woff;
-            conv_mx_gemm(c, 0, 1, ncol, M, kc, col, kc, W, kc, beta1, C, ldc);
+            if (c->col16) {
+                /* bf16 read as bf16 by the gemm: the values the f32 widening gives (subnormals read as zero) */
+                exe_gemm_src a = {col, TPU_BF16, kc, 1, EXE_MX_AS_IS};
+                exe_gemm_src bw = {W, TPU_F32, 1, kc, conv_bf16_valued(c, 1) ? EXE_MX_HI : EXE_MX_AS_IS};
+                exe_gemm(1, ncol, M, kc, &a, &bw, C, ldc, beta1);
+            } else {
+                conv_mx_gemm(c, 0, 1, ncol, M, kc, col, kc, W, kc, beta1, C, ldc);
+            }
             beta1 = 1;
         }
         return;
@@ -1150,7 +1165,7 @@ static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64
 }
 
 static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
-                            const tpu_tensor *w, tpu_tensor *t, int nt, int allow_wgrad)
+                            const tpu_tensor *w, tpu_tensor *t, int nt, int fast)
 {
     conv_gctx c;
     memset(&c, 0, sizeof c);
@@ -1211,11 +1226,12 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     if (c.clast) {
         c.flat = 0;
         c.cstride = cstride;
+        c.col16 = fast && x->dtype == TPU_BF16 && exe_gemm_micro_default();
         direct = 1;   /* no accumulator workspace */
     }
     int64_t ntask = nblk * nchunk;
     tpu_status st = TPU_OK;
-    if (allow_wgrad && !c.clast && conv_wgrad(&c, nblk, nk, cic, ksplit ? nkp : 1, direct, nt, &st)) {
+    if (fast && !c.clast && conv_wgrad(&c, nblk, nk, cic, ksplit ? nkp : 1, direct, nt, &st)) {
         ut_free(blk);
         return st;
     }
@@ -1307,7 +1323,7 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     return st;
 }
 
-static tpu_status conv_run(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out, int allow_wgrad)
+static tpu_status conv_run(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out, int fast)
 {
     conv_plan p;
     tpu_status st = conv_plan_make(S, in, ops, &p);
@@ -1325,7 +1341,7 @@ static tpu_status conv_run(exe_state *S, const hlo_instr *in, exe_value *const *
     if (t->count == 0) return exe_out_array(S, t, out);
     if ((double)t->count * (double)(p.Cig * p.Kvol) < 1e5) nt = 1;   /* not worth waking threads */
     if (!nm.dbl && UT_MIN(p.Cog, p.Cobg) <= 4) st = conv_direct(S, &p, &nm, x, w, t, nt);
-    else st = conv_gemm(S, &p, &nm, x, w, t, nt, allow_wgrad);
+    else st = conv_gemm(S, &p, &nm, x, w, t, nt, fast);
     if (st) {
         tpu_tensor_free(t);
         return st;
@@ -1335,5 +1351,6 @@ static tpu_status conv_run(exe_state *S, const hlo_instr *in, exe_value *const *
 
 EXE_KERNEL(exe_k_convolution) { return conv_run(S, in, ops, out, 1); }
 
-/* Without the weight-gradient path: the general implicit GEMM it must match bit for bit (tests). */
+/* Without the weight-gradient path and the bf16 patch buffers (conv_gctx.col16): the general implicit GEMM
+ * with f32 patches, which they must match bit for bit (tests). */
 EXE_KERNEL(exe_k_convolution_gemm) { return conv_run(S, in, ops, out, 0); }
