@@ -1001,7 +1001,7 @@ typedef struct cwg_job {
 
 /* X[r][(o - o0) * Nout + b] for features [ci0, ci1) and output positions [o0, o1): runs merged where both
  * sides are contiguous (consecutive o along dim 2 reading consecutive input positions). */
-static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0, int64_t o1, float *X, int64_t wd,
+static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0, int64_t o1, void *X, int64_t wd,
                        exe_mx_part part)
 {
     const conv_plan *p = c->p;
@@ -1013,12 +1013,15 @@ static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0,
         oo[o - o0][1] = (o / O2) % O1;
         oo[o - o0][2] = o % O2;
     }
-    float *d = X;
+    /* bf16 data is copied as it is (the gemm reads it as bf16: the values the widening gives) */
+    int raw = x->dtype == TPU_BF16;
+    size_t des = raw ? 2 : sizeof(float);
+    char *d = X;
     for (int64_t ci = ci0; ci < ci1; ci++) {
         const char *base = (const char *)x->data + (size_t)(ci * p->xc) * esz;
         for (int64_t k0 = 0; k0 < p->K[0]; k0++)
             for (int64_t k1 = 0; k1 < p->K[1]; k1++)
-                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += wd) {
+                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += (size_t)wd * des) {
                     int64_t k[CV_D] = {k0, k1, k2};
                     int64_t run_o = o0, run_src = -1, run_n = 0;   /* pending run: o range start, source, length */
                     for (int64_t o = o0; o <= o1; o++) {
@@ -1041,8 +1044,9 @@ static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0,
                             }
                         }
                         if (run_n > 0) {
-                            float *dd = d + (run_o - o0) * Nb;
-                            if (run_src < 0) memset(dd, 0, (size_t)(run_n * Nb) * sizeof(float));
+                            char *dd = d + (size_t)((run_o - o0) * Nb) * des;
+                            if (run_src < 0) memset(dd, 0, (size_t)(run_n * Nb) * des);
+                            else if (raw) memcpy(dd, base + (size_t)run_src * esz, (size_t)(run_n * Nb) * 2);
                             else if (p->xn == 1) exe_mx_load(dd, 0, base + (size_t)run_src * esz, x->dtype, 1, run_n * Nb, part);
                             else exe_mx_load(dd, 0, base + (size_t)run_src * esz, x->dtype, p->xn, Nb, part);
                         }
@@ -1078,6 +1082,7 @@ static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
                 exe_mx_part px, pw;
                 if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
                 exe_gemm_src b = {X[px == EXE_MX_LO], TPU_F32, wd, 1, conv_bf16_valued(c, 0) ? EXE_MX_HI : EXE_MX_AS_IS};
+                if (c->x->dtype == TPU_BF16) b.dtype = TPU_BF16, b.part = EXE_MX_AS_IS;   /* (cwg_gather: raw bf16) */
                 exe_gemm_src a = J->wsrc;
                 a.p = (const char *)a.p + (size_t)(ci0 * J->wci) * tpu_dtype_size(a.dtype);
                 a.part = pw == EXE_MX_LO ? EXE_MX_LO : hw;
