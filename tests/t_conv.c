@@ -510,10 +510,10 @@ TEST(conv_weight_grad_path)
     tpu_ctx_free(ctx);
 }
 
-/* Channels-last convolutions of bf16 data, whose patches the fast path gathers as bf16 (conv.c
- * conv_gctx.col16), against the general path's f32 patches (exe_k_convolution_gemm), bit for bit on 1 and 3
- * threads in both numerics modes, on the shapes of conv_channels_last_path and random windows; and a few
- * against the reference. */
+/* Channels-last convolutions whose patches the fast path gathers as bf16 (conv.c conv_gctx.col16: bf16 data,
+ * and f32 data split into bf16 parts in TPU mode) against the general path's f32 patches
+ * (exe_k_convolution_gemm), bit for bit on 1 and 3 threads in both numerics modes, on random NHWC windows;
+ * and a few against the reference. */
 TEST(conv_bf16_patches_path)
 {
     tpu_ctx *ctx = tpu_ctx_new();
@@ -529,8 +529,10 @@ TEST(conv_bf16_patches_path)
         snprintf(win, sizeof win, "size=%lldx%lld stride=%lldx%lld pad=%lld_%lldx%lld_%lld lhs_dilate=%lldx%lld",
                  (long long)K0, (long long)K1, (long long)st, (long long)st, (long long)lo, (long long)hi, (long long)lo,
                  (long long)hi, (long long)ld, (long long)ld);
-        ct_nhwc(text, &r, mxt_int(&r, 1, 40), S0, S1, Cig, Cout, 1, 1, K0, K1, win, "");
-        for (char *p; (p = strstr(text, "f32[")) != NULL;) {   /* every operand bf16 */
+        /* even draws: every operand bf16; odd ones: f32 at each precision (split into bf16 parts in TPU mode) */
+        const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}"};
+        ct_nhwc(text, &r, mxt_int(&r, 1, 40), S0, S1, Cig, Cout, 1, 1, K0, K1, win, i % 2 ? prec[i / 2 % 3] : "");
+        for (char *p; i % 2 == 0 && (p = strstr(text, "f32[")) != NULL;) {
             memmove(p + 1, p, strlen(p) + 1);
             memcpy(p, "bf16", 4);
         }

@@ -630,7 +630,7 @@ typedef struct conv_gctx {
      * C[col][co] = Col . W^T written straight into the result, rows cstride apart */
     int               clast;
     int64_t           cstride;
-    int               col16;      /* channels last, bf16 input: Col holds the bf16 values as they are (2 bytes) */
+    int               col16;      /* channels last, bf16 patches (conv_patch16): Col holds bf16 values, 2 bytes */
 } conv_gctx;
 
 typedef struct conv_ws {
@@ -723,6 +723,23 @@ static void conv_gather(const conv_gctx *c, const conv_blk *b, int64_t c0, int64
     }
 }
 
+/* d[j] = the bf16 bits of part HI or LO of f32 s[j] (exact: those parts are bf16 values), for patches that
+ * the gemm reads as bf16 */
+EXE_MX_CLONES
+static void conv_load16(uint16_t *d, const float *s, int64_t n, exe_mx_part part)
+{
+    if (part == EXE_MX_LO)
+        for (int64_t j = 0; j < n; j++) d[j] = (uint16_t)(exe_mx_bits(exe_mx_lo(s[j])) >> 16);
+    else
+        for (int64_t j = 0; j < n; j++) d[j] = (uint16_t)(exe_mx_bits(exe_mx_hi(s[j])) >> 16);
+}
+
+/* Does the input go into bf16 patch buffers (bf16 data as it is, or f32 split into bf16 parts in TPU mode)? */
+static int conv_patch16(const conv_gctx *c)
+{
+    return !c->nm->dbl && exe_gemm_micro_default() && (c->x->dtype == TPU_BF16 || (c->x->dtype == TPU_F32 && c->nm->split[0]));
+}
+
 /* Channels last: Col[col][r], r = (k0, k1, k2, ci - ci0), each (col, k) a run of input features. */
 static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
                               void *col, exe_mx_part part)
@@ -753,7 +770,8 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
                         off += ok ? q / p->ld[j] * p->xs[j] : 0;
                     }
                     if (!ok) memset(d, 0, (size_t)cw * des);
-                    else if (c->col16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
+                    else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
+                    else if (c->col16) conv_load16((uint16_t *)d, (const float *)(base + (size_t)off * esz), cw, part);
                     else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
                 }
     }
@@ -809,7 +827,7 @@ static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, i
             if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
             const float *col = w->col[px == EXE_MX_LO], *W = (const float *)c->wfull[pw == EXE_MX_LO] + woff;
             if (c->col16) {
-                /* bf16 read as bf16 by the gemm: the values the f32 widening gives (subnormals read as zero) */
+                /* bf16 patches read as bf16 by the gemm: the values f32 patches would hold (subnormals as zero) */
                 exe_gemm_src a = {col, TPU_BF16, kc, 1, EXE_MX_AS_IS};
                 exe_gemm_src bw = {W, TPU_F32, 1, kc, conv_bf16_valued(c, 1) ? EXE_MX_HI : EXE_MX_AS_IS};
                 exe_gemm(1, ncol, M, kc, &a, &bw, C, ldc, beta1);
@@ -1013,8 +1031,9 @@ static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0,
         oo[o - o0][1] = (o / O2) % O1;
         oo[o - o0][2] = o % O2;
     }
-    /* bf16 data is copied as it is (the gemm reads it as bf16: the values the widening gives) */
-    int raw = x->dtype == TPU_BF16;
+    /* bf16 patches (conv_patch16): bf16 data copied as it is, f32 as the bf16 bits of its part; the gemm
+     * reads them as bf16, the values the f32 buffers held */
+    int raw = conv_patch16(c);
     size_t des = raw ? 2 : sizeof(float);
     char *d = X;
     for (int64_t ci = ci0; ci < ci1; ci++) {
@@ -1046,7 +1065,8 @@ static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0,
                         if (run_n > 0) {
                             char *dd = d + (size_t)((run_o - o0) * Nb) * des;
                             if (run_src < 0) memset(dd, 0, (size_t)(run_n * Nb) * des);
-                            else if (raw) memcpy(dd, base + (size_t)run_src * esz, (size_t)(run_n * Nb) * 2);
+                            else if (raw && x->dtype == TPU_BF16) memcpy(dd, base + (size_t)run_src * esz, (size_t)(run_n * Nb) * 2);
+                            else if (raw) conv_load16((uint16_t *)dd, (const float *)(base + (size_t)run_src * esz), run_n * Nb, part);
                             else if (p->xn == 1) exe_mx_load(dd, 0, base + (size_t)run_src * esz, x->dtype, 1, run_n * Nb, part);
                             else exe_mx_load(dd, 0, base + (size_t)run_src * esz, x->dtype, p->xn, Nb, part);
                         }
@@ -1082,7 +1102,7 @@ static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
                 exe_mx_part px, pw;
                 if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
                 exe_gemm_src b = {X[px == EXE_MX_LO], TPU_F32, wd, 1, conv_bf16_valued(c, 0) ? EXE_MX_HI : EXE_MX_AS_IS};
-                if (c->x->dtype == TPU_BF16) b.dtype = TPU_BF16, b.part = EXE_MX_AS_IS;   /* (cwg_gather: raw bf16) */
+                if (conv_patch16(c)) b.dtype = TPU_BF16, b.part = EXE_MX_AS_IS;   /* (cwg_gather: bf16 patches) */
                 exe_gemm_src a = J->wsrc;
                 a.p = (const char *)a.p + (size_t)(ci0 * J->wci) * tpu_dtype_size(a.dtype);
                 a.part = pw == EXE_MX_LO ? EXE_MX_LO : hw;
@@ -1231,7 +1251,7 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     if (c.clast) {
         c.flat = 0;
         c.cstride = cstride;
-        c.col16 = fast && x->dtype == TPU_BF16 && exe_gemm_micro_default();
+        c.col16 = fast && conv_patch16(&c);
         direct = 1;   /* no accumulator workspace */
     }
     int64_t ntask = nblk * nchunk;
