@@ -400,8 +400,9 @@ TEST(memory_vmem_skips_temporaries_of_compute_bound_matmuls)
 }
 
 /* Whether a matmul is compute-bound counts everything its op reads and writes, as MSA's cost analysis times a
- * fusion: the second matmul below is 2.4x compute-bound alone on v6e, but its epilogue adds four 32 MiB arrays,
- * so the op is memory-bound and h (32 MiB) goes to VMEM; without the epilogue h stays in HBM. And the margin:
+ * fusion: the second matmul below is 2.4x compute-bound alone on v6e, but its epilogue adds four 32 MiB slices
+ * of a 128 MiB argument (too large to prefetch), so the op is memory-bound and h (32 MiB) goes to VMEM; without
+ * the epilogue h stays in HBM. And the margin:
  * mlp_infer_bf16's first layer on v6e (1.3x) keeps its 64 MiB hidden activation in HBM, as libtpu does. */
 TEST(memory_vmem_compute_bound_counts_the_whole_op)
 {
@@ -411,12 +412,13 @@ TEST(memory_vmem_compute_bound_counts_the_whole_op)
         "  a = bf16[4096,4096]{1,0} parameter(0)\n"
         "  b = bf16[4096,4096]{1,0} parameter(1)\n"
         "  c = bf16[4096,4096]{1,0} parameter(2)\n"
-        "  e1 = bf16[4096,4096]{1,0} parameter(3)\n"
-        "  e2 = bf16[4096,4096]{1,0} parameter(4)\n"
-        "  e3 = bf16[4096,4096]{1,0} parameter(5)\n"
-        "  e4 = bf16[4096,4096]{1,0} parameter(6)\n"
+        "  e = bf16[4096,16384]{1,0} parameter(3)\n"
         "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "  d = bf16[4096,4096]{1,0} dot(h, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  e1 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [0:4096]}\n"
+        "  e2 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [4096:8192]}\n"
+        "  e3 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [8192:12288]}\n"
+        "  e4 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [12288:16384]}\n"
         "  s1 = bf16[4096,4096]{1,0} add(d, e1)\n"
         "  s2 = bf16[4096,4096]{1,0} add(s1, e2)\n"
         "  s3 = bf16[4096,4096]{1,0} add(s2, e3)\n"
@@ -446,6 +448,53 @@ TEST(memory_vmem_compute_bound_counts_the_whole_op)
     CHECK(fabs(peak_mib(plain, "v6e") - 160) < 1e-9);
     /* arguments 32 MiB + output 16 + h 64 */
     CHECK(fabs(peak_mib(mlp, "v6e") - 112) < 1e-9);
+}
+
+/* MiB of temporaries the plan keeps in VMEM (the JSON's vmem_temp_bytes). */
+static double vmem_mib(const char *hlo, const char *chip)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    tpu_memory *mem = m ? plan(ctx, m, chip, NULL) : NULL;
+    const char *j = mem ? tpu_memory_json(mem) : NULL, *k = j ? strstr(j, "\"vmem_temp_bytes\"") : NULL;
+    double r = k && strchr(k, ':') ? strtod(strchr(k, ':') + 1, NULL) / (1 << 20) : -1;
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+    return r;
+}
+
+/* Argument prefetches hold VMEM: b (64 MiB), read by the last op, is copied in behind the reduction of c (as
+ * long as the copy), so on v5e (112 MiB) the 64 MiB matmul result t, alive across both, no longer fits there.
+ * With c small nothing hides the copy that late: the prefetch starts with t and, less dense, leaves t its VMEM. */
+TEST(memory_vmem_argument_prefetch_takes_room)
+{
+    static const char *hidden =
+        "HloModule p\n"
+        "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+        "ENTRY main {\n"
+        "  x = f32[4096,128]{1,0} parameter(0)\n"
+        "  y = f32[128,4096]{1,0} parameter(1)\n"
+        "  b = f32[4096,4096]{1,0} parameter(2)\n"
+        "  c = f32[4096,4096]{1,0} parameter(3)\n"
+        "  t = f32[4096,4096]{1,0} dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  z = f32[] constant(0)\n"
+        "  r1 = f32[4096]{0} reduce(t, z), dimensions={1}, to_apply=add\n"
+        "  r1b = f32[4096,4096]{1,0} broadcast(r1), dimensions={0}\n"
+        "  r = f32[4096]{0} reduce(c, z), dimensions={1}, to_apply=add\n"
+        "  rb = f32[4096,4096]{1,0} broadcast(r), dimensions={0}\n"
+        "  s = f32[4096,4096]{1,0} add(t, b)\n"
+        "  s2 = f32[4096,4096]{1,0} add(s, r1b)\n"
+        "  ROOT o = f32[4096,4096]{1,0} add(s2, rb)\n"
+        "}\n";
+    char small[2048];
+    const char *from = strstr(hidden, "c = f32[4096,4096]");
+    CHECK(from != NULL);
+    if (!from) return;
+    snprintf(small, sizeof small, "%.*sc = f32[4096,8]%s", (int)(from - hidden), hidden, from + strlen("c = f32[4096,4096]"));
+    CHECK(vmem_mib(hidden, "v5e") < 1);
+    CHECK(fabs(vmem_mib(small, "v5e") - 64) < 1);
+    CHECK(vmem_mib(hidden, "v3") == 0);
 }
 
 /* An elementwise value two matmuls read, combining two full-size arrays, is written once (8 MiB) on v3;

@@ -956,6 +956,7 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
 typedef struct cmp_vcand {
     cmp_buf b;
     double  density;
+    int     arg;        /* a prefetch: the entry argument copied into VMEM over b.start..b.end; else -1 */
 } cmp_vcand;
 
 static int cmp_vcand_cmp(const void *x, const void *y)
@@ -963,6 +964,8 @@ static int cmp_vcand_cmp(const void *x, const void *y)
     const cmp_vcand *a = x, *b = y;
     if (a->density != b->density) return a->density < b->density ? 1 : -1;
     if (a->b.size != b->b.size) return a->b.size < b->b.size ? 1 : -1;
+    if ((a->arg >= 0) != (b->arg >= 0)) return a->arg >= 0 ? -1 : 1;   /* prefetches first (cmp_prefetch_cands) */
+    if (a->arg != b->arg) return a->arg - b->arg;
     return a->b.v - b->b.v;
 }
 
@@ -999,27 +1002,96 @@ static double cmp_op_macs(const cmp_op *op)
  * it: libtpu keeps in VMEM the loop body matmul of while_fori on v5e at 1.06x, and leaves in HBM the 64 MiB
  * hidden activations of mlp_infer_bf16 on v6e, whose matmuls are 1.31x and 1.33x compute-bound. */
 #define CMP_COMPUTE_BOUND_RATIO 1.2
-static int cmp_op_compute_bound(cmp_state *C, const cmp_op *op)
+/* Seconds op spends on the MXU at the device's peak (0 without matmuls) and moving over HBM what it reads and
+ * writes. */
+static void cmp_op_times(cmp_state *C, const cmp_op *op, double *compute, double *memory)
 {
     const chp_chip *chip = C->chip;
-    if (op->kind != CMP_OUTPUT) return 0;
-    double macs = cmp_op_macs(op), bytes = 0, peak = chp_device_peak_flops(chip);
+    double peak = chp_device_peak_flops(chip), bytes = 0;
     double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
-    if (macs <= 0 || peak <= 0 || bw <= 0) return 0;
+    *compute = op->kind == CMP_OUTPUT && peak > 0 ? 2 * cmp_op_macs(op) / peak : 0;
     for (int q = 0; q < op->nin; q++)
         if (op->in[q] >= 0 && op->in[q] < C->nvalues) bytes += (double)C->p->values[op->in[q]].padded;
     for (int q = 0; q < op->nout; q++)
         if (op->out[q] >= 0 && op->out[q] < C->nvalues) bytes += (double)C->p->values[op->out[q]].padded;
-    return 2 * macs / peak > CMP_COMPUTE_BOUND_RATIO * bytes / bw;
+    *memory = bw > 0 ? bytes / bw : 0;
+}
+
+static int cmp_op_compute_bound(cmp_state *C, const cmp_op *op)
+{
+    double compute, memory;
+    cmp_op_times(C, op, &compute, &memory);
+    return compute > 0 && memory > 0 && compute > CMP_COMPUTE_BOUND_RATIO * memory;
+}
+
+/* Whether op reads argument value v through the copy the compiler makes of it (a convolution's operand in its
+ * layout: cmp_conv_operand_copies lists the copy beside the argument). */
+static int cmp_op_reads_copy(const cmp_state *C, const cmp_op *op, int v)
+{
+    for (int q = 0; q < op->nin; q++) {
+        int w = op->in[q];
+        if (w >= 0 && w < C->nvalues && C->p->values[w].copy_of && C->p->values[w].copy_of == C->p->values[v].def)
+            return 1;
+    }
+    return 0;
+}
+
+/* Prefetches (MSA's copy-start of an entry argument into VMEM before an op reads it): they hold VMEM that
+ * temporaries then cannot have. A prefetch is only worth it when the copy hides behind the ops before the
+ * reader, so it starts at the latest op from which they take at least as long as copying the argument over
+ * HBM, and one that cannot hide (an argument the first ops read) is not made. It competes with the temporaries
+ * in the same order, as a buffer written once and read once over that window, and goes first among equals:
+ * embedding_train on v6e prefetches its 49 MiB table (in slices) for the update and writes the scatter's
+ * table, as dense and as large, to HBM. Appends to cand from *nc. */
+static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *cand, int *nc)
+{
+    cmp_program *p = C->p;
+    double *before = ut_malloc((size_t)(plan->nops + 1) * sizeof *before);   /* op time of ops 0..k-1 */
+    if (!before) return ut_nomem(C->ctx);
+    before[0] = 0;
+    for (int k = 0; k < plan->nops; k++) {
+        double cpt, mem;
+        cmp_op_times(C, &plan->ops[k], &cpt, &mem);
+        before[k + 1] = before[k] + (cpt > mem ? cpt : mem);
+    }
+    const chp_chip *chip = C->chip;
+    double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+    for (int k = 0; k < plan->nops && bw > 0; k++) {
+        const cmp_op *op = &plan->ops[k];
+        for (int q = 0; q < op->nin; q++) {
+            int v = op->in[q];
+            if (v < 0 || v >= C->nvalues || p->values[v].kind != CMP_V_ARG || cmp_op_reads_copy(C, op, v)) continue;
+            double need = (double)p->values[v].padded / bw;
+            if (p->values[v].padded <= 0 || before[k] < need) continue;
+            int lo = 0, hi = k - 1;   /* the latest start j with before[k] - before[j] >= need */
+            while (lo < hi) {
+                int mid = (lo + hi + 1) / 2;
+                if (before[k] - before[mid] >= need) lo = mid;
+                else hi = mid - 1;
+            }
+            cmp_vcand *c = &cand[(*nc)++];
+            memset(c, 0, sizeof *c);
+            c->arg = v;
+            c->b.v = -1;
+            c->b.size = p->values[v].padded;
+            c->b.start = lo;
+            c->b.end = k;
+            c->density = 2.0 / (k - lo + 1.0);
+        }
+    }
+    ut_free(before);
+    return TPU_OK;
 }
 
 static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
 {
     cmp_program *p = C->p;
     int np = plan->nops + 1;
-    int64_t *used = ut_calloc((size_t)np, sizeof *used);
+    int64_t *used = ut_calloc((size_t)np * 2, sizeof *used), *tused = used ? used + np : NULL;
     int *reads = ut_calloc((size_t)C->nvalues + 1, sizeof *reads);
-    cmp_vcand *cand = ut_malloc((size_t)(*n ? *n : 1) * sizeof *cand);
+    int nreads = 0;   /* room for one prefetch per read */
+    for (int k = 0; k < plan->nops; k++) nreads += plan->ops[k].nin;
+    cmp_vcand *cand = ut_malloc((size_t)(*n + nreads + 1) * sizeof *cand);
     if (!used || !reads || !cand) {
         ut_free(used);
         ut_free(reads);
@@ -1047,30 +1119,36 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     }
     for (int i = 0; i < *n; i++) {
         cand[i].b = bufs[i];
+        cand[i].arg = -1;
         cand[i].density = bufs[i].v >= 0 ? (reads[bufs[i].v] + 1.0) / (bufs[i].end - bufs[i].start + 1.0) : 0;
     }
-    qsort(cand, (size_t)*n, sizeof *cand, cmp_vcand_cmp);
+    int nc = *n;
+    tpu_status st = cmp_prefetch_cands(C, plan, cand, &nc);
+    qsort(cand, (size_t)nc, sizeof *cand, cmp_vcand_cmp);
     int keep = 0;
-    for (int i = 0; i < *n; i++) {
+    for (int i = 0; i < nc && st == TPU_OK; i++) {
         cmp_buf b = cand[i].b;
-        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0 && membound[b.v] != 1;
+        int pre = cand[i].arg >= 0;
+        int ok = pre || (b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0 && membound[b.v] != 1);
         for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
         if (!ok) {
-            bufs[keep++] = b;
+            if (!pre) bufs[keep++] = b;   /* a prefetch not made leaves its argument in HBM, where it is */
             continue;
         }
         for (int q = b.start; q <= b.end && q < np; q++) {
             used[q] += b.size;
-            if (used[q] > plan->vmem_peak) plan->vmem_peak = used[q];
+            if (pre) continue;
+            tused[q] += b.size;   /* the report's VMEM figure: temporaries only */
+            if (tused[q] > plan->vmem_peak) plan->vmem_peak = tused[q];
         }
-        p->values[b.v].vmem = 1;
+        if (!pre) p->values[b.v].vmem = 1;
     }
     *n = keep;
     ut_free(membound);
     ut_free(used);
     ut_free(reads);
     ut_free(cand);
-    return TPU_OK;
+    return st;
 }
 
 /* ---- scheduling ----
