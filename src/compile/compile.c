@@ -1054,13 +1054,27 @@ static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *ca
         cmp_op_times(C, &plan->ops[k], &cpt, &mem);
         before[k + 1] = before[k] + (cpt > mem ? cpt : mem);
     }
+    /* parameters the compiler copies for a convolution (by instruction id): only their readers need
+     * cmp_op_reads_copy */
+    const hlo_comp *pc = plan->comp;
+    char *copied = ut_calloc((size_t)pc->ninstrs + 1, 1);
+    if (!copied) {
+        ut_free(before);
+        return ut_nomem(C->ctx);
+    }
+    for (int w = 0; w < C->nvalues; w++) {
+        const hlo_instr *x = p->values[w].copy_of;
+        if (x && x->parent == pc && x->id >= 0 && x->id < pc->ninstrs) copied[x->id] = 1;
+    }
     const chp_chip *chip = C->chip;
     double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
     for (int k = 0; k < plan->nops && bw > 0; k++) {
         const cmp_op *op = &plan->ops[k];
         for (int q = 0; q < op->nin; q++) {
             int v = op->in[q];
-            if (v < 0 || v >= C->nvalues || p->values[v].kind != CMP_V_ARG || cmp_op_reads_copy(C, op, v)) continue;
+            if (v < 0 || v >= C->nvalues || p->values[v].kind != CMP_V_ARG) continue;
+            const hlo_instr *d = p->values[v].def;
+            if (d->parent == pc && d->id >= 0 && d->id < pc->ninstrs && copied[d->id] && cmp_op_reads_copy(C, op, v)) continue;
             double need = (double)p->values[v].padded / bw;
             if (p->values[v].padded <= 0 || before[k] < need) continue;
             int lo = 0, hi = k - 1;   /* the latest start j with before[k] - before[j] >= need */
@@ -1079,6 +1093,7 @@ static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *ca
             c->density = 2.0 / (k - lo + 1.0);
         }
     }
+    ut_free(copied);
     ut_free(before);
     return TPU_OK;
 }
