@@ -370,10 +370,40 @@ static double peak_mib(const char *hlo, const char *chip)
     return r;
 }
 
-/* Memory-space assignment (v5e and later) leaves in HBM a temporary whose producer and readers are all
- * compute-bound matmuls (MXU time over 1.2x their HBM time): VMEM would not speed them up. The same
- * chain with a thin contraction (memory-bound) keeps the 32 MiB temporary in VMEM. */
-TEST(memory_vmem_skips_temporaries_of_compute_bound_matmuls)
+/* MiB of temporaries the plan keeps in VMEM (the JSON's vmem_temp_bytes). */
+static double vmem_mib(const char *hlo, const char *chip)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    tpu_memory *mem = m ? plan(ctx, m, chip, NULL) : NULL;
+    const char *j = mem ? tpu_memory_json(mem) : NULL, *k = j ? strstr(j, "\"vmem_temp_bytes\"") : NULL;
+    double r = k && strchr(k, ':') ? strtod(strchr(k, ':') + 1, NULL) / (1 << 20) : -1;
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+    return r;
+}
+
+/* Three bf16 layers as in mlp_infer_bf16: w2 (32 MiB), the largest argument only matmuls read, is the
+ * cross-program prefetch, in VMEM from the start until its reader. */
+static const char *mlp3 =
+    "HloModule mlp3\n"
+    "ENTRY main {\n"
+    "  x = bf16[8192,1024]{1,0} parameter(0)\n"
+    "  w1 = bf16[1024,4096]{1,0} parameter(1)\n"
+    "  w2 = bf16[4096,4096]{1,0} parameter(2)\n"
+    "  w3 = bf16[4096,1024]{1,0} parameter(3)\n"
+    "  h1 = bf16[8192,4096]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  h2 = bf16[8192,4096]{1,0} dot(h1, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT o = bf16[8192,1024]{1,0} dot(h2, w3), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n";
+
+/* Memory-space assignment (v5e and later) gives a temporary whose producer and readers are all compute-bound
+ * matmuls (MXU time over their HBM time) what VMEM the others leave (MSA's benefit of it is negative). Alone
+ * (fat) h takes VMEM; in mlp3 the cross-program prefetch of w2 and the prefetches leave no room for the 64 MiB
+ * activations, which stay in HBM as mlp_infer_bf16's do in libtpu's programs. A thin contraction
+ * (memory-bound) keeps its 32 MiB temporary in VMEM. */
+TEST(memory_vmem_compute_bound_temporaries_come_last)
 {
     static const char *fat =
         "HloModule fat\n"
@@ -392,76 +422,45 @@ TEST(memory_vmem_skips_temporaries_of_compute_bound_matmuls)
         "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "  ROOT o = bf16[4096,128]{1,0} dot(h, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "}\n";
-    /* arguments 64 MiB + output 32 + h 32 */
-    CHECK(fabs(peak_mib(fat, "v5e") - 128) < 1e-9);
-    CHECK(fabs(peak_mib(fat, "v6e") - 128) < 1e-9);
+    /* arguments 64 MiB + output 32, h in VMEM */
+    CHECK(fabs(peak_mib(fat, "v5e") - 96) < 1e-9);
+    CHECK(fabs(peak_mib(fat, "v6e") - 96) < 1e-9);
+    /* arguments 64 MiB + h1 and h2 (64 each, both alive at the second layer) in HBM */
+    CHECK(fabs(peak_mib(mlp3, "v5e") - 192) < 1e-9);
+    CHECK(fabs(peak_mib(mlp3, "v6e") - 192) < 1e-9);
+    CHECK(fabs(vmem_mib(mlp3, "v5e")) < 1e-9);
+    CHECK(fabs(vmem_mib(mlp3, "v6e")) < 1e-9);
     /* arguments 3 MiB + output 1: h in VMEM */
     CHECK(fabs(peak_mib(thin, "v5e") - 4) < 1e-9);
 }
 
 /* Whether a matmul is compute-bound counts everything its op reads and writes, as MSA's cost analysis times a
- * fusion: the second matmul below is 2.4x compute-bound alone on v6e, but its epilogue adds four 32 MiB slices
- * of a 128 MiB argument (too large to prefetch), so the op is memory-bound and h (32 MiB) goes to VMEM; without
- * the epilogue h stays in HBM. And the margin:
- * mlp_infer_bf16's first layer on v6e (1.3x) keeps its 64 MiB hidden activation in HBM, as libtpu does. */
+ * fusion: in mlp3 every op is compute-bound, but adding to h2 four 64 MiB slices of a 256 MiB argument (too
+ * large to prefetch) makes the second layer's op memory-bound, and a 64 MiB activation gets VMEM. */
 TEST(memory_vmem_compute_bound_counts_the_whole_op)
 {
     static const char *epi =
-        "HloModule epi\n"
-        "ENTRY main {\n"
-        "  a = bf16[4096,4096]{1,0} parameter(0)\n"
-        "  b = bf16[4096,4096]{1,0} parameter(1)\n"
-        "  c = bf16[4096,4096]{1,0} parameter(2)\n"
-        "  e = bf16[4096,16384]{1,0} parameter(3)\n"
-        "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "  d = bf16[4096,4096]{1,0} dot(h, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "  e1 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [0:4096]}\n"
-        "  e2 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [4096:8192]}\n"
-        "  e3 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [8192:12288]}\n"
-        "  e4 = bf16[4096,4096]{1,0} slice(e), slice={[0:4096], [12288:16384]}\n"
-        "  s1 = bf16[4096,4096]{1,0} add(d, e1)\n"
-        "  s2 = bf16[4096,4096]{1,0} add(s1, e2)\n"
-        "  s3 = bf16[4096,4096]{1,0} add(s2, e3)\n"
-        "  ROOT s4 = bf16[4096,4096]{1,0} add(s3, e4)\n"
-        "}\n";
-    static const char *plain =
-        "HloModule plain\n"
-        "ENTRY main {\n"
-        "  a = bf16[4096,4096]{1,0} parameter(0)\n"
-        "  b = bf16[4096,4096]{1,0} parameter(1)\n"
-        "  c = bf16[4096,4096]{1,0} parameter(2)\n"
-        "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "  ROOT d = bf16[4096,4096]{1,0} dot(h, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "}\n";
-    static const char *mlp =
-        "HloModule mlp\n"
+        "HloModule mlp3e\n"
         "ENTRY main {\n"
         "  x = bf16[8192,1024]{1,0} parameter(0)\n"
         "  w1 = bf16[1024,4096]{1,0} parameter(1)\n"
-        "  w2 = bf16[4096,1024]{1,0} parameter(2)\n"
-        "  h = bf16[8192,4096]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-        "  ROOT o = bf16[8192,1024]{1,0} dot(h, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  w2 = bf16[4096,4096]{1,0} parameter(2)\n"
+        "  w3 = bf16[4096,1024]{1,0} parameter(3)\n"
+        "  e = bf16[8192,16384]{1,0} parameter(4)\n"
+        "  h1 = bf16[8192,4096]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  d2 = bf16[8192,4096]{1,0} dot(h1, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  e1 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [0:4096]}\n"
+        "  e2 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [4096:8192]}\n"
+        "  e3 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [8192:12288]}\n"
+        "  e4 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [12288:16384]}\n"
+        "  s1 = bf16[8192,4096]{1,0} add(d2, e1)\n"
+        "  s2 = bf16[8192,4096]{1,0} add(s1, e2)\n"
+        "  s3 = bf16[8192,4096]{1,0} add(s2, e3)\n"
+        "  h2 = bf16[8192,4096]{1,0} add(s3, e4)\n"
+        "  ROOT o = bf16[8192,1024]{1,0} dot(h2, w3), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "}\n";
-    /* arguments 224 MiB + output 32, h in VMEM */
-    CHECK(fabs(peak_mib(epi, "v6e") - 256) < 1e-9);
-    /* arguments 96 MiB + output 32 + h 32 */
-    CHECK(fabs(peak_mib(plain, "v6e") - 160) < 1e-9);
-    /* arguments 32 MiB + output 16 + h 64 */
-    CHECK(fabs(peak_mib(mlp, "v6e") - 112) < 1e-9);
-}
-
-/* MiB of temporaries the plan keeps in VMEM (the JSON's vmem_temp_bytes). */
-static double vmem_mib(const char *hlo, const char *chip)
-{
-    tpu_ctx *ctx = tpu_ctx_new();
-    tpu_module *m = parse(ctx, hlo);
-    tpu_memory *mem = m ? plan(ctx, m, chip, NULL) : NULL;
-    const char *j = mem ? tpu_memory_json(mem) : NULL, *k = j ? strstr(j, "\"vmem_temp_bytes\"") : NULL;
-    double r = k && strchr(k, ':') ? strtod(strchr(k, ':') + 1, NULL) / (1 << 20) : -1;
-    tpu_memory_free(mem);
-    tpu_module_free(m);
-    tpu_ctx_free(ctx);
-    return r;
+    CHECK(fabs(vmem_mib(mlp3, "v6e")) < 1e-9);
+    CHECK(fabs(vmem_mib(epi, "v6e") - 64) < 1e-9);
 }
 
 /* Argument prefetches hold VMEM: b (64 MiB), read by the last op, is copied in behind the reduction of c (as
