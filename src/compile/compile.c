@@ -998,18 +998,18 @@ static double cmp_op_macs(const cmp_op *op)
     return macs;
 }
 
-/* An op is compute-bound when its MXU time at the device's peak exceeds its HBM time: VMEM would not make it
- * faster (MSA's benefit of an alternate-memory buffer is the memory-boundedness of the ops that use it, negative
- * for a compute-bound one). The HBM time is that of everything the op reads and writes, as MSA's cost analysis
- * times a fusion: a matmul whose epilogue reads other full-size arrays (a GELU's backward reading the forward
- * activation) is memory-bound although its matmul alone is not. */
+/* HBM bytes per second of one device (a megacore chip's cores share the chip's). */
+static double cmp_device_hbm_bw(const chp_chip *chip)
+{
+    return chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+}
+
 /* Seconds op spends on the MXU at the device's peak (0 without matmuls) and moving over HBM what it reads and
  * writes. */
 static void cmp_op_times(cmp_state *C, const cmp_op *op, double *compute, double *memory)
 {
     const chp_chip *chip = C->chip;
-    double peak = chp_device_peak_flops(chip), bytes = 0;
-    double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+    double peak = chp_device_peak_flops(chip), bytes = 0, bw = cmp_device_hbm_bw(chip);
     *compute = op->kind == CMP_OUTPUT && peak > 0 ? 2 * cmp_op_macs(op) / peak : 0;
     for (int q = 0; q < op->nin; q++)
         if (op->in[q] >= 0 && op->in[q] < C->nvalues) bytes += (double)C->p->values[op->in[q]].padded;
@@ -1018,6 +1018,11 @@ static void cmp_op_times(cmp_state *C, const cmp_op *op, double *compute, double
     *memory = bw > 0 ? bytes / bw : 0;
 }
 
+/* An op is compute-bound when its MXU time at the device's peak exceeds its HBM time: VMEM would not make it
+ * faster (MSA's benefit of an alternate-memory buffer is the memory-boundedness of the ops that use it, negative
+ * for a compute-bound one). The HBM time is that of everything the op reads and writes, as MSA's cost analysis
+ * times a fusion: a matmul whose epilogue reads other full-size arrays (a GELU's backward reading the forward
+ * activation) is memory-bound although its matmul alone is not. */
 static int cmp_op_compute_bound(cmp_state *C, const cmp_op *op)
 {
     double compute, memory;
@@ -1068,15 +1073,15 @@ static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *ca
         const hlo_instr *x = p->values[w].copy_of;
         if (x && x->parent == pc && x->id >= 0 && x->id < pc->ninstrs) copied[x->id] = 1;
     }
-    const chp_chip *chip = C->chip;
-    double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+    double bw = cmp_device_hbm_bw(C->chip);
     for (int k = 0; k < plan->nops && bw > 0; k++) {
         const cmp_op *op = &plan->ops[k];
         for (int q = 0; q < op->nin; q++) {
             int v = op->in[q];
             if (v < 0 || v >= C->nvalues || p->values[v].kind != CMP_V_ARG) continue;
             const hlo_instr *d = p->values[v].def;
-            if (d->parent == pc && d->id >= 0 && d->id < pc->ninstrs && copied[d->id] && cmp_op_reads_copy(C, op, v)) continue;
+            int via_copy = d->parent == pc && d->id >= 0 && d->id < pc->ninstrs && copied[d->id];
+            if (via_copy && cmp_op_reads_copy(C, op, v)) continue;
             double need = (double)p->values[v].padded / bw;
             if (p->values[v].padded <= 0 || before[k] < need) continue;
             int lo = 0, hi = k - 1;   /* the latest start j with before[k] - before[j] >= need */
@@ -1130,8 +1135,9 @@ static tpu_status cmp_cross_program_prefetch(cmp_state *C, cmp_plan *plan, int *
     for (int v = 0; v < C->nvalues; v++) {
         const cmp_value *val = &p->values[v];
         const hlo_instr *d = val->def;
-        if (val->kind != CMP_V_ARG || d->parent != ec || d->op != HLO_PARAMETER || d->id < 0 || d->id >= ec->ninstrs ||
-            other[d->id] || !hlo_shape_is_array(&d->shape) || val->padded > C->chip->vmem_temp_bytes)
+        if (val->kind != CMP_V_ARG || d->parent != ec || d->op != HLO_PARAMETER || d->id < 0 ||
+            d->id >= ec->ninstrs || other[d->id] || !hlo_shape_is_array(&d->shape) ||
+            val->padded > C->chip->vmem_temp_bytes)
             continue;
         if (*arg < 0 || val->padded > p->values[*arg].padded) *arg = v;
     }
