@@ -370,10 +370,40 @@ static double peak_mib(const char *hlo, const char *chip)
     return r;
 }
 
-/* Memory-space assignment (v5e and later) leaves in HBM a temporary whose producer and readers are all
- * compute-bound matmuls (MXU time over twice their HBM time): VMEM would not speed them up. The same
- * chain with a thin contraction (memory-bound) keeps the 32 MiB temporary in VMEM. */
-TEST(memory_vmem_skips_temporaries_of_compute_bound_matmuls)
+/* MiB of temporaries the plan keeps in VMEM (the JSON's vmem_temp_bytes). */
+static double vmem_mib(const char *hlo, const char *chip)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = parse(ctx, hlo);
+    tpu_memory *mem = m ? plan(ctx, m, chip, NULL) : NULL;
+    const char *j = mem ? tpu_memory_json(mem) : NULL, *k = j ? strstr(j, "\"vmem_temp_bytes\"") : NULL;
+    double r = k && strchr(k, ':') ? strtod(strchr(k, ':') + 1, NULL) / (1 << 20) : -1;
+    tpu_memory_free(mem);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+    return r;
+}
+
+/* Three bf16 layers as in mlp_infer_bf16: w2 (32 MiB), the largest argument only matmuls read, is the
+ * cross-program prefetch, in VMEM from the start until its reader. */
+static const char *mlp3 =
+    "HloModule mlp3\n"
+    "ENTRY main {\n"
+    "  x = bf16[8192,1024]{1,0} parameter(0)\n"
+    "  w1 = bf16[1024,4096]{1,0} parameter(1)\n"
+    "  w2 = bf16[4096,4096]{1,0} parameter(2)\n"
+    "  w3 = bf16[4096,1024]{1,0} parameter(3)\n"
+    "  h1 = bf16[8192,4096]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  h2 = bf16[8192,4096]{1,0} dot(h1, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT o = bf16[8192,1024]{1,0} dot(h2, w3), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n";
+
+/* Memory-space assignment (v5e and later) gives a temporary whose producer and readers are all compute-bound
+ * matmuls (MXU time over their HBM time) what VMEM the others leave (MSA's benefit of it is negative). Alone
+ * (fat) h takes VMEM; in mlp3 the cross-program prefetch of w2 and the prefetches leave no room for the 64 MiB
+ * activations, which stay in HBM as mlp_infer_bf16's do in libtpu's programs. A thin contraction
+ * (memory-bound) keeps its 32 MiB temporary in VMEM. */
+TEST(memory_vmem_compute_bound_temporaries_come_last)
 {
     static const char *fat =
         "HloModule fat\n"
@@ -392,11 +422,78 @@ TEST(memory_vmem_skips_temporaries_of_compute_bound_matmuls)
         "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "  ROOT o = bf16[4096,128]{1,0} dot(h, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "}\n";
-    /* arguments 64 MiB + output 32 + h 32 */
-    CHECK(fabs(peak_mib(fat, "v5e") - 128) < 1e-9);
-    CHECK(fabs(peak_mib(fat, "v6e") - 128) < 1e-9);
+    /* arguments 64 MiB + output 32, h in VMEM */
+    CHECK(fabs(peak_mib(fat, "v5e") - 96) < 1e-9);
+    CHECK(fabs(peak_mib(fat, "v6e") - 96) < 1e-9);
+    /* arguments 64 MiB + h1 and h2 (64 each, both alive at the second layer) in HBM */
+    CHECK(fabs(peak_mib(mlp3, "v5e") - 192) < 1e-9);
+    CHECK(fabs(peak_mib(mlp3, "v6e") - 192) < 1e-9);
+    CHECK(fabs(vmem_mib(mlp3, "v5e")) < 1e-9);
+    CHECK(fabs(vmem_mib(mlp3, "v6e")) < 1e-9);
     /* arguments 3 MiB + output 1: h in VMEM */
     CHECK(fabs(peak_mib(thin, "v5e") - 4) < 1e-9);
+}
+
+/* Whether a matmul is compute-bound counts everything its op reads and writes, as MSA's cost analysis times a
+ * fusion: in mlp3 every op is compute-bound, but adding to h2 four 64 MiB slices of a 256 MiB argument (too
+ * large to prefetch) makes the second layer's op memory-bound, and a 64 MiB activation gets VMEM. */
+TEST(memory_vmem_compute_bound_counts_the_whole_op)
+{
+    static const char *epi =
+        "HloModule mlp3e\n"
+        "ENTRY main {\n"
+        "  x = bf16[8192,1024]{1,0} parameter(0)\n"
+        "  w1 = bf16[1024,4096]{1,0} parameter(1)\n"
+        "  w2 = bf16[4096,4096]{1,0} parameter(2)\n"
+        "  w3 = bf16[4096,1024]{1,0} parameter(3)\n"
+        "  e = bf16[8192,16384]{1,0} parameter(4)\n"
+        "  h1 = bf16[8192,4096]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  d2 = bf16[8192,4096]{1,0} dot(h1, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  e1 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [0:4096]}\n"
+        "  e2 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [4096:8192]}\n"
+        "  e3 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [8192:12288]}\n"
+        "  e4 = bf16[8192,4096]{1,0} slice(e), slice={[0:8192], [12288:16384]}\n"
+        "  s1 = bf16[8192,4096]{1,0} add(d2, e1)\n"
+        "  s2 = bf16[8192,4096]{1,0} add(s1, e2)\n"
+        "  s3 = bf16[8192,4096]{1,0} add(s2, e3)\n"
+        "  h2 = bf16[8192,4096]{1,0} add(s3, e4)\n"
+        "  ROOT o = bf16[8192,1024]{1,0} dot(h2, w3), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "}\n";
+    CHECK(fabs(vmem_mib(mlp3, "v6e")) < 1e-9);
+    CHECK(fabs(vmem_mib(epi, "v6e") - 64) < 1e-9);
+}
+
+/* Argument prefetches hold VMEM: b (64 MiB), read by the last op, is copied in behind the reduction of c (as
+ * long as the copy), so on v5e (112 MiB) the 64 MiB matmul result t, alive across both, no longer fits there.
+ * With c small nothing hides the copy that late: the prefetch starts with t and, less dense, leaves t its VMEM. */
+TEST(memory_vmem_argument_prefetch_takes_room)
+{
+    static const char *hidden =
+        "HloModule p\n"
+        "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+        "ENTRY main {\n"
+        "  x = f32[4096,128]{1,0} parameter(0)\n"
+        "  y = f32[128,4096]{1,0} parameter(1)\n"
+        "  b = f32[4096,4096]{1,0} parameter(2)\n"
+        "  c = f32[4096,4096]{1,0} parameter(3)\n"
+        "  t = f32[4096,4096]{1,0} dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  z = f32[] constant(0)\n"
+        "  r1 = f32[4096]{0} reduce(t, z), dimensions={1}, to_apply=add\n"
+        "  r1b = f32[4096,4096]{1,0} broadcast(r1), dimensions={0}\n"
+        "  r = f32[4096]{0} reduce(c, z), dimensions={1}, to_apply=add\n"
+        "  rb = f32[4096,4096]{1,0} broadcast(r), dimensions={0}\n"
+        "  s = f32[4096,4096]{1,0} add(t, b)\n"
+        "  s2 = f32[4096,4096]{1,0} add(s, r1b)\n"
+        "  ROOT o = f32[4096,4096]{1,0} add(s2, rb)\n"
+        "}\n";
+    char small[2048];
+    const char *from = strstr(hidden, "c = f32[4096,4096]");
+    CHECK(from != NULL);
+    if (!from) return;
+    snprintf(small, sizeof small, "%.*sc = f32[4096,8]%s", (int)(from - hidden), hidden, from + strlen("c = f32[4096,4096]"));
+    CHECK(vmem_mib(hidden, "v5e") < 1);
+    CHECK(fabs(vmem_mib(small, "v5e") - 64) < 1);
+    CHECK(vmem_mib(hidden, "v3") == 0);
 }
 
 /* An elementwise value two matmuls read, combining two full-size arrays, is written once (8 MiB) on v3;

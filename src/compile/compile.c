@@ -950,19 +950,26 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
  * every point of their live range stays within the chip's budget for them (chip->vmem_temp_bytes); what is
  * left is the HBM heap. Candidates are taken densest first — the most reads per position of the live range,
  * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. A
- * temporary that only compute-bound matmuls write and read is no candidate (cmp_op_compute_bound). Entry
- * outputs, loop state a sub-plan writes and sub-plan reservations stay in HBM. Removes the chosen buffers from
- * bufs (*n shrinks). */
+ * temporary that only compute-bound matmuls write and read comes after all others (MSA's benefit of it is
+ * negative): it takes what VMEM is left. Argument prefetches compete with the temporaries
+ * (cmp_prefetch_cands); the cross-program prefetch holds its VMEM before any of them
+ * (cmp_cross_program_prefetch). Entry outputs, loop state a sub-plan writes and sub-plan reservations stay in
+ * HBM. Removes the chosen buffers from bufs (*n shrinks). */
 typedef struct cmp_vcand {
     cmp_buf b;
     double  density;
+    int     arg;        /* a prefetch: the entry argument copied into VMEM over b.start..b.end; else -1 */
+    int     last;       /* only compute-bound ops touch it: a candidate after all others */
 } cmp_vcand;
 
 static int cmp_vcand_cmp(const void *x, const void *y)
 {
     const cmp_vcand *a = x, *b = y;
+    if (a->last != b->last) return a->last - b->last;
     if (a->density != b->density) return a->density < b->density ? 1 : -1;
     if (a->b.size != b->b.size) return a->b.size < b->b.size ? 1 : -1;
+    if ((a->arg >= 0) != (b->arg >= 0)) return a->arg >= 0 ? -1 : 1;   /* prefetches first (cmp_prefetch_cands) */
+    if (a->arg != b->arg) return a->arg - b->arg;
     return a->b.v - b->b.v;
 }
 
@@ -991,39 +998,166 @@ static double cmp_op_macs(const cmp_op *op)
     return macs;
 }
 
-/* An op is compute-bound when its MXU time at the device's peak exceeds twice the time its matmul operands
- * and results take over HBM: VMEM would not make it faster (MSA's benefit of an alternate-memory buffer is
- * the memory-boundedness of the ops that use it). The margin of 2: libtpu keeps in VMEM the outputs of
- * transformer matmuls at 1.4x (transformer_train_bf16 on v5e) and leaves in HBM those of an MLP at 3-7x
- * (mlp_infer_bf16 on v5e). */
-#define CMP_COMPUTE_BOUND_RATIO 2.0
-static int cmp_op_compute_bound(cmp_state *C, const cmp_op *op)
+/* HBM bytes per second of one device (a megacore chip's cores share the chip's). */
+static double cmp_device_hbm_bw(const chp_chip *chip)
+{
+    return chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
+}
+
+/* Seconds op spends on the MXU at the device's peak (0 without matmuls) and moving over HBM what it reads and
+ * writes. */
+static void cmp_op_times(cmp_state *C, const cmp_op *op, double *compute, double *memory)
 {
     const chp_chip *chip = C->chip;
-    if (op->kind != CMP_OUTPUT) return 0;
-    double macs = cmp_op_macs(op), bytes = 0, peak = chp_device_peak_flops(chip);
-    double bw = chip->hbm_bw * ((double)chip->cores_per_device / (double)(chip->cores_per_chip ? chip->cores_per_chip : 1));
-    if (macs <= 0 || peak <= 0 || bw <= 0) return 0;
-    for (int m = 0; m < op->ninstrs; m++) {   /* the operands of its dots and convolutions */
-        const hlo_instr *in = op->instrs[m];
-        if ((in->op != HLO_DOT && in->op != HLO_CONVOLUTION) || in->nops < 2) continue;
-        for (int q = 0; q < 2; q++) {
-            hlo_shape s = cmp_instr_shape(C->p, in->ops[q]);
-            bytes += (double)cmp_padded_bytes(chip, &s);
-        }
-    }
+    double peak = chp_device_peak_flops(chip), bytes = 0, bw = cmp_device_hbm_bw(chip);
+    *compute = op->kind == CMP_OUTPUT && peak > 0 ? 2 * cmp_op_macs(op) / peak : 0;
+    for (int q = 0; q < op->nin; q++)
+        if (op->in[q] >= 0 && op->in[q] < C->nvalues) bytes += (double)C->p->values[op->in[q]].padded;
     for (int q = 0; q < op->nout; q++)
         if (op->out[q] >= 0 && op->out[q] < C->nvalues) bytes += (double)C->p->values[op->out[q]].padded;
-    return 2 * macs / peak > CMP_COMPUTE_BOUND_RATIO * bytes / bw;
+    *memory = bw > 0 ? bytes / bw : 0;
+}
+
+/* An op is compute-bound when its MXU time at the device's peak exceeds its HBM time: VMEM would not make it
+ * faster (MSA's benefit of an alternate-memory buffer is the memory-boundedness of the ops that use it, negative
+ * for a compute-bound one). The HBM time is that of everything the op reads and writes, as MSA's cost analysis
+ * times a fusion: a matmul whose epilogue reads other full-size arrays (a GELU's backward reading the forward
+ * activation) is memory-bound although its matmul alone is not. */
+static int cmp_op_compute_bound(cmp_state *C, const cmp_op *op)
+{
+    double compute, memory;
+    cmp_op_times(C, op, &compute, &memory);
+    return compute > 0 && memory > 0 && compute > memory;
+}
+
+/* Whether op reads argument value v through the copy the compiler makes of it (a convolution's operand in its
+ * layout: cmp_conv_operand_copies lists the copy beside the argument). */
+static int cmp_op_reads_copy(const cmp_state *C, const cmp_op *op, int v)
+{
+    for (int q = 0; q < op->nin; q++) {
+        int w = op->in[q];
+        if (w >= 0 && w < C->nvalues && C->p->values[w].copy_of && C->p->values[w].copy_of == C->p->values[v].def)
+            return 1;
+    }
+    return 0;
+}
+
+/* Prefetches (MSA's copy-start of an entry argument into VMEM before an op reads it): they hold VMEM that
+ * temporaries then cannot have. A prefetch is only worth it when the copy hides behind the ops before the
+ * reader, so it starts at the latest op from which they take at least as long as copying the argument over
+ * HBM, and one that cannot hide (an argument the first ops read) is not made. It competes with the temporaries
+ * in the same order, as a buffer written once and read once over that window, and goes first among equals:
+ * embedding_train on v6e prefetches its 49 MiB table (in slices) for the update and writes the scatter's
+ * table, as dense and as large, to HBM. The cross-program prefetch's argument may have one too (mlp_infer_bf16:
+ * libtpu's program holds two VMEM copies of w2). Appends to cand from *nc. */
+static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *cand, int *nc)
+{
+    cmp_program *p = C->p;
+    double *before = ut_malloc((size_t)(plan->nops + 1) * sizeof *before);   /* op time of ops 0..k-1 */
+    if (!before) return ut_nomem(C->ctx);
+    before[0] = 0;
+    for (int k = 0; k < plan->nops; k++) {
+        double cpt, mem;
+        cmp_op_times(C, &plan->ops[k], &cpt, &mem);
+        before[k + 1] = before[k] + (cpt > mem ? cpt : mem);
+    }
+    /* parameters the compiler copies for a convolution (by instruction id): only their readers need
+     * cmp_op_reads_copy */
+    const hlo_comp *pc = plan->comp;
+    char *copied = ut_calloc((size_t)pc->ninstrs + 1, 1);
+    if (!copied) {
+        ut_free(before);
+        return ut_nomem(C->ctx);
+    }
+    for (int w = 0; w < C->nvalues; w++) {
+        const hlo_instr *x = p->values[w].copy_of;
+        if (x && x->parent == pc && x->id >= 0 && x->id < pc->ninstrs) copied[x->id] = 1;
+    }
+    double bw = cmp_device_hbm_bw(C->chip);
+    for (int k = 0; k < plan->nops && bw > 0; k++) {
+        const cmp_op *op = &plan->ops[k];
+        for (int q = 0; q < op->nin; q++) {
+            int v = op->in[q];
+            if (v < 0 || v >= C->nvalues || p->values[v].kind != CMP_V_ARG) continue;
+            const hlo_instr *d = p->values[v].def;
+            int via_copy = d->parent == pc && d->id >= 0 && d->id < pc->ninstrs && copied[d->id];
+            if (via_copy && cmp_op_reads_copy(C, op, v)) continue;
+            double need = (double)p->values[v].padded / bw;
+            if (p->values[v].padded <= 0 || before[k] < need) continue;
+            int lo = 0, hi = k - 1;   /* the latest start j with before[k] - before[j] >= need */
+            while (lo < hi) {
+                int mid = (lo + hi + 1) / 2;
+                if (before[k] - before[mid] >= need) lo = mid;
+                else hi = mid - 1;
+            }
+            cmp_vcand *c = &cand[(*nc)++];
+            memset(c, 0, sizeof *c);
+            c->arg = v;
+            c->b.v = -1;
+            c->b.size = p->values[v].padded;
+            c->b.start = lo;
+            c->b.end = k;
+            c->density = 2.0 / (k - lo + 1.0);
+        }
+    }
+    ut_free(copied);
+    ut_free(before);
+    return TPU_OK;
+}
+
+/* The cross-program prefetch (MSA's, ahead of its other allocations): the largest entry argument that only
+ * dots read (as operands, through type and layout changes) is copied into VMEM while the previous run of the
+ * program ends, and holds it until its last reader. The choice agrees with libtpu's `cross_program_prefetch`
+ * on every reference program that has one and reads it through dots: mlp_infer_bf16's w2 (32 MiB: with it in
+ * VMEM the 64 MiB hidden activations do not fit there), xent_vocab's vocabulary matrix, attention's input, the
+ * train steps' batch. *arg: its value, or -1; *last: the last op reading it. */
+static tpu_status cmp_cross_program_prefetch(cmp_state *C, cmp_plan *plan, int *arg, int *last)
+{
+    cmp_program *p = C->p;
+    const hlo_comp *ec = plan->comp;
+    *arg = *last = -1;
+    if (!ec->is_entry) return TPU_OK;
+    char *other = ut_calloc((size_t)ec->ninstrs + 1, 1);   /* read by something other than a dot's operand */
+    if (!other) return ut_nomem(C->ctx);
+    for (int i = ec->ninstrs - 1; i >= 0; i--) {   /* users before their operands */
+        const hlo_instr *u = ec->instrs[i];
+        if (u->is_root) other[u->id] = 1;
+        for (int o = 0; o < u->nops; o++) {
+            const hlo_instr *x = u->ops[o];
+            if (x->parent != ec || x->id < 0 || x->id >= ec->ninstrs) continue;
+            if (u->op == HLO_DOT && o < 2) continue;
+            if (u->op == HLO_CONVERT || u->op == HLO_BITCAST || u->op == HLO_RESHAPE || u->op == HLO_COPY)
+                other[x->id] |= other[u->id];
+            else
+                other[x->id] = 1;
+        }
+    }
+    for (int v = 0; v < C->nvalues; v++) {
+        const cmp_value *val = &p->values[v];
+        const hlo_instr *d = val->def;
+        if (val->kind != CMP_V_ARG || d->parent != ec || d->op != HLO_PARAMETER || d->id < 0 ||
+            d->id >= ec->ninstrs || other[d->id] || !hlo_shape_is_array(&d->shape) ||
+            val->padded > C->chip->vmem_temp_bytes)
+            continue;
+        if (*arg < 0 || val->padded > p->values[*arg].padded) *arg = v;
+    }
+    ut_free(other);
+    for (int k = 0; k < plan->nops && *arg >= 0; k++)
+        for (int q = 0; q < plan->ops[k].nin; q++)
+            if (plan->ops[k].in[q] == *arg) *last = k;
+    if (*last < 0) *arg = -1;
+    return TPU_OK;
 }
 
 static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
 {
     cmp_program *p = C->p;
     int np = plan->nops + 1;
-    int64_t *used = ut_calloc((size_t)np, sizeof *used);
+    int64_t *used = ut_calloc((size_t)np * 2, sizeof *used), *tused = used ? used + np : NULL;
     int *reads = ut_calloc((size_t)C->nvalues + 1, sizeof *reads);
-    cmp_vcand *cand = ut_malloc((size_t)(*n ? *n : 1) * sizeof *cand);
+    int nreads = 0;   /* room for one prefetch per read */
+    for (int k = 0; k < plan->nops; k++) nreads += plan->ops[k].nin;
+    cmp_vcand *cand = ut_malloc((size_t)(*n + nreads + 1) * sizeof *cand);
     if (!used || !reads || !cand) {
         ut_free(used);
         ut_free(reads);
@@ -1031,7 +1165,8 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         return ut_nomem(C->ctx);
     }
     /* reads[v]: reads by ops; membound[v]: 1 when ops write or read v, 3 when one of them is not compute-bound
-     * (values no op lists, such as the compiler's copies of operands, count as memory-bound) */
+     * (values no op lists, such as the compiler's copies of operands, count as memory-bound; only ops of
+     * compute-bound matmuls touching v make it a candidate of last resort) */
     char *membound = ut_calloc((size_t)C->nvalues + 1, 1);
     if (!membound) {
         ut_free(used);
@@ -1051,30 +1186,39 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     }
     for (int i = 0; i < *n; i++) {
         cand[i].b = bufs[i];
+        cand[i].arg = -1;
+        cand[i].last = bufs[i].v >= 0 && membound[bufs[i].v] == 1;
         cand[i].density = bufs[i].v >= 0 ? (reads[bufs[i].v] + 1.0) / (bufs[i].end - bufs[i].start + 1.0) : 0;
     }
-    qsort(cand, (size_t)*n, sizeof *cand, cmp_vcand_cmp);
+    int nc = *n, xarg, xlast;
+    tpu_status st = cmp_cross_program_prefetch(C, plan, &xarg, &xlast);
+    for (int q = 0; q <= xlast && q < np && xarg >= 0; q++) used[q] += p->values[xarg].padded;
+    if (st == TPU_OK) st = cmp_prefetch_cands(C, plan, cand, &nc);
+    qsort(cand, (size_t)nc, sizeof *cand, cmp_vcand_cmp);
     int keep = 0;
-    for (int i = 0; i < *n; i++) {
+    for (int i = 0; i < nc && st == TPU_OK; i++) {
         cmp_buf b = cand[i].b;
-        int ok = b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0 && membound[b.v] != 1;
+        int pre = cand[i].arg >= 0;
+        int ok = pre || (b.v >= 0 && p->values[b.v].kind == CMP_V_TEMP && b.size > 0);
         for (int q = b.start; ok && q <= b.end && q < np; q++) ok = used[q] + b.size <= C->chip->vmem_temp_bytes;
         if (!ok) {
-            bufs[keep++] = b;
+            if (!pre) bufs[keep++] = b;   /* a prefetch not made leaves its argument in HBM, where it is */
             continue;
         }
         for (int q = b.start; q <= b.end && q < np; q++) {
             used[q] += b.size;
-            if (used[q] > plan->vmem_peak) plan->vmem_peak = used[q];
+            if (pre) continue;
+            tused[q] += b.size;   /* the report's VMEM figure: temporaries only */
+            if (tused[q] > plan->vmem_peak) plan->vmem_peak = tused[q];
         }
-        p->values[b.v].vmem = 1;
+        if (!pre) p->values[b.v].vmem = 1;
     }
     *n = keep;
     ut_free(membound);
     ut_free(used);
     ut_free(reads);
     ut_free(cand);
-    return TPU_OK;
+    return st;
 }
 
 /* ---- scheduling ----
