@@ -425,3 +425,41 @@ TEST(fusion_outputs_direct_and_in_place_match_unfused)
     fused_matches_unfused(hlo, "outputs_in_place", 1);
     fused_matches_unfused(hlo, "outputs_in_place", 2);
 }
+
+/* Dynamic-slices read only by fused members are absorbed (each block copies its part of the window): rank 1
+ * and 2, starts in range, negative and past the end (clamped), s32/u32/s64 starts, f32/bf16/s32/u64 windows
+ * over several blocks, a window read by two members, one also read outside (not absorbed), and a window that
+ * moves in a loop (a fori_loop accumulating x[i*8 : i*8+60, i*16 : i*16+70]). */
+TEST(fusion_dynamic_slice_windows_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\n"
+        "body { p = (s32[], f32[60,70], f32[200,300]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " acc = f32[60,70] get-tuple-element(p), index=1\n x = f32[200,300] get-tuple-element(p), index=2\n"
+        " c8 = s32[] constant(8)\n c16 = s32[] constant(16)\n r = s32[] multiply(i, c8)\n q = s32[] multiply(i, c16)\n"
+        " w = f32[60,70] dynamic-slice(x, r, q), dynamic_slice_sizes={60,70}\n a = f32[60,70] add(acc, w)\n"
+        " one = s32[] constant(1)\n j = s32[] add(i, one)\n ROOT t = (s32[], f32[60,70], f32[200,300]) tuple(j, a, x) }\n"
+        "cond { p = (s32[], f32[60,70], f32[200,300]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " n = s32[] constant(20)\n ROOT lt = pred[] compare(i, n), direction=LT }\n"
+        "ENTRY main {\n x = f32[200,300] parameter(0)\n h = bf16[100,90] parameter(1)\n v = s32[9000] parameter(2)\n"
+        " u = u64[50,120] parameter(3)\n k = s32[] parameter(4)\n"
+        " z = f32[] constant(0)\n zb = f32[60,70] broadcast(z), dimensions={}\n c0 = s32[] constant(0)\n"
+        " init = (s32[], f32[60,70], f32[200,300]) tuple(c0, zb, x)\n wl = (s32[], f32[60,70], f32[200,300]) while(init), condition=cond, body=body\n"
+        " loop = f32[60,70] get-tuple-element(wl), index=1\n"
+        " m5 = s32[] constant(-5)\n big = s64[] constant(100000)\n ku = u32[] constant(17)\n c3 = s32[] constant(3)\n"
+        " w1 = f32[60,70] dynamic-slice(x, k, k), dynamic_slice_sizes={60,70}\n"
+        " w2 = f32[60,70] dynamic-slice(x, m5, c3), dynamic_slice_sizes={60,70}\n"
+        " big2 = s64[] constant(17)\n w3 = f32[60,70] dynamic-slice(x, big, big2), dynamic_slice_sizes={60,70}\n"
+        " e1 = f32[60,70] multiply(w1, w2)\n e2 = f32[60,70] add(e1, w3)\n e3 = f32[60,70] subtract(e2, w1)\n"
+        " hb = bf16[40,33] dynamic-slice(h, k, m5), dynamic_slice_sizes={40,33}\n hc = bf16[40,33] multiply(hb, hb)\n"
+        " hd = bf16[40,33] add(hc, hb)\n"
+        " vb = s32[2500] dynamic-slice(v, k), dynamic_slice_sizes={2500}\n vc = s32[2500] multiply(vb, vb)\n"
+        " vd = s32[2500] add(vc, vb)\n"
+        " ku2 = u32[] constant(4000000000)\n ub = u64[30,100] dynamic-slice(u, ku, ku2), dynamic_slice_sizes={30,100}\n uc = u64[30,100] add(ub, ub)\n"
+        " ud = u64[30,100] xor(uc, ub)\n"
+        " wo = f32[60,70] dynamic-slice(x, c3, c3), dynamic_slice_sizes={60,70}\n wp = f32[60,70] multiply(wo, wo)\n"
+        " wq = f32[60,70] add(wp, wo)\n wr = f32[4200] reshape(wo)\n"
+        " ROOT t = tuple(loop, e3, hd, vd, ud, wq, wr)\n}\n";
+    fused_matches_unfused(hlo, "dynamic_slice", 1);
+    fused_matches_unfused(hlo, "dynamic_slice", 2);
+}

@@ -76,6 +76,30 @@ static int fu_elementwise(const hlo_instr *in)
     return 1;
 }
 
+/* A dynamic-slice with scalar starts (a loop body's window of a loop-invariant array, x[i*8:i*8+256]) whose
+ * readers are all in groups is absorbed like a broadcast: each block copies its part of the window from the
+ * operand, and the window itself is never materialised. The operand must differ in size from the window (a
+ * same-size slice could read a member of the very group). Rank <= 2: a member records 3 operands. */
+static int fu_ds_candidate(const hlo_instr *in)
+{
+    if (in->op != HLO_DYNAMIC_SLICE || !hlo_shape_is_array(&in->shape) || fu_class((tpu_dtype)in->shape.dtype) < 0 ||
+        in->shape.dyn_mask || in->nctrl || in->shape.rank < 1 || in->shape.rank > 2 || in->nops != 1 + in->shape.rank)
+        return 0;
+    const hlo_shape *os = &in->ops[0]->shape;
+    if (!hlo_shape_is_array(os) || os->dtype != in->shape.dtype || os->rank != in->shape.rank || os->dyn_mask ||
+        hlo_shape_count(os) == hlo_shape_count(&in->shape))
+        return 0;
+    for (int k = 1; k < in->nops; k++) {
+        const hlo_shape *ks = &in->ops[k]->shape;
+        char kind = tpu_dtype_kind((tpu_dtype)ks->dtype);
+        if (!hlo_shape_is_array(ks) || ks->rank != 0 || (kind != 's' && kind != 'u')) return 0;
+    }
+    return 1;
+}
+
+/* Members that read their input tensors themselves (not through the block loader): broadcasts, dynamic-slices. */
+static int fu_reads_tensors(const exe_fmember *m) { return m->in->op == HLO_BROADCAST || m->in->op == HLO_DYNAMIC_SLICE; }
+
 static int fu_bcast_candidate(const hlo_instr *in)
 {
     return in->op == HLO_BROADCAST && hlo_shape_is_array(&in->shape) && fu_class((tpu_dtype)in->shape.dtype) >= 0 &&
@@ -158,7 +182,8 @@ static void fu_close_readers(fu_plan *P, const hlo_instr *in)
 static int fu_absorbable(fu_plan *P, const hlo_comp *c, int b)
 {
     const hlo_instr *in = c->instrs[b];
-    if (!fu_bcast_candidate(in) || in == c->root || P->ctrl_user[b] || P->ustart[b + 1] == P->ustart[b]) return 0;
+    if (!(fu_bcast_candidate(in) || fu_ds_candidate(in)) || in == c->root || P->ctrl_user[b] || P->ustart[b + 1] == P->ustart[b])
+        return 0;
     for (int u = P->ustart[b]; u < P->ustart[b + 1]; u++) {
         int j = P->users[u];
         if (P->gid[j] < 0 || !fu_same_dims(&c->instrs[j]->shape, &in->shape)) return 0;
@@ -405,7 +430,7 @@ static tpu_status fu_plan_bufs(exe_fgroup *G)
     for (int k = 0; k < nm; k++) {
         nr = fu_reads(&G->members[k], rd);
         for (int a = 0; a < nr; a++)
-            if (rd[a] < 0 && G->members[k].in->op != HLO_BROADCAST) last[-1 - rd[a]] = 1;
+            if (rd[a] < 0 && !fu_reads_tensors(&G->members[k])) last[-1 - rd[a]] = 1;
     }
     for (int q = 0; q < ni; q++) {
         const hlo_shape *s = &G->inputs[q]->shape;
@@ -650,6 +675,38 @@ static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, 
             if (++idx[d] < s->dims[d]) break;
             off -= sstride[d] * s->dims[d];
             idx[d] = 0;
+        }
+    }
+}
+
+/* Dynamic-slice member: output elements [o, o+len) of the window, copied from the operand a run along the
+ * innermost dim at a time; starts clamped so the window stays inside the operand, as the kernel clamps them. */
+static void fu_dslice(const exe_fmember *m, exe_value *const *inputs, int64_t o, int len, void *dst)
+{
+    const hlo_shape *s = &m->in->shape;
+    const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
+    int R = s->rank;
+    int64_t start[2] = {0, 0}, sstr[2] = {1, 1}, idx[2] = {0, 0};
+    if (R == 2) sstr[0] = src->dims[1];
+    for (int d = 0; d < R; d++) {
+        int64_t v = exe_index_value(inputs[-1 - m->op[1 + d]]->t, 0), hi = src->dims[d] - s->dims[d];
+        start[d] = v > hi ? hi : v < 0 ? 0 : v;
+    }
+    size_t es = fu_esize(m->cls);
+    int64_t L = s->dims[R - 1], rem = o;
+    for (int d = R - 1; d >= 0; d--) {
+        idx[d] = rem % s->dims[d];
+        rem /= s->dims[d];
+    }
+    for (int i = 0; i < len;) {
+        int64_t run = UT_MIN(L - idx[R - 1], (int64_t)(len - i)), off = 0;
+        for (int d = 0; d < R; d++) off += (start[d] + idx[d]) * sstr[d];
+        fu_run((char *)dst + (size_t)i * es, m->cls, src, off, 1, run);
+        i += (int)run;
+        idx[R - 1] += run;
+        if (idx[R - 1] == L && R == 2) {
+            idx[1] = 0;
+            idx[0]++;
         }
     }
 }
@@ -1026,6 +1083,10 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
             else if (fill) fu_broadcast(m->in, src, 0, (int)J->blk, m->cls, mb[k].p);
             continue;
         }
+        if (m->in->op == HLO_DYNAMIC_SLICE) {
+            fu_dslice(m, inputs, o, len, mb[k].p);
+            continue;
+        }
         if (m->fold) continue;   /* computed inside the rotate that reads it */
         fu_buf *ops[3] = {NULL, NULL, NULL};
         if (m->rot || m->madd) {
@@ -1075,7 +1136,7 @@ int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
     const hlo_shape *rs = &G->outputs[k]->shape;
     if (!t || t->dtype != (tpu_dtype)rs->dtype || t->count != hlo_shape_count(rs) || t->count < 2) return 0;
     for (int j = 0; j < G->nmembers; j++)
-        if (G->members[j].in->op == HLO_BROADCAST && G->members[j].op[0] == -1 - q) return 0;
+        if (fu_reads_tensors(&G->members[j]) && G->members[j].op[0] == -1 - q) return 0;
     return 1;
 }
 
