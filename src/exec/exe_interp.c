@@ -27,6 +27,13 @@ struct exe_comp_info {
     uint8_t     *gte_move;    /* get-tuple-element i may move its element out of a tuple nobody else holds */
     int         *dot_tr;      /* dot i: the transpose whose result it writes directly (S->cur_dot_out), or -1;
                                * that transpose: the dot's id (it passes the value on), or -1 */
+    /* what exe_call_owned visits, resolved once (a loop body runs thousands of times): the live instructions
+     * that do something at their place (not absorbed broadcasts, not group members before their group's last),
+     * in order, and every instruction's operand ids in one array (no pointer chase per operand) */
+    int          nsteps;
+    int         *steps;
+    int         *opid_start;  /* operand ids of instruction i: opid[opid_start[i] .. opid_start[i+1]) */
+    int         *opid;
 };
 
 static exe_kernel exe_kernels[HLO_OP_COUNT];
@@ -174,6 +181,9 @@ static void exe_comp_info_free(exe_comp_info *ci)
     ut_free(ci->dies);
     ut_free(ci->gte_move);
     ut_free(ci->dot_tr);
+    ut_free(ci->steps);
+    ut_free(ci->opid_start);
+    ut_free(ci->opid);
     ut_free(ci);
 }
 
@@ -185,6 +195,28 @@ static int exe_has_side_effect(const hlo_instr *in)
     case HLO_CUSTOM_CALL: return hlo_attr_bool(in, HK_CUSTOM_CALL_HAS_SIDE_EFFECT, 0);
     default: return 0;
     }
+}
+
+/* The step list and operand ids (exe_comp_info.steps, opid). Returns non-zero on no memory. */
+static int exe_comp_steps(const hlo_comp *c, exe_comp_info *ci)
+{
+    int n = c->ninstrs, nops = 0;
+    for (int i = 0; i < n; i++) nops += c->instrs[i]->nops;
+    ci->steps = ut_malloc((size_t)(n ? n : 1) * sizeof *ci->steps);
+    ci->opid_start = ut_malloc((size_t)(n + 1) * sizeof *ci->opid_start);
+    ci->opid = ut_malloc((size_t)(nops ? nops : 1) * sizeof *ci->opid);
+    if (!ci->steps || !ci->opid_start || !ci->opid) return 1;
+    nops = 0;
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = c->instrs[i];
+        ci->opid_start[i] = nops;
+        for (int k = 0; k < in->nops; k++) ci->opid[nops++] = in->ops[k]->id;
+        int fg = ci->fgroup_of[i];
+        if (!ci->live[i] || fg == EXE_FUSE_ABSORBED || (fg >= 0 && ci->fgroups[fg].last != in)) continue;
+        ci->steps[ci->nsteps++] = i;
+    }
+    ci->opid_start[n] = nops;
+    return 0;
 }
 
 static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_info **out)
@@ -337,6 +369,7 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
         ci->dot_tr[d->id] = i;
         ci->dot_tr[i] = d->id;
     }
+    if (exe_comp_steps(c, ci)) goto nomem;
     ut_free(last);
     ut_free(count);
     S->comp_info[c->id] = ci;
@@ -1017,16 +1050,19 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
     S->depth++;
     exe_value *opv[16];
     const int prof = exe_prof_on();   /* once per call, not per instruction */
-    for (int i = 0; i < n && !st; i++) {
-        if (!ci->live[i]) continue;
+    const int limits = S->max_steps || S->deadline > 0;
+    for (int r = 0, prev = -1; r < ci->nsteps && !st; r++) {
+        const int i = ci->steps[r];
         const hlo_instr *in = c->instrs[i];
         hlo_op op = (hlo_op)in->op;
         int fg = ci->fgroup_of[i];
-        if ((S->max_steps || S->deadline > 0) && (st = exe_tick(S, in))) break;
-        if (fg == EXE_FUSE_ABSORBED) continue;   /* computed inside the groups that read it */
+        /* every live instruction counts as a step, those computed inside a group too */
+        for (int j = prev + 1; limits && j <= i && !st; j++)
+            if (ci->live[j]) st = exe_tick(S, c->instrs[j]);
+        prev = i;
+        if (st) break;
         if (fg >= 0) {
             const exe_fgroup *G = &ci->fgroups[fg];
-            if (G->last != in) continue;   /* computed inside its group's loop */
             double t0 = prof ? ut_now() : 0;
             st = exe_run_group(S, ci, G, vals, i);
             if (prof) {
@@ -1056,7 +1092,8 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
                 st = ut_nomem(S->ctx);
                 break;
             }
-            for (int k2 = 0; k2 < in->nops; k2++) ops[k2] = vals[in->ops[k2]->id];
+            const int *oid = ci->opid + ci->opid_start[i];
+            for (int k2 = 0; k2 < in->nops; k2++) ops[k2] = vals[oid[k2]];
             int timed = prof && k != exe_k_control;
             double t0 = timed ? ut_now() : 0;
             S->cur_vals = vals;
@@ -1093,7 +1130,8 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         *out = vals[c->root->id];
         vals[c->root->id] = NULL;
     }
-    for (int i = 0; i < n; i++) exe_value_unref(vals[i]);
+    for (int i = 0; i < n; i++)
+        if (vals[i]) exe_value_unref(vals[i]);   /* after a successful call: none but on errors */
     if (vals != small) ut_free(vals);
     exe_drop_owned(args, nargs, unclaimed);
     return st;
