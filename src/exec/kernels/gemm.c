@@ -441,6 +441,7 @@ typedef struct gm_job {
     int64_t             npanels;
     int64_t             nic, ngr, gw;   /* tasks: row blocks x panel groups of gw panels */
     float             **Ap;          /* per thread: MC x kc */
+    int64_t            *aib;         /* per thread: the row block its Ap holds in this pass (-1: none) */
     _Atomic int         nomem;
 } gm_job;
 
@@ -478,7 +479,9 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
         int64_t i0 = ib * I->MC, mc = UT_MIN((int64_t)I->MC, J->M - i0);
         int64_t np = (mc + I->MR - 1) / I->MR;
         int64_t aw = gm_kw(I, J->kc) * I->MR, bw = gm_kw(I, J->kc) * I->NR;
-        for (int64_t q = 0; q < np; q++) {
+        /* a thread's next task is often another panel group of the same row block (few row blocks: a
+         * loop's skinny product): its packed A is still there */
+        for (int64_t q = 0; q < np && J->aib[tid] != ib; q++) {
             int mr = (int)UT_MIN((int64_t)I->MR, mc - q * I->MR);
 #ifdef GM_BF16
             if (I->bf16) {
@@ -488,6 +491,7 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
 #endif
             gm_pack_a(J->A, i0 + q * I->MR, mr, J->pc, J->kc, Ap + q * aw, I->MR);
         }
+        J->aib[tid] = ib;
         int64_t p0 = g * J->gw, p1 = UT_MIN(J->npanels, p0 + J->gw);
         for (int64_t p = p0; p < p1; p++) {
             int64_t j = J->jc + p * I->NR;
@@ -735,6 +739,8 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     J.ldc = ldc;
     J.Bp = Bp;
     J.Ap = Aps;
+    int64_t aib[GM_MAXT];
+    J.aib = aib;
     if (!ok) {
         /* no memory for the packed blocks: the reference computes the same values */
         for (int i = 0; i < nt; i++) exe_scratch_free(hA[i]);
@@ -758,6 +764,7 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
             J.load = accumulate || pc > 0;
             exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
                         gm_pack_b_chunk, &J);
+            for (int i = 0; i < nt; i++) aib[i] = -1;   /* a new k block: every Ap is stale */
             exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
         }
     }
