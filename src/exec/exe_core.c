@@ -338,6 +338,11 @@ void exe_value_unref(exe_value *v)
 
 exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int64_t *dims)
 {
+    return exe_value_view_at(base, 0, dtype, rank, dims);
+}
+
+exe_value *exe_value_view_at(exe_value *base, size_t offset, tpu_dtype dtype, int rank, const int64_t *dims)
+{
     exe_value *v = exe_value_new();
     tpu_tensor *t = ut_malloc(sizeof *t);
     if (!v || !t || !base->t) {
@@ -354,6 +359,7 @@ exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int6
         t->count *= dims[i];
     }
     t->nbytes = (size_t)t->count * tpu_dtype_size(dtype);
+    t->data = (char *)t->data + offset;
     v->refs = 1;
     v->borrowed = 1;
     v->t = t;

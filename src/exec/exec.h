@@ -30,6 +30,8 @@ exe_value *exe_value_clone(const exe_value *v);
 /* A value whose array is `base`'s data seen with shape (dtype, rank, dims) (same byte size); holds a reference
  * of base. NULL on no memory. */
 exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int64_t *dims);
+/* Same, over base's bytes from `offset` on (a contiguous block of it: a leading-dimension slice). */
+exe_value *exe_value_view_at(exe_value *base, size_t offset, tpu_dtype dtype, int rank, const int64_t *dims);
 
 typedef struct exe_comp_info exe_comp_info;   /* per-computation plan (last uses, ...), built on first call */
 struct exe_state;
