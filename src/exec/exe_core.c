@@ -291,10 +291,10 @@ exe_value *exe_value_array(tpu_tensor *t)
 exe_value *exe_value_tuple(exe_value **elems, int n)
 {
     exe_value *v = exe_value_new();
-    exe_value **e = n ? ut_malloc((size_t)n * sizeof *e) : NULL;
+    /* a small tuple's element array lives in the value (a loop state is rebuilt every iteration) */
+    exe_value **e = !v || !n ? NULL : n <= EXE_TUPLE_INLINE ? v->inl : ut_malloc((size_t)n * sizeof *e);
     if (!v || (n && !e)) {
         if (v) exe_value_del(v);
-        ut_free(e);
         for (int i = 0; i < n; i++) exe_value_unref(elems[i]);
         return NULL;
     }
@@ -332,7 +332,7 @@ void exe_value_unref(exe_value *v)
         exe_tensor_release(v->t);
     }
     for (int i = 0; i < v->ntuple; i++) exe_value_unref(v->elems[i]);
-    ut_free(v->elems);
+    if (v->elems != v->inl) ut_free(v->elems);
     exe_value_del(v);
 }
 

@@ -19,6 +19,8 @@ typedef struct exe_value {
     int                ntuple;
     struct exe_value **elems;    /* tuple elements (an element moved out by get-tuple-element is NULL) */
     struct exe_value  *base;     /* a view: t is a header of its own over base's data (reshape); holds a ref */
+#define EXE_TUPLE_INLINE 8
+    struct exe_value  *inl[EXE_TUPLE_INLINE];   /* elems of a tuple of at most EXE_TUPLE_INLINE elements */
 } exe_value;
 
 exe_value *exe_value_array(tpu_tensor *t);                      /* takes ownership of t; NULL on no memory */
