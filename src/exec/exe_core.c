@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -180,7 +181,7 @@ static exe_value *exe_value_new(void)
         exe_value *v = p->values;
         p->values = (exe_value *)v->elems;
         p->nvalues--;
-        memset(v, 0, sizeof *v);
+        memset(v, 0, offsetof(exe_value, inl));   /* inl and hdr are set before they are used */
         return v;
     }
     return ut_calloc(1, sizeof(exe_value));
@@ -326,7 +327,7 @@ void exe_value_unref(exe_value *v)
 {
     if (!v || --v->refs > 0) return;
     if (v->base) {
-        ut_free(v->t);   /* the header only: the data are base's */
+        if (v->t != &v->hdr) ut_free(v->t);   /* the header only: the data are base's */
         exe_value_unref(v->base);
     } else if (v->t && !v->borrowed) {
         exe_tensor_release(v->t);
@@ -343,13 +344,10 @@ exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int6
 
 exe_value *exe_value_view_at(exe_value *base, size_t offset, tpu_dtype dtype, int rank, const int64_t *dims)
 {
+    if (!base->t) return NULL;
     exe_value *v = exe_value_new();
-    tpu_tensor *t = ut_malloc(sizeof *t);
-    if (!v || !t || !base->t) {
-        if (v) exe_value_del(v);
-        ut_free(t);
-        return NULL;
-    }
+    if (!v) return NULL;
+    tpu_tensor *t = &v->hdr;
     *t = *base->t;
     t->dtype = dtype;
     t->rank = rank;

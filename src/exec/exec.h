@@ -21,6 +21,7 @@ typedef struct exe_value {
     struct exe_value  *base;     /* a view: t is a header of its own over base's data (reshape); holds a ref */
 #define EXE_TUPLE_INLINE 8
     struct exe_value  *inl[EXE_TUPLE_INLINE];   /* elems of a tuple of at most EXE_TUPLE_INLINE elements */
+    tpu_tensor         hdr;      /* a view's t (no malloc per view) */
 } exe_value;
 
 exe_value *exe_value_array(tpu_tensor *t);                      /* takes ownership of t; NULL on no memory */
