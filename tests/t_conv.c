@@ -451,3 +451,112 @@ TEST(conv_channels_last_path)
     }
     tpu_ctx_free(ctx);
 }
+
+/* The weight-gradient path (conv.c conv_wgrad: NHWC activations x as f01b, the output gradient as i01o, dW
+ * as 01bf) against the general implicit GEMM it replaces, bit for bit, on 1 and 3 threads — plain, stride-2
+ * (rhs dilation) and 1x1-projection gradients, split reductions (ksplit), every precision and both numerics
+ * modes — and against the reference on the small ones. */
+TEST(conv_weight_grad_path)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {22};
+    static const struct { int64_t N, H, C, Ho, Co, K; const char *win; int ref; } cs[] = {
+        {4, 8, 5, 8, 6, 3, "size=8x8 pad=1_1x1_1", 1},
+        {4, 8, 5, 4, 6, 3, "size=4x4 pad=0_1x0_1 rhs_dilate=2x2", 1},
+        {4, 8, 5, 4, 6, 1, "size=4x4 pad=0_-1x0_-1 rhs_dilate=2x2", 1},
+        {3, 7, 33, 7, 40, 3, "size=7x7 pad=1_1x1_1", 1},
+        {32, 32, 8, 32, 8, 3, "size=32x32 pad=1_1x1_1", 0},       /* reduction split into parts */
+        {16, 16, 24, 16, 20, 3, "size=16x16 pad=1_1x1_1", 0},
+    };
+    const char *dts[] = {"bf16", "f32"};
+    const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}"};
+    char text[CT_TEXT];
+    int fails = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0] && fails < 3; i++)
+        for (int d = 0; d < 2; d++)
+            for (int md = 0; md < 4; md++) {
+                if (d == 0 && md > 0 && md < 3) continue;   /* precision only splits f32 */
+                const char *dt = dts[d];
+                snprintf(text, sizeof text,
+                         "HloModule t\n\nENTRY e {\n  x = %s[%lld,%lld,%lld,%lld] parameter(0)\n"
+                         "  w = %s[%lld,%lld,%lld,%lld] parameter(1)\n"
+                         "  ROOT c = %s[%lld,%lld,%lld,%lld] convolution(x, w), window={%s}, dim_labels=f01b_i01o->01bf%s\n}\n",
+                         dt, (long long)cs[i].N, (long long)cs[i].H, (long long)cs[i].H, (long long)cs[i].C, dt,
+                         (long long)cs[i].N, (long long)cs[i].Ho, (long long)cs[i].Ho, (long long)cs[i].Co, dt,
+                         (long long)cs[i].K, (long long)cs[i].K, (long long)cs[i].C, (long long)cs[i].Co, cs[i].win,
+                         md < 3 ? prec[md] : "");
+                tpu_numerics num = md == 3 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+                tpu_module *m = mxt_parse(ctx, text);
+                REQUIRE(m);
+                tpu_tensor *a, *b;
+                mxt_operands(&r, m, &a, &b);
+                tpu_tensor *g = mxt_run(ctx, m, exe_k_convolution_gemm, num, 1, a, b);
+                for (int th = 1; th <= 3 && g; th += 2) {
+                    tpu_tensor *f = mxt_run(ctx, m, exe_k_convolution, num, th, a, b);
+                    CHECK(f != NULL);
+                    if (f && memcmp(f->data, g->data, g->nbytes)) {
+                        test_fail(__FILE__, __LINE__, "weight-gradient path != general path (%d threads):\n%s", th, text);
+                        fails++;
+                    }
+                    tpu_tensor_free(f);
+                }
+                CHECK(g != NULL);
+                tpu_tensor_free(g);
+                tpu_tensor_free(a);
+                tpu_tensor_free(b);
+                tpu_module_free(m);
+                if (cs[i].ref && md == 0) fails += !ct_check(ctx, &r, text, cs[i].N * cs[i].Ho * cs[i].Ho, num, 0);
+            }
+    tpu_ctx_free(ctx);
+}
+
+/* Channels-last convolutions whose patches the fast path gathers as bf16 (conv.c conv_gctx.col16: bf16 data,
+ * and f32 data split into bf16 parts in TPU mode) against the general path's f32 patches
+ * (exe_k_convolution_gemm), bit for bit on 1 and 3 threads in both numerics modes, on random NHWC windows;
+ * and a few against the reference. */
+TEST(conv_bf16_patches_path)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    mxt_rng r = {23};
+    char text[CT_TEXT];
+    int fails = 0;
+    for (int i = 0; i < 40 && fails < 3; i++) {
+        int64_t Cig = mxt_int(&r, 2, 40), Cout = mxt_int(&r, 5, 40);
+        int64_t S0 = mxt_int(&r, 1, 12), S1 = mxt_int(&r, 1, 12), K0 = mxt_int(&r, 1, 3), K1 = mxt_int(&r, 1, 3);
+        int64_t st = mxt_int(&r, 1, 2), ld = mxt_int(&r, 0, 3) == 0 ? 2 : 1, lo = mxt_int(&r, 0, 2), hi = mxt_int(&r, -1, 2);
+        if ((S0 - 1) * ld + 1 + lo + hi < K0 || (S1 - 1) * ld + 1 + lo + hi < K1) continue;
+        char win[160];
+        snprintf(win, sizeof win, "size=%lldx%lld stride=%lldx%lld pad=%lld_%lldx%lld_%lld lhs_dilate=%lldx%lld",
+                 (long long)K0, (long long)K1, (long long)st, (long long)st, (long long)lo, (long long)hi, (long long)lo,
+                 (long long)hi, (long long)ld, (long long)ld);
+        /* even draws: every operand bf16; odd ones: f32 at each precision (split into bf16 parts in TPU mode) */
+        const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}"};
+        ct_nhwc(text, &r, mxt_int(&r, 1, 40), S0, S1, Cig, Cout, 1, 1, K0, K1, win, i % 2 ? prec[i / 2 % 3] : "");
+        for (char *p; i % 2 == 0 && (p = strstr(text, "f32[")) != NULL;) {
+            memmove(p + 1, p, strlen(p) + 1);
+            memcpy(p, "bf16", 4);
+        }
+        tpu_numerics num = i % 3 == 2 ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+        tpu_module *m = mxt_parse(ctx, text);
+        REQUIRE(m);
+        tpu_tensor *a, *b;
+        mxt_operands(&r, m, &a, &b);
+        tpu_tensor *g = mxt_run(ctx, m, exe_k_convolution_gemm, num, 1, a, b);
+        CHECK(g != NULL);
+        for (int th = 1; th <= 3 && g; th += 2) {
+            tpu_tensor *f = mxt_run(ctx, m, exe_k_convolution, num, th, a, b);
+            CHECK(f != NULL);
+            if (f && memcmp(f->data, g->data, g->nbytes)) {
+                test_fail(__FILE__, __LINE__, "bf16 patches != f32 patches (%d threads):\n%s", th, text);
+                fails++;
+            }
+            tpu_tensor_free(f);
+        }
+        tpu_tensor_free(g);
+        tpu_tensor_free(a);
+        tpu_tensor_free(b);
+        tpu_module_free(m);
+        if (i < 8) fails += !ct_check(ctx, &r, text, Cig * K0 * K1, num, 0);
+    }
+    tpu_ctx_free(ctx);
+}

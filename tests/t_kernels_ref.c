@@ -237,6 +237,24 @@ static const kr_case kr_cases[] = {
      "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
      "ENTRY main {\n x = bf16[300,70] parameter(0)\n c = bf16[] constant(0.5)\n"
      " ROOT r = bf16[300] reduce(x, c), dimensions={1}, to_apply=add\n}\n", 0, 0},
+    /* batch-norm statistics of NHWC bf16 (f32 accumulation): kept dims innermost, summed in place by columns
+     * (reduce.c rd_lp_in_place) against the widened, transposed reference; odd row count for the tail, and
+     * kept dims on both sides; signed zeros and a NaN in the data */
+    {"reduce_bf16_sum_leading",
+     "HloModule r\nadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n"
+     "ENTRY main {\n x = bf16[5,7,13,37] parameter(0)\n c = bf16[] constant(0.5)\n z = bf16[] constant(0)\n"
+     " nz = bf16[] constant(-0)\n b = bf16[5,7,13,37] broadcast(nz), dimensions={}\n"
+     " a = bf16[] constant(nan)\n ba = bf16[5,7,13,37] broadcast(a), dimensions={}\n"
+     " io = s32[5,7,13,37] iota(), iota_dimension=3\n k = s32[] constant(3)\n bk = s32[5,7,13,37] broadcast(k), dimensions={}\n"
+     " lt = pred[5,7,13,37] compare(io, bk), direction=LT\n eq = pred[5,7,13,37] compare(io, bk), direction=EQ\n"
+     " y = bf16[5,7,13,37] select(lt, b, x)\n w = bf16[5,7,13,37] select(eq, ba, y)\n"
+     " r0 = bf16[37] reduce(w, c), dimensions={0,1,2}, to_apply=add\n"
+     " r1 = bf16[37] reduce(y, nz), dimensions={0,1,2}, to_apply=add\n"
+     " r2 = bf16[5,37] reduce(x, z), dimensions={1,2}, to_apply=add\n"
+     " ROOT t = (bf16[37], bf16[37], bf16[5,37]) tuple(r0, r1, r2)\n}\n", 0, 0},
+    {"reduce_f32_sum_leading",
+     "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[3,4096,40] parameter(0)\n c = f32[] constant(0.5)\n"
+     " ROOT r = f32[40] reduce(x, c), dimensions={0,1}, to_apply=add\n}\n", 0, 0},
     {"reduce_int_folds",
      "HloModule r\nadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
      "mx { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] maximum(a, b) }\n"

@@ -6,7 +6,8 @@
  * figures (a change to src/timing or src/compile that makes the set worse fails; one that makes it better lowers
  * them here). The goal of issue 13 is a median of 10% and a maximum of 25% over at least 25 rows: the median is
  * met; the maximum is not (ResNet-50 on v3-32, -35.7%, whose measured step is per image 1.9x the v3-8 one on the
- * same chip: docs/timing-validation.md says why). */
+ * same chip: 38 ms a step that does not depend on the batch, time on the run's hosts rather than the device;
+ * docs/timing-validation.md says why). */
 #include "test.h"
 
 #include <cjson/cJSON.h>

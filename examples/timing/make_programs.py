@@ -8,9 +8,12 @@ the lowered module and becomes the entry computation. tpusim profiles shapes onl
 nothing; metadata is stripped to keep the files small.
 
     python3 examples/timing/make_programs.py          # writes examples/timing/*.hlo
+    python3 examples/timing/make_programs.py --sync-bn   # what-if only (not committed): the 32/core step
+                                                         # with cross-replica batch norm, *_syncbn.hlo
 
 Needs jax (CPU is enough). Not run by `make test`; the .hlo files are committed.
 """
+import functools
 import os
 import re
 import sys
@@ -123,9 +126,18 @@ def conv(x, w, stride=1):
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
-def batchnorm(x, params, name, train, new_stats):
+def batchnorm(x, params, name, train, new_stats, sync_axis=None):
     scale, bias = params[name + "/scale"], params[name + "/bias"]
-    if train:
+    if train and sync_axis:
+        # cross-replica statistics, as flax.linen.BatchNorm(axis_name=...) computes them: one pmean of
+        # [mean, mean of squares] per layer (not what the measured Flax runs used: see --sync-bn)
+        xf = x.astype(jnp.float32)
+        both = jnp.concatenate([jnp.mean(xf, axis=(0, 1, 2)), jnp.mean(jnp.square(xf), axis=(0, 1, 2))])
+        mean, mean2 = jnp.split(jax.lax.pmean(both, sync_axis), 2)
+        var = mean2 - jnp.square(mean)
+        new_stats[name + "/mean"] = 0.9 * params[name + "/mean"] + 0.1 * mean
+        new_stats[name + "/var"] = 0.9 * params[name + "/var"] + 0.1 * var
+    elif train:
         xf = x.astype(jnp.float32)
         mean = jnp.mean(xf, axis=(0, 1, 2))
         var = jnp.mean(jnp.square(xf), axis=(0, 1, 2)) - jnp.square(mean)
@@ -137,20 +149,21 @@ def batchnorm(x, params, name, train, new_stats):
     return y.astype(CDT)
 
 
-def resnet_forward(params, images, train):
+def resnet_forward(params, images, train, sync_axis=None):
     stats = {}
+    bn = functools.partial(batchnorm, sync_axis=sync_axis)
     x = images.astype(CDT)
-    x = jax.nn.relu(batchnorm(conv(x, params["stem/w"], 2), params, "stem/bn", train, stats))
+    x = jax.nn.relu(bn(conv(x, params["stem/w"], 2), params, "stem/bn", train, stats))
     x = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
     for s, (blocks, width) in enumerate(STAGES):
         for b in range(blocks):
             n = f"s{s}b{b}"
             stride = 2 if (b == 0 and s > 0) else 1
-            y = jax.nn.relu(batchnorm(conv(x, params[n + "/c1"]), params, n + "/bn1", train, stats))
-            y = jax.nn.relu(batchnorm(conv(y, params[n + "/c2"], stride), params, n + "/bn2", train, stats))
-            y = batchnorm(conv(y, params[n + "/c3"]), params, n + "/bn3", train, stats)
+            y = jax.nn.relu(bn(conv(x, params[n + "/c1"]), params, n + "/bn1", train, stats))
+            y = jax.nn.relu(bn(conv(y, params[n + "/c2"], stride), params, n + "/bn2", train, stats))
+            y = bn(conv(y, params[n + "/c3"]), params, n + "/bn3", train, stats)
             if b == 0:
-                x = batchnorm(conv(x, params[n + "/proj"], stride), params, n + "/bnp", train, stats)
+                x = bn(conv(x, params[n + "/proj"], stride), params, n + "/bnp", train, stats)
             x = jax.nn.relu(x + y)
     x = jnp.mean(x.astype(jnp.float32), axis=(1, 2))
     logits = x @ params["head/w"] + params["head/b"]
@@ -161,9 +174,9 @@ def is_weight(name):
     return name.endswith("/w") or name.rsplit("/", 1)[-1] in ("c1", "c2", "c3", "proj")
 
 
-def train_step(params, momentum, images, labels, axis=None):
+def train_step(params, momentum, images, labels, axis=None, sync_bn=False):
     def loss_fn(p):
-        logits, stats = resnet_forward(p, images, True)
+        logits, stats = resnet_forward(p, images, True, axis if sync_bn else None)
         onehot = jax.nn.one_hot(labels, 1000)
         ce = -jnp.mean(jnp.sum(onehot * jax.nn.log_softmax(logits), axis=-1))
         l2 = sum(jnp.sum(jnp.square(v)) for k, v in p.items() if is_weight(k))
@@ -184,16 +197,16 @@ def train_step(params, momentum, images, labels, axis=None):
     return new_p, new_m
 
 
-def resnet_train(per_device_batch, devices):
+def resnet_train(per_device_batch, devices, sync_bn=False):
     params = resnet_params()
     mom = dict(params)
     images = jax.ShapeDtypeStruct((per_device_batch * devices, 224, 224, 3), jnp.float32)
     labels = jax.ShapeDtypeStruct((per_device_batch * devices,), jnp.int32)
     mesh = Mesh(jax.devices()[:devices], ("batch",))
     rep = {k: P() for k in params}
-    step = jax.shard_map(lambda p, m, x, y: train_step(p, m, x, y, "batch"), mesh=mesh,
+    step = jax.shard_map(lambda p, m, x, y: train_step(p, m, x, y, "batch", sync_bn), mesh=mesh,
                          in_specs=(rep, rep, P("batch"), P("batch")), out_specs=(rep, rep), check_vma=False)
-    name = f"resnet50_train_b{per_device_batch}_dp{devices}"
+    name = f"resnet50_train_b{per_device_batch}_dp{devices}" + ("_syncbn" if sync_bn else "")
     text = jax.jit(step, donate_argnums=(0, 1)).lower(params, mom, images, labels).as_text(dialect="hlo")
     write(name, per_device(text, name))
 
@@ -215,6 +228,10 @@ def gemms():
 
 
 def main():
+    if "--sync-bn" in sys.argv[1:]:
+        # what-if, not committed: the v2-32/v3-32 step with cross-replica batch norm (docs/timing-validation.md)
+        resnet_train(32, 32, sync_bn=True)
+        return 0
     matmuls()
     gemms()
     resnet_train(128, 8)    # Flax ImageNet on a v3-8 / v2-8: global batch 1024 over 8 cores

@@ -28,9 +28,9 @@ def gemm(m, n, k):
 ROWS = []
 
 
-def row(what, program, chip, measured_s, timing, source, group):
+def row(what, program, chip, measured_s, timing, source, group, **extra):
     ROWS.append(dict(what=what, program=program, chip=chip, measured_s=measured_s, timing=timing, source=source,
-                     group=group))
+                     group=group, **extra))
 
 
 # Ironwood (TPU7x), one device (a chiplet), bf16 m = n = k, TFLOP/s per device [AHC-IRONWOOD]. The sweep runs
@@ -89,7 +89,13 @@ for what, prog, chip, per_dev, rate, devs, src in (
          125100 * 1024 / (2.5 * 3600), 32, "FLAX"),
         ("ResNet-50 train, bf16, batch 32/core, Flax", "resnet50_train_b32_dp32.hlo", "v3-32", 32,
          125100 * 1024 / (2.1 * 3600), 32, "FLAX")):
-    row(what, prog, chip, per_dev * devs / rate, "step", src, "CNN")
+    row(what, prog, chip, per_dev * devs / rate, "step", src, "CNN", per_device_batch=per_dev)
+
+# Pairs of rows from one source on one chip generation at two per-core batches. A step's time is a part that
+# grows with the per-core batch plus a part that does not (the weights' share: weight gradients reduced across
+# devices, the optimizer, weight casts, fixed per-op costs); two batches separate them. Printed, not scored: it
+# tells a device-side difference from time the device does not see (docs/timing-validation.md, "ResNet-50").
+PAIRS = (("FLAX", "v3-8", "v3-32"),)
 
 
 def maxtext_step_s(E, H, KV, D, M, L, V, batch, seq, tflops):
@@ -140,6 +146,12 @@ def calibrate(tpusim):
     return statistics.median(diffs), len(diffs)
 
 
+def split_step(b1, t1, b2, t2):
+    """(fixed, per image) of two step times t1, t2 at per-core batches b1 != b2: t = fixed + per_image x b."""
+    per_image = (t1 - t2) / (b1 - b2)
+    return t1 - per_image * b1, per_image
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tpusim", default="build/release/tpusim")
@@ -168,6 +180,13 @@ def main():
     for g in ("GEMM", "CNN", "LLM"):
         e = [abs(r["error"]) for r in rows if r["group"] == g]
         print(f"  {g}: {len(e)} rows, median {100 * statistics.median(e):.1f}%, max {100 * max(e):.1f}%")
+    for src, chip_a, chip_b in PAIRS:
+        ra, rb = ([r for r in rows if r["source"] == src and r["chip"] == c][0] for c in (chip_a, chip_b))
+        print(f"{src} {chip_a} (batch {ra['per_device_batch']}/core) and {chip_b} "
+              f"(batch {rb['per_device_batch']}/core): step = fixed + per-image x batch")
+        for label, key in (("measured", "measured_s"), ("tpusim", "predicted_s")):
+            fixed, per_image = split_step(ra["per_device_batch"], ra[key], rb["per_device_batch"], rb[key])
+            print(f"  {label:8s}: fixed {fixed * 1e3:.1f} ms per step, {per_image * 1e3:.3f} ms per image")
     if a.write:
         with open(os.path.join(HERE, "validation.json"), "w") as fh:
             json.dump({"python_call_s": py_s, "rows": rows}, fh, indent=1)

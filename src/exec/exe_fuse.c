@@ -624,7 +624,10 @@ static int fu_member_f(const exe_state *S, const exe_fmember *m, fu_buf *out, fu
         return 1;
     }
     if (c == HLO_CLASS_EW2 && ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, 0) && !(bf && op == HLO_POWER)) {
-        ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len);
+        /* a scalar broadcast operand (constants of a polynomial, epsilons, learning rates) read once */
+        int sl = in[0]->splat && !in[1]->splat, sr = in[1]->splat && !in[0]->splat;
+        if (!(sl || sr) || !ewb_binary_f32_scalar(op, in[sl]->p, ((const float *)in[sr]->p)[0], out->p, len, sl))
+            ewb_binary_f32(op, in[0]->p, in[1]->p, out->p, len);
         if (bf) ewb_round_bf16(out->p, len);
         return 1;
     }

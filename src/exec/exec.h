@@ -235,6 +235,7 @@ EXE_KERNEL(exe_k_dot);
 EXE_KERNEL(exe_k_dot_ref);
 EXE_KERNEL(exe_k_convolution);
 EXE_KERNEL(exe_k_convolution_ref);
+EXE_KERNEL(exe_k_convolution_gemm);   /* conv.c's general path alone (tests compare the fast paths with it) */
 /* gather_scatter.c */
 EXE_KERNEL(exe_k_gather);
 EXE_KERNEL(exe_k_scatter);

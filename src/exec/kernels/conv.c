@@ -25,6 +25,7 @@
  * (independent of the thread count, so results do not depend on it) that are summed in order.
  * exe_k_convolution_ref: the definition above, one output element at a time, in double or 64-bit integers.
  */
+#include "gemm.h"
 #include "mxu.h"
 #include "exec/exe_ops.h"
 
@@ -629,6 +630,7 @@ typedef struct conv_gctx {
      * C[col][co] = Col . W^T written straight into the result, rows cstride apart */
     int               clast;
     int64_t           cstride;
+    int               col16;      /* channels last, bf16 patches (conv_patch16): Col holds bf16 values, 2 bytes */
 } conv_gctx;
 
 typedef struct conv_ws {
@@ -721,6 +723,23 @@ static void conv_gather(const conv_gctx *c, const conv_blk *b, int64_t c0, int64
     }
 }
 
+/* d[j] = the bf16 bits of part HI or LO of f32 s[j] (exact: those parts are bf16 values), for patches that
+ * the gemm reads as bf16 */
+EXE_MX_CLONES
+static void conv_load16(uint16_t *d, const float *s, int64_t n, exe_mx_part part)
+{
+    if (part == EXE_MX_LO)
+        for (int64_t j = 0; j < n; j++) d[j] = (uint16_t)(exe_mx_bits(exe_mx_lo(s[j])) >> 16);
+    else
+        for (int64_t j = 0; j < n; j++) d[j] = (uint16_t)(exe_mx_bits(exe_mx_hi(s[j])) >> 16);
+}
+
+/* Does the input go into bf16 patch buffers (bf16 data as it is, or f32 split into bf16 parts in TPU mode)? */
+static int conv_patch16(const conv_gctx *c)
+{
+    return !c->nm->dbl && exe_gemm_micro_default() && (c->x->dtype == TPU_BF16 || (c->x->dtype == TPU_F32 && c->nm->split[0]));
+}
+
 /* Channels last: Col[col][r], r = (k0, k1, k2, ci - ci0), each (col, k) a run of input features. */
 static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
                               void *col, exe_mx_part part)
@@ -729,23 +748,31 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
     const tpu_tensor *x = c->x;
     size_t esz = tpu_dtype_size(x->dtype);
     int64_t cw = ci1 - ci0, kc = cw * p->Kvol, O1 = p->O[1], O2 = p->O[2];
+    size_t des = c->col16 ? 2 : sizeof(float);
     for (int64_t cidx = c0; cidx < c1; cidx++) {
         int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
         int64_t o[CV_D] = {ol / (O2 * O1), (ol / O2) % O1, ol % O2};
         const char *base = (const char *)x->data + (size_t)((b->bg * p->Nout + n) * p->xn + (b->g * p->Cig + ci0)) * esz;
-        float *d = (float *)col + (cidx - c0) * kc;
+        char *d = (char *)col + (size_t)((cidx - c0) * kc) * des;
         for (int64_t k0 = 0; k0 < p->K[0]; k0++)
             for (int64_t k1 = 0; k1 < p->K[1]; k1++)
-                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += cw) {
+                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += (size_t)cw * des) {
                     int64_t k[CV_D] = {k0, k1, k2}, off = 0;
                     int ok = 1;
                     for (int j = 0; j < CV_D && ok; j++) {
                         int64_t q = o[j] * p->st[j] + k[j] * p->rd[j] - p->plo[j];
+                        if (p->ld[j] == 1) {   /* (no division in the common case) */
+                            ok = q >= 0 && q < p->S[j];
+                            off += ok ? q * p->xs[j] : 0;
+                            continue;
+                        }
                         ok = q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
                         off += ok ? q / p->ld[j] * p->xs[j] : 0;
                     }
-                    if (ok) exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
-                    else memset(d, 0, (size_t)cw * sizeof(float));
+                    if (!ok) memset(d, 0, (size_t)cw * des);
+                    else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
+                    else if (c->col16) conv_load16((uint16_t *)d, (const float *)(base + (size_t)off * esz), cw, part);
+                    else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
                 }
     }
 }
@@ -759,6 +786,29 @@ static void conv_pack_w(const conv_gctx *c, const conv_blk *b, int64_t ci0, int6
         for (int64_t ci = ci0; ci < ci1; ci++)
             conv_load_kernel(p, c->w, ci, co, (char *)W + (size_t)((co - b->co0) * kc + (ci - ci0) * p->Kvol) * c->es,
                              c->nm->dbl, part);
+}
+
+/* Do the gathered f32 buffers of operand op (0: input, 1: kernel) hold bf16 values (bf16 data, or f32 read
+ * through part HI or LO)? Then the gemm may read them as part HI, which leaves such a value as it is (NaN
+ * payloads aside) and lets the bf16 microkernel take the product: the same bits (gemm.h), twice the speed
+ * where VDPBF16PS is fast. */
+static int conv_bf16_valued(const conv_gctx *c, int op)
+{
+    const tpu_tensor *t = op ? c->w : c->x;
+    return !c->nm->dbl && (t->dtype == TPU_BF16 || c->nm->split[op]);
+}
+
+/* exe_mx_gemm on conv's f32 buffers (never f64), through the microkernels with bf16-valued buffers marked so */
+static void conv_mx_gemm(const conv_gctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                         const void *B, int64_t ldb, int beta1, void *C, int64_t ldc)
+{
+    if (c->nm->dbl || !exe_gemm_micro_default() || !conv_bf16_valued(c, 0) || !conv_bf16_valued(c, 1) || M <= 0 || N <= 0) {
+        exe_mx_gemm(c->nm->dbl, ta, tb, M, N, K, A, lda, B, ldb, beta1, C, ldc);
+        return;
+    }
+    exe_gemm_src a = {A, TPU_F32, ta ? 1 : lda, ta ? lda : 1, EXE_MX_HI};
+    exe_gemm_src b = {B, TPU_F32, tb ? 1 : ldb, tb ? ldb : 1, EXE_MX_HI};
+    exe_gemm(1, M, N, K, &a, &b, C, ldc, beta1);
 }
 
 /* C[M][ncol] (+)= kernel chunk x patch chunk for features [ci0, ci1) of block b; beta1: accumulate. */
@@ -776,7 +826,14 @@ static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, i
             exe_mx_part px, pw;
             if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
             const float *col = w->col[px == EXE_MX_LO], *W = (const float *)c->wfull[pw == EXE_MX_LO] + woff;
-            exe_mx_gemm(0, 0, 1, ncol, M, kc, col, kc, W, kc, beta1, C, ldc);
+            if (c->col16) {
+                /* bf16 patches read as bf16 by the gemm: the values f32 patches would hold (subnormals as zero) */
+                exe_gemm_src a = {col, TPU_BF16, kc, 1, EXE_MX_AS_IS};
+                exe_gemm_src bw = {W, TPU_F32, 1, kc, conv_bf16_valued(c, 1) ? EXE_MX_HI : EXE_MX_AS_IS};
+                exe_gemm(1, ncol, M, kc, &a, &bw, C, ldc, beta1);
+            } else {
+                conv_mx_gemm(c, 0, 1, ncol, M, kc, col, kc, W, kc, beta1, C, ldc);
+            }
             beta1 = 1;
         }
         return;
@@ -799,8 +856,8 @@ static void conv_gemm_chunk(const conv_gctx *c, const conv_blk *b, int64_t c0, i
         exe_mx_part px, pw;
         if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
         const void *col = w->col[px == EXE_MX_LO], *W = wk[pw == EXE_MX_LO];
-        if (c->orient_k) exe_mx_gemm(nm->dbl, 0, 1, M, ncol, kc, W, lda, col, kc, beta1, C, ldc);
-        else exe_mx_gemm(nm->dbl, 0, 0, M, ncol, kc, W, lda, col, ncol, beta1, C, ldc);
+        if (c->orient_k) conv_mx_gemm(c, 0, 1, M, ncol, kc, W, lda, col, kc, beta1, C, ldc);
+        else conv_mx_gemm(c, 0, 0, M, ncol, kc, W, lda, col, ncol, beta1, C, ldc);
         beta1 = 1;
     }
 }
@@ -940,8 +997,200 @@ static void ck_chunk(void *ctx, int64_t k0p, int64_t k1p, int tid)
     }
 }
 
+/* ---- weight gradients, channels last ----
+ * A weight gradient (dW = conv(x, dy) with the image positions as its reduction window: few outputs, a long
+ * window) whose input has its batch innermost (x[.., b] runs of Nout values: NHWC activations with C as the
+ * batch) is the product C[co][(o, b)] = sum over r = (ci, k) of W[r][co] * X[r][(o, b)]: X gathers, per
+ * reduction row, one run of Nout input values for each output position o, and W is the kernel (dy) read in
+ * place, [r][co] being a strided matrix of it (the small operand, so the gemm's transposing pack is its). Each output element is the same chain of FMAs, in the same
+ * r order, chunks (cic features), terms and split parts (nkp, summed in order) as the general path's, so the
+ * bits are the same (the general path, exe_k_convolution_gemm, is kept for the tests that show it); it only
+ * replaces the general path's per-element strided gather of the whole patch with runs, and packs no kernel.
+ * Tasks: (part, block of output positions); the blocks only split the gemm's rows. */
+typedef struct cwg_job {
+    const conv_gctx *c;
+    int64_t          nk, cic, nkp, og, nob, rows, wd;   /* chunks, features per chunk, parts, o per block, blocks */
+    float           *parts;                            /* nkp x [Cout][Ovol * Nout] */
+    char            *mem;                              /* per thread: xparts x [rows][wd] */
+    size_t           per;
+    exe_gemm_src     wsrc;                             /* the kernel at feature 0, [r][co] (part set per term) */
+    int64_t          wci;                              /* its element stride per feature */
+} cwg_job;
+
+/* X[r][(o - o0) * Nout + b] for features [ci0, ci1) and output positions [o0, o1): runs merged where both
+ * sides are contiguous (consecutive o along dim 2 reading consecutive input positions). */
+static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0, int64_t o1, void *X, int64_t wd,
+                       exe_mx_part part)
+{
+    const conv_plan *p = c->p;
+    const tpu_tensor *x = c->x;
+    size_t esz = tpu_dtype_size(x->dtype);
+    int64_t Nb = p->Nout, O1 = p->O[1], O2 = p->O[2], oo[64][CV_D];   /* Ovol <= 64 (conv_wgrad) */
+    for (int64_t o = o0; o < o1; o++) {
+        oo[o - o0][0] = o / (O2 * O1);
+        oo[o - o0][1] = (o / O2) % O1;
+        oo[o - o0][2] = o % O2;
+    }
+    /* bf16 patches (conv_patch16): bf16 data copied as it is, f32 as the bf16 bits of its part; the gemm
+     * reads them as bf16, the values the f32 buffers held */
+    int raw = conv_patch16(c);
+    size_t des = raw ? 2 : sizeof(float);
+    char *d = X;
+    for (int64_t ci = ci0; ci < ci1; ci++) {
+        const char *base = (const char *)x->data + (size_t)(ci * p->xc) * esz;
+        for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+            for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+                for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += (size_t)wd * des) {
+                    int64_t k[CV_D] = {k0, k1, k2};
+                    int64_t run_o = o0, run_src = -1, run_n = 0;   /* pending run: o range start, source, length */
+                    for (int64_t o = o0; o <= o1; o++) {
+                        int64_t src = -1;
+                        if (o < o1) {
+                            const int64_t *po = oo[o - o0];
+                            int64_t off = 0;
+                            int ok = 1;
+                            for (int j = 0; j < CV_D && ok; j++) {
+                                int64_t q = po[j] * p->st[j] + k[j] * p->rd[j] - p->plo[j];
+                                ok = q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
+                                off += ok ? q / p->ld[j] * p->xs[j] : 0;
+                            }
+                            src = ok ? off : -1;
+                            /* extends the run: both zero, or the next Nout values of the input */
+                            if (run_n > 0 && ((src < 0 && run_src < 0) ||
+                                              (src >= 0 && run_src >= 0 && p->xn == 1 && src == run_src + run_n * Nb))) {
+                                run_n++;
+                                continue;
+                            }
+                        }
+                        if (run_n > 0) {
+                            char *dd = d + (size_t)((run_o - o0) * Nb) * des;
+                            if (run_src < 0) memset(dd, 0, (size_t)(run_n * Nb) * des);
+                            else if (raw && x->dtype == TPU_BF16) memcpy(dd, base + (size_t)run_src * esz, (size_t)(run_n * Nb) * 2);
+                            else if (raw) conv_load16((uint16_t *)dd, (const float *)(base + (size_t)run_src * esz), run_n * Nb, part);
+                            else if (p->xn == 1) exe_mx_load(dd, 0, base + (size_t)run_src * esz, x->dtype, 1, run_n * Nb, part);
+                            else exe_mx_load(dd, 0, base + (size_t)run_src * esz, x->dtype, p->xn, Nb, part);
+                        }
+                        run_o = o;
+                        run_src = src;
+                        run_n = 1;
+                    }
+                }
+    }
+}
+
+static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
+{
+    const cwg_job *J = ctx;
+    const conv_gctx *c = J->c;
+    const conv_plan *p = c->p;
+    const exe_mx_num *nm = c->nm;
+    exe_mx_part hx = nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS, hw = nm->split[1] ? EXE_MX_HI : EXE_MX_AS_IS;
+    float *X[2];
+    X[0] = (float *)(J->mem + J->per * (size_t)tid);
+    X[1] = X[0] + J->rows * J->wd;
+    for (int64_t task = t0; task < t1; task++) {
+        int64_t kp = task / J->nob, ob = task % J->nob;
+        int64_t o0 = ob * J->og, o1 = UT_MIN(p->Ovol, o0 + J->og), wd = (o1 - o0) * p->Nout;
+        float *C = J->parts + (size_t)kp * (size_t)(p->Ovol * p->Nout * p->Cout) + (size_t)(o0 * p->Nout);
+        int64_t k0 = J->nk * kp / J->nkp, k1 = J->nk * (kp + 1) / J->nkp;
+        for (int64_t k = k0; k < k1; k++) {
+            int64_t ci0 = k * J->cic, ci1 = UT_MIN(p->Cig, ci0 + J->cic), kc = (ci1 - ci0) * p->Kvol;
+            cwg_gather(c, ci0, ci1, o0, o1, X[0], wd, hx);
+            if (c->xparts > 1) cwg_gather(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
+            int beta1 = k > k0;
+            for (int term = 0; term < 3; term++) {
+                exe_mx_part px, pw;
+                if (exe_mx_term_part(nm, term, 0, &px) || exe_mx_term_part(nm, term, 1, &pw)) continue;
+                exe_gemm_src b = {X[px == EXE_MX_LO], TPU_F32, wd, 1, conv_bf16_valued(c, 0) ? EXE_MX_HI : EXE_MX_AS_IS};
+                if (conv_patch16(c)) b.dtype = TPU_BF16, b.part = EXE_MX_AS_IS;   /* (cwg_gather: bf16 patches) */
+                exe_gemm_src a = J->wsrc;
+                a.p = (const char *)a.p + (size_t)(ci0 * J->wci) * tpu_dtype_size(a.dtype);
+                a.part = pw == EXE_MX_LO ? EXE_MX_LO : hw;
+                exe_gemm(1, p->Cout, wd, kc, &a, &b, C, p->Ovol * p->Nout, beta1);
+                beta1 = 1;
+            }
+        }
+    }
+}
+
+/* The kernel as a [r][co] matrix with r = ci * Kvol + k (row-major k, no reversal): its row stride, or 0. */
+static int64_t cwg_kernel_stride(const conv_plan *p)
+{
+    int64_t want = 0;
+    for (int j = CV_D - 1; j >= 0; j--) {
+        if (p->K[j] == 1) continue;
+        if (p->rev[j] || (want && p->ws[j] != want)) return 0;
+        want = p->ws[j] * p->K[j];
+    }
+    int64_t rs = 0;
+    for (int j = CV_D - 1; j >= 0 && !rs; j--)
+        if (p->K[j] > 1) rs = p->ws[j];
+    if (p->Cig > 1 && want && p->wi != want) return 0;
+    return rs ? rs : p->wi ? p->wi : 1;
+}
+
+/* Runs the weight-gradient path when it applies (1: done, *st set); 0: use the general path. direct: the
+ * general path would have written f32 results straight from the gemm (no flush on the store). */
+static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64_t nkp, int direct, int nt, tpu_status *st)
+{
+    const conv_plan *p = c->p;
+    const exe_mx_num *nm = c->nm;
+    int64_t rs = cwg_kernel_stride(p);
+    if (nm->dbl || nm->int_exact || nblk != 1 || !exe_gemm_micro_default() || p->xn != 1 || nk < 1 || !c->orient_k ||
+        p->Ovol > 64 || !rs || (c->w->dtype != TPU_F32 && c->w->dtype != TPU_BF16))
+        return 0;
+    cwg_job J;
+    memset(&J, 0, sizeof J);
+    J.c = c;
+    J.nk = nk;
+    J.cic = cic;
+    J.nkp = nkp;
+    J.rows = cic * p->Kvol;
+    /* blocks of output positions: about 256 gemm columns each, fewer positions when there are few tasks */
+    J.og = UT_MIN(p->Ovol, UT_MAX((int64_t)1, (256 + p->Nout - 1) / p->Nout));
+    while (J.og > 1 && nkp * ((p->Ovol + J.og - 1) / J.og) < 4 * nt) J.og = (J.og + 1) / 2;
+    J.nob = (p->Ovol + J.og - 1) / J.og;
+    J.wd = J.og * p->Nout;
+    double cm = (double)p->Ovol * (double)p->Nout * (double)p->Cout;
+    if ((double)J.rows * (double)J.wd * c->xparts > 4e6 || cm * (double)nkp > 16e6) return 0;
+    J.wsrc = (exe_gemm_src){c->w->data, c->w->dtype, p->wo, rs, EXE_MX_AS_IS};   /* W^T: [co][r] */
+    J.wci = p->wi;
+    int nth = (int)UT_MIN((int64_t)nt, nkp * J.nob);
+    J.per = (size_t)(J.rows * J.wd * c->xparts) * sizeof(float) + 64;
+    tpu_tensor *memh, *parth;
+    J.mem = exe_scratch_alloc(J.per * (size_t)nth, &memh);
+    J.parts = J.mem ? exe_scratch_alloc((size_t)(cm * (double)nkp) * sizeof(float) + 64, &parth) : NULL;
+    if (!J.parts) {
+        exe_scratch_free(memh);
+        *st = ut_nomem(c->S->ctx);
+        return 1;
+    }
+    exe_par_for(nth, nkp * J.nob, 1, cwg_chunk, &J);
+    /* partial sums added in part order, then one store per (co, o) run of Nout values */
+    size_t n = (size_t)cm;
+    for (int64_t kp = 1; kp < nkp; kp++) {
+        const float *s = J.parts + n * (size_t)kp;
+        for (size_t i = 0; i < n; i++) J.parts[i] += s[i];
+    }
+    tpu_tensor *t = c->t;
+    for (int64_t o = 0; o < p->Ovol; o++) {
+        int64_t oo[CV_D] = {o / (p->O[2] * p->O[1]), (o / p->O[2]) % p->O[1], o % p->O[2]};
+        int64_t yo = oo[0] * p->ys[0] + oo[1] * p->ys[1] + oo[2] * p->ys[2];
+        for (int64_t co = 0; co < p->Cout; co++) {
+            const float *run = J.parts + (size_t)(co * p->Ovol * p->Nout + o * p->Nout);
+            if (direct)
+                for (int64_t b = 0; b < p->Nout; b++) ((float *)t->data)[b * p->yn + yo + co * p->yc] = run[b];
+            else exe_mx_store(c->S, t->dtype, t->data, co * p->yc + yo, p->yn, run, 0, p->Nout, 0);
+        }
+    }
+    exe_scratch_free(parth);
+    exe_scratch_free(memh);
+    *st = TPU_OK;
+    return 1;
+}
+
 static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
-                            const tpu_tensor *w, tpu_tensor *t, int nt)
+                            const tpu_tensor *w, tpu_tensor *t, int nt, int fast)
 {
     conv_gctx c;
     memset(&c, 0, sizeof c);
@@ -1002,10 +1251,15 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     if (c.clast) {
         c.flat = 0;
         c.cstride = cstride;
+        c.col16 = fast && conv_patch16(&c);
         direct = 1;   /* no accumulator workspace */
     }
     int64_t ntask = nblk * nchunk;
     tpu_status st = TPU_OK;
+    if (fast && !c.clast && conv_wgrad(&c, nblk, nk, cic, ksplit ? nkp : 1, direct, nt, &st)) {
+        ut_free(blk);
+        return st;
+    }
     /* a kernel of modest size is packed once rather than per chunk */
     void *wmem = NULL;
     tpu_tensor *wmemh = NULL;
@@ -1094,7 +1348,7 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
     return st;
 }
 
-EXE_KERNEL(exe_k_convolution)
+static tpu_status conv_run(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out, int fast)
 {
     conv_plan p;
     tpu_status st = conv_plan_make(S, in, ops, &p);
@@ -1112,10 +1366,16 @@ EXE_KERNEL(exe_k_convolution)
     if (t->count == 0) return exe_out_array(S, t, out);
     if ((double)t->count * (double)(p.Cig * p.Kvol) < 1e5) nt = 1;   /* not worth waking threads */
     if (!nm.dbl && UT_MIN(p.Cog, p.Cobg) <= 4) st = conv_direct(S, &p, &nm, x, w, t, nt);
-    else st = conv_gemm(S, &p, &nm, x, w, t, nt);
+    else st = conv_gemm(S, &p, &nm, x, w, t, nt, fast);
     if (st) {
         tpu_tensor_free(t);
         return st;
     }
     return exe_out_array(S, t, out);
 }
+
+EXE_KERNEL(exe_k_convolution) { return conv_run(S, in, ops, out, 1); }
+
+/* Without the weight-gradient path and the bf16 patch buffers (conv_gctx.col16): the general implicit GEMM
+ * with f32 patches, which they must match bit for bit (tests). */
+EXE_KERNEL(exe_k_convolution_gemm) { return conv_run(S, in, ops, out, 0); }

@@ -407,7 +407,7 @@ static void ew_convert_range(const ew_job *J, int64_t i0, int64_t i1)
     } else {
         const float *x = J->x;
         uint16_t *z = J->z;
-        if (J->d == 1) for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_ftz(x[i]);
+        if (J->d == 1) for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_ftz_inline(x[i]);   /* vectorises */
         else for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_inline(x[i]);
     }
 }

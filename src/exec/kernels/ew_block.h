@@ -114,6 +114,28 @@ static inline __attribute__((always_inline)) int ewb_binary_f32(hlo_op op, const
     }
 }
 
+/* z[i] = x[i] op c (left 0) or c op x[i] (left 1): ewb_binary_f32 with one operand a scalar broadcast, the
+ * same arithmetic per element with one stream fewer to read. Returns 0 if op has no block form. */
+static inline __attribute__((always_inline)) int ewb_binary_f32_scalar(hlo_op op, const float *x, float c, float *z, int64_t n,
+                                                                      int left)
+{
+#define EWB_SC(EXPR_R, EXPR_L)                                   \
+    do {                                                         \
+        if (left) for (int64_t i = 0; i < n; i++) z[i] = EXPR_L; \
+        else for (int64_t i = 0; i < n; i++) z[i] = EXPR_R;      \
+    } while (0)
+    switch (op) {
+    case HLO_ADD: EWB_SC(x[i] + c, c + x[i]); return 1;
+    case HLO_SUBTRACT: EWB_SC(x[i] - c, c - x[i]); return 1;
+    case HLO_MULTIPLY: EWB_SC(x[i] * c, c * x[i]); return 1;
+    case HLO_DIVIDE: EWB_SC(x[i] / c, c / x[i]); return 1;
+    case HLO_MAXIMUM: EWB_SC(ewb_maxf(x[i], c), ewb_maxf(c, x[i])); return 1;
+    case HLO_MINIMUM: EWB_SC(ewb_minf(x[i], c), ewb_minf(c, x[i])); return 1;
+    default: return 0;
+    }
+#undef EWB_SC
+}
+
 /* Round each value to bf16 (computed in f32, subnormal results flushed, design §4) and back to f32. */
 static inline __attribute__((always_inline)) void ewb_round_bf16(float *y, int64_t n)
 {

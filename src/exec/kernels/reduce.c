@@ -324,14 +324,74 @@ static void rd_widen(const tpu_tensor *a, float *wide)
     for (int64_t i = 0; i < a->count; i++) wide[i] = (float)ten_load_f64(a->dtype, a->data, i);
 }
 
+/* A bf16 sum over leading dims with kept dims innermost ([O][R][I] view, I > 1: batch-norm statistics over
+ * NHWC), read in place: for each column i, the same 8 partial double sums over r (r mod 8), combined in the
+ * same tree, then the tail, as rd_sum_f32 on the widened, transposed run — so the same bits as the reference
+ * path below, without the widened copy and the transpose. Columns go in blocks of at most RD_LP_W. */
+#define RD_LP_W 64
+typedef struct rd_lp_job {
+    const uint16_t *x;
+    float          *sums;
+    int64_t         R, I, cw, nc;
+} rd_lp_job;
+
+EXE_MX_CLONES
+static void rd_lp_block(const uint16_t *x, int64_t R, int64_t I, int64_t w, float *out)
+{
+    double l[8][RD_LP_W];
+    for (int j = 0; j < 8; j++)
+        for (int64_t i = 0; i < w; i++) l[j][i] = 0;
+    int64_t m = R & ~(int64_t)7;
+    for (int64_t r = 0; r < m; r += 8)
+        for (int j = 0; j < 8; j++) {
+            const uint16_t *row = x + (r + j) * I;
+            double *lj = l[j];
+            for (int64_t i = 0; i < w; i++) lj[i] += (double)fp_bf16_to_f32_inline(row[i]);
+        }
+    for (int64_t i = 0; i < w; i++) {
+        double s = ((l[0][i] + l[1][i]) + (l[2][i] + l[3][i])) + ((l[4][i] + l[5][i]) + (l[6][i] + l[7][i]));
+        for (int64_t r = m; r < R; r++) s += (double)fp_bf16_to_f32_inline(x[r * I + i]);
+        out[i] = (float)(R ? 0.0 + s : 0.0);   /* rd_rows adds the (zero) init the same way */
+    }
+}
+
+static void rd_lp_cols(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+    const rd_lp_job *J = ctx;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t o = c / J->nc, i0 = c % J->nc * J->cw;
+        rd_lp_block(J->x + o * J->R * J->I + i0, J->R, J->I, UT_MIN(J->cw, J->I - i0), J->sums + o * J->I + i0);
+    }
+    (void)tid;
+}
+
+/* The column path's sums into `sums` (outer values); 0 when it does not apply. */
+static int rd_lp_in_place(exe_state *S, const tpu_tensor *a, const uint8_t *is_red, float *sums)
+{
+    int64_t O, R, I;
+    if (a->dtype != TPU_BF16 || EXE_FORCE_REF(S) || !rd_view(a, is_red, &O, &R, &I) || I < 2) return 0;
+    rd_lp_job J = {a->data, sums, R, I, RD_LP_W, 0};
+    /* narrower blocks when there are few, so both halves of a small I can run on two threads */
+    while (J.cw > 8 && O * ((I + J.cw - 1) / J.cw) < 4) J.cw /= 2;
+    J.nc = (I + J.cw - 1) / J.cw;
+    exe_par_for(O * R * I > 65536 && O * J.nc > 1 ? S->threads : 1, O * J.nc, 1, rd_lp_cols, &J);
+    return 1;
+}
+
 /* A bf16/f16 sum accumulated in f32 (see the top of the file): the input widened to f32, summed by the f32
  * kernel, init added and rounded once to the result type. 1 when done, 0 when `in` is not such a sum. */
 static int rd_low_precision_sum(exe_state *S, const tpu_tensor *a, const tpu_tensor *init, const uint8_t *is_red,
                                 int64_t outer, int64_t inner, tpu_tensor *res, tpu_status *st)
 {
     if ((a->dtype != TPU_BF16 && a->dtype != TPU_F16) || res->dtype != a->dtype || init->dtype != a->dtype) return 0;
-    float *wide = ut_malloc((size_t)(a->count ? a->count : 1) * sizeof *wide);
     float *sums = ut_malloc((size_t)(outer ? outer : 1) * sizeof *sums);
+    if (sums && rd_lp_in_place(S, a, is_red, sums)) {
+        double i0 = ten_load_f64(init->dtype, init->data, 0);
+        for (int64_t o = 0; o < outer; o++) exe_store_float(S, res->dtype, res->data, o, (double)(float)(i0 + sums[o]));
+        ut_free(sums);
+        return 1;
+    }
+    float *wide = ut_malloc((size_t)(a->count ? a->count : 1) * sizeof *wide);
     if (!wide || !sums) {
         ut_free(wide);
         ut_free(sums);
@@ -665,7 +725,8 @@ EXE_KERNEL(exe_k_reduce)
             exe_par_for(outer * inner > 65536 && J.O > 1 ? S->threads : 1, J.O, UT_MAX((int64_t)1, 32768 / UT_MAX(J.R, (int64_t)1)),
                         rd_rows, &J);
         } else {
-            J.cw = 512;
+            J.cw = 512;   /* each column sums in r order whatever the blocks: narrower ones when few, for threads */
+            while (J.cw > 16 && J.O * ((J.I + J.cw - 1) / J.cw) < 4) J.cw /= 2;
             J.nc = (J.I + J.cw - 1) / J.cw;
             exe_par_for(outer * inner > 65536 && J.O * J.nc > 1 ? S->threads : 1, J.O * J.nc, 1, rd_cols, &J);
         }
