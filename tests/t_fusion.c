@@ -118,6 +118,65 @@ TEST(fusion_scalar_operands_match_unfused)
     tpu_ctx_free(ctx);
 }
 
+/* Smallest max_steps that lets the run finish (the run's instruction count), by bisection. */
+static int64_t loop_steps_needed(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, unsigned ref)
+{
+    int64_t lo = 1, hi = (int64_t)1 << 22;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        tpu_run_opts o = tpu_run_opts_default();
+        o.max_steps = mid;
+        exe_run_cfg cfg = {.ref = ref};
+        tpu_tensor **out = NULL;
+        int nout = 0;
+        tpu_status st = exe_run(ctx, m, &o, &cfg, ins, nin, &out, &nout);
+        tpu_tensors_free(out, nout);
+        if (st == TPU_OK) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The loop programs of the benchmark (thousands of iterations of small instructions): run repeatedly in one
+ * thread, so results land in recycled buffers and value records (exe_core.c's small lists, the pool kept
+ * between runs), they stay bit for bit what the unfused reference kernels give; and the step limit counts
+ * every live instruction, fused members too, as it does unfused. */
+TEST(loop_programs_repeat_like_reference)
+{
+    static const char *progs[] = {"bench/programs/scan_small_steps.hlo", "bench/programs/while_newton.hlo"};
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++) {
+        tpu_module *m = NULL;
+        REQUIRE_OK(ctx, tpu_module_load(ctx, progs[p], &m));
+        tpu_tensor **ins = NULL, **ref = NULL;
+        int nin = 0, nref = 0;
+        REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 3, &ins, &nin));
+        tpu_run_opts o = tpu_run_opts_default();
+        exe_run_cfg slow = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE | EXE_REF_KERNELS};
+        REQUIRE_OK(ctx, exe_run(ctx, m, &o, &slow, ins, nin, &ref, &nref));
+        for (int rep = 0; rep < 3; rep++) {
+            tpu_tensor **a = NULL;
+            int na = 0;
+            CHECK_MSG(exe_run(ctx, m, &o, NULL, ins, nin, &a, &na) == TPU_OK, "%s: %s", progs[p], tpu_errmsg(ctx));
+            CHECK_EQ_INT(na, nref);
+            for (int i = 0; i < na && i < nref; i++)
+                CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(ref[i]) &&
+                          !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(ref[i]), tpu_tensor_nbytes(a[i])),
+                          "%s run %d output %d: fast != reference", progs[p], rep, i);
+            tpu_tensors_free(a, na);
+        }
+        if (p == 0) {
+            int64_t fused = loop_steps_needed(ctx, m, ins, nin, 0), unfused = loop_steps_needed(ctx, m, ins, nin, EXE_NO_FUSION);
+            CHECK_MSG(fused == unfused && fused > 2000 * 20, "%s: %lld steps fused, %lld unfused", progs[p], (long long)fused,
+                      (long long)unfused);
+        }
+        tpu_tensors_free(ref, nref);
+        tpu_tensors_free(ins, nin);
+        tpu_module_free(m);
+    }
+    tpu_ctx_free(ctx);
+}
+
 /* The unfused convert kernel's f32 -> bf16 fast path (elementwise.c ew_convert_range, TPU mode: subnormal
  * results flushed) against the per-element reference, byte by byte, on f32 bit patterns of every kind
  * (hashed integers: NaNs, infinities, subnormals, ties). TPU mode only: in exact mode the fast path keeps

@@ -140,6 +140,17 @@ static const kr_case kr_cases[] = {
      "HloModule r\nmin { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
      "ENTRY main {\n x = f32[3,40,37] parameter(0)\n l = f32[3,40,37] log(x)\n c = f32[] constant(inf)\n"
      " ROOT r = f32[4,21,12] reduce-window(l, c), window={size=2x3x5 stride=1x2x3 pad=1_1x1_2x2_4 rhs_dilate=1x1x2}, to_apply=min\n}\n", 0, 0},
+    /* one long f32 max/min row: split across threads (rd_rows_split), the same bits as one serial fold;
+     * NaN (log of negatives), subnormals (x * 1e-39: read as signed zeros) and an odd tail */
+    {"reduce_long_row_maxmin",
+     "HloModule r\n" KR_MAX "min { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+     "ENTRY main {\n x = f32[300001] parameter(0)\n l = f32[300001] log(x)\n t = f32[] constant(1e-39)\n"
+     " tb = f32[300001] broadcast(t), dimensions={}\n s = f32[300001] multiply(x, tb)\n"
+     " lo = f32[] constant(-inf)\n hi = f32[] constant(inf)\n"
+     " a = f32[] reduce(x, lo), dimensions={0}, to_apply=max\n b = f32[] reduce(x, hi), dimensions={0}, to_apply=min\n"
+     " c = f32[] reduce(l, lo), dimensions={0}, to_apply=max\n d = f32[] reduce(s, lo), dimensions={0}, to_apply=max\n"
+     " e = f32[] reduce(s, hi), dimensions={0}, to_apply=min\n"
+     " ROOT r = (f32[], f32[], f32[], f32[], f32[]) tuple(a, b, c, d, e)\n}\n", 0, 0},
     {"reduce_window_rows_sum_1d",
      "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[5000] parameter(0)\n c = f32[] constant(0)\n"
      " ROOT r = f32[1662] reduce-window(x, c), window={size=32 stride=3 pad=7_9}, to_apply=add\n}\n", 0, 0},

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,17 +15,31 @@
  * and handed to the next result of about its size, so big outputs do not pay for fresh zeroed pages from
  * the kernel every time (20-30% of a MobileNet step). One pool per running thread (device threads of the
  * replicated runtime each have their own), active between exe_pool_push and exe_pool_pop. */
-#define EXE_POOL_MIN ((size_t)64 << 10)   /* smaller blocks come from malloc's own free lists */
+#define EXE_POOL_MIN ((size_t)64 << 10)   /* smaller blocks: the small lists below */
 
 typedef struct exe_pool_ent {
     tpu_tensor *t;
     size_t      cap;
 } exe_pool_ent;
 
+/* Small results (a loop body's scalars and short vectors, thousands per run) cost three mallocs and three
+ * frees each (value, tensor header, data) where the kernel itself takes tens of nanoseconds: freed small
+ * tensors wait in per-size lists (one per 64-byte capacity, linked through their data) and freed values in
+ * one list (linked through elems), for the next result of the same size. */
+#define EXE_SMALL_CLASSES ((int)(EXE_POOL_MIN / 64))
+#define EXE_SMALL_PER     64                  /* tensors kept per size */
+#define EXE_SMALL_BYTES   ((size_t)16 << 20)  /* at most this much in all the small lists */
+#define EXE_VALUES_KEPT   4096
+
 struct exe_pool {
     exe_pool_ent *e;
     int           n, cap_n;
     size_t        bytes, limit;
+    tpu_tensor  **small;        /* [EXE_SMALL_CLASSES] list heads (next: the first word of the data), lazily */
+    uint8_t      *small_n;      /* [EXE_SMALL_CLASSES] lengths */
+    size_t        small_bytes;
+    exe_value    *values;       /* freed exe_value structs (next: elems) */
+    int           nvalues;
 };
 
 static _Thread_local exe_pool *exe_tls_pool;
@@ -49,6 +64,17 @@ static void exe_pool_free(exe_pool *p)
     if (!p) return;
     for (int i = 0; i < p->n; i++) tpu_tensor_free(p->e[i].t);
     ut_free(p->e);
+    for (int c = 0; p->small && c < EXE_SMALL_CLASSES; c++)
+        for (tpu_tensor *t = p->small[c], *nx; t; t = nx) {
+            nx = *(tpu_tensor **)t->data;
+            tpu_tensor_free(t);
+        }
+    ut_free(p->small);
+    ut_free(p->small_n);
+    for (exe_value *v = p->values, *nx; v; v = nx) {
+        nx = (exe_value *)v->elems;
+        ut_free(v);
+    }
     ut_free(p);
 }
 
@@ -110,12 +136,79 @@ static void exe_prefault(tpu_tensor *t)
 
 static size_t exe_cap(size_t nbytes) { return (nbytes + 63) & ~(size_t)63; }
 
+/* A freed tensor of capacity class cap (its buffer holds at least cap bytes, and 64 when cap is 0: see
+ * ten_alloc_impl) into its small list, or freed when the lists are full. */
+static void exe_small_put(exe_pool *p, tpu_tensor *t, size_t cap)
+{
+    int c = (int)(cap / 64);
+    if (!p->small) {
+        p->small = ut_calloc(EXE_SMALL_CLASSES, sizeof *p->small);
+        p->small_n = ut_calloc(EXE_SMALL_CLASSES, 1);
+        if (!p->small || !p->small_n) {
+            ut_free(p->small);
+            ut_free(p->small_n);
+            p->small = NULL;
+            p->small_n = NULL;
+        }
+    }
+    if (!p->small || !t->data || p->small_n[c] >= EXE_SMALL_PER || p->small_bytes + cap + 64 > EXE_SMALL_BYTES) {
+        tpu_tensor_free(t);
+        return;
+    }
+    *(tpu_tensor **)t->data = p->small[c];
+    p->small[c] = t;
+    p->small_n[c]++;
+    p->small_bytes += cap + 64;
+}
+
+/* A small listed tensor of capacity class `need`, or NULL. */
+static tpu_tensor *exe_small_take(exe_pool *p, size_t need)
+{
+    int c = (int)(need / 64);
+    if (!p->small || !p->small[c]) return NULL;
+    tpu_tensor *t = p->small[c];
+    p->small[c] = *(tpu_tensor **)t->data;
+    p->small_n[c]--;
+    p->small_bytes -= need + 64;
+    return t;
+}
+
+/* exe_value structs, from the calling thread's pool when it has one (zeroed) */
+static exe_value *exe_value_new(void)
+{
+    exe_pool *p = exe_tls_pool;
+    if (p && p->values) {
+        exe_value *v = p->values;
+        p->values = (exe_value *)v->elems;
+        p->nvalues--;
+        memset(v, 0, offsetof(exe_value, inl));   /* inl and hdr are set before they are used */
+        return v;
+    }
+    return ut_calloc(1, sizeof(exe_value));
+}
+
+static void exe_value_del(exe_value *v)
+{
+    exe_pool *p = exe_tls_pool;
+    if (p && p->nvalues < EXE_VALUES_KEPT) {
+        v->elems = (exe_value **)p->values;
+        p->values = v;
+        p->nvalues++;
+        return;
+    }
+    ut_free(v);
+}
+
 void exe_tensor_release(tpu_tensor *t)
 {
     exe_pool *p = exe_tls_pool;
     if (!t) return;
     size_t cap = exe_cap(t->nbytes);
-    if (!p || cap < EXE_POOL_MIN || cap > p->limit) {
+    if (p && cap < EXE_POOL_MIN) {
+        exe_small_put(p, t, cap);
+        return;
+    }
+    if (!p || cap > p->limit) {
         tpu_tensor_free(t);
         return;
     }
@@ -146,7 +239,7 @@ void exe_tensor_release(tpu_tensor *t)
 static tpu_tensor *exe_pool_take(tpu_dtype dtype, int rank, const int64_t *dims)
 {
     exe_pool *p = exe_tls_pool;
-    if (!p || !p->n || rank > TPU_MAX_RANK) return NULL;
+    if (!p || rank > TPU_MAX_RANK) return NULL;
     int64_t count = 1;
     for (int i = 0; i < rank; i++) {
         if (dims[i] < 0 || (dims[i] && count > ((int64_t)1 << 62) / dims[i])) return NULL;
@@ -155,8 +248,19 @@ static tpu_tensor *exe_pool_take(tpu_dtype dtype, int rank, const int64_t *dims)
     size_t es = tpu_dtype_size(dtype);
     if (!es || (uint64_t)count > SIZE_MAX / 2 / es) return NULL;
     size_t need = exe_cap((size_t)count * es);
-    if (need < EXE_POOL_MIN) return NULL;
+    if (need < EXE_POOL_MIN) {
+        tpu_tensor *t = exe_small_take(p, need);
+        if (t) {
+            t->dtype = dtype;
+            t->rank = rank;
+            for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+            t->count = count;
+            t->nbytes = (size_t)count * es;
+        }
+        return t;
+    }
     int best = -1;
+    if (!p->n) return NULL;
     for (int i = p->n - 1; i >= 0; i--)
         if (p->e[i].cap >= need && p->e[i].cap - need <= need / 8 && (best < 0 || p->e[i].cap < p->e[best].cap)) best = i;
     if (best < 0) {
@@ -175,7 +279,7 @@ static tpu_tensor *exe_pool_take(tpu_dtype dtype, int rank, const int64_t *dims)
 
 exe_value *exe_value_array(tpu_tensor *t)
 {
-    exe_value *v = ut_calloc(1, sizeof *v);
+    exe_value *v = exe_value_new();
     if (!v) {
         tpu_tensor_free(t);
         return NULL;
@@ -187,11 +291,11 @@ exe_value *exe_value_array(tpu_tensor *t)
 
 exe_value *exe_value_tuple(exe_value **elems, int n)
 {
-    exe_value *v = ut_calloc(1, sizeof *v);
-    exe_value **e = n ? ut_malloc((size_t)n * sizeof *e) : NULL;
+    exe_value *v = exe_value_new();
+    /* a small tuple's element array lives in the value (a loop state is rebuilt every iteration) */
+    exe_value **e = !v || !n ? NULL : n <= EXE_TUPLE_INLINE ? v->inl : ut_malloc((size_t)n * sizeof *e);
     if (!v || (n && !e)) {
-        ut_free(v);
-        ut_free(e);
+        if (v) exe_value_del(v);
         for (int i = 0; i < n; i++) exe_value_unref(elems[i]);
         return NULL;
     }
@@ -223,25 +327,27 @@ void exe_value_unref(exe_value *v)
 {
     if (!v || --v->refs > 0) return;
     if (v->base) {
-        ut_free(v->t);   /* the header only: the data are base's */
+        if (v->t != &v->hdr) ut_free(v->t);   /* the header only: the data are base's */
         exe_value_unref(v->base);
     } else if (v->t && !v->borrowed) {
         exe_tensor_release(v->t);
     }
     for (int i = 0; i < v->ntuple; i++) exe_value_unref(v->elems[i]);
-    ut_free(v->elems);
-    ut_free(v);
+    if (v->elems != v->inl) ut_free(v->elems);
+    exe_value_del(v);
 }
 
 exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int64_t *dims)
 {
-    exe_value *v = ut_calloc(1, sizeof *v);
-    tpu_tensor *t = ut_malloc(sizeof *t);
-    if (!v || !t || !base->t) {
-        ut_free(v);
-        ut_free(t);
-        return NULL;
-    }
+    return exe_value_view_at(base, 0, dtype, rank, dims);
+}
+
+exe_value *exe_value_view_at(exe_value *base, size_t offset, tpu_dtype dtype, int rank, const int64_t *dims)
+{
+    if (!base->t) return NULL;
+    exe_value *v = exe_value_new();
+    if (!v) return NULL;
+    tpu_tensor *t = &v->hdr;
     *t = *base->t;
     t->dtype = dtype;
     t->rank = rank;
@@ -251,6 +357,7 @@ exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int6
         t->count *= dims[i];
     }
     t->nbytes = (size_t)t->count * tpu_dtype_size(dtype);
+    t->data = (char *)t->data + offset;
     v->refs = 1;
     v->borrowed = 1;
     v->t = t;

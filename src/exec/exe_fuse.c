@@ -1011,6 +1011,7 @@ typedef struct fu_job {
     const size_t     *off;       /* byte offset of each scratch slot (members, then inputs; then the total) */
     char            **scratch;   /* per thread: one block per member and per input */
     fu_buf          **mb;
+    int               lazy;            /* scratch[tid] made by the thread when it first runs a chunk */
     char             *stack_scratch;   /* a one-block group: on the caller's stack */
     fu_buf           *stack_mb;
     int64_t           blk;       /* elements per block (the buffers' capacity) */
@@ -1109,13 +1110,12 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
 static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 {
     fu_job *J = ctx;
-    int slots = J->G->nmembers + J->G->ninputs;
     char *scratch = J->stack_scratch;
     fu_buf *mb = J->stack_mb;
     if (!scratch) {
-        if (!J->scratch[tid]) {
-            J->scratch[tid] = ut_malloc(J->off[slots] + 64);
-            J->mb[tid] = ut_malloc(sizeof(fu_buf) * (size_t)slots);
+        if (J->lazy && !J->scratch[tid]) {   /* (workers have no pool: malloc) */
+            J->scratch[tid] = ut_malloc(J->off[J->G->nmembers + J->G->ninputs] + 64);
+            J->mb[tid] = ut_malloc(sizeof(fu_buf) * (size_t)(J->G->nmembers + J->G->ninputs));
         }
         scratch = J->scratch[tid];
         mb = J->mb[tid];
@@ -1216,11 +1216,26 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
         J.stack_scratch = stack_scratch;
         J.stack_mb = stack_mb;
     }
+    /* every thread's scratch from the run's pool, taken here (workers have no pool): a fresh malloc of this
+     * size per call is mapped and faulted in page by page each time. Past 16 MiB for all threads (a wide
+     * group on many cores) only the threads that run a chunk make theirs, with malloc. */
+    tpu_tensor *hs[PAR_T], *hm[PAR_T];
+    memset(hs, 0, (size_t)nt * sizeof *hs);
+    memset(hm, 0, (size_t)nt * sizeof *hm);
+    J.lazy = !J.stack_scratch && (double)(off[slots] + 64) * nt > (double)(16 << 20);
+    for (int i = 0; i < nt && !J.stack_scratch && !J.lazy; i++) {
+        scr[i] = exe_scratch_alloc(off[slots] + 64, &hs[i]);
+        mbs[i] = exe_scratch_alloc(sizeof(fu_buf) * (size_t)slots, &hm[i]);
+    }
     int64_t grain = nt > 1 ? UT_MAX((int64_t)1, nblocks / (8 * nt)) : nblocks;
     exe_par_for(nt, nblocks, grain, fu_chunk, &J);
     for (int i = 0; i < nt; i++) {
-        ut_free(scr[i]);
-        ut_free(mbs[i]);
+        if (J.lazy) {
+            ut_free(scr[i]);
+            ut_free(mbs[i]);
+        }
+        exe_scratch_free(hs[i]);
+        exe_scratch_free(hm[i]);
     }
     if (atomic_load(&J.failed)) st = ut_nomem(S->ctx);
     if (off != offv) ut_free(off);

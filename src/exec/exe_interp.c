@@ -27,7 +27,28 @@ struct exe_comp_info {
     uint8_t     *gte_move;    /* get-tuple-element i may move its element out of a tuple nobody else holds */
     int         *dot_tr;      /* dot i: the transpose whose result it writes directly (S->cur_dot_out), or -1;
                                * that transpose: the dot's id (it passes the value on), or -1 */
+    /* what exe_call_owned visits, resolved once (a loop body runs thousands of times): the live instructions
+     * that do something at their place (not absorbed broadcasts, not group members before their group's last),
+     * in order, each with what the loop needs in one record, and every operand id in one array (no pointer
+     * chase per operand) */
+    int          nsteps;
+    struct exe_step *steps;
+    int         *opid;
 };
+
+enum { EXE_STEP_KERNEL, EXE_STEP_GROUP, EXE_STEP_PARAM, EXE_STEP_CONST, EXE_STEP_GTE };
+typedef struct exe_step {
+    const hlo_instr *in;
+    exe_kernel       k;          /* EXE_STEP_KERNEL: the opcode's kernel (NULL: not supported) */
+    int              i;          /* instruction index */
+    int              opid;       /* its operand ids: exe_comp_info.opid[opid .. opid + in->nops) */
+    int              free0, free1;   /* values dropped after it: free_list[free0 .. free1) */
+    uint32_t         dies;
+    int              dot_tr;
+    int              gte_index;  /* EXE_STEP_GTE: the tuple index (from index=) */
+    uint8_t          kind;
+    uint8_t          mixed;      /* an opcode exe_mixed_move may apply to */
+} exe_step;
 
 static exe_kernel exe_kernels[HLO_OP_COUNT];
 
@@ -174,6 +195,8 @@ static void exe_comp_info_free(exe_comp_info *ci)
     ut_free(ci->dies);
     ut_free(ci->gte_move);
     ut_free(ci->dot_tr);
+    ut_free(ci->steps);
+    ut_free(ci->opid);
     ut_free(ci);
 }
 
@@ -185,6 +208,50 @@ static int exe_has_side_effect(const hlo_instr *in)
     case HLO_CUSTOM_CALL: return hlo_attr_bool(in, HK_CUSTOM_CALL_HAS_SIDE_EFFECT, 0);
     default: return 0;
     }
+}
+
+/* The step list and operand ids (exe_comp_info.steps, opid), once the rest of the plan is made. Returns
+ * non-zero on no memory. */
+static int exe_comp_steps(const hlo_comp *c, exe_comp_info *ci)
+{
+    int n = c->ninstrs, nops = 0;
+    for (int i = 0; i < n; i++) nops += c->instrs[i]->nops;
+    ci->steps = ut_malloc((size_t)(n ? n : 1) * sizeof *ci->steps);
+    ci->opid = ut_malloc((size_t)(nops ? nops : 1) * sizeof *ci->opid);
+    if (!ci->steps || !ci->opid) return 1;
+    nops = 0;
+    for (int i = 0; i < n; i++) {
+        const hlo_instr *in = c->instrs[i];
+        int start = nops;
+        for (int k = 0; k < in->nops; k++) ci->opid[nops++] = in->ops[k]->id;
+        int fg = ci->fgroup_of[i];
+        if (!ci->live[i] || fg == EXE_FUSE_ABSORBED || (fg >= 0 && ci->fgroups[fg].last != in)) continue;
+        exe_step *st = &ci->steps[ci->nsteps++];
+        memset(st, 0, sizeof *st);
+        st->in = in;
+        st->i = i;
+        st->opid = start;
+        st->free0 = ci->free_start[i];
+        st->free1 = ci->free_start[i + 1];
+        st->dies = ci->dies[i];
+        st->dot_tr = ci->dot_tr[i];
+        st->kind = fg >= 0 ? EXE_STEP_GROUP : in->op == HLO_PARAMETER ? EXE_STEP_PARAM
+                   : in->op == HLO_CONSTANT ? EXE_STEP_CONST : EXE_STEP_KERNEL;
+        st->k = exe_kernels[in->op];
+        /* get-tuple-element: resolved here, run in the loop (the kernel, exe_kc_gte, reports bad indices) */
+        int64_t gi = in->op == HLO_GET_TUPLE_ELEMENT && in->nops == 1 ? hlo_attr_int(in, HK_INDEX, -1) : -1;
+        if (gi >= 0 && gi < INT32_MAX) {
+            st->kind = EXE_STEP_GTE;
+            st->gte_index = (int)gi;
+        }
+        switch ((hlo_op)in->op) {
+        case HLO_DYNAMIC_SLICE: case HLO_SLICE: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_BROADCAST: case HLO_REVERSE:
+            st->mixed = 1;
+            break;
+        default: break;
+        }
+    }
+    return 0;
 }
 
 static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_info **out)
@@ -337,6 +404,7 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
         ci->dot_tr[d->id] = i;
         ci->dot_tr[i] = d->id;
     }
+    if (exe_comp_steps(c, ci)) goto nomem;
     ut_free(last);
     ut_free(count);
     S->comp_info[c->id] = ci;
@@ -976,6 +1044,23 @@ done:
     return st;
 }
 
+/* get-tuple-element as exe_kc_gte runs it, without the kernel call: moves the element out when this is the
+ * tuple's only holder and the slot's only reader, else shares it. Returns 0 (nothing done) when the operand is
+ * not a tuple with that element: the kernel then reports it. */
+static int exe_gte_fast(const exe_comp_info *ci, const exe_step *sp, exe_value **vals)
+{
+    exe_value *t = vals[ci->opid[sp->opid]];
+    int idx = sp->gte_index;
+    if (!t || t->t || idx >= t->ntuple || !t->elems[idx]) return 0;
+    if (ci->gte_move[sp->i] && t->refs == 1) {
+        vals[sp->i] = t->elems[idx];
+        t->elems[idx] = NULL;
+    } else {
+        vals[sp->i] = exe_value_ref(t->elems[idx]);
+    }
+    return 1;
+}
+
 tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, uint64_t owned,
                           exe_value **out)
 {
@@ -1017,16 +1102,18 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
     S->depth++;
     exe_value *opv[16];
     const int prof = exe_prof_on();   /* once per call, not per instruction */
-    for (int i = 0; i < n && !st; i++) {
-        if (!ci->live[i]) continue;
-        const hlo_instr *in = c->instrs[i];
-        hlo_op op = (hlo_op)in->op;
-        int fg = ci->fgroup_of[i];
-        if ((S->max_steps || S->deadline > 0) && (st = exe_tick(S, in))) break;
-        if (fg == EXE_FUSE_ABSORBED) continue;   /* computed inside the groups that read it */
-        if (fg >= 0) {
-            const exe_fgroup *G = &ci->fgroups[fg];
-            if (G->last != in) continue;   /* computed inside its group's loop */
+    const int limits = S->max_steps || S->deadline > 0;
+    for (int r = 0, prev = -1; r < ci->nsteps && !st; r++) {
+        const exe_step *sp = &ci->steps[r];
+        const int i = sp->i;
+        const hlo_instr *in = sp->in;
+        /* every live instruction counts as a step, those computed inside a group too */
+        for (int j = prev + 1; limits && j <= i && !st; j++)
+            if (ci->live[j]) st = exe_tick(S, c->instrs[j]);
+        prev = i;
+        if (st) break;
+        if (sp->kind == EXE_STEP_GROUP) {
+            const exe_fgroup *G = &ci->fgroups[ci->fgroup_of[i]];
             double t0 = prof ? ut_now() : 0;
             st = exe_run_group(S, ci, G, vals, i);
             if (prof) {
@@ -1034,7 +1121,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
                 S->prof->n[HLO_OP_COUNT]++;
                 exe_prof_note(S->prof, in, ut_now() - t0);
             }
-        } else if (op == HLO_PARAMETER) {
+        } else if (sp->kind == EXE_STEP_PARAM) {
             int p = (int)in->param_no;
             if (p < 64 && (unclaimed >> p & 1)) {
                 vals[i] = args[p];
@@ -1042,32 +1129,37 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             } else {
                 vals[i] = exe_value_ref(args[p]);
             }
-        } else if (op == HLO_CONSTANT) {
+        } else if (sp->kind == EXE_STEP_CONST) {
             if (!ci->consts[i]) st = exe_literal_value(S, in, in->literal, &ci->consts[i]);
             if (!st) vals[i] = exe_value_ref(ci->consts[i]);
+        } else if (sp->kind == EXE_STEP_GTE && exe_gte_fast(ci, sp, vals)) {
+            /* done: what exe_kc_gte does for a valid index */
         } else {
-            exe_kernel k = exe_kernels[op];
+            exe_kernel k = sp->k;
+            hlo_op op = (hlo_op)in->op;
             if (!k) {
                 st = exe_fail(S, in, TPU_ERR_UNSUPPORTED, "opcode not supported by the executor");
                 break;
             }
-            exe_value **ops = in->nops <= 16 ? opv : ut_malloc((size_t)in->nops * sizeof *ops);
+            int nops = in->nops;
+            exe_value **ops = nops <= 16 ? opv : ut_malloc((size_t)nops * sizeof *ops);
             if (!ops) {
                 st = ut_nomem(S->ctx);
                 break;
             }
-            for (int k2 = 0; k2 < in->nops; k2++) ops[k2] = vals[in->ops[k2]->id];
+            const int *oid = ci->opid + sp->opid;
+            for (int k2 = 0; k2 < nops; k2++) ops[k2] = vals[oid[k2]];
             int timed = prof && k != exe_k_control;
             double t0 = timed ? ut_now() : 0;
             S->cur_vals = vals;
             S->cur_in = in;
-            S->cur_dies = ci->dies[i];
-            if (ci->dot_tr[i] >= 0 && op == HLO_TRANSPOSE) {
+            S->cur_dies = sp->dies;
+            if (sp->dot_tr >= 0 && op == HLO_TRANSPOSE) {
                 st = exe_identity(ops, &vals[i]);   /* its dot wrote the transposed result */
-            } else if (exe_mixed_move(in, ops)) {
+            } else if (sp->mixed && exe_mixed_move(in, ops)) {
                 st = exe_move_converted(S, in, ops, k, &vals[i]);
             } else {
-                S->cur_dot_out = ci->dot_tr[i] >= 0 ? &c->instrs[ci->dot_tr[i]]->shape : NULL;
+                S->cur_dot_out = sp->dot_tr >= 0 ? &c->instrs[sp->dot_tr]->shape : NULL;
                 st = k(S, in, ops, &vals[i]);
                 S->cur_dot_out = NULL;
             }
@@ -1083,9 +1175,10 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");
         }
         if (st) break;
-        for (int f = ci->free_start[i]; f < ci->free_start[i + 1]; f++) {
-            exe_value_unref(vals[ci->free_list[f]]);
-            vals[ci->free_list[f]] = NULL;
+        for (int f = sp->free0; f < sp->free1; f++) {
+            exe_value **slot = &vals[ci->free_list[f]];
+            exe_value_unref(*slot);
+            *slot = NULL;
         }
     }
     S->depth--;
@@ -1093,7 +1186,8 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         *out = vals[c->root->id];
         vals[c->root->id] = NULL;
     }
-    for (int i = 0; i < n; i++) exe_value_unref(vals[i]);
+    for (int i = 0; i < n; i++)
+        if (vals[i]) exe_value_unref(vals[i]);   /* after a successful call: none but on errors */
     if (vals != small) ut_free(vals);
     exe_drop_owned(args, nargs, unclaimed);
     return st;

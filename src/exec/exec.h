@@ -19,6 +19,9 @@ typedef struct exe_value {
     int                ntuple;
     struct exe_value **elems;    /* tuple elements (an element moved out by get-tuple-element is NULL) */
     struct exe_value  *base;     /* a view: t is a header of its own over base's data (reshape); holds a ref */
+#define EXE_TUPLE_INLINE 8
+    struct exe_value  *inl[EXE_TUPLE_INLINE];   /* elems of a tuple of at most EXE_TUPLE_INLINE elements */
+    tpu_tensor         hdr;      /* a view's t (no malloc per view) */
 } exe_value;
 
 exe_value *exe_value_array(tpu_tensor *t);                      /* takes ownership of t; NULL on no memory */
@@ -30,6 +33,8 @@ exe_value *exe_value_clone(const exe_value *v);
 /* A value whose array is `base`'s data seen with shape (dtype, rank, dims) (same byte size); holds a reference
  * of base. NULL on no memory. */
 exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int64_t *dims);
+/* Same, over base's bytes from `offset` on (a contiguous block of it: a leading-dimension slice). */
+exe_value *exe_value_view_at(exe_value *base, size_t offset, tpu_dtype dtype, int rank, const int64_t *dims);
 
 typedef struct exe_comp_info exe_comp_info;   /* per-computation plan (last uses, ...), built on first call */
 struct exe_state;

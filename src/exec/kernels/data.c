@@ -244,6 +244,14 @@ EXE_KERNEL(exe_k_broadcast)
     const int64_t *bd;
     int nbd = hlo_attr_ints(in, HK_DIMENSIONS, &bd);
     if (nbd != a->rank) return exe_fail(S, in, TPU_ERR_SHAPE, "dimensions={...} has %d entries for an operand of rank %d", nbd, a->rank);
+    /* the identity (same shape and type, dimensions={0,1,...}: jax's broadcast_in_dim to the shape it has):
+     * the operand's value itself, shared (values are updated in place only when nobody else holds them) */
+    int same = !EXE_FORCE_REF(S) && a->dtype == (tpu_dtype)in->shape.dtype && a->rank == in->shape.rank;
+    for (int i = 0; same && i < nbd; i++) same = bd[i] == i && a->dims[i] == in->shape.dims[i];
+    if (same) {
+        *out = exe_value_ref(ops[0]);
+        return TPU_OK;
+    }
     tpu_tensor *t;
     tpu_status st = exe_alloc(S, in, &t);
     if (st) return st;
@@ -600,11 +608,36 @@ static tpu_status data_starts(exe_state *S, const hlo_instr *in, exe_value *cons
     return TPU_OK;
 }
 
+/* A dynamic-slice whose result is one contiguous block of its operand (size 1 in the dims before some dim k,
+ * the whole extent after it: xs[i] of a scanned array) is a view of the operand's bytes, not a copy. Views
+ * are read-only here (exe_take_unique never hands them out, and the operand they hold cannot be updated in
+ * place while they live). Returns 0 when it does not apply. */
+static int data_slice_view(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out, tpu_status *st)
+{
+    const tpu_tensor *a = ops[0]->t;
+    const hlo_shape *rs = &in->shape;
+    if (EXE_FORCE_REF(S) || !a || !hlo_shape_is_array(rs) || rs->rank != a->rank || rs->dtype != a->dtype || rs->dyn_mask)
+        return 0;
+    int k = 0;
+    while (k < rs->rank && rs->dims[k] == 1) k++;
+    for (int i = k + 1; i < rs->rank; i++)
+        if (rs->dims[i] != a->dims[i]) return 0;
+    int64_t start[TPU_MAX_RANK], as[TPU_MAX_RANK], off = 0;
+    if ((*st = data_starts(S, in, ops, 1, a->rank, a->dims, rs->dims, start))) return 1;
+    data_strides(a->rank, a->dims, as);
+    for (int i = 0; i < a->rank; i++) off += start[i] * as[i];
+    *out = exe_value_view_at(ops[0], (size_t)off * tpu_dtype_size(a->dtype), a->dtype, rs->rank, rs->dims);
+    *st = *out ? TPU_OK : ut_nomem(S->ctx);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_dynamic_slice)
 {
     const tpu_tensor *a = ops[0]->t;
+    tpu_status st;
+    if (data_slice_view(S, in, ops, out, &st)) return st;
     tpu_tensor *t;
-    tpu_status st = exe_alloc(S, in, &t);
+    st = exe_alloc(S, in, &t);
     if (st) return st;
     int64_t start[TPU_MAX_RANK];
     if (t->rank != a->rank) st = exe_fail(S, in, TPU_ERR_SHAPE, "result rank differs from operand rank");

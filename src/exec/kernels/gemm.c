@@ -441,6 +441,7 @@ typedef struct gm_job {
     int64_t             npanels;
     int64_t             nic, ngr, gw;   /* tasks: row blocks x panel groups of gw panels */
     float             **Ap;          /* per thread: MC x kc */
+    int64_t            *aib;         /* per thread: the row block its Ap holds in this pass (-1: none) */
     _Atomic int         nomem;
 } gm_job;
 
@@ -478,7 +479,9 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
         int64_t i0 = ib * I->MC, mc = UT_MIN((int64_t)I->MC, J->M - i0);
         int64_t np = (mc + I->MR - 1) / I->MR;
         int64_t aw = gm_kw(I, J->kc) * I->MR, bw = gm_kw(I, J->kc) * I->NR;
-        for (int64_t q = 0; q < np; q++) {
+        /* a thread's next task is often another panel group of the same row block (few row blocks: a
+         * loop's skinny product): its packed A is still there */
+        for (int64_t q = 0; q < np && J->aib[tid] != ib; q++) {
             int mr = (int)UT_MIN((int64_t)I->MR, mc - q * I->MR);
 #ifdef GM_BF16
             if (I->bf16) {
@@ -488,6 +491,7 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
 #endif
             gm_pack_a(J->A, i0 + q * I->MR, mr, J->pc, J->kc, Ap + q * aw, I->MR);
         }
+        J->aib[tid] = ib;
         int64_t p0 = g * J->gw, p1 = UT_MIN(J->npanels, p0 + J->gw);
         for (int64_t p = p0; p < p1; p++) {
             int64_t j = J->jc + p * I->NR;
@@ -539,10 +543,11 @@ static int gm_small(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, cons
     int64_t Np = (N + 15) & ~(int64_t)15;
     if (M * K > GM_SMALL || K * Np > GM_SMALL) return 0;
     float a[GM_SMALL], b[GM_SMALL];
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t k = 0; k < K; k++) a[i * K + k] = gm_get(A, i * A->rs + k * A->cs);
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t j = 0; j < Np; j++) b[k * Np + j] = j < N ? gm_get(B, k * B->rs + j * B->cs) : 0.0f;
+    /* the block loaders convert as gm_get does, with the type and part tested once, not per element */
+    gm_load_block(a, K, A, 0, A->rs, A->cs, M, K);
+    gm_load_block(b, Np, B, 0, B->rs, B->cs, K, N);
+    if (Np > N)
+        for (int64_t k = 0; k < K; k++) memset(b + k * Np + N, 0, (size_t)(Np - N) * sizeof(float));
     for (int64_t i = 0; i < M; i++) {
         float *c = C + i * ldc;
         for (int64_t j0 = 0; j0 < Np; j0 += 16) {
@@ -714,11 +719,16 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     if (!I) I = gm_pick();
     int64_t ncmax = UT_MIN(N, (int64_t)I->NC);
     int64_t pmax = (ncmax + I->NR - 1) / I->NR;
-    float *Bp = ut_malloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64);
+    /* packing buffers from the run's pool: a loop's GEMMs would otherwise have malloc return their pages to
+     * the kernel and fault them back in at every call (2000 page faults a GRU step) */
+    tpu_tensor *hB = NULL, *hA[GM_MAXT];
+    float *Bp = exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB);
     float *Aps[GM_MAXT];
     memset(Aps, 0, sizeof Aps);
+    memset(hA, 0, sizeof hA);
     int ok = Bp != NULL;
-    for (int i = 0; i < nt && ok; i++) ok = (Aps[i] = ut_malloc((size_t)(I->MC * gm_kw(I, I->KC)) * sizeof(float) + 64)) != NULL;
+    for (int i = 0; i < nt && ok; i++)
+        ok = (Aps[i] = exe_scratch_alloc((size_t)(I->MC * gm_kw(I, I->KC)) * sizeof(float) + 64, &hA[i])) != NULL;
     gm_job J;
     memset(&J, 0, sizeof J);
     J.I = I;
@@ -729,10 +739,12 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     J.ldc = ldc;
     J.Bp = Bp;
     J.Ap = Aps;
+    int64_t aib[GM_MAXT];
+    J.aib = aib;
     if (!ok) {
         /* no memory for the packed blocks: the reference computes the same values */
-        for (int i = 0; i < nt; i++) ut_free(Aps[i]);
-        ut_free(Bp);
+        for (int i = 0; i < nt; i++) exe_scratch_free(hA[i]);
+        exe_scratch_free(hB);
         exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
         return;
     }
@@ -752,9 +764,10 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
             J.load = accumulate || pc > 0;
             exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
                         gm_pack_b_chunk, &J);
+            for (int i = 0; i < nt; i++) aib[i] = -1;   /* a new k block: every Ap is stale */
             exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
         }
     }
-    for (int i = 0; i < nt; i++) ut_free(Aps[i]);
-    ut_free(Bp);
+    for (int i = 0; i < nt; i++) exe_scratch_free(hA[i]);
+    exe_scratch_free(hB);
 }

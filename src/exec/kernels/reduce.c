@@ -201,6 +201,50 @@ static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
     (void)tid;
 }
 
+/* Few long f32 max/min rows (a convergence test's max |error| over a whole array): each row split into
+ * chunks folded on the threads, then the chunks' results folded in order. The ops are associative,
+ * commutative and idempotent (rd_maxmin_f32), and every chunk starts from init, so the value is the one
+ * rd_rows computes for the whole row. */
+#define RD_SPLIT_CH 16384   /* elements per chunk (a multiple of rd_maxmin_f32's 64 lanes) */
+typedef struct rd_split {
+    const rd_job *J;
+    int64_t       nch;
+    float        *part;   /* [O][nch] */
+} rd_split;
+
+static void rd_split_chunk(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+    const rd_split *P = ctx;
+    const rd_job *J = P->J;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t o = c / P->nch, r0 = c % P->nch * RD_SPLIT_CH, len = UT_MIN((int64_t)RD_SPLIT_CH, J->R - r0);
+        P->part[c] = rd_maxmin_f32((const float *)J->x + o * J->R + r0, len, J->bop == HLO_MAXIMUM, ewb_dazf((float)J->init));
+    }
+    (void)tid;
+}
+
+/* Returns 0 when it did not apply (rd_rows then does the rows). */
+static int rd_rows_split(exe_state *S, const rd_job *J)
+{
+    int nt = exe_par_threads(S->threads);
+    if (!J->is32 || J->bop == HLO_ADD || nt < 2 || J->R < 4 * RD_SPLIT_CH || J->O >= nt) return 0;
+    rd_split P = {J, (J->R + RD_SPLIT_CH - 1) / RD_SPLIT_CH, NULL};
+    tpu_tensor *h;
+    P.part = exe_scratch_alloc((size_t)(J->O * P.nch) * sizeof(float), &h);
+    if (!P.part) return 0;
+    exe_par_for(S->threads, J->O * P.nch, 1, rd_split_chunk, &P);
+    for (int64_t o = 0; o < J->O; o++) {
+        float acc = ewb_dazf((float)J->init);
+        for (int64_t c = 0; c < P.nch; c++) {
+            float v = P.part[o * P.nch + c];
+            acc = J->bop == HLO_MAXIMUM ? ewb_maxf(acc, v) : ewb_minf(acc, v);
+        }
+        rd_st(J, o, acc);
+    }
+    exe_scratch_free(h);
+    return 1;
+}
+
 /* out[o][i] over r, for a block of columns i: each column's sum in r order, vectorised across columns */
 EXE_MX_CLONES
 static void rd_cols_block(const rd_job *J, int64_t o, int64_t i0, int64_t w, double *acc)
@@ -679,7 +723,9 @@ EXE_KERNEL(exe_k_reduce)
             J.I = 1;
         }
         /* chunks over outer rows (whole rows), or over columns of a [R][I] block */
-        if (J.I == 1) {
+        if (J.I == 1 && !EXE_FORCE_REF(S) && rd_rows_split(S, &J)) {
+            /* done: long rows split across the threads */
+        } else if (J.I == 1) {
             exe_par_for(outer * inner > 65536 && J.O > 1 ? S->threads : 1, J.O, UT_MAX((int64_t)1, 32768 / UT_MAX(J.R, (int64_t)1)),
                         rd_rows, &J);
         } else {
