@@ -2,7 +2,7 @@
  * semantics of exe_ops.c: integer ops on 32- and 64-bit lanes (kernels/ew_int.h) over edge values (0, ±1,
  * the extremes, shift counts around the width, division by zero and INT_MIN / -1), the conversions between
  * pred, ints and f32 (NaN, infinities, out of range, subnormals), and the bf16 unary ops through f32
- * (ewb_unary_bf16_ok) over all 65536 bf16 inputs. */
+ * (ewb_unary_bf16_ok) over all 65536 bf16 inputs, and the bf16 rounding on f32 lanes. */
 #include "test.h"
 #include "exec/exe_ops.h"
 #include "exec/kernels/ew_block.h"
@@ -233,6 +233,42 @@ TEST(ew_bf16_unary_through_f32_matches_reference_on_every_input)
                 test_fail(__FILE__, __LINE__, "%s(bf16 %04x): block form %04x, reference %04x", hlo_op_name(ops[k]), i, got,
                           want);
         }
+    }
+    free(x);
+    free(y);
+}
+
+EXE_VEC
+static void ei_round_bf16(float *y, int n)
+{
+    ewb_round_bf16(y, n);
+}
+
+/* The bf16 rounding on 32-bit lanes (ewb_round_bf16, used by every bf16 member of a fused loop and by the f32 ->
+ * bf16 converts in them) against the 16-bit round trip, for every upper half (every sign, exponent and bf16
+ * mantissa: NaNs, infinities, subnormals, the largest finite values that round to inf) with the low halves
+ * where rounding decides (0, 1, just below / at / above the half-way point, all ones) and random ones. */
+TEST(ew_bf16_round_on_f32_lanes_matches_16bit_round_trip)
+{
+    static const uint32_t low[] = {0x0000, 0x0001, 0x7FFE, 0x7FFF, 0x8000, 0x8001, 0xFFFE, 0xFFFF};
+    enum { NL = 12 };
+    float *x = malloc((size_t)65536 * NL * sizeof(float)), *y = malloc((size_t)65536 * NL * sizeof(float));
+    REQUIRE(x && y);
+    for (uint32_t h = 0; h < 65536; h++)
+        for (int k = 0; k < NL; k++) {
+            uint32_t u = h << 16 | (k < 8 ? low[k] : (uint32_t)ei_rand() & 0xFFFF);
+            memcpy(&x[h * NL + k], &u, sizeof u);
+        }
+    memcpy(y, x, (size_t)65536 * NL * sizeof(float));
+    ei_round_bf16(y, 65536 * NL);
+    int bad = 0;
+    for (int i = 0; i < 65536 * NL; i++) {
+        float want = ewb_round_bf16_ftz_ref(x[i]);
+        uint32_t a, b, u;
+        memcpy(&a, &y[i], sizeof a);
+        memcpy(&b, &want, sizeof b);
+        memcpy(&u, &x[i], sizeof u);
+        if (a != b && bad++ < 3) test_fail(__FILE__, __LINE__, "round bf16 of %08x: f32 lanes %08x, reference %08x", u, a, b);
     }
     free(x);
     free(y);

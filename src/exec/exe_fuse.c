@@ -790,7 +790,7 @@ static int fu_convert(const exe_state *S, tpu_dtype t0, tpu_dtype t, const fu_bu
         const float *x = a->p;
         float *z = out->p;
         if (S->numerics == TPU_NUMERICS_TPU)
-            for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_ftz_inline(x[i]));
+            for (int i = 0; i < len; i++) z[i] = ewb_round_bf16_ftz(x[i]);
         else
             for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_inline(x[i]));
         return 1;
