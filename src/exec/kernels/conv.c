@@ -1078,6 +1078,63 @@ static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0,
     }
 }
 
+/* cwg_gather for bf16 patches (conv_patch16) of f32 or bf16 data without lhs dilation: the source of each
+ * output position is worked out once per kernel tap (not per feature and element), and the values are
+ * written one by one (runs of Nout = 1 are too short to pay for a call). 0: does not apply. */
+static int cwg_gather16(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0, int64_t o1, void *X, int64_t wd,
+                        exe_mx_part part)
+{
+    const conv_plan *p = c->p;
+    const tpu_tensor *x = c->x;
+    if (!conv_patch16(c) || (x->dtype != TPU_F32 && x->dtype != TPU_BF16) || p->ld[0] != 1 || p->ld[1] != 1 ||
+        p->ld[2] != 1)
+        return 0;
+    int64_t Nb = p->Nout, xn = p->xn, no = o1 - o0, O1 = p->O[1], O2 = p->O[2];
+    int64_t qo[64][CV_D], off[64];   /* Ovol <= 64 (conv_wgrad) */
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t oo[CV_D] = {o / (O2 * O1), (o / O2) % O1, o % O2};
+        for (int j = 0; j < CV_D; j++) qo[o - o0][j] = oo[j] * p->st[j] - p->plo[j];
+    }
+    int f32 = x->dtype == TPU_F32, lo = part == EXE_MX_LO;
+    int64_t kidx = 0;
+    for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+        for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+            for (int64_t k2 = 0; k2 < p->K[2]; k2++, kidx++) {
+                int64_t kq[CV_D] = {k0 * p->rd[0], k1 * p->rd[1], k2 * p->rd[2]};
+                for (int64_t i = 0; i < no; i++) {
+                    int64_t a = 0;
+                    int ok = 1;
+                    for (int j = 0; j < CV_D; j++) {
+                        int64_t q = qo[i][j] + kq[j];
+                        ok &= q >= 0 && q < p->S[j];
+                        a += q * p->xs[j];
+                    }
+                    off[i] = ok ? a : -1;
+                }
+                for (int64_t ci = ci0; ci < ci1; ci++) {
+                    const char *base = (const char *)x->data + (size_t)(ci * p->xc) * tpu_dtype_size(x->dtype);
+                    uint16_t *d = (uint16_t *)X + (size_t)(((ci - ci0) * p->Kvol + kidx) * wd);
+                    for (int64_t i = 0; i < no; i++, d += Nb) {
+                        if (off[i] < 0) {
+                            memset(d, 0, (size_t)Nb * 2);
+                            continue;
+                        }
+                        if (!f32) {
+                            const uint16_t *s = (const uint16_t *)base + off[i];
+                            for (int64_t b = 0; b < Nb; b++) d[b] = s[b * xn];
+                            continue;
+                        }
+                        const float *s = (const float *)base + off[i];
+                        for (int64_t b = 0; b < Nb; b++) {
+                            float v = lo ? exe_mx_lo(s[b * xn]) : exe_mx_hi(s[b * xn]);
+                            d[b] = (uint16_t)(exe_mx_bits(v) >> 16);
+                        }
+                    }
+                }
+            }
+    return 1;
+}
+
 static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
 {
     const cwg_job *J = ctx;
@@ -1095,8 +1152,12 @@ static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
         int64_t k0 = J->nk * kp / J->nkp, k1 = J->nk * (kp + 1) / J->nkp;
         for (int64_t k = k0; k < k1; k++) {
             int64_t ci0 = k * J->cic, ci1 = UT_MIN(p->Cig, ci0 + J->cic), kc = (ci1 - ci0) * p->Kvol;
-            cwg_gather(c, ci0, ci1, o0, o1, X[0], wd, hx);
-            if (c->xparts > 1) cwg_gather(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
+            if (cwg_gather16(c, ci0, ci1, o0, o1, X[0], wd, hx)) {
+                if (c->xparts > 1) cwg_gather16(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
+            } else {
+                cwg_gather(c, ci0, ci1, o0, o1, X[0], wd, hx);
+                if (c->xparts > 1) cwg_gather(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
+            }
             int beta1 = k > k0;
             for (int term = 0; term < 3; term++) {
                 exe_mx_part px, pw;
