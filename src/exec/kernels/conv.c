@@ -1015,6 +1015,7 @@ typedef struct cwg_job {
     size_t           per;
     exe_gemm_src     wsrc;                             /* the kernel at feature 0, [r][co] (part set per term) */
     int64_t          wci;                              /* its element stride per feature */
+    const uint16_t  *x16[2];                           /* the input as bf16 bits (part HI or as is, LO), or NULL */
 } cwg_job;
 
 /* X[r][(o - o0) * Nout + b] for features [ci0, ci1) and output positions [o0, o1): runs merged where both
@@ -1078,24 +1079,21 @@ static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0,
     }
 }
 
-/* cwg_gather for bf16 patches (conv_patch16) of f32 or bf16 data without lhs dilation: the source of each
- * output position is worked out once per kernel tap (not per feature and element), and the values are
- * written one by one (runs of Nout = 1 are too short to pay for a call). 0: does not apply. */
-static int cwg_gather16(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0, int64_t o1, void *X, int64_t wd,
-                        exe_mx_part part)
+/* cwg_gather for bf16 patches (conv_patch16) without lhs dilation, from 16-bit copies of the input laid out
+ * like it (cwg_job.x16: bf16 data itself, or f32 data split into parts HI/LO once per convolution instead of
+ * once per patch element): the source of each output position is worked out once per kernel tap (not per
+ * feature and element) and the values copied one by one (runs of Nout = 1 are too short to pay for a call).
+ * X1 (part LO from s1) may be NULL. */
+static void cwg_gather16(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0, int64_t o1, const uint16_t *s0,
+                         const uint16_t *s1, uint16_t *X0, uint16_t *X1, int64_t wd)
 {
     const conv_plan *p = c->p;
-    const tpu_tensor *x = c->x;
-    if (!conv_patch16(c) || (x->dtype != TPU_F32 && x->dtype != TPU_BF16) || p->ld[0] != 1 || p->ld[1] != 1 ||
-        p->ld[2] != 1)
-        return 0;
     int64_t Nb = p->Nout, xn = p->xn, no = o1 - o0, O1 = p->O[1], O2 = p->O[2];
     int64_t qo[64][CV_D], off[64];   /* Ovol <= 64 (conv_wgrad) */
     for (int64_t o = o0; o < o1; o++) {
         int64_t oo[CV_D] = {o / (O2 * O1), (o / O2) % O1, o % O2};
         for (int j = 0; j < CV_D; j++) qo[o - o0][j] = oo[j] * p->st[j] - p->plo[j];
     }
-    int f32 = x->dtype == TPU_F32, lo = part == EXE_MX_LO;
     int64_t kidx = 0;
     for (int64_t k0 = 0; k0 < p->K[0]; k0++)
         for (int64_t k1 = 0; k1 < p->K[1]; k1++)
@@ -1111,28 +1109,24 @@ static int cwg_gather16(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0
                     }
                     off[i] = ok ? a : -1;
                 }
-                for (int64_t ci = ci0; ci < ci1; ci++) {
-                    const char *base = (const char *)x->data + (size_t)(ci * p->xc) * tpu_dtype_size(x->dtype);
-                    uint16_t *d = (uint16_t *)X + (size_t)(((ci - ci0) * p->Kvol + kidx) * wd);
-                    for (int64_t i = 0; i < no; i++, d += Nb) {
-                        if (off[i] < 0) {
-                            memset(d, 0, (size_t)Nb * 2);
-                            continue;
-                        }
-                        if (!f32) {
-                            const uint16_t *s = (const uint16_t *)base + off[i];
-                            for (int64_t b = 0; b < Nb; b++) d[b] = s[b * xn];
-                            continue;
-                        }
-                        const float *s = (const float *)base + off[i];
-                        for (int64_t b = 0; b < Nb; b++) {
-                            float v = lo ? exe_mx_lo(s[b * xn]) : exe_mx_hi(s[b * xn]);
-                            d[b] = (uint16_t)(exe_mx_bits(v) >> 16);
-                        }
+                for (int part = 0; part < 2; part++) {
+                    const uint16_t *src = part ? s1 : s0;
+                    uint16_t *X = part ? X1 : X0;
+                    if (!X) break;
+                    for (int64_t ci = ci0; ci < ci1; ci++) {
+                        const uint16_t *base = src + ci * p->xc;
+                        uint16_t *d = X + (size_t)(((ci - ci0) * p->Kvol + kidx) * wd);
+                        if (Nb == 1)
+                            for (int64_t i = 0; i < no; i++) d[i] = off[i] < 0 ? 0 : base[off[i]];
+                        else
+                            for (int64_t i = 0; i < no; i++, d += Nb) {
+                                if (off[i] < 0) memset(d, 0, (size_t)Nb * 2);
+                                else
+                                    for (int64_t b = 0; b < Nb; b++) d[b] = base[off[i] + b * xn];
+                            }
                     }
                 }
             }
-    return 1;
 }
 
 static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
@@ -1152,9 +1146,10 @@ static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
         int64_t k0 = J->nk * kp / J->nkp, k1 = J->nk * (kp + 1) / J->nkp;
         for (int64_t k = k0; k < k1; k++) {
             int64_t ci0 = k * J->cic, ci1 = UT_MIN(p->Cig, ci0 + J->cic), kc = (ci1 - ci0) * p->Kvol;
-            if (cwg_gather16(c, ci0, ci1, o0, o1, X[0], wd, hx)) {
-                if (c->xparts > 1) cwg_gather16(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
-            } else {
+            if (J->x16[0])
+                cwg_gather16(c, ci0, ci1, o0, o1, J->x16[0], J->x16[1], (uint16_t *)X[0],
+                             c->xparts > 1 ? (uint16_t *)X[1] : NULL, wd);
+            else {
                 cwg_gather(c, ci0, ci1, o0, o1, X[0], wd, hx);
                 if (c->xparts > 1) cwg_gather(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
             }
@@ -1226,7 +1221,23 @@ static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64
         *st = ut_nomem(c->S->ctx);
         return 1;
     }
+    tpu_tensor *x16h = NULL;
+    const tpu_tensor *x = c->x;
+    int gather16 = conv_patch16(c) && p->ld[0] == 1 && p->ld[1] == 1 && p->ld[2] == 1 &&
+                   (x->dtype == TPU_F32 || (x->dtype == TPU_BF16 && c->xparts == 1));
+    if (gather16 && x->dtype == TPU_BF16) J.x16[0] = x->data;
+    else if (gather16) {   /* (no scratch: the per-element gather) */
+        int64_t n = tpu_tensor_count(x);
+        uint16_t *h = exe_scratch_alloc((size_t)(n * c->xparts) * 2 + 64, &x16h);
+        if (h) {
+            conv_load16(h, x->data, n, nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS);
+            if (c->xparts > 1) conv_load16(h + n, x->data, n, EXE_MX_LO);
+            J.x16[0] = h;
+            J.x16[1] = c->xparts > 1 ? h + n : NULL;
+        }
+    }
     exe_par_for(nth, nkp * J.nob, 1, cwg_chunk, &J);
+    exe_scratch_free(x16h);
     /* partial sums added in part order, then one store per (co, o) run of Nout values */
     size_t n = (size_t)cm;
     for (int64_t kp = 1; kp < nkp; kp++) {
