@@ -631,6 +631,7 @@ typedef struct conv_gctx {
     int               clast;
     int64_t           cstride;
     int               col16;      /* channels last, bf16 patches (conv_patch16): Col holds bf16 values, 2 bytes */
+    const uint16_t   *x16[2];     /* col16 with f32 input: the input split into bf16 bits (HI, LO) once, or NULL */
 } conv_gctx;
 
 typedef struct conv_ws {
@@ -770,7 +771,11 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
                         off += ok ? q / p->ld[j] * p->xs[j] : 0;
                     }
                     if (!ok) memset(d, 0, (size_t)cw * des);
-                    else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
+                    else if (c->x16[0]) {   /* pre-split: a copy of 16-bit values */
+                        const uint16_t *s16 = c->x16[part == EXE_MX_LO] + (base - (const char *)x->data) / (ptrdiff_t)esz + off;
+                        if (cw == 1) *(uint16_t *)d = *s16;
+                        else memcpy(d, s16, (size_t)cw * 2);
+                    } else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
                     else if (c->col16) conv_load16((uint16_t *)d, (const float *)(base + (size_t)off * esz), cw, part);
                     else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
                 }
@@ -1261,6 +1266,39 @@ static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64
     return 1;
 }
 
+typedef struct cx16_job {
+    const float *x;
+    uint16_t    *d[2];
+    exe_mx_part  part0;
+} cx16_job;
+
+static void cx16_chunk(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+    const cx16_job *J = ctx;
+    conv_load16(J->d[0] + i0, J->x + i0, i1 - i0, J->part0);
+    if (J->d[1]) conv_load16(J->d[1] + i0, J->x + i0, i1 - i0, EXE_MX_LO);
+    (void)tid;
+}
+
+/* Channels-last bf16 patches of an f32 input: the input split into its bf16 parts once (c->x16) when the
+ * patches read each input element about once or more (else per element as gathered); *h: the scratch. */
+static void conv_split_input(conv_gctx *c, int nt, tpu_tensor **h)
+{
+    const conv_plan *p = c->p;
+    const tpu_tensor *x = c->x;
+    int64_t n = x->count;
+    *h = NULL;
+    if (!c->col16 || x->dtype != TPU_F32 || n <= 0 ||
+        (double)p->Nout * (double)p->Ovol * (double)p->Kvol * (double)p->Cin * (double)p->BG < (double)n)
+        return;
+    uint16_t *m = exe_scratch_alloc((size_t)(n * c->xparts) * 2 + 64, h);
+    if (!m) return;   /* (the per-element gather) */
+    cx16_job J = {x->data, {m, c->xparts > 1 ? m + n : NULL}, c->nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS};
+    exe_par_for(n > 65536 ? nt : 1, n, 16384, cx16_chunk, &J);
+    c->x16[0] = J.d[0];
+    c->x16[1] = J.d[1];
+}
+
 static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
                             const tpu_tensor *w, tpu_tensor *t, int nt, int fast)
 {
@@ -1369,8 +1407,11 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
+        tpu_tensor *x16h;
+        conv_split_input(&c, nt, &x16h);
         cg_job J = {&c, blk, nchunk, pieces, imgs, nk, cic, direct, mem, per, f32h ? &f32t : t};
         exe_par_for(nth, ntask, 1, cg_chunk, &J);
+        exe_scratch_free(x16h);
         if (f32h) exe_mx_store(S, TPU_BF16, t->data, 0, 1, f32t.data, 0, t->count, 0);
         exe_scratch_free(f32h);
         exe_scratch_free(memh);
