@@ -1190,6 +1190,8 @@ static int64_t cwg_kernel_stride(const conv_plan *p)
     return rs ? rs : p->wi ? p->wi : 1;
 }
 
+#define CWG_MIN_COLS 16   /* gemm columns of a block of output positions, at least (when there are more) */
+
 /* Runs the weight-gradient path when it applies (1: done, *st set); 0: use the general path. direct: the
  * general path would have written f32 results straight from the gemm (no flush on the store). */
 static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64_t nkp, int direct, int nt, tpu_status *st)
@@ -1207,9 +1209,12 @@ static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64
     J.cic = cic;
     J.nkp = nkp;
     J.rows = cic * p->Kvol;
-    /* blocks of output positions: about 256 gemm columns each, fewer positions when there are few tasks */
+    /* blocks of output positions: about 256 gemm columns each, fewer positions when there are few tasks, but
+     * not under CWG_MIN_COLS columns: every block packs the whole kernel chunk again (Cout x kc, converted),
+     * which narrow blocks do not pay back (Nout = 1 went to blocks of 2 columns on 2 threads) */
     J.og = UT_MIN(p->Ovol, UT_MAX((int64_t)1, (256 + p->Nout - 1) / p->Nout));
-    while (J.og > 1 && nkp * ((p->Ovol + J.og - 1) / J.og) < 4 * nt) J.og = (J.og + 1) / 2;
+    while (J.og > 1 && (J.og + 1) / 2 * p->Nout >= CWG_MIN_COLS && nkp * ((p->Ovol + J.og - 1) / J.og) < 4 * nt)
+        J.og = (J.og + 1) / 2;
     J.nob = (p->Ovol + J.og - 1) / J.og;
     J.wd = J.og * p->Nout;
     double cm = (double)p->Ovol * (double)p->Nout * (double)p->Cout;
