@@ -741,6 +741,19 @@ static int conv_patch16(const conv_gctx *c)
     return !c->nm->dbl && exe_gemm_micro_default() && (c->x->dtype == TPU_BF16 || (c->x->dtype == TPU_F32 && c->nm->split[0]));
 }
 
+/* Input coordinate of output o and tap k along spatial dim j: 1 and *off its element offset when it lies in
+ * the input (and on a non-hole of the lhs dilation), else 0. */
+static inline int conv_coord(const conv_plan *p, int j, int64_t o, int64_t k, int64_t *off)
+{
+    int64_t q = o * p->st[j] + k * p->rd[j] - p->plo[j];
+    if (p->ld[j] == 1) {   /* (no division in the common case) */
+        *off = q * p->xs[j];
+        return q >= 0 && q < p->S[j];
+    }
+    *off = q / p->ld[j] * p->xs[j];
+    return q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
+}
+
 /* Channels last: Col[col][r], r = (k0, k1, k2, ci - ci0), each (col, k) a run of input features. */
 static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
                               void *col, exe_mx_part part)
@@ -755,21 +768,17 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
         int64_t o[CV_D] = {ol / (O2 * O1), (ol / O2) % O1, ol % O2};
         const char *base = (const char *)x->data + (size_t)((b->bg * p->Nout + n) * p->xn + (b->g * p->Cig + ci0)) * esz;
         char *d = (char *)col + (size_t)((cidx - c0) * kc) * des;
-        for (int64_t k0 = 0; k0 < p->K[0]; k0++)
-            for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+        /* each dim's input coordinate checked once per tap of that dim (not per tap of the whole window) */
+        for (int64_t k0 = 0; k0 < p->K[0]; k0++) {
+            int64_t f0;
+            int ok0 = conv_coord(p, 0, o[0], k0, &f0);
+            for (int64_t k1 = 0; k1 < p->K[1]; k1++) {
+                int64_t f1;
+                int ok1 = ok0 && conv_coord(p, 1, o[1], k1, &f1);
                 for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += (size_t)cw * des) {
-                    int64_t k[CV_D] = {k0, k1, k2}, off = 0;
-                    int ok = 1;
-                    for (int j = 0; j < CV_D && ok; j++) {
-                        int64_t q = o[j] * p->st[j] + k[j] * p->rd[j] - p->plo[j];
-                        if (p->ld[j] == 1) {   /* (no division in the common case) */
-                            ok = q >= 0 && q < p->S[j];
-                            off += ok ? q * p->xs[j] : 0;
-                            continue;
-                        }
-                        ok = q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
-                        off += ok ? q / p->ld[j] * p->xs[j] : 0;
-                    }
+                    int64_t f2, off = 0;
+                    int ok = ok1 && conv_coord(p, 2, o[2], k2, &f2);
+                    if (ok) off = f0 + f1 + f2;
                     if (!ok) memset(d, 0, (size_t)cw * des);
                     else if (c->x16[0]) {   /* pre-split: a copy of 16-bit values */
                         const uint16_t *s16 = c->x16[part == EXE_MX_LO] + (base - (const char *)x->data) / (ptrdiff_t)esz + off;
@@ -779,6 +788,8 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
                     else if (c->col16) conv_load16((uint16_t *)d, (const float *)(base + (size_t)off * esz), cw, part);
                     else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
                 }
+            }
+        }
     }
 }
 
