@@ -467,6 +467,13 @@ TEST(conv_weight_grad_path)
         {3, 7, 33, 7, 40, 3, "size=7x7 pad=1_1x1_1", 1},
         {32, 32, 8, 32, 8, 3, "size=32x32 pad=1_1x1_1", 0},       /* reduction split into parts */
         {16, 16, 24, 16, 20, 3, "size=16x16 pad=1_1x1_1", 0},
+        /* batch 1 and 6 (Nout: runs of 1 and 6 values; conv.c cwg_gather16), LeNet's two layers, padding,
+         * and lhs dilation (the run gather) */
+        {16, 28, 1, 24, 6, 5, "size=24x24", 0},
+        {16, 12, 6, 8, 16, 5, "size=8x8", 0},
+        {4, 9, 1, 9, 3, 3, "size=9x9 pad=1_1x1_1", 1},
+        {3, 7, 2, 7, 5, 3, "size=7x7 stride=2x1 pad=2_2x0_2", 1},
+        {4, 8, 2, 15, 3, 1, "size=15x15 lhs_dilate=2x2", 1},
     };
     const char *dts[] = {"bf16", "f32"};
     const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}"};

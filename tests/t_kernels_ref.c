@@ -163,6 +163,17 @@ static const kr_case kr_cases[] = {
      "HloModule r\nmin { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
      "ENTRY main {\n x = f32[3,20,37] parameter(0)\n l = f32[3,20,37] log(x)\n c = f32[] constant(inf)\n"
      " ROOT r = f32[2,11,37] reduce-window(l, c), window={size=2x3x1 stride=1x2x1 pad=0_0x1_2x0_0}, to_apply=min\n}\n", 0, 0},
+    /* narrow lanes (last dim untouched, under 8 wide: window.c rwl_lane_rows): LeNet's 2x2 average pools (stride
+     * 2, and stride 1 over a padded input as in their gradient), max with NaN and padding, min with rhs dilation */
+    {"reduce_window_narrow_lanes",
+     "HloModule r\n" KR_ADD KR_MAX "min { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+     "ENTRY main {\n x = f32[4,24,24,6] parameter(0)\n p = f32[4,25,25,6] parameter(1)\n q = f32[3,13,11,3] parameter(2)\n"
+     " l = f32[3,13,11,3] log(q)\n c = f32[] constant(0)\n m = f32[] constant(-inf)\n h = f32[] constant(inf)\n"
+     " a = f32[4,12,12,6] reduce-window(x, c), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=add\n"
+     " b = f32[4,24,24,6] reduce-window(p, c), window={size=1x2x2x1}, to_apply=add\n"
+     " e = f32[3,7,6,3] reduce-window(l, m), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=max\n"
+     " f = f32[2,12,6,3] reduce-window(l, h), window={size=2x2x3x1 stride=1x1x2x1 pad=0_0x0_0x2_3x0_0 rhs_dilate=1x1x2x1}, to_apply=min\n"
+     " ROOT t = (f32[4,12,12,6], f32[4,24,24,6], f32[3,7,6,3], f32[2,12,6,3]) tuple(a, b, e, f)\n}\n", 0, 0},
     {"reduce_window_sum_lanes_2d",
      "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[41,50] parameter(0)\n c = f32[] constant(0)\n"
      " ROOT r = f32[12,50] reduce-window(x, c), window={size=5x1 stride=3x1 pad=2_1x0_0 rhs_dilate=2x1}, to_apply=add\n}\n", 0, 0},

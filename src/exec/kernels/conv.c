@@ -631,6 +631,7 @@ typedef struct conv_gctx {
     int               clast;
     int64_t           cstride;
     int               col16;      /* channels last, bf16 patches (conv_patch16): Col holds bf16 values, 2 bytes */
+    const uint16_t   *x16[2];     /* col16 with f32 input: the input split into bf16 bits (HI, LO) once, or NULL */
 } conv_gctx;
 
 typedef struct conv_ws {
@@ -740,6 +741,19 @@ static int conv_patch16(const conv_gctx *c)
     return !c->nm->dbl && exe_gemm_micro_default() && (c->x->dtype == TPU_BF16 || (c->x->dtype == TPU_F32 && c->nm->split[0]));
 }
 
+/* Input coordinate of output o and tap k along spatial dim j: 1 and *off its element offset when it lies in
+ * the input (and on a non-hole of the lhs dilation), else 0. */
+static inline int conv_coord(const conv_plan *p, int j, int64_t o, int64_t k, int64_t *off)
+{
+    int64_t q = o * p->st[j] + k * p->rd[j] - p->plo[j];
+    if (p->ld[j] == 1) {   /* (no division in the common case) */
+        *off = q * p->xs[j];
+        return q >= 0 && q < p->S[j];
+    }
+    *off = q / p->ld[j] * p->xs[j];
+    return q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
+}
+
 /* Channels last: Col[col][r], r = (k0, k1, k2, ci - ci0), each (col, k) a run of input features. */
 static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
                               void *col, exe_mx_part part)
@@ -754,26 +768,28 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
         int64_t o[CV_D] = {ol / (O2 * O1), (ol / O2) % O1, ol % O2};
         const char *base = (const char *)x->data + (size_t)((b->bg * p->Nout + n) * p->xn + (b->g * p->Cig + ci0)) * esz;
         char *d = (char *)col + (size_t)((cidx - c0) * kc) * des;
-        for (int64_t k0 = 0; k0 < p->K[0]; k0++)
-            for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+        /* each dim's input coordinate checked once per tap of that dim (not per tap of the whole window) */
+        for (int64_t k0 = 0; k0 < p->K[0]; k0++) {
+            int64_t f0;
+            int ok0 = conv_coord(p, 0, o[0], k0, &f0);
+            for (int64_t k1 = 0; k1 < p->K[1]; k1++) {
+                int64_t f1;
+                int ok1 = ok0 && conv_coord(p, 1, o[1], k1, &f1);
                 for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += (size_t)cw * des) {
-                    int64_t k[CV_D] = {k0, k1, k2}, off = 0;
-                    int ok = 1;
-                    for (int j = 0; j < CV_D && ok; j++) {
-                        int64_t q = o[j] * p->st[j] + k[j] * p->rd[j] - p->plo[j];
-                        if (p->ld[j] == 1) {   /* (no division in the common case) */
-                            ok = q >= 0 && q < p->S[j];
-                            off += ok ? q * p->xs[j] : 0;
-                            continue;
-                        }
-                        ok = q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
-                        off += ok ? q / p->ld[j] * p->xs[j] : 0;
-                    }
+                    int64_t f2, off = 0;
+                    int ok = ok1 && conv_coord(p, 2, o[2], k2, &f2);
+                    if (ok) off = f0 + f1 + f2;
                     if (!ok) memset(d, 0, (size_t)cw * des);
-                    else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
+                    else if (c->x16[0]) {   /* pre-split: a copy of 16-bit values */
+                        const uint16_t *s16 = c->x16[part == EXE_MX_LO] + (base - (const char *)x->data) / (ptrdiff_t)esz + off;
+                        if (cw == 1) *(uint16_t *)d = *s16;
+                        else memcpy(d, s16, (size_t)cw * 2);
+                    } else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
                     else if (c->col16) conv_load16((uint16_t *)d, (const float *)(base + (size_t)off * esz), cw, part);
                     else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
                 }
+            }
+        }
     }
 }
 
@@ -1015,6 +1031,7 @@ typedef struct cwg_job {
     size_t           per;
     exe_gemm_src     wsrc;                             /* the kernel at feature 0, [r][co] (part set per term) */
     int64_t          wci;                              /* its element stride per feature */
+    const uint16_t  *x16[2];                           /* the input as bf16 bits (part HI or as is, LO), or NULL */
 } cwg_job;
 
 /* X[r][(o - o0) * Nout + b] for features [ci0, ci1) and output positions [o0, o1): runs merged where both
@@ -1078,6 +1095,56 @@ static void cwg_gather(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0,
     }
 }
 
+/* cwg_gather for bf16 patches (conv_patch16) without lhs dilation, from 16-bit copies of the input laid out
+ * like it (cwg_job.x16: bf16 data itself, or f32 data split into parts HI/LO once per convolution instead of
+ * once per patch element): the source of each output position is worked out once per kernel tap (not per
+ * feature and element) and the values copied one by one (runs of Nout = 1 are too short to pay for a call).
+ * X1 (part LO from s1) may be NULL. */
+static void cwg_gather16(const conv_gctx *c, int64_t ci0, int64_t ci1, int64_t o0, int64_t o1, const uint16_t *s0,
+                         const uint16_t *s1, uint16_t *X0, uint16_t *X1, int64_t wd)
+{
+    const conv_plan *p = c->p;
+    int64_t Nb = p->Nout, xn = p->xn, no = o1 - o0, O1 = p->O[1], O2 = p->O[2];
+    int64_t qo[64][CV_D], off[64];   /* Ovol <= 64 (conv_wgrad) */
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t oo[CV_D] = {o / (O2 * O1), (o / O2) % O1, o % O2};
+        for (int j = 0; j < CV_D; j++) qo[o - o0][j] = oo[j] * p->st[j] - p->plo[j];
+    }
+    int64_t kidx = 0;
+    for (int64_t k0 = 0; k0 < p->K[0]; k0++)
+        for (int64_t k1 = 0; k1 < p->K[1]; k1++)
+            for (int64_t k2 = 0; k2 < p->K[2]; k2++, kidx++) {
+                int64_t kq[CV_D] = {k0 * p->rd[0], k1 * p->rd[1], k2 * p->rd[2]};
+                for (int64_t i = 0; i < no; i++) {
+                    int64_t a = 0;
+                    int ok = 1;
+                    for (int j = 0; j < CV_D; j++) {
+                        int64_t q = qo[i][j] + kq[j];
+                        ok &= q >= 0 && q < p->S[j];
+                        a += q * p->xs[j];
+                    }
+                    off[i] = ok ? a : -1;
+                }
+                for (int part = 0; part < 2; part++) {
+                    const uint16_t *src = part ? s1 : s0;
+                    uint16_t *X = part ? X1 : X0;
+                    if (!X) break;
+                    for (int64_t ci = ci0; ci < ci1; ci++) {
+                        const uint16_t *base = src + ci * p->xc;
+                        uint16_t *d = X + (size_t)(((ci - ci0) * p->Kvol + kidx) * wd);
+                        if (Nb == 1)
+                            for (int64_t i = 0; i < no; i++) d[i] = off[i] < 0 ? 0 : base[off[i]];
+                        else
+                            for (int64_t i = 0; i < no; i++, d += Nb) {
+                                if (off[i] < 0) memset(d, 0, (size_t)Nb * 2);
+                                else
+                                    for (int64_t b = 0; b < Nb; b++) d[b] = base[off[i] + b * xn];
+                            }
+                    }
+                }
+            }
+}
+
 static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
 {
     const cwg_job *J = ctx;
@@ -1095,8 +1162,13 @@ static void cwg_chunk(void *ctx, int64_t t0, int64_t t1, int tid)
         int64_t k0 = J->nk * kp / J->nkp, k1 = J->nk * (kp + 1) / J->nkp;
         for (int64_t k = k0; k < k1; k++) {
             int64_t ci0 = k * J->cic, ci1 = UT_MIN(p->Cig, ci0 + J->cic), kc = (ci1 - ci0) * p->Kvol;
-            cwg_gather(c, ci0, ci1, o0, o1, X[0], wd, hx);
-            if (c->xparts > 1) cwg_gather(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
+            if (J->x16[0])
+                cwg_gather16(c, ci0, ci1, o0, o1, J->x16[0], J->x16[1], (uint16_t *)X[0],
+                             c->xparts > 1 ? (uint16_t *)X[1] : NULL, wd);
+            else {
+                cwg_gather(c, ci0, ci1, o0, o1, X[0], wd, hx);
+                if (c->xparts > 1) cwg_gather(c, ci0, ci1, o0, o1, X[1], wd, EXE_MX_LO);
+            }
             int beta1 = k > k0;
             for (int term = 0; term < 3; term++) {
                 exe_mx_part px, pw;
@@ -1129,6 +1201,8 @@ static int64_t cwg_kernel_stride(const conv_plan *p)
     return rs ? rs : p->wi ? p->wi : 1;
 }
 
+#define CWG_MIN_COLS 16   /* gemm columns of a block of output positions, at least (when there are more) */
+
 /* Runs the weight-gradient path when it applies (1: done, *st set); 0: use the general path. direct: the
  * general path would have written f32 results straight from the gemm (no flush on the store). */
 static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64_t nkp, int direct, int nt, tpu_status *st)
@@ -1146,9 +1220,12 @@ static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64
     J.cic = cic;
     J.nkp = nkp;
     J.rows = cic * p->Kvol;
-    /* blocks of output positions: about 256 gemm columns each, fewer positions when there are few tasks */
+    /* blocks of output positions: about 256 gemm columns each, fewer positions when there are few tasks, but
+     * not under CWG_MIN_COLS columns: every block packs the whole kernel chunk again (Cout x kc, converted),
+     * which narrow blocks do not pay back (Nout = 1 went to blocks of 2 columns on 2 threads) */
     J.og = UT_MIN(p->Ovol, UT_MAX((int64_t)1, (256 + p->Nout - 1) / p->Nout));
-    while (J.og > 1 && nkp * ((p->Ovol + J.og - 1) / J.og) < 4 * nt) J.og = (J.og + 1) / 2;
+    while (J.og > 1 && (J.og + 1) / 2 * p->Nout >= CWG_MIN_COLS && nkp * ((p->Ovol + J.og - 1) / J.og) < 4 * nt)
+        J.og = (J.og + 1) / 2;
     J.nob = (p->Ovol + J.og - 1) / J.og;
     J.wd = J.og * p->Nout;
     double cm = (double)p->Ovol * (double)p->Nout * (double)p->Cout;
@@ -1165,7 +1242,23 @@ static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64
         *st = ut_nomem(c->S->ctx);
         return 1;
     }
+    tpu_tensor *x16h = NULL;
+    const tpu_tensor *x = c->x;
+    int gather16 = conv_patch16(c) && p->ld[0] == 1 && p->ld[1] == 1 && p->ld[2] == 1 &&
+                   (x->dtype == TPU_F32 || (x->dtype == TPU_BF16 && c->xparts == 1));
+    if (gather16 && x->dtype == TPU_BF16) J.x16[0] = x->data;
+    else if (gather16) {   /* (no scratch: the per-element gather) */
+        int64_t n = tpu_tensor_count(x);
+        uint16_t *h = exe_scratch_alloc((size_t)(n * c->xparts) * 2 + 64, &x16h);
+        if (h) {
+            conv_load16(h, x->data, n, nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS);
+            if (c->xparts > 1) conv_load16(h + n, x->data, n, EXE_MX_LO);
+            J.x16[0] = h;
+            J.x16[1] = c->xparts > 1 ? h + n : NULL;
+        }
+    }
     exe_par_for(nth, nkp * J.nob, 1, cwg_chunk, &J);
+    exe_scratch_free(x16h);
     /* partial sums added in part order, then one store per (co, o) run of Nout values */
     size_t n = (size_t)cm;
     for (int64_t kp = 1; kp < nkp; kp++) {
@@ -1187,6 +1280,39 @@ static int conv_wgrad(conv_gctx *c, int64_t nblk, int64_t nk, int64_t cic, int64
     exe_scratch_free(memh);
     *st = TPU_OK;
     return 1;
+}
+
+typedef struct cx16_job {
+    const float *x;
+    uint16_t    *d[2];
+    exe_mx_part  part0;
+} cx16_job;
+
+static void cx16_chunk(void *ctx, int64_t i0, int64_t i1, int tid)
+{
+    const cx16_job *J = ctx;
+    conv_load16(J->d[0] + i0, J->x + i0, i1 - i0, J->part0);
+    if (J->d[1]) conv_load16(J->d[1] + i0, J->x + i0, i1 - i0, EXE_MX_LO);
+    (void)tid;
+}
+
+/* Channels-last bf16 patches of an f32 input: the input split into its bf16 parts once (c->x16) when the
+ * patches read each input element about once or more (else per element as gathered); *h: the scratch. */
+static void conv_split_input(conv_gctx *c, int nt, tpu_tensor **h)
+{
+    const conv_plan *p = c->p;
+    const tpu_tensor *x = c->x;
+    int64_t n = x->count;
+    *h = NULL;
+    if (!c->col16 || x->dtype != TPU_F32 || n <= 0 ||
+        (double)p->Nout * (double)p->Ovol * (double)p->Kvol * (double)p->Cin * (double)p->BG < (double)n)
+        return;
+    uint16_t *m = exe_scratch_alloc((size_t)(n * c->xparts) * 2 + 64, h);
+    if (!m) return;   /* (the per-element gather) */
+    cx16_job J = {x->data, {m, c->xparts > 1 ? m + n : NULL}, c->nm->split[0] ? EXE_MX_HI : EXE_MX_AS_IS};
+    exe_par_for(n > 65536 ? nt : 1, n, 16384, cx16_chunk, &J);
+    c->x16[0] = J.d[0];
+    c->x16[1] = J.d[1];
 }
 
 static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *nm, const tpu_tensor *x,
@@ -1297,8 +1423,11 @@ static tpu_status conv_gemm(exe_state *S, const conv_plan *p, const exe_mx_num *
             ut_free(blk);
             return ut_nomem(S->ctx);
         }
+        tpu_tensor *x16h;
+        conv_split_input(&c, nt, &x16h);
         cg_job J = {&c, blk, nchunk, pieces, imgs, nk, cic, direct, mem, per, f32h ? &f32t : t};
         exe_par_for(nth, ntask, 1, cg_chunk, &J);
+        exe_scratch_free(x16h);
         if (f32h) exe_mx_store(S, TPU_BF16, t->data, 0, 1, f32t.data, 0, t->count, 0);
         exe_scratch_free(f32h);
         exe_scratch_free(memh);

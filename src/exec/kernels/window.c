@@ -685,6 +685,83 @@ static void rwl_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     }
 }
 
+/* acc[i] = op(acc[i], x[i]) for add / max / min, branch-free (wn_fold_row's semantics) */
+#define RWL_FOLD(op, a_, v_)                                                                                   \
+    do {                                                                                                       \
+        float a = (a_), v = (v_);                                                                              \
+        (a_) = (op) == HLO_ADD ? a + v                                                                         \
+             : a != a || v != v ? NAN                                                                          \
+             : (op) == HLO_MAXIMUM ? ((a > v || (a == v && !signbit(a))) ? a : v)                              \
+                                   : ((a < v || (a == v && signbit(a))) ? a : v);                             \
+    } while (0)
+
+/* Output rows [r0, r1) of a window whose last dim passes through but is too narrow for the lane form
+ * (C < 8 features, NHWC pooling of few channels): a row is every output along the last two dims (W, C), and
+ * each tap of the second-to-last dim (W) is applied to the outputs that see it at once, as rwl_rows does
+ * along one dim, so a row pays the per-tap cost once instead of once per W position. Each output folds the
+ * same taps in the same order as rwl_chunk (row-major over the dims; the last has one tap). */
+EXE_VEC
+static void rwl_lane_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    const rwl_job *J = ctx;
+    const rw_plan *P = J->p;
+    const wn_geom *w = J->w;
+    int L = J->R - 2;
+    const float *x = (const float *)P->x[0]->data;
+    float *y = (float *)P->res[0]->data, init = (float)P->init[0].f;
+    hlo_op op = P->binop;
+    int64_t C = w->in[L + 1], F = w->out[L], st = w->stride[L], rd = w->rd[L], lo = w->lo[L], in = w->in[L];
+    (void)tid;
+    for (int64_t row = r0; row < r1; row++) {
+        float *acc = y + row * F * C;
+        for (int64_t o = 0; o < F * C; o++) acc[o] = init;
+        int64_t opos[TPU_MAX_RANK], rem = row;
+        for (int d = L - 1; d >= 0; d--) {
+            opos[d] = rem % w->out[d];
+            rem /= w->out[d];
+        }
+        int64_t k[TPU_MAX_RANK] = {0}, outer_taps = w->taps / w->size[L];
+        for (int64_t t = 0; t < outer_taps; t++, wn_next(k, w->size, L)) {
+            int64_t base = 0;
+            int ok = 1;
+            for (int d = 0; d < L; d++) {
+                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
+                if (c < 0) ok = 0;
+                base += c * J->istr[d];
+            }
+            if (!ok) continue;
+            for (int64_t kl = 0; kl < w->size[L]; kl++) {
+                /* outputs o with 0 <= o*st + kl*rd - lo < in */
+                int64_t off = kl * rd - lo, oa = off >= 0 ? 0 : (-off + st - 1) / st, ob = in - 1 - off < 0 ? -1 : (in - 1 - off) / st;
+                if (ob >= F) ob = F - 1;
+                if (oa > ob) continue;
+                const float *xs = x + base + off * C;
+                float *ac = acc + oa * C;
+                if (st == 1) {   /* one run of (ob - oa + 1) * C values */
+                    const float *xr = xs + oa * C;
+                    int64_t n = (ob - oa + 1) * C;
+                    if (op == HLO_ADD)
+                        for (int64_t i = 0; i < n; i++) RWL_FOLD(HLO_ADD, ac[i], xr[i]);
+                    else if (op == HLO_MAXIMUM)
+                        for (int64_t i = 0; i < n; i++) RWL_FOLD(HLO_MAXIMUM, ac[i], xr[i]);
+                    else
+                        for (int64_t i = 0; i < n; i++) RWL_FOLD(HLO_MINIMUM, ac[i], xr[i]);
+                    continue;
+                }
+                for (int64_t o = oa; o <= ob; o++, ac += C) {
+                    const float *xr = xs + o * st * C;
+                    if (op == HLO_ADD)
+                        for (int64_t c = 0; c < C; c++) RWL_FOLD(HLO_ADD, ac[c], xr[c]);
+                    else if (op == HLO_MAXIMUM)
+                        for (int64_t c = 0; c < C; c++) RWL_FOLD(HLO_MAXIMUM, ac[c], xr[c]);
+                    else
+                        for (int64_t c = 0; c < C; c++) RWL_FOLD(HLO_MINIMUM, ac[c], xr[c]);
+                }
+            }
+        }
+    }
+}
+
 /* Output rows [r0, r1) of the lane form (wn_last_is_lane): the same taps in the same order as rwl_chunk. */
 static void rwl_lanes_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
 {
@@ -735,7 +812,11 @@ EXE_KERNEL(exe_k_reduce_window)
     const wn_geom *w = &p.w;
     int R = w->rank, n = p.n;
     int fast = n == 1 && p.x[0]->dtype == TPU_F32 && (p.binop == HLO_ADD || p.binop == HLO_MAXIMUM || p.binop == HLO_MINIMUM);
-    int by_rows = fast && R >= 1 && !wn_last_is_lane(w) && w->ld[R - 1] == 1;
+    int e = R - 1;   /* last dim passed through but narrower than the lane form takes: rwl_lane_rows */
+    int lane_rows = fast && R >= 2 && w->size[e] == 1 && w->stride[e] == 1 && w->lo[e] == 0 && w->hi[e] == 0 &&
+                    w->ld[e] == 1 && w->rd[e] == 1 && w->out[e] == w->in[e] && w->in[e] > 0 && !wn_last_is_lane(w) &&
+                    w->ld[e - 1] == 1;
+    int by_rows = fast && R >= 1 && !wn_last_is_lane(w) && w->ld[R - 1] == 1 && !lane_rows;
     int64_t *tab[TPU_MAX_RANK];
     int64_t *buf = wn_tables2(w, tab, by_rows);
     if (!buf) {
@@ -748,7 +829,11 @@ EXE_KERNEL(exe_k_reduce_window)
         s *= w->in[d];
     }
     rwl_job J = {S, &p, w, R, n, tab, istr, fast};
-    if (by_rows && w->out[R - 1] > 0) {
+    if (lane_rows && w->out[R - 2] > 0) {
+        int64_t F = w->out[R - 2] * w->out[R - 1];
+        exe_par_for(nout * w->taps > 65536 ? S->threads : 1, nout / F, UT_MAX((int64_t)1, 65536 / UT_MAX(w->taps * F, (int64_t)1)),
+                    rwl_lane_rows, &J);
+    } else if (by_rows && w->out[R - 1] > 0) {
         int64_t F = w->out[R - 1];
         exe_par_for(nout * w->taps > 65536 ? S->threads : 1, nout / F, UT_MAX((int64_t)1, 65536 / UT_MAX(w->taps * F, (int64_t)1)),
                     rwl_rows, &J);
