@@ -1,9 +1,12 @@
-/* t_plan_cache.c — the executor keeps each computation's plan in its module (hlo_module.exec_plans) for later
- * runs: runs of two look-alike modules (same computation names, ids and instruction counts, other opcodes
- * and constants) alternated, with and without fusion, and the same modules run from several threads at once
- * from their first run on, all give the bytes a fresh module gives. */
+/* t_plan_cache.c — what the executor keeps between runs.
+ * Each computation's plan, in its module (hlo_module.exec_plans): runs of two look-alike modules (same
+ * computation names, ids and instruction counts, other opcodes and constants) alternated, with and without
+ * fusion, and the same modules run from several threads at once from their first run on, all give the bytes
+ * a fresh module gives.
+ * Result buffers the caller frees: back to the freeing thread's pool, taken by the next run's results. */
 #include "test.h"
 #include "exec/exec.h"
+#include "util/tensor.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -158,5 +161,54 @@ TEST(exec_plans_shared_by_threads)
         tpu_tensors_free(ins[k], 1);
         tpu_tensor_free(want[k]);
     }
+    tpu_ctx_free(ctx);
+}
+
+static void *pc_free_outputs(void *arg)
+{
+    tpu_tensor **outs = arg;
+    tpu_tensors_free(outs, 2);   /* a thread that never ran a program: plain frees */
+    return NULL;
+}
+
+TEST(exec_outputs_freed_by_the_caller_serve_the_next_run)
+{
+    static const char text[] =
+        "HloModule o\nENTRY e {\n  x = f32[512,512] parameter(0)\n  y = f32[100] parameter(1)\n"
+        "  c = f32[] constant(2)\n  b = f32[512,512] broadcast(c), dimensions={}\n"
+        "  m = f32[512,512] multiply(x, b)\n  n = f32[100] negate(y)\n  ROOT t = (f32[512,512], f32[100]) tuple(m, n)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_tensor **ins = NULL, **outs = NULL;
+    int nin = 0, n = 0;
+    REQUIRE_OK(ctx, tpu_module_parse(ctx, text, strlen(text), "o.hlo", &m));
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 3, &ins, &nin));
+    REQUIRE_OK(ctx, tpu_run(ctx, m, NULL, ins, nin, &outs, &n));
+    REQUIRE(n == 2);
+    void *data[2] = {tpu_tensor_data(outs[0]), tpu_tensor_data(outs[1])};
+    tpu_tensor *want[2] = {ten_clone(outs[0]), ten_clone(outs[1])};
+    REQUIRE(want[0] && want[1]);
+    tpu_tensors_free(outs, n);
+    for (int r = 0; r < 3; r++) {
+        REQUIRE_OK(ctx, tpu_run(ctx, m, NULL, ins, nin, &outs, &n));
+        REQUIRE(n == 2);
+        for (int k = 0; k < 2; k++) {
+            CHECK_MSG(memcmp(tpu_tensor_cdata(outs[k]), tpu_tensor_cdata(want[k]), tpu_tensor_nbytes(want[k])) == 0,
+                      "run %d output %d differs", r, k);
+            /* the buffer the caller freed after the run before (this thread's pool hands it out again) */
+            if (r < 2) CHECK_MSG(tpu_tensor_data(outs[k]) == data[k], "run %d output %d: a fresh buffer", r, k);
+        }
+        if (r == 1) {
+            pthread_t th;
+            REQUIRE(pthread_create(&th, NULL, pc_free_outputs, outs) == 0);
+            pthread_join(th, NULL);
+        } else {
+            tpu_tensors_free(outs, n);
+        }
+    }
+    tpu_tensor_free(want[0]);
+    tpu_tensor_free(want[1]);
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
     tpu_ctx_free(ctx);
 }

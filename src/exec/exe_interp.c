@@ -1365,6 +1365,7 @@ static tpu_status exe_flatten(exe_state *S, exe_value *v, tpu_tensor ***outs, in
         t = ten_clone(v->t);
         if (!t) return ut_nomem(S->ctx);
     }
+    exe_output_mark(t);
     (*outs)[(*n)++] = t;
     return TPU_OK;
 }

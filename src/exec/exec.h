@@ -124,6 +124,9 @@ exe_value *exe_take_operand(exe_state *S, int k);
 exe_value *exe_take_unique(exe_state *S, int k);
 /* Drops a result tensor: its buffer goes back to the run's pool (exe_alloc takes from it) or is freed. */
 void       exe_tensor_release(tpu_tensor *t);
+/* Marks a result handed to the caller: when the caller frees it (tpu_tensor_free), its buffer goes to the
+ * freeing thread's pool (kept between runs) rather than back to the system. */
+void       exe_output_mark(tpu_tensor *t);
 /* The calling thread's pool of freed result buffers: exe_pool_push starts one (returns the previous, to give
  * to exe_pool_pop, which restores it). An outermost pool is kept by the thread for its next run (freed when
  * the thread exits, or at exit); TPUSIM_POOL_MB caps the bytes it holds (default min(2 GiB, RAM/8)). */
