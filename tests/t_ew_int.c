@@ -237,3 +237,54 @@ TEST(ew_bf16_unary_through_f32_matches_reference_on_every_input)
     free(x);
     free(y);
 }
+
+/* The unsigned divide and remainder by one divisor (a multiply instead of a divide per lane) against the
+ * reference per element: divisors 0, 1, powers of two and their neighbours, the extremes, and random ones
+ * (small and large); dividends at the edges (0, 1, d - 1, d, d + 1, multiples, 2^32 - 1) and random. */
+TEST(ew_int_divrem_by_scalar_matches_reference)
+{
+    uint32_t ds[200];
+    int nd = 0;
+    ds[nd++] = 0;
+    for (int b = 0; b < 32; b++) {
+        uint32_t p = 1u << b;
+        ds[nd++] = p;
+        ds[nd++] = p + 1;
+        if (p > 2) ds[nd++] = p - 1;
+    }
+    ds[nd++] = 0xFFFFFFFFu;
+    ds[nd++] = 0xFFFFFFFEu;
+    ds[nd++] = 1000;
+    ds[nd++] = 641;
+    ds[nd++] = 6700417;
+    for (; nd < 200; nd++) ds[nd] = (uint32_t)(ei_rand() >> (nd % 2 ? 32 : 48));
+    static uint32_t x[EI_N], z[EI_N];
+    exe_state S;
+    memset(&S, 0, sizeof S);
+    int bad = 0;
+    for (int k = 0; k < nd && bad < 5; k++) {
+        uint32_t d = ds[k];
+        static const uint32_t ex[] = {0, 1, 2, 0x7FFFFFFFu, 0x80000000u, 0x80000001u, 0xFFFFFFFEu, 0xFFFFFFFFu};
+        int n = 0;
+        for (size_t e = 0; e < sizeof ex / sizeof ex[0]; e++) x[n++] = ex[e];
+        for (uint32_t j = 1; j < 40; j++) {   /* around multiples of d */
+            uint64_t q = d ? (uint64_t)0xFFFFFFFFu / d : 0, mq = d ? (uint64_t)d * (q * j / 40) : j;
+            x[n++] = (uint32_t)mq;
+            x[n++] = (uint32_t)(mq - 1);
+            x[n++] = (uint32_t)(mq + 1);
+            x[n++] = (uint32_t)(mq + d - 1);
+        }
+        while (n < EI_N) x[n++] = (uint32_t)ei_rand();
+        for (int rem = 0; rem < 2; rem++) {
+            ewi_divrem32_scalar(rem, x, d, z, EI_N);
+            for (int i = 0; i < EI_N && bad < 5; i++) {
+                exe_scalar a = {0, (int64_t)x[i], 0}, b = {0, (int64_t)d, 0};
+                uint32_t want = (uint32_t)exe_scalar_binop(&S, rem ? HLO_REMAINDER : HLO_DIVIDE, TPU_U32, a, b).i;
+                if (z[i] != want) {
+                    test_fail(__FILE__, __LINE__, "%s %u by %u: %u, reference %u", rem ? "remainder" : "divide", x[i], d, z[i], want);
+                    bad++;
+                }
+            }
+        }
+    }
+}

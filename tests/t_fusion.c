@@ -264,3 +264,261 @@ TEST(fusion_float_scalar_operands_match_unfused)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+static void fused_matches_unfused(const char *hlo, const char *name, int threads)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, hlo, strlen(hlo), name, &m) == TPU_OK);
+    tpu_tensor **ins = NULL, **a = NULL, **b = NULL;
+    int nin = 0, na = 0, nb = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 7, &ins, &nin) == TPU_OK);
+    tpu_run_opts o = tpu_run_opts_default();
+    o.threads = threads;
+    exe_run_cfg fused = {0}, unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
+    CHECK(exe_run(ctx, m, &o, &fused, ins, nin, &a, &na) == TPU_OK);
+    CHECK(exe_run(ctx, m, &o, &unfused, ins, nin, &b, &nb) == TPU_OK);
+    CHECK_EQ_INT(na, nb);
+    for (int i = 0; i < na && i < nb; i++)
+        CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(b[i]) &&
+                  !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(b[i]), tpu_tensor_nbytes(a[i])),
+                  "%s output %d: fused != unfused", name, i);
+    tpu_tensors_free(a, na);
+    tpu_tensors_free(b, nb);
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Scratch buffers are shared between members whose lifetimes in a block do not overlap, and the block
+ * shrinks when many values are live at once: a chain where ten values stay live to the end (f32, u32 and
+ * u64, a bf16 input converted per block, scalar inputs read directly and through broadcasts, outputs taken
+ * from the middle), over a count that leaves a short last block; one and several threads. */
+TEST(fusion_shared_buffers_match_unfused)
+{
+    char hlo[16384];
+    int len = snprintf(hlo, sizeof hlo,
+                       "HloModule h\nENTRY main {\n x = f32[10007] parameter(0)\n u = u32[10007] parameter(1)\n"
+                       " h = bf16[10007] parameter(2)\n s = f32[] parameter(3)\n k = u32[] parameter(4)\n"
+                       " bs = f32[10007] broadcast(s), dimensions={}\n bk = u32[10007] broadcast(k), dimensions={}\n"
+                       " hf = f32[10007] convert(h)\n w = u64[10007] convert(u)\n c7 = u64[] constant(7)\n"
+                       " b7 = u64[10007] broadcast(c7), dimensions={}\n w1 = u64[10007] multiply(w, b7)\n"
+                       " f0 = f32[10007] add(x, hf)\n i0 = u32[10007] xor(u, bk)\n");
+    for (int i = 1; i < 10; i++)
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " f%d = f32[10007] multiply(f%d, bs)\n g%d = f32[10007] add(f%d, x)\n"
+                        " i%d = u32[10007] add(i%d, bk)\n j%d = u32[10007] shift-left(i%d, u)\n",
+                        i, i - 1, i, i, i, i - 1, i, i);
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len, " a1 = f32[10007] add(g1, g2)\n p1 = u32[10007] or(j1, j2)\n");
+    for (int i = 2; i < 9; i++)
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " a%d = f32[10007] add(a%d, g%d)\n p%d = u32[10007] xor(p%d, j%d)\n", i, i - 1, i + 1, i, i - 1, i + 1);
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                    " q = u64[10007] convert(p8)\n r = u64[10007] add(q, w1)\n rb = bf16[10007] convert(a8)\n"
+                    " ROOT t = (f32[10007], u32[10007], u64[10007], bf16[10007], f32[10007]) tuple(a8, p8, r, rb, f5)\n}\n");
+    REQUIRE(len < (int)sizeof hlo);
+    fused_matches_unfused(hlo, "shared_buffers", 1);
+    fused_matches_unfused(hlo, "shared_buffers", 2);
+    fused_matches_unfused(hlo, "shared_buffers", 3);
+}
+
+/* Broadcast scalars read once by the f32 ops (either side: add, subtract, multiply, divide, maximum, minimum;
+ * also bf16), the compares (f32, s32, u32; every direction) and select (either or both choices scalar): every
+ * value an output of its own. */
+TEST(fusion_scalar_float_compare_select_match_unfused)
+{
+    static const char *ops[] = {"add", "subtract", "multiply", "divide", "maximum", "minimum"};
+    static const char *dirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+    char hlo[16384], root[4096];
+    int len = snprintf(hlo, sizeof hlo,
+                       "HloModule h\nENTRY main {\n x = f32[3001] parameter(0)\n s = f32[] parameter(1)\n"
+                       " i = s32[3001] parameter(2)\n k = s32[] parameter(3)\n h = bf16[3001] parameter(4)\n"
+                       " c = f32[] constant(-0)\n z = f32[] constant(0.25)\n"
+                       " bs = f32[3001] broadcast(s), dimensions={}\n bc = f32[3001] broadcast(c), dimensions={}\n"
+                       " bz = f32[3001] broadcast(z), dimensions={}\n bk = s32[3001] broadcast(k), dimensions={}\n"
+                       " hs = bf16[] convert(s)\n bh = bf16[3001] broadcast(hs), dimensions={}\n"
+                       " u = u32[3001] bitcast-convert(i)\n ku = u32[] bitcast-convert(k)\n bu = u32[3001] broadcast(ku), dimensions={}\n"), rl = 0;
+    for (int o = 0; o < 6; o++) {
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " l%d = f32[3001] %s(bs, x)\n r%d = f32[3001] %s(x, bc)\n hl%d = bf16[3001] %s(bh, h)\n"
+                        " hr%d = bf16[3001] %s(h, bh)\n",
+                        o, ops[o], o, ops[o], o, ops[o], o, ops[o]);
+        rl += snprintf(root + rl, sizeof root - (size_t)rl, "%sl%d, r%d, hl%d, hr%d", o ? ", " : "", o, o, o, o);
+    }
+    for (int d = 0; d < 6; d++) {
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                        " pf%d = pred[3001] compare(x, bz), direction=%s\n pi%d = pred[3001] compare(i, bk), direction=%s\n"
+                        " pu%d = pred[3001] compare(u, bu), direction=%s\n"
+                        " sa%d = f32[3001] select(pf%d, bs, x)\n sb%d = s32[3001] select(pi%d, i, bk)\n"
+                        " sc%d = f32[3001] select(pu%d, bs, bz)\n",
+                        d, dirs[d], d, dirs[d], d, dirs[d], d, d, d, d, d, d);
+        rl += snprintf(root + rl, sizeof root - (size_t)rl, ", pf%d, pi%d, pu%d, sa%d, sb%d, sc%d", d, d, d, d, d, d);
+    }
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len, " ROOT t = tuple(%s)\n}\n", root);
+    REQUIRE(len < (int)sizeof hlo && rl < (int)sizeof root);
+    fused_matches_unfused(hlo, "scalar_float", 1);
+    fused_matches_unfused(hlo, "scalar_float", 2);
+}
+
+/* Rotates or(shift-left(x, l), shift-right-logical(x, r)) run as one member: scalar counts that add up to 32
+ * and that do not (0/32, 32/0, 33/19, a parameter k and 32 - k), per-element counts (0..98 left, 27..34 right),
+ * the or's operands in either order, s32 lanes, a rotate of a rotate, and shifts also read elsewhere (not
+ * folded); the values are spread over all 32 bits first (random inputs are small). */
+TEST(fusion_rotates_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n x0 = u32[4099] parameter(0)\n c = u32[4099] parameter(1)\n y0 = s32[4099] parameter(2)\n"
+        " k = u32[] parameter(3)\n cm = u32[] constant(2654435761)\n bm = u32[4099] broadcast(cm), dimensions={}\n"
+        " x1 = u32[4099] multiply(x0, bm)\n x = u32[4099] add(x1, bm)\n"
+        " c13 = u32[] constant(13)\n c19 = u32[] constant(19)\n c0 = u32[] constant(0)\n"
+        " c32 = u32[] constant(32)\n c33 = u32[] constant(33)\n k2 = u32[] subtract(c32, k)\n"
+        " b13 = u32[4099] broadcast(c13), dimensions={}\n b19 = u32[4099] broadcast(c19), dimensions={}\n"
+        " b0 = u32[4099] broadcast(c0), dimensions={}\n b32 = u32[4099] broadcast(c32), dimensions={}\n"
+        " b33 = u32[4099] broadcast(c33), dimensions={}\n bk = u32[4099] broadcast(k), dimensions={}\n"
+        " bk2 = u32[4099] broadcast(k2), dimensions={}\n"
+        " l1 = u32[4099] shift-left(x, b13)\n r1 = u32[4099] shift-right-logical(x, b19)\n o1 = u32[4099] or(l1, r1)\n"
+        " l2 = u32[4099] shift-left(x, b0)\n r2 = u32[4099] shift-right-logical(x, b32)\n o2 = u32[4099] or(r2, l2)\n"
+        " l3 = u32[4099] shift-left(x, b32)\n r3 = u32[4099] shift-right-logical(x, b0)\n o3 = u32[4099] or(l3, r3)\n"
+        " l4 = u32[4099] shift-left(x, b33)\n r4 = u32[4099] shift-right-logical(x, b19)\n o4 = u32[4099] or(l4, r4)\n"
+        " l5 = u32[4099] shift-left(x, bk)\n r5 = u32[4099] shift-right-logical(x, bk2)\n o5 = u32[4099] or(l5, r5)\n"
+        " d = u32[4099] add(c, c)\n e = u32[4099] multiply(d, c)\n c27 = u32[] constant(27)\n"
+        " b27 = u32[4099] broadcast(c27), dimensions={}\n f = u32[4099] add(c, b27)\n"
+        " l6 = u32[4099] shift-left(x, e)\n r6 = u32[4099] shift-right-logical(x, f)\n o6 = u32[4099] or(l6, r6)\n"
+        " l7 = u32[4099] shift-left(o1, b13)\n r7 = u32[4099] shift-right-logical(o1, b19)\n o7 = u32[4099] or(l7, r7)\n"
+        " p7 = u32[4099] xor(o7, l7)\n"
+        " ys = s32[4099] bitcast-convert(x)\n y = s32[4099] add(ys, y0)\n"
+        " cs = s32[] constant(5)\n cs2 = s32[] constant(27)\n bs = s32[4099] broadcast(cs), dimensions={}\n"
+        " bs2 = s32[4099] broadcast(cs2), dimensions={}\n ls = s32[4099] shift-left(y, bs)\n rs = s32[4099] shift-right-logical(y, bs2)\n"
+        " os = s32[4099] or(rs, ls)\n"
+        " ROOT t = (u32[4099], u32[4099], u32[4099], u32[4099], u32[4099], u32[4099], u32[4099], s32[4099]) tuple(o1, o2, o3, o4, o5, o6, p7, os)\n}\n";
+    fused_matches_unfused(hlo, "rotates", 1);
+    fused_matches_unfused(hlo, "rotates", 2);
+}
+
+/* 64-bit lanes: a broadcast scalar on either side (shift counts 0, 63, 64, 65, a parameter; add, subtract,
+ * multiply, and, or, xor), and 64 -> 32-bit converts (jax's iota split into two u32 halves). */
+TEST(fusion_scalar_64bit_and_narrowing_match_unfused)
+{
+    static const char *ops[] = {"add", "subtract", "multiply", "and", "or", "xor", "shift-left", "shift-right-logical"};
+    static const char *cnt[] = {"0", "63", "64", "65", "2654435761", "33"};
+    char hlo[16384], root[4096];
+    int len = snprintf(hlo, sizeof hlo,
+                       "HloModule h\nENTRY main {\n i = u64[3001] iota(), iota_dimension=0\n x0 = u64[3001] parameter(0)\n"
+                       " k = u64[] parameter(1)\n m = u64[] constant(11400714819323198485)\n bm = u64[3001] broadcast(m), dimensions={}\n"
+                       " x1 = u64[3001] add(x0, i)\n x = u64[3001] multiply(x1, bm)\n bk = u64[3001] broadcast(k), dimensions={}\n"),
+        rl = 0;
+    for (int c = 0; c < 6; c++) {
+        len += snprintf(hlo + len, sizeof hlo - (size_t)len, " c%d = u64[] constant(%s)\n b%d = u64[3001] broadcast(c%d), dimensions={}\n",
+                        c, cnt[c], c, c);
+        for (int o = 0; o < 8; o++) {
+            len += snprintf(hlo + len, sizeof hlo - (size_t)len, " r%d_%d = u64[3001] %s(x, b%d)\n l%d_%d = u64[3001] %s(b%d, x)\n",
+                            c, o, ops[o], c, c, o, ops[o], c);
+            rl += snprintf(root + rl, sizeof root - (size_t)rl, "%sr%d_%d, l%d_%d", rl ? ", " : "", c, o, c, o);
+        }
+    }
+    len += snprintf(hlo + len, sizeof hlo - (size_t)len,
+                    " rk = u64[3001] shift-right-logical(x, bk)\n lk = u64[3001] subtract(bk, x)\n"
+                    " n1 = u32[3001] convert(x)\n s = s64[3001] bitcast-convert(x)\n n2 = s32[3001] convert(s)\n"
+                    " n3 = s32[3001] convert(x)\n n4 = u32[3001] convert(s)\n"
+                    " ROOT t = tuple(%s, rk, lk, n1, n2, n3, n4)\n}\n", root);
+    REQUIRE(len < (int)sizeof hlo && rl < (int)sizeof root);
+    fused_matches_unfused(hlo, "scalar_64bit", 1);
+    fused_matches_unfused(hlo, "scalar_64bit", 2);
+}
+
+/* Unsigned divide and remainder by a broadcast scalar (a parameter: random 0..7, so 0 and 1 too; constants
+ * 1000, 2^31 + 1, 2^32 - 1) on spread-out values, and a signed remainder by a scalar beside them. */
+TEST(fusion_divrem_by_scalar_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n x0 = u32[5003] parameter(0)\n k = u32[] parameter(1)\n y = s32[5003] parameter(2)\n"
+        " cm = u32[] constant(2654435761)\n bm = u32[5003] broadcast(cm), dimensions={}\n x1 = u32[5003] multiply(x0, bm)\n"
+        " i = u32[5003] iota(), iota_dimension=0\n x2 = u32[5003] multiply(i, bm)\n x = u32[5003] add(x1, x2)\n"
+        " bk = u32[5003] broadcast(k), dimensions={}\n c1 = u32[] constant(1000)\n b1 = u32[5003] broadcast(c1), dimensions={}\n"
+        " c2 = u32[] constant(2147483649)\n b2 = u32[5003] broadcast(c2), dimensions={}\n"
+        " c3 = u32[] constant(4294967295)\n b3 = u32[5003] broadcast(c3), dimensions={}\n"
+        " r0 = u32[5003] remainder(x, bk)\n q0 = u32[5003] divide(x, bk)\n r1 = u32[5003] remainder(x, b1)\n"
+        " q1 = u32[5003] divide(x, b1)\n r2 = u32[5003] remainder(x, b2)\n q2 = u32[5003] divide(x, b2)\n"
+        " r3 = u32[5003] remainder(x, b3)\n q3 = u32[5003] divide(x, b3)\n s = u32[5003] add(r1, q1)\n"
+        " cs = s32[] constant(-7)\n bs = s32[5003] broadcast(cs), dimensions={}\n ys = s32[5003] bitcast-convert(x)\n"
+        " rs = s32[5003] remainder(ys, bs)\n"
+        " ROOT t = tuple(r0, q0, s, r2, q2, r3, q3, rs)\n}\n";
+    fused_matches_unfused(hlo, "divrem", 1);
+    fused_matches_unfused(hlo, "divrem", 2);
+}
+
+/* f32 multiply-adds fold the product into the add or subtract: product on either side of add and subtract,
+ * scalar factors, a Horner chain, a product read twice (not folded), a bf16 add (not folded), products of
+ * large and tiny values (overflow, subnormal results). */
+TEST(fusion_multiply_add_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n x = f32[4097] parameter(0)\n y = f32[4097] parameter(1)\n w = f32[4097] parameter(2)\n"
+        " s = f32[] parameter(3)\n h = bf16[4097] parameter(4)\n bs = f32[4097] broadcast(s), dimensions={}\n"
+        " big = f32[] constant(3e38)\n bb = f32[4097] broadcast(big), dimensions={}\n tiny = f32[] constant(1.5e-38)\n"
+        " bt = f32[4097] broadcast(tiny), dimensions={}\n"
+        " m1 = f32[4097] multiply(x, y)\n a1 = f32[4097] add(w, m1)\n m2 = f32[4097] multiply(x, bs)\n a2 = f32[4097] add(m2, y)\n"
+        " m3 = f32[4097] multiply(y, w)\n a3 = f32[4097] subtract(x, m3)\n m4 = f32[4097] multiply(bs, w)\n a4 = f32[4097] subtract(m4, x)\n"
+        " m5 = f32[4097] multiply(a1, x)\n a5 = f32[4097] add(m5, a2)\n m6 = f32[4097] multiply(a5, x)\n a6 = f32[4097] add(m6, a3)\n"
+        " m7 = f32[4097] multiply(a6, x)\n a7 = f32[4097] subtract(a4, m7)\n"
+        " m8 = f32[4097] multiply(x, w)\n a8 = f32[4097] add(m8, y)\n d8 = f32[4097] add(a8, m8)\n"
+        " m9 = f32[4097] multiply(x, bb)\n a9 = f32[4097] add(m9, bb)\n m10 = f32[4097] multiply(y, bt)\n a10 = f32[4097] subtract(m10, bt)\n"
+        " hf = f32[4097] convert(h)\n m11 = f32[4097] multiply(hf, hf)\n a11 = f32[4097] add(m11, x)\n"
+        " mh = bf16[4097] multiply(h, h)\n ah = bf16[4097] add(mh, h)\n"
+        " ROOT t = tuple(a1, a2, a3, a4, a7, d8, a9, a10, a11, ah)\n}\n";
+    fused_matches_unfused(hlo, "muladd", 1);
+    fused_matches_unfused(hlo, "muladd", 2);
+}
+
+/* Several outputs of one group while an input that dies there receives an output in place (a dot's result,
+ * read by every member): the outputs with tensors of their own are written directly, the one in place only
+ * at the block's end. */
+TEST(fusion_outputs_direct_and_in_place_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\nENTRY main {\n p = f32[96,80] parameter(0)\n q = f32[80,96] parameter(1)\n"
+        " d = f32[96,96] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n c = f32[] constant(2)\n"
+        " bc = f32[96,96] broadcast(c), dimensions={}\n e = f32[96,96] multiply(d, bc)\n f = f32[96,96] add(e, d)\n"
+        " g = f32[96,96] subtract(f, d)\n h = f32[96,96] multiply(g, d)\n"
+        " ROOT t = (f32[96,96], f32[96,96], f32[96,96]) tuple(e, g, h)\n}\n";
+    fused_matches_unfused(hlo, "outputs_in_place", 1);
+    fused_matches_unfused(hlo, "outputs_in_place", 2);
+}
+
+/* Dynamic-slices read only by fused members are absorbed (each block copies its part of the window): rank 1
+ * and 2, starts in range, negative and past the end (clamped), s32/u32/s64 starts, f32/bf16/s32/u64 windows
+ * over several blocks, a window read by two members, one also read outside (not absorbed), and a window that
+ * moves in a loop (a fori_loop accumulating x[i*8 : i*8+60, i*16 : i*16+70]). */
+TEST(fusion_dynamic_slice_windows_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\n"
+        "body { p = (s32[], f32[60,70], f32[200,300]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " acc = f32[60,70] get-tuple-element(p), index=1\n x = f32[200,300] get-tuple-element(p), index=2\n"
+        " c8 = s32[] constant(8)\n c16 = s32[] constant(16)\n r = s32[] multiply(i, c8)\n q = s32[] multiply(i, c16)\n"
+        " w = f32[60,70] dynamic-slice(x, r, q), dynamic_slice_sizes={60,70}\n a = f32[60,70] add(acc, w)\n"
+        " one = s32[] constant(1)\n j = s32[] add(i, one)\n ROOT t = (s32[], f32[60,70], f32[200,300]) tuple(j, a, x) }\n"
+        "cond { p = (s32[], f32[60,70], f32[200,300]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " n = s32[] constant(20)\n ROOT lt = pred[] compare(i, n), direction=LT }\n"
+        "ENTRY main {\n x = f32[200,300] parameter(0)\n h = bf16[100,90] parameter(1)\n v = s32[9000] parameter(2)\n"
+        " u = u64[50,120] parameter(3)\n k = s32[] parameter(4)\n"
+        " z = f32[] constant(0)\n zb = f32[60,70] broadcast(z), dimensions={}\n c0 = s32[] constant(0)\n"
+        " init = (s32[], f32[60,70], f32[200,300]) tuple(c0, zb, x)\n wl = (s32[], f32[60,70], f32[200,300]) while(init), condition=cond, body=body\n"
+        " loop = f32[60,70] get-tuple-element(wl), index=1\n"
+        " m5 = s32[] constant(-5)\n big = s64[] constant(100000)\n ku = u32[] constant(17)\n c3 = s32[] constant(3)\n"
+        " w1 = f32[60,70] dynamic-slice(x, k, k), dynamic_slice_sizes={60,70}\n"
+        " w2 = f32[60,70] dynamic-slice(x, m5, c3), dynamic_slice_sizes={60,70}\n"
+        " big2 = s64[] constant(17)\n w3 = f32[60,70] dynamic-slice(x, big, big2), dynamic_slice_sizes={60,70}\n"
+        " e1 = f32[60,70] multiply(w1, w2)\n e2 = f32[60,70] add(e1, w3)\n e3 = f32[60,70] subtract(e2, w1)\n"
+        " hb = bf16[40,33] dynamic-slice(h, k, m5), dynamic_slice_sizes={40,33}\n hc = bf16[40,33] multiply(hb, hb)\n"
+        " hd = bf16[40,33] add(hc, hb)\n"
+        " vb = s32[2500] dynamic-slice(v, k), dynamic_slice_sizes={2500}\n vc = s32[2500] multiply(vb, vb)\n"
+        " vd = s32[2500] add(vc, vb)\n"
+        " ku2 = u32[] constant(4000000000)\n ub = u64[30,100] dynamic-slice(u, ku, ku2), dynamic_slice_sizes={30,100}\n uc = u64[30,100] add(ub, ub)\n"
+        " ud = u64[30,100] xor(uc, ub)\n"
+        " wo = f32[60,70] dynamic-slice(x, c3, c3), dynamic_slice_sizes={60,70}\n wp = f32[60,70] multiply(wo, wo)\n"
+        " wq = f32[60,70] add(wp, wo)\n wr = f32[4200] reshape(wo)\n"
+        " ROOT t = tuple(loop, e3, hd, vd, ud, wq, wr)\n}\n";
+    fused_matches_unfused(hlo, "dynamic_slice", 1);
+    fused_matches_unfused(hlo, "dynamic_slice", 2);
+}

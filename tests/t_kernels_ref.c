@@ -48,6 +48,19 @@ static const kr_case kr_cases[] = {
      " c = f32[2000,3] gather(r, l), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n"
      " d = f32[8,3000] gather(p, i), offset_dims={0}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}\n"
      " ROOT o = (f32[3000,8], bf16[3000,8], f32[2000,3], f32[8,3000]) tuple(a, b, c, d)\n}\n", 0, 0},
+    /* bags of ids (two batch dims that flatten) gathering long rows (prefetched) and scattering them back; a
+     * result whose batch dims do not flatten (offset dim in the middle); s64 ids with a trailing index dim */
+    {"gather_scatter_bags_long_rows",
+     "HloModule g\n" KR_ADD "ENTRY main {\n p = f32[50,70] parameter(0)\n j = s32[30,20,1] parameter(1)\n"
+     " t = s32[] constant(3)\n tb = s32[30,20,1] broadcast(t), dimensions={}\n i = s32[30,20,1] subtract(j, tb)\n"
+     " k = s64[30,20] parameter(2)\n u = f32[30,20,70] parameter(3)\n"
+     " a = f32[30,20,70] gather(p, i), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,70}\n"
+     " b = f32[30,70,20] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,70}\n"
+     " c = f32[30,20,70] gather(p, k), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,70}\n"
+     " z = f32[] constant(0)\n zb = f32[50,70] broadcast(z), dimensions={}\n"
+     " d = f32[50,70] scatter(zb, i, u), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
+     " e = f32[50,70] scatter(p, k, u), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
+     " ROOT o = (f32[30,20,70], f32[30,70,20], f32[30,20,70], f32[50,70], f32[50,70]) tuple(a, b, c, d, e)\n}\n", 0, 0},
     {"gather_points_clamped",
      "HloModule g\nENTRY main {\n p = f32[70,6] parameter(0)\n v = f32[6] parameter(1)\n j = s32[70,50,1] parameter(2)\n"
      " t = s32[] constant(3)\n tb = s32[70,50,1] broadcast(t), dimensions={}\n i = s32[70,50,1] subtract(j, tb)\n"
@@ -57,8 +70,8 @@ static const kr_case kr_cases[] = {
      " k = s32[3000,2] parameter(3)\n tk = s32[3000,2] broadcast(t), dimensions={}\n i2 = s32[3000,2] subtract(k, tk)\n"
      " c = f32[3000] gather(p, i2), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}\n"
      " ROOT o = (f32[70,50], f32[70,50], f32[3000]) tuple(a, b, c)\n}\n", 0, 0},
-    /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; s32 and s64
-     * indices below 0 and past the end (skipped) */
+    /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; rows of 1, 3,
+     * 4, 8 and 16 elements; s32 and s64 indices below 0 and past the end (skipped) */
     {"scatter_rows_clamped",
      "HloModule s\n" KR_ADD KR_MAX "mn { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
      "ad { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
@@ -76,7 +89,10 @@ static const kr_case kr_cases[] = {
      " f = f32[5,8] scatter(p, i, u3), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
      " u2 = f32[60,50,8] reshape(u)\n i3 = s32[60,50,1] reshape(i)\n"
      " g = f32[5,8] scatter(p, i3, u2), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add\n"
-     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8], f32[5,8]) tuple(a, b, c, d, e, f, g)\n}\n", 0, 0},
+     " p4 = f32[5,4] parameter(8)\n u4 = f32[3000,4] parameter(9)\n p16 = f32[5,16] parameter(10)\n u16 = f32[3000,16] parameter(11)\n"
+     " h = f32[5,4] scatter(p4, i, u4), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     " q = f32[5,16] scatter(p16, i, u16), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=max\n"
+     " ROOT o = (f32[5,8], f32[5,8], f32[5,8], f32[6], s32[5,3], f32[5,8], f32[5,8], f32[5,4], f32[5,16]) tuple(a, b, c, d, e, f, g, h, q)\n}\n", 0, 0},
     /* broadcasts of whole blocks (operand dims trailing or leading, in order) and the strided copy beside them */
     {"broadcast_blocks",
      "HloModule b\nENTRY main {\n v = f32[256] parameter(0)\n h = bf16[7,5] parameter(1)\n q = s8[9] parameter(2)\n"
@@ -219,6 +235,18 @@ static const kr_case kr_cases[] = {
      " ROOT t = (f32[8,12,5,5], f32[12], f32[12]) batch-norm-grad(x, s, m, v, g), epsilon=1, feature_index=1\n}\n",
      1e-5, 1e-5},
     /* reduce through lanes (exe_vfn: argmin, bf16 sums rounded at every step) and the order-free integer folds */
+    /* reducers run in lanes (not a plain binop): every lane starts from the init value (1, 4, 8-byte lanes),
+     * including a reduce over a dim of size 1 */
+    {"reduce_lanes_inits",
+     "HloModule r\nan { a = pred[] parameter(0)\n b = pred[] parameter(1)\n ROOT r = pred[] and(a, b) }\n"
+     "sq { a = s32[] parameter(0)\n b = s32[] parameter(1)\n m = s32[] multiply(b, b)\n ROOT r = s32[] add(a, m) }\n"
+     "sq6 { a = s64[] parameter(0)\n b = s64[] parameter(1)\n m = s64[] multiply(b, b)\n ROOT r = s64[] subtract(m, a) }\n"
+     "ENTRY main {\n x = s32[40,30,1] parameter(0)\n y = s64[40,30] parameter(1)\n c3 = s32[] constant(3)\n"
+     " b3 = s32[40,30,1] broadcast(c3), dimensions={}\n p = pred[40,30,1] compare(x, b3), direction=LT\n t = pred[] constant(true)\n"
+     " a = pred[40,30] reduce(p, t), dimensions={2}, to_apply=an\n b = pred[30] reduce(p, t), dimensions={0,2}, to_apply=an\n"
+     " k = s32[] constant(5)\n c = s32[40,30] reduce(x, k), dimensions={2}, to_apply=sq\n d = s32[30] reduce(x, k), dimensions={0,2}, to_apply=sq\n"
+     " k6 = s64[] constant(-7)\n e = s64[40] reduce(y, k6), dimensions={1}, to_apply=sq6\n"
+     " ROOT o = (pred[40,30], pred[30], s32[40,30], s32[30], s64[40]) tuple(a, b, c, d, e)\n}\n", 0, 0},
     {"reduce_argmin_nan_ties",
      "HloModule r\nam { a = f32[] parameter(0)\n b = f32[] parameter(2)\n lt = pred[] compare(a, b), direction=LT\n"
      " ne = pred[] compare(a, a), direction=NE\n o = pred[] or(lt, ne)\n v = f32[] select(o, a, b)\n"
@@ -265,6 +293,12 @@ static const kr_case kr_cases[] = {
      " w = s64[40,1000] parameter(2)\n o = s64[] constant(1)\n wm = s64[40] reduce(w, o), dimensions={1}, to_apply=ml\n"
      " yx = u32[9] reduce(y, m), dimensions={1}, to_apply=xr\n"
      " ROOT t = (s32[], u32[5000], s64[40], u32[9]) tuple(s, ym, wm, yx)\n}\n", 0, 0},
+    /* iota along each dim, every type class (the fast kernel fills one run and copies it) */
+    {"iota_dims_types",
+     "HloModule i\nENTRY main {\n a = s32[3,70,5] iota(), iota_dimension=1\n b = u64[3000] iota(), iota_dimension=0\n"
+     " c = f32[7,3,9] iota(), iota_dimension=2\n d = bf16[600,2] iota(), iota_dimension=0\n e = u32[4,5,6] iota(), iota_dimension=0\n"
+     " f = s8[300,2] iota(), iota_dimension=0\n g = f64[2,40] iota(), iota_dimension=1\n"
+     " ROOT o = (s32[3,70,5], u64[3000], f32[7,3,9], bf16[600,2], u32[4,5,6], s8[300,2], f64[2,40]) tuple(a, b, c, d, e, f, g)\n}\n", 0, 0},
     {"fft_bluestein_105",
      "HloModule f\nENTRY main {\n x = f32[4,105] parameter(0)\n y = f32[4,105] parameter(1)\n c = c64[4,105] complex(x, y)\n"
      " ROOT f = c64[4,105] fft(c), fft_type=FFT, fft_length={105}\n}\n", 2e-5, 1e-5},

@@ -20,6 +20,8 @@
 #include <string.h>
 
 #define FU_BLOCK       1024
+#define FU_MIN_BLOCK   256    /* shortest block a long chain's L1 budget shrinks to */
+#define FU_L1_BYTES    (24 << 10)   /* scratch a block may take (this CPU class's L1 data cache: 32-48 KiB) */
 #define FU_LANE        8      /* scratch bytes per element of every slot (the widest class) */
 #define FU_MAX_MEMBERS 256    /* a group holds a scratch block per member: longer chains are split */
 #define PAR_T          64     /* threads a fused loop splits for at most */
@@ -74,6 +76,30 @@ static int fu_elementwise(const hlo_instr *in)
     return 1;
 }
 
+/* A dynamic-slice with scalar starts (a loop body's window of a loop-invariant array, x[i*8:i*8+256]) whose
+ * readers are all in groups is absorbed like a broadcast: each block copies its part of the window from the
+ * operand, and the window itself is never materialised. The operand must differ in size from the window (a
+ * same-size slice could read a member of the very group). Rank <= 2: a member records 3 operands. */
+static int fu_ds_candidate(const hlo_instr *in)
+{
+    if (in->op != HLO_DYNAMIC_SLICE || !hlo_shape_is_array(&in->shape) || fu_class((tpu_dtype)in->shape.dtype) < 0 ||
+        in->shape.dyn_mask || in->nctrl || in->shape.rank < 1 || in->shape.rank > 2 || in->nops != 1 + in->shape.rank)
+        return 0;
+    const hlo_shape *os = &in->ops[0]->shape;
+    if (!hlo_shape_is_array(os) || os->dtype != in->shape.dtype || os->rank != in->shape.rank || os->dyn_mask ||
+        hlo_shape_count(os) == hlo_shape_count(&in->shape))
+        return 0;
+    for (int k = 1; k < in->nops; k++) {
+        const hlo_shape *ks = &in->ops[k]->shape;
+        char kind = tpu_dtype_kind((tpu_dtype)ks->dtype);
+        if (!hlo_shape_is_array(ks) || ks->rank != 0 || (kind != 's' && kind != 'u')) return 0;
+    }
+    return 1;
+}
+
+/* Members that read their input tensors themselves (not through the block loader): broadcasts, dynamic-slices. */
+static int fu_reads_tensors(const exe_fmember *m) { return m->in->op == HLO_BROADCAST || m->in->op == HLO_DYNAMIC_SLICE; }
+
 static int fu_bcast_candidate(const hlo_instr *in)
 {
     return in->op == HLO_BROADCAST && hlo_shape_is_array(&in->shape) && fu_class((tpu_dtype)in->shape.dtype) >= 0 &&
@@ -87,6 +113,9 @@ void exe_fuse_free(exe_fgroup *g, int n)
         ut_free(g[i].members);
         ut_free(g[i].inputs);
         ut_free(g[i].outputs);
+        ut_free(g[i].buf);
+        ut_free(g[i].buf_es);
+        ut_free(g[i].fixed);
     }
     ut_free(g);
 }
@@ -153,7 +182,8 @@ static void fu_close_readers(fu_plan *P, const hlo_instr *in)
 static int fu_absorbable(fu_plan *P, const hlo_comp *c, int b)
 {
     const hlo_instr *in = c->instrs[b];
-    if (!fu_bcast_candidate(in) || in == c->root || P->ctrl_user[b] || P->ustart[b + 1] == P->ustart[b]) return 0;
+    if (!(fu_bcast_candidate(in) || fu_ds_candidate(in)) || in == c->root || P->ctrl_user[b] || P->ustart[b + 1] == P->ustart[b])
+        return 0;
     for (int u = P->ustart[b]; u < P->ustart[b + 1]; u++) {
         int j = P->users[u];
         if (P->gid[j] < 0 || !fu_same_dims(&c->instrs[j]->shape, &in->shape)) return 0;
@@ -297,6 +327,145 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
     return TPU_OK;
 }
 
+/* A buffer of es bytes per element: a free one of that width, or a new one (always for a fixed slot: nothing
+ * else may write its buffer). */
+static int fu_buf_get(exe_fgroup *G, int *freel, int es, int fixed)
+{
+    for (int b = 0; b < G->nbuf && !fixed; b++)
+        if (freel[b] && G->buf_es[b] == es) {
+            freel[b] = 0;
+            return b;
+        }
+    G->buf_es[G->nbuf] = (uint8_t)es;
+    freel[G->nbuf] = 0;
+    return G->nbuf++;
+}
+
+/* Assigns the group's slots to scratch buffers. What exe_fuse_run's blocks read from scratch: inputs that are
+ * scalars (filled once, `fixed`) or bf16 (converted for the whole block), scalar broadcasts (fixed), every
+ * other member from its computation to its last reader, outputs to the block's end. A member never shares a
+ * buffer with its own operands (the block operations do not run in place). */
+/* The slots member m reads: its operands; a rotate's shifted value and two counts; nothing for a folded shift. */
+static int fu_reads(const exe_fmember *m, int *r)
+{
+    if (m->fold) return 0;
+    if (m->rot || m->madd) {
+        memcpy(r, m->rop, 3 * sizeof *r);
+        return 3;
+    }
+    int n = m->in->nops < 3 ? m->in->nops : 3;
+    for (int a = 0; a < n; a++) r[a] = m->op[a];
+    return n;
+}
+
+/* Rotates (threefry's rotl: or(shift-left(x, l), shift-right-logical(x, 32 - l)) on 32-bit lanes, the shifts
+ * read by nothing else) become one member: two fewer passes over the block per round. */
+static tpu_status fu_plan_rotates(exe_fgroup *G)
+{
+    int nm = G->nmembers;
+    int *readers = ut_calloc((size_t)nm + 1, sizeof(int));
+    if (!readers) return TPU_ERR_NOMEM;
+    for (int k = 0; k < nm; k++)
+        for (int a = 0; a < G->members[k].in->nops && a < 3; a++)
+            if (G->members[k].op[a] >= 0) readers[G->members[k].op[a]]++;
+    for (int k = 0; k < nm; k++) {
+        exe_fmember *m = &G->members[k];
+        if (m->in->op != HLO_OR || m->cls != FU_I || m->op[0] < 0 || m->op[1] < 0 || m->op[0] == m->op[1]) continue;
+        exe_fmember *a = &G->members[m->op[0]], *b = &G->members[m->op[1]];
+        if (a->in->op == HLO_SHIFT_RIGHT_LOGICAL) {
+            exe_fmember *t = a;
+            a = b;
+            b = t;
+        }
+        if (a->in->op != HLO_SHIFT_LEFT || b->in->op != HLO_SHIFT_RIGHT_LOGICAL || a->cls != FU_I || b->cls != FU_I ||
+            a->op[0] != b->op[0] || a->out >= 0 || b->out >= 0 || readers[m->op[0]] != 1 || readers[m->op[1]] != 1 ||
+            a->fold || b->fold || a->rot || b->rot)
+            continue;
+        m->rot = 1;
+        m->rop[0] = a->op[0];
+        m->rop[1] = a->op[1];
+        m->rop[2] = b->op[1];
+        a->fold = b->fold = 1;
+    }
+    /* f32 multiply-adds (polynomials, moment updates): the product, read by nothing else, folds into the add
+     * or subtract; rounded after the multiply and after the add as before (C11 does not contract a*b+c) */
+    for (int k = 0; k < nm; k++) {
+        exe_fmember *m = &G->members[k];
+        if ((m->in->op != HLO_ADD && m->in->op != HLO_SUBTRACT) || m->in->shape.dtype != TPU_F32 || m->rot || m->fold) continue;
+        for (int side = 1; side >= 0; side--) {
+            int o = m->op[side];
+            if (o < 0 || m->op[!side] == o) continue;
+            exe_fmember *p = &G->members[o];
+            if (p->in->op != HLO_MULTIPLY || p->in->shape.dtype != TPU_F32 || p->in->ops[0]->shape.dtype != TPU_F32 ||
+                p->out >= 0 || readers[o] != 1 || p->fold || p->rot || p->madd)
+                continue;
+            m->madd = (uint8_t)(side == 1 ? 1 : 2);
+            m->rop[0] = m->op[!side];
+            m->rop[1] = p->op[0];
+            m->rop[2] = p->op[1];
+            p->fold = 1;
+            break;
+        }
+    }
+    ut_free(readers);
+    return TPU_OK;
+}
+
+static tpu_status fu_plan_bufs(exe_fgroup *G)
+{
+    int nm = G->nmembers, ni = G->ninputs, slots = nm + ni;
+    int64_t n = hlo_shape_count(&G->last->shape);
+    G->buf = ut_malloc((size_t)slots * sizeof(int));
+    G->buf_es = ut_malloc((size_t)slots);
+    G->fixed = ut_calloc((size_t)slots, 1);
+    int *last = ut_malloc((size_t)slots * sizeof(int)), *freel = ut_calloc((size_t)slots, sizeof(int));
+    tpu_status st = TPU_OK;
+    if (!G->buf || !G->buf_es || !G->fixed || !last || !freel) {
+        st = TPU_ERR_NOMEM;
+        goto out;
+    }
+    G->nbuf = 0;
+    int rd[3], nr;
+    for (int k = 0; k < ni; k++) last[k] = 0;   /* here: input k is read by a member other than a broadcast */
+    for (int k = 0; k < nm; k++) {
+        nr = fu_reads(&G->members[k], rd);
+        for (int a = 0; a < nr; a++)
+            if (rd[a] < 0 && !fu_reads_tensors(&G->members[k])) last[-1 - rd[a]] = 1;
+    }
+    for (int q = 0; q < ni; q++) {
+        const hlo_shape *s = &G->inputs[q]->shape;
+        int64_t cnt = hlo_shape_count(s);
+        int j = nm + q;
+        G->buf[j] = -1;
+        if (last[q] && (cnt == 1 || (cnt == n && !fu_direct((tpu_dtype)s->dtype)))) {
+            G->fixed[j] = cnt == 1;
+            G->buf[j] = fu_buf_get(G, freel, (int)fu_esize(fu_class((tpu_dtype)s->dtype)), 1);
+        }
+    }
+    for (int k = 0; k < nm; k++) last[k] = G->members[k].out >= 0 ? nm : k;
+    for (int k = 0; k < nm; k++) {
+        nr = fu_reads(&G->members[k], rd);
+        for (int a = 0; a < nr; a++)
+            if (rd[a] >= 0 && last[rd[a]] < k) last[rd[a]] = k;
+    }
+    for (int k = 0; k < nm; k++) {
+        const exe_fmember *m = &G->members[k];
+        G->buf[k] = -1;
+        if (m->fold) continue;
+        G->fixed[k] = m->in->op == HLO_BROADCAST && (m->in->shape.rank == 0 || hlo_shape_count(&m->in->ops[0]->shape) == 1);
+        G->buf[k] = fu_buf_get(G, freel, (int)fu_esize(m->cls), G->fixed[k]);
+        nr = fu_reads(m, rd);
+        for (int a = 0; a < nr; a++) {
+            int o = rd[a];
+            if (o >= 0 && last[o] == k && !G->fixed[o] && !freel[G->buf[o]]) freel[G->buf[o]] = 1;
+        }
+    }
+out:
+    ut_free(last);
+    ut_free(freel);
+    return st;
+}
+
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
 {
     int n = c->ninstrs;
@@ -345,7 +514,8 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
             slot[i] = inslot[i] = -1;
         }
         for (int g = 0; g < nf && !st; g++)
-            if (fu_build(&P, c, group_of, g, order + start[g], start[g + 1] - start[g], slot, inslot, &groups[g]))
+            if (fu_build(&P, c, group_of, g, order + start[g], start[g + 1] - start[g], slot, inslot, &groups[g]) ||
+                fu_plan_rotates(&groups[g]) || fu_plan_bufs(&groups[g]))
                 st = ut_nomem(ctx);
     }
     ut_free(start);
@@ -509,6 +679,38 @@ static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, 
     }
 }
 
+/* Dynamic-slice member: output elements [o, o+len) of the window, copied from the operand a run along the
+ * innermost dim at a time; starts clamped so the window stays inside the operand, as the kernel clamps them. */
+static void fu_dslice(const exe_fmember *m, exe_value *const *inputs, int64_t o, int len, void *dst)
+{
+    const hlo_shape *s = &m->in->shape;
+    const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
+    int R = s->rank;
+    int64_t start[2] = {0, 0}, sstr[2] = {1, 1}, idx[2] = {0, 0};
+    if (R == 2) sstr[0] = src->dims[1];
+    for (int d = 0; d < R; d++) {
+        int64_t v = exe_index_value(inputs[-1 - m->op[1 + d]]->t, 0), hi = src->dims[d] - s->dims[d];
+        start[d] = v > hi ? hi : v < 0 ? 0 : v;
+    }
+    size_t es = fu_esize(m->cls);
+    int64_t L = s->dims[R - 1], rem = o;
+    for (int d = R - 1; d >= 0; d--) {
+        idx[d] = rem % s->dims[d];
+        rem /= s->dims[d];
+    }
+    for (int i = 0; i < len;) {
+        int64_t run = UT_MIN(L - idx[R - 1], (int64_t)(len - i)), off = 0;
+        for (int d = 0; d < R; d++) off += (start[d] + idx[d]) * sstr[d];
+        fu_run((char *)dst + (size_t)i * es, m->cls, src, off, 1, run);
+        i += (int)run;
+        idx[R - 1] += run;
+        if (idx[R - 1] == L && R == 2) {
+            idx[1] = 0;
+            idx[0]++;
+        }
+    }
+}
+
 /* Element i of a block as the reference reads an element of dtype t. */
 static exe_scalar fu_get(const fu_buf *b, tpu_dtype t, int i)
 {
@@ -593,6 +795,13 @@ static int fu_convert(const exe_state *S, tpu_dtype t0, tpu_dtype t, const fu_bu
             for (int i = 0; i < len; i++) z[i] = fp_bf16_to_f32_inline(fp_f32_to_bf16_inline(x[i]));
         return 1;
     }
+    if (c0 == FU_L && c1 == FU_I) {   /* 64 -> 32 bits keeps the low half (jax's iota split; ewi_convert's loop
+                                       * for it does not vectorise) */
+        const uint64_t *x = a->p;
+        uint32_t *z = out->p;
+        for (int i = 0; i < len; i++) z[i] = (uint32_t)x[i];
+        return 1;
+    }
     if (fu_direct(t0) && fu_direct(t)) return ewi_convert(t0, t, a->p, out->p, len);
     if (t == TPU_BF16 && fu_direct(t0) && ewi_convert(t0, TPU_F32, a->p, out->p, len)) {
         ewb_round_bf16(out->p, len);   /* through f32, as the reference rounds */
@@ -644,6 +853,11 @@ static int fu_member_int(const exe_fmember *m, fu_buf *out, fu_buf *const *in, i
     hlo_class c = hlo_op_class(op);
     if (in[0]->cls != m->cls) return 0;
     if (m->cls == FU_I) {
+        /* an unsigned divide or remainder by a broadcast scalar: through a multiply (randint's x % span) */
+        if ((op == HLO_REMAINDER || op == HLO_DIVIDE) && m->uns && in[1]->splat && !in[0]->splat) {
+            ewi_divrem32_scalar(op == HLO_REMAINDER, in[0]->p, ((const uint32_t *)in[1]->p)[0], out->p, len);
+            return 1;
+        }
         /* a scalar operand (a broadcast constant: hash and RNG chains) is read once, shifts by it are uniform */
         if (c == HLO_CLASS_EW2 && in[1]->splat && !in[0]->splat &&
             ewi_binary32_scalar(op, in[0]->p, ((const uint32_t *)in[1]->p)[0], out->p, len))
@@ -654,6 +868,12 @@ static int fu_member_int(const exe_fmember *m, fu_buf *out, fu_buf *const *in, i
         if (c == HLO_CLASS_EW2) return ewi_binary32(op, m->uns, in[0]->p, in[1]->p, out->p, len);
         if (c == HLO_CLASS_EW1) return ewi_unary32(op, m->uns, in[0]->p, out->p, len);
     } else {
+        if (c == HLO_CLASS_EW2 && in[1]->splat && !in[0]->splat &&
+            ewi_binary64_scalar(op, in[0]->p, ((const uint64_t *)in[1]->p)[0], out->p, len))
+            return 1;
+        if (c == HLO_CLASS_EW2 && in[0]->splat && !in[1]->splat && ewi_commutes(op) &&
+            ewi_binary64_scalar(op, in[1]->p, ((const uint64_t *)in[0]->p)[0], out->p, len))
+            return 1;
         if (c == HLO_CLASS_EW2) return ewi_binary64(op, m->uns, in[0]->p, in[1]->p, out->p, len);
         if (c == HLO_CLASS_EW1) return ewi_unary64(op, m->uns, in[0]->p, out->p, len);
     }
@@ -666,8 +886,15 @@ static int fu_compare(const exe_fmember *m, fu_buf *out, fu_buf *const *in, int 
     tpu_dtype t0 = (tpu_dtype)m->in->ops[0]->shape.dtype;
     if (m->dir < 0 || m->total) return 0;
     switch (in[0]->cls) {
-    case FU_F: if (t0 != TPU_F32 && t0 != TPU_BF16) return 0; ewb_compare_f32(m->dir, in[0]->p, in[1]->p, out->p, len); return 1;
-    case FU_I: ewi_compare32(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len); return 1;
+    case FU_F:
+        if (t0 != TPU_F32 && t0 != TPU_BF16) return 0;
+        if (in[1]->splat && !in[0]->splat) ewb_compare_f32_sy(m->dir, in[0]->p, ((const float *)in[1]->p)[0], out->p, len);
+        else ewb_compare_f32(m->dir, in[0]->p, in[1]->p, out->p, len);
+        return 1;
+    case FU_I:
+        if (in[1]->splat && !in[0]->splat) ewi_compare32_sy(m->dir, m->uns, in[0]->p, ((const uint32_t *)in[1]->p)[0], out->p, len);
+        else ewi_compare32(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len);
+        return 1;
     case FU_L: ewi_compare64(m->dir, m->uns, in[0]->p, in[1]->p, out->p, len); return 1;
     default: return 0;
     }
@@ -687,7 +914,19 @@ static int fu_select(fu_buf *out, fu_buf *const *in, int len)
     case 4: {
         const uint32_t *x = in[1]->p, *y = in[2]->p;
         uint32_t *z = out->p;
-        for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        /* broadcast scalar choices (erf_inv's two coefficient sets) read once */
+        if (in[1]->splat && in[2]->splat) {
+            const uint32_t a = x[0], b = y[0];
+            for (int i = 0; i < len; i++) z[i] = p[i] ? a : b;
+        } else if (in[2]->splat) {
+            const uint32_t b = y[0];
+            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : b;
+        } else if (in[1]->splat) {
+            const uint32_t a = x[0];
+            for (int i = 0; i < len; i++) z[i] = p[i] ? a : y[i];
+        } else {
+            for (int i = 0; i < len; i++) z[i] = p[i] ? x[i] : y[i];
+        }
         return 1;
     }
     default: {
@@ -697,6 +936,37 @@ static int fu_select(fu_buf *out, fu_buf *const *in, int len)
         return 1;
     }
     }
+}
+
+/* A rotate: (x << l) | (x >> r) with each shift as ewi_binary32 gives it (a count >= 32 gives 0); counts that
+ * are broadcast scalars (threefry's) make it one uniform shift pair. in: x, l, r. */
+EXE_VEC
+static void fu_rotate(fu_buf *out, fu_buf *const *in, int len)
+{
+    const uint32_t *x = in[0]->p, *l = in[1]->p, *r = in[2]->p;
+    uint32_t *z = out->p;
+    if (in[1]->splat && in[2]->splat) {
+        uint32_t sl = l[0], sr = r[0];
+        if (sl < 32 && sr < 32) for (int i = 0; i < len; i++) z[i] = (x[i] << sl) | (x[i] >> sr);
+        else if (sl < 32) for (int i = 0; i < len; i++) z[i] = x[i] << sl;
+        else if (sr < 32) for (int i = 0; i < len; i++) z[i] = x[i] >> sr;
+        else memset(z, 0, (size_t)len * sizeof *z);
+        return;
+    }
+    for (int i = 0; i < len; i++) z[i] = (l[i] >= 32 ? 0 : x[i] << (l[i] & 31)) | (r[i] >= 32 ? 0 : x[i] >> (r[i] & 31));
+}
+
+/* x + p*q, x - p*q, p*q + x or p*q - x (pfirst) on f32 lanes: the product rounded, then the sum, operands in
+ * their order (each lane exactly what the multiply and the add give apart). in: x, p, q. */
+EXE_VEC
+static void fu_muladd(fu_buf *out, int sub, int pfirst, fu_buf *const *in, int len)
+{
+    const float *x = in[0]->p, *p = in[1]->p, *q = in[2]->p;
+    float *z = out->p;
+    if (!sub && !pfirst) for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = x[i] + t; }
+    else if (!sub) for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = t + x[i]; }
+    else if (!pfirst) for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = x[i] - t; }
+    else for (int i = 0; i < len; i++) { float t = p[i] * q[i]; z[i] = t - x[i]; }
 }
 
 /* Computes member m for one block. */
@@ -744,6 +1014,9 @@ typedef struct fu_job {
     int               lazy;            /* scratch[tid] made by the thread when it first runs a chunk */
     char             *stack_scratch;   /* a one-block group: on the caller's stack */
     fu_buf           *stack_mb;
+    int64_t           blk;       /* elements per block (the buffers' capacity) */
+    const int        *reuse;     /* per output: the input it is written into, or -1 */
+    uint8_t           filled[PAR_T];   /* per thread: its scratch's fixed slots hold their values */
     _Atomic int       failed;
 } fu_job;
 
@@ -761,7 +1034,16 @@ static void fu_store(tpu_tensor *t, const fu_buf *b, int64_t o, int len)
     memcpy((char *)t->data + (size_t)o * es, b->p, (size_t)len * es);
 }
 
-static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
+/* Does member k write its block straight into its output tensor (whose storage is the block's)? The last
+ * member always can; another output only into a tensor of its own (one that receives an input in place
+ * would be written before later members read that input). */
+static int fu_writes_direct(const fu_job *J, int k)
+{
+    const exe_fmember *m = &J->G->members[k];
+    return m->out >= 0 && fu_direct(J->outs[m->out]->dtype) && (k == J->G->nmembers - 1 || J->reuse[m->out] < 0);
+}
+
+static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, int fill)
 {
     const exe_fgroup *G = J->G;
     exe_value *const *inputs = J->inputs;
@@ -772,13 +1054,20 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
         const tpu_tensor *it = inputs[q]->t;
         int cls = fu_class(it->dtype);
         /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
-        if (it->count != J->n && it->count != 1) {
+        if (it->count != J->n && G->buf[nm + q] < 0) {
             ib[q].cls = cls;
             ib[q].splat = 0;
             ib[q].p = NULL;
             continue;
         }
-        fu_load(it, o, len, cls, scratch + off[nm + q], &ib[q], J->n);
+        if (G->fixed[nm + q] && !fill) {   /* a scalar, repeated in its buffer by an earlier block */
+            ib[q].cls = cls;
+            ib[q].splat = 1;
+            ib[q].p = scratch + off[nm + q];
+            continue;
+        }
+        if (G->fixed[nm + q]) fu_load(it, 0, (int)J->blk, cls, scratch + off[nm + q], &ib[q], J->n);
+        else fu_load(it, o, len, cls, scratch + off[nm + q], &ib[q], J->n);
     }
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
@@ -786,22 +1075,34 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len)
         mb[k].splat = 0;
         mb[k].p = scratch + off[k];
         /* the last member writes straight into its result when the block's storage is the result's */
-        int direct = k == nm - 1 && m->out >= 0 && fu_direct(J->outs[m->out]->dtype);
+        int direct = fu_writes_direct(J, k);
         if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
         if (m->in->op == HLO_BROADCAST) {
             const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
             mb[k].splat = m->in->shape.rank == 0 || src->count == 1;   /* (fu_broadcast's first case) */
-            fu_broadcast(m->in, src, o, len, m->cls, mb[k].p);
+            if (!G->fixed[k] || direct) fu_broadcast(m->in, src, o, len, m->cls, mb[k].p);
+            else if (fill) fu_broadcast(m->in, src, 0, (int)J->blk, m->cls, mb[k].p);
             continue;
         }
+        if (m->in->op == HLO_DYNAMIC_SLICE) {
+            fu_dslice(m, inputs, o, len, mb[k].p);
+            continue;
+        }
+        if (m->fold) continue;   /* computed inside the rotate that reads it */
         fu_buf *ops[3] = {NULL, NULL, NULL};
+        if (m->rot || m->madd) {
+            for (int a = 0; a < 3; a++) ops[a] = m->rop[a] >= 0 ? &mb[m->rop[a]] : &ib[-1 - m->rop[a]];
+            if (m->rot) fu_rotate(&mb[k], ops, len);
+            else fu_muladd(&mb[k], m->in->op == HLO_SUBTRACT, m->madd == 2, ops, len);
+            continue;
+        }
         for (int a = 0; a < m->in->nops && a < 3; a++) ops[a] = m->op[a] >= 0 ? &mb[m->op[a]] : &ib[-1 - m->op[a]];
         fu_member(J->S, m, &mb[k], ops, len);
     }
     /* the other outputs leave after every member has read its inputs (an input may receive an output) */
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
-        if (m->out < 0 || (k == nm - 1 && fu_direct(J->outs[m->out]->dtype))) continue;
+        if (m->out < 0 || fu_writes_direct(J, k)) continue;
         fu_store(J->outs[m->out], &mb[k], o, len);
     }
 }
@@ -824,8 +1125,9 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
         return;
     }
     for (int64_t blk = b0; blk < b1; blk++) {
-        int64_t o = blk * FU_BLOCK;
-        fu_block(J, scratch, mb, o, (int)(J->n - o < FU_BLOCK ? J->n - o : FU_BLOCK));
+        int64_t o = blk * J->blk;
+        fu_block(J, scratch, mb, o, (int)(J->n - o < J->blk ? J->n - o : J->blk), !J->filled[tid]);
+        J->filled[tid] = 1;
     }
 }
 
@@ -834,7 +1136,7 @@ int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
     const hlo_shape *rs = &G->outputs[k]->shape;
     if (!t || t->dtype != (tpu_dtype)rs->dtype || t->count != hlo_shape_count(rs) || t->count < 2) return 0;
     for (int j = 0; j < G->nmembers; j++)
-        if (G->members[j].in->op == HLO_BROADCAST && G->members[j].op[0] == -1 - q) return 0;
+        if (fu_reads_tensors(&G->members[j]) && G->members[j].op[0] == -1 - q) return 0;
     return 1;
 }
 
@@ -865,9 +1167,17 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
         }
     }
     int64_t n = hlo_shape_count(&G->last->shape);
-    int64_t nblocks = (n + FU_BLOCK - 1) / FU_BLOCK;
     int slots = G->nmembers + G->ninputs;
-    int nt = nblocks >= 8 ? exe_par_threads(S->threads) : 1;
+    /* blocks of FU_BLOCK elements, shorter while the buffers would not fit in L1 (a long chain) */
+    size_t per = 0;   /* bytes per element a block touches (a fixed buffer is mostly read as one scalar) */
+    for (int b = 0; b < G->nbuf; b++) per += G->buf_es[b];
+    for (int j = 0; j < slots; j++)
+        if (G->fixed[j] && G->buf[j] >= 0) per -= G->buf_es[G->buf[j]];
+    int64_t L = FU_BLOCK;
+    while (L > FU_MIN_BLOCK && (size_t)L * per > FU_L1_BYTES) L /= 2;
+    int64_t nblocks = (n + L - 1) / L;
+    if (nblocks == 1) L = n;
+    int nt = n >= 8 * FU_BLOCK ? exe_par_threads(S->threads) : 1;
     if (nt > PAR_T) nt = PAR_T;
     fu_job J;
     memset(&J, 0, sizeof J);
@@ -882,20 +1192,24 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     memset(mbs, 0, (size_t)nt * sizeof *mbs);
     J.scratch = scr;
     J.mb = mbs;
-    /* slots sized by class (a 32-bit block takes half the bytes of a 64-bit one: a long integer chain's blocks
-     * stay in L1); a one-block group sized to its elements, on the stack when it fits */
+    /* buffers sized by class (a 32-bit block takes half the bytes of a 64-bit one); a one-block group sized to
+     * its elements, on the stack when it fits. off[j]: slot j's buffer; off[slots]: the total */
     size_t offv[FU_STACK_SLOTS + 1], *off = slots <= FU_STACK_SLOTS ? offv : ut_malloc((size_t)(slots + 1) * sizeof *off);
-    if (!off) {
+    size_t boffv[FU_STACK_SLOTS + 1], *boff = G->nbuf <= FU_STACK_SLOTS ? boffv : ut_malloc((size_t)(G->nbuf + 1) * sizeof *boff);
+    if (!off || !boff) {
+        if (off != offv) ut_free(off);
+        if (boff != boffv) ut_free(boff);
         st = ut_nomem(S->ctx);
         goto done;
     }
-    int64_t L = nblocks == 1 ? n : FU_BLOCK;
-    off[0] = 0;
-    for (int j = 0; j < slots; j++) {
-        int cls = j < G->nmembers ? G->members[j].cls : fu_class(inputs[j - G->nmembers]->t->dtype);
-        off[j + 1] = off[j] + (((size_t)L * fu_esize(cls) + 63) & ~(size_t)63);
-    }
+    boff[0] = 0;
+    for (int b = 0; b < G->nbuf; b++) boff[b + 1] = boff[b] + (((size_t)L * G->buf_es[b] + 63) & ~(size_t)63);
+    for (int j = 0; j < slots; j++) off[j] = G->buf[j] >= 0 ? boff[G->buf[j]] : 0;
+    off[slots] = boff[G->nbuf];
+    if (boff != boffv) ut_free(boff);
     J.off = off;
+    J.blk = L;
+    J.reuse = reuse;
     _Alignas(64) char stack_scratch[FU_STACK_BYTES];
     fu_buf stack_mb[FU_STACK_SLOTS];
     if (nblocks == 1 && slots <= FU_STACK_SLOTS && off[slots] <= FU_STACK_BYTES) {

@@ -16,6 +16,11 @@ typedef struct exe_fmember {
     int8_t           dir;     /* compare: direction 0..5 (EQ NE LT LE GT GE), -1 unknown */
     uint8_t          uns;     /* integer operands read as unsigned (u32/u64, or compare type=UNSIGNED) */
     uint8_t          total;   /* compare type=TOTALORDER */
+    uint8_t          fold;    /* computed inside the member that reads it (rotate, multiply-add): no value */
+    uint8_t          rot;     /* or(shift-left(x, l), shift-right-logical(x, r)) in one pass: rop = x, l, r */
+    uint8_t          madd;    /* f32 add/subtract of a folded multiply: rop = other operand, p, q; 1: op(x, p*q),
+                               * 2: op(p*q, x) */
+    int              rop[3];
 } exe_fmember;
 
 typedef struct exe_fgroup {
@@ -26,6 +31,12 @@ typedef struct exe_fgroup {
     const hlo_instr **inputs;    /* instructions outside the group whose values members read */
     int               noutputs;
     const hlo_instr **outputs;   /* members whose values leave the group (used outside it, or the root) */
+    /* scratch buffers (exe_fuse_run): slots (members, then inputs) share a buffer when their lifetimes in a
+     * block do not overlap, so a long chain's blocks stay in L1; -1: the slot needs none */
+    int              *buf;       /* per slot: its buffer */
+    int               nbuf;
+    uint8_t          *buf_es;    /* per buffer: bytes per element */
+    uint8_t          *fixed;     /* per slot: a scalar broadcast or scalar input, filled once per scratch */
 } exe_fgroup;
 
 /* Groups for computation c: group_of[i] is the group of instruction i, EXE_FUSE_NONE or EXE_FUSE_ABSORBED.

@@ -530,6 +530,37 @@ EXE_KERNEL(exe_k_reverse)
     return exe_out_array(S, t, out);
 }
 
+/* iota: the first dims[d] * inner elements (each value repeated over the dims after d) value by value, then
+ * copies of that run for the dims before d. Stores what the reference loop below stores. */
+static void data_iota_fast(const exe_state *S, tpu_tensor *t, int64_t d, const int64_t *ts)
+{
+    int64_t inner = ts[d], D = t->dims[d], blk = D * inner;
+    size_t es = tpu_dtype_size(t->dtype);
+    char *p = t->data, k = tpu_dtype_kind(t->dtype);
+    switch (t->dtype) {
+    case TPU_S32: case TPU_U32:
+        for (int64_t v = 0; v < D; v++)
+            for (int64_t j = 0; j < inner; j++) ((uint32_t *)p)[v * inner + j] = (uint32_t)v;
+        break;
+    case TPU_S64: case TPU_U64:
+        for (int64_t v = 0; v < D; v++)
+            for (int64_t j = 0; j < inner; j++) ((uint64_t *)p)[v * inner + j] = (uint64_t)v;
+        break;
+    case TPU_F32:
+        for (int64_t v = 0; v < D; v++)
+            for (int64_t j = 0; j < inner; j++) ((float *)p)[v * inner + j] = (float)(double)v;
+        break;
+    default:
+        for (int64_t v = 0; v < D; v++) {
+            if (k == 'f' || k == 'c') exe_store_float(S, t->dtype, p, v * inner, (double)v);
+            else ten_store_i64(t->dtype, p, v * inner, v);
+            for (int64_t j = 1; j < inner; j++) memcpy(p + (size_t)(v * inner + j) * es, p + (size_t)(v * inner) * es, es);
+        }
+        break;
+    }
+    for (int64_t o = blk; o < t->count; o += blk) memcpy(p + (size_t)o * es, p, (size_t)blk * es);
+}
+
 EXE_KERNEL(exe_k_iota)
 {
     int64_t d = hlo_attr_int(in, HK_IOTA_DIMENSION, -1);
@@ -542,6 +573,11 @@ EXE_KERNEL(exe_k_iota)
     }
     int64_t ts[TPU_MAX_RANK];
     data_strides(t->rank, t->dims, ts);
+    if (!EXE_FORCE_REF(S) && t->count > 0) {
+        data_iota_fast(S, t, d, ts);
+        return exe_out_array(S, t, out);
+    }
+    /* reference: every element from its own index */
     char k = tpu_dtype_kind(t->dtype);
     for (int64_t i = 0; i < t->count; i++) {
         int64_t v = (i / ts[d]) % t->dims[d];

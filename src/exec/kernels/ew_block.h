@@ -155,6 +155,19 @@ static inline __attribute__((always_inline)) void ewb_compare_f32(int d, const f
     }
 }
 
+/* ewb_compare_f32 with y the same in every lane (y[0]) */
+static inline __attribute__((always_inline)) void ewb_compare_f32_sy(int d, const float *x, float b, uint8_t *z, int64_t n)
+{
+    switch (d) {
+    case 0: for (int64_t i = 0; i < n; i++) z[i] = x[i] == b; break;
+    case 1: for (int64_t i = 0; i < n; i++) z[i] = x[i] != b; break;
+    case 2: for (int64_t i = 0; i < n; i++) z[i] = x[i] < b; break;
+    case 3: for (int64_t i = 0; i < n; i++) z[i] = x[i] <= b; break;
+    case 4: for (int64_t i = 0; i < n; i++) z[i] = x[i] > b; break;
+    default: for (int64_t i = 0; i < n; i++) z[i] = x[i] >= b; break;
+    }
+}
+
 static inline int ewb_direction(const char *dir)
 {
     if (!dir) return -1;

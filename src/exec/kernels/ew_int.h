@@ -104,6 +104,56 @@ EWI_INLINE int ewi_binary32_scalar(hlo_op op, const uint32_t *x, uint32_t y, uin
     }
 }
 
+/* ewi_binary32_scalar on 64-bit lanes (ewi_binary64's results) */
+/* Unsigned 32-bit divide (rem 0) or remainder (rem 1) of every lane by one divisor d, as ewi_binary32 gives
+ * them (d == 0: all ones, or x). Division by an invariant integer through a multiply (Granlund & Montgomery
+ * 1994, fig. 4.1): with l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1, t = (m x) >> 32 and
+ * q = (t + ((x - t) >> min(l, 1))) >> max(l - 1, 0) is floor(x / d) for every 32-bit x; vectorises where a
+ * divide instruction per lane does not (jax's randint: x % span over the random bits). */
+EWI_INLINE void ewi_divrem32_scalar(int rem, const uint32_t *x, uint32_t d, uint32_t *z, int64_t n)
+{
+    if (d == 0) {
+        if (rem) memmove(z, x, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = 0xFFFFFFFFu;
+        return;
+    }
+    int l = d == 1 ? 0 : 32 - __builtin_clz(d - 1);
+    uint32_t m = (uint32_t)(((((uint64_t)1 << l) - d) << 32) / d + 1);
+    int sh1 = l < 1 ? l : 1, sh2 = l > 1 ? l - 1 : 0;
+    if (rem) {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t t = (uint32_t)(((uint64_t)x[i] * m) >> 32);
+            z[i] = x[i] - ((t + ((x[i] - t) >> sh1)) >> sh2) * d;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t t = (uint32_t)(((uint64_t)x[i] * m) >> 32);
+            z[i] = (t + ((x[i] - t) >> sh1)) >> sh2;
+        }
+    }
+}
+
+EWI_INLINE int ewi_binary64_scalar(hlo_op op, const uint64_t *x, uint64_t y, uint64_t *z, int64_t n)
+{
+    switch (op) {
+    case HLO_ADD: for (int64_t i = 0; i < n; i++) z[i] = x[i] + y; return 1;
+    case HLO_SUBTRACT: for (int64_t i = 0; i < n; i++) z[i] = x[i] - y; return 1;
+    case HLO_MULTIPLY: for (int64_t i = 0; i < n; i++) z[i] = x[i] * y; return 1;
+    case HLO_AND: for (int64_t i = 0; i < n; i++) z[i] = x[i] & y; return 1;
+    case HLO_OR: for (int64_t i = 0; i < n; i++) z[i] = x[i] | y; return 1;
+    case HLO_XOR: for (int64_t i = 0; i < n; i++) z[i] = x[i] ^ y; return 1;
+    case HLO_SHIFT_LEFT:
+        if (y >= 64) memset(z, 0, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = x[i] << y;
+        return 1;
+    case HLO_SHIFT_RIGHT_LOGICAL:
+        if (y >= 64) memset(z, 0, (size_t)n * sizeof *z);
+        else for (int64_t i = 0; i < n; i++) z[i] = x[i] >> y;
+        return 1;
+    default: return 0;
+    }
+}
+
 EWI_INLINE int ewi_binary64(hlo_op op, int uns, const uint64_t *x, const uint64_t *y, uint64_t *z, int64_t n)
 {
     const int64_t *sx = (const int64_t *)x, *sy = (const int64_t *)y;
@@ -203,6 +253,28 @@ EWI_INLINE void ewi_compare32(int d, int uns, const uint32_t *x, const uint32_t 
     } else {
         EWI_CMP(int32_t, x, y, z, n, d)
     }
+}
+
+/* ewi_compare32 with y the same in every lane */
+EWI_INLINE void ewi_compare32_sy(int d, int uns, const uint32_t *x, uint32_t b, uint8_t *z, int64_t n)
+{
+    const int32_t *sx = (const int32_t *)x;
+    const int32_t sb = (int32_t)b;
+#define EWI_CMP_SY(X, B)                                                          \
+    switch (d) {                                                                  \
+    case 0: for (int64_t i = 0; i < n; i++) z[i] = X[i] == B; break;             \
+    case 1: for (int64_t i = 0; i < n; i++) z[i] = X[i] != B; break;             \
+    case 2: for (int64_t i = 0; i < n; i++) z[i] = X[i] < B; break;              \
+    case 3: for (int64_t i = 0; i < n; i++) z[i] = X[i] <= B; break;             \
+    case 4: for (int64_t i = 0; i < n; i++) z[i] = X[i] > B; break;              \
+    default: for (int64_t i = 0; i < n; i++) z[i] = X[i] >= B; break;            \
+    }
+    if (uns) {
+        EWI_CMP_SY(x, b)
+    } else {
+        EWI_CMP_SY(sx, sb)
+    }
+#undef EWI_CMP_SY
 }
 
 EWI_INLINE void ewi_compare64(int d, int uns, const uint64_t *x, const uint64_t *y, uint8_t *z, int64_t n)

@@ -258,6 +258,26 @@ static int gat_points1(const gat_job *J, int64_t b0, int64_t b1, int64_t hi, int
     const int32_t *ix = J->idx->data;
     const uint32_t *src = J->op->data;
     uint32_t *dst = J->t->data;
+    /* take_along_axis over short contiguous rows read densely (most of a row's cache lines are hit): the next
+     * row is streamed into the cache line by line while this one is gathered, instead of one random prefetch
+     * per element */
+    int64_t nl = (hi + 1) * 4 / 64;
+    if (g->nob && st == 1 && (hi + 1) * 4 <= 65536 && inner * 4 >= nl && nl > 0) {
+        for (int64_t b = b0; b < b1;) {
+            int64_t row = b / inner, e = UT_MIN(b1, (row + 1) * inner), pf = (b - row * inner) * nl / inner;
+            const uint32_t *base = src + b / bdiv % bdim * bst;
+            const char *next = (const char *)(src + ((row + 1) * inner / bdiv % bdim) * bst);
+            int more = e < b1 || (row + 1) * inner < J->t->count;
+            for (; b < e; b++) {
+                int64_t want = (b - row * inner + 1) * nl / inner;
+                for (; more && pf < want; pf++) __builtin_prefetch(next + pf * 64);
+                int64_t s = ix[b];
+                s = s < 0 ? 0 : s > hi ? hi : s;
+                dst[b] = base[s];
+            }
+        }
+        return 1;
+    }
     for (int64_t b = b0; b < b1;) {
         int64_t e = UT_MIN(b1, (b / inner + 1) * inner);
         const uint32_t *base = src + (g->nob ? b / bdiv % bdim * bst : 0);
@@ -304,16 +324,16 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     }
     for (int i = 0; i < g->nob; i++) bst[i] = J->ostr[g->obd[i]];
     if (!g->nob && idx->dtype == TPU_S32 && es == 4) {
-        /* random reads across a large operand (x[pts[:, 0], pts[:, 1]]): each read prefetched 32 positions
+        /* random reads across a large operand (x[pts[:, 0], pts[:, 1]]): each read prefetched 64 positions
          * ahead, so that many misses are in flight */
         const int32_t *ix = idx->data;
         const uint32_t *s32 = op->data;
         uint32_t *d32 = J->t->data;
         for (int64_t b = b0; b < b1; b++) {
             int64_t off = 0, po = 0;
-            if (b + 32 < b1) {
+            if (b + 64 < b1) {
                 for (int k = 0; k < nv; k++) {
-                    int64_t s = ix[(b + 32) * nv + k];
+                    int64_t s = ix[(b + 64) * nv + k];
                     po += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
                 }
                 __builtin_prefetch(s32 + po);
@@ -339,9 +359,15 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     return 1;
 }
 
-/* Copies n rows of RB bytes: dst row b <- src row clamp(idx[b * is], 0, hi), each at its own stride. */
+/* Copies n rows of RB bytes: dst row b <- src row clamp(idx[b * is], 0, hi), each at its own stride. Rows of
+ * 256 bytes and more (embedding rows from a large table) are prefetched 4 rows ahead. */
 #define GAT_ROWS_LOOP(IT, RB)                                                                            \
     for (int64_t b = b0; b < b1; b++) {                                                                  \
+        if ((RB) >= 256 && b + 4 < b1) {                                                                 \
+            int64_t q = ((const IT *)ix)[(b + 4) * is];                                                  \
+            const char *pf = src + (q < 0 ? 0 : q > hi ? hi : q) * sstep;                                \
+            for (size_t l = 0; l < (RB); l += 64) __builtin_prefetch(pf + l);                            \
+        }                                                                                                \
         int64_t s = ((const IT *)ix)[b * is];                                                            \
         s = s < 0 ? 0 : s > hi ? hi : s;                                                                 \
         memcpy(dst + b * dstep, src + s * sstep, RB);                                                    \
@@ -357,18 +383,24 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     default: GAT_ROWS_LOOP(IT, rb) break;                                                                \
     }
 
-/* Row gathers (embedding lookups, x[idx] of whole rows: one start component, one batch dim, no operand
- * batching dims, a window that is one contiguous run in operand and result): one fixed-size copy per row.
- * Returns 0 when the gather is not of that form. */
+/* Row gathers (embedding lookups, x[idx] of whole rows: one start component, no operand batching dims, a
+ * window that is one contiguous run in operand and result, batch dims that flatten into one, in indices and in
+ * the result: ids of shape [batch, bag]): one fixed-size copy per row. Returns 0 when the gather is not of that
+ * form. */
 static int gat_rows(const gat_job *J, int64_t b0, int64_t b1, int run, int64_t wcount)
 {
     const gs_dims *g = J->g;
     const tpu_tensor *idx = J->idx;
-    if (!run || g->nbatch != 1 || g->nob || g->nvec != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64)) return 0;
+    if (!run || g->nbatch < 1 || g->nob || g->nvec != 1 || (idx->dtype != TPU_S32 && idx->dtype != TPU_S64)) return 0;
     for (int d = 0; d < g->rank; d++)
         if (d != g->map[0] && g->wsize[d] != J->op->dims[d]) return 0;   /* other dims start at 0 */
-    int64_t hi = J->op->dims[g->map[0]] - g->wsize[g->map[0]], is = J->istr[g->ibatch[0]];
-    int64_t sstep = J->ostr[g->map[0]] * (int64_t)J->es, dstep = J->tstr[g->obatch[0]] * (int64_t)J->es;
+    int nb = g->nbatch;
+    for (int k = 0; k + 1 < nb; k++)   /* position b = flat index over the batch dims, at b * step in both */
+        if (J->istr[g->ibatch[k]] != J->istr[g->ibatch[k + 1]] * J->bdims[k + 1] ||
+            J->tstr[g->obatch[k]] != J->tstr[g->obatch[k + 1]] * J->bdims[k + 1])
+            return 0;
+    int64_t hi = J->op->dims[g->map[0]] - g->wsize[g->map[0]], is = J->istr[g->ibatch[nb - 1]];
+    int64_t sstep = J->ostr[g->map[0]] * (int64_t)J->es, dstep = J->tstr[g->obatch[nb - 1]] * (int64_t)J->es;
     size_t rb = (size_t)wcount * J->es;
     char *dst = J->t->data;
     const char *src = J->op->data;
@@ -451,7 +483,11 @@ EXE_KERNEL(exe_k_gather)
     }
     size_t es = tpu_dtype_size(op->dtype);
     gat_job J = {&g, op, idx, t, istr, ostr, tstr, bdims, wd, wds, wss, es};
-    exe_par_for(nbpos > 1024 ? S->threads : 1, nbpos, 256, gat_chunk, &J);
+    /* chunks of at least 256 positions, about 8 per thread: the point gathers' prefetches run 32-64 positions
+     * ahead within a chunk, so each chunk start waits on its first reads */
+    int nt = nbpos > 1024 ? exe_par_threads(S->threads) : 1;
+    int64_t grain = UT_MAX((int64_t)256, UT_MIN((int64_t)16384, nbpos / (8 * (int64_t)nt)));
+    exe_par_for(nt, nbpos, grain, gat_chunk, &J);
     return exe_out_array(S, t, out);
 }
 
@@ -674,28 +710,77 @@ static tpu_status sc_check_types(exe_state *S, const hlo_instr *in, const sc_pla
 /* Row scatters (segment sums and maxima, x.at[idx].add(rows): one index per position, no operand batching
  * dims, whole rows of the operand's minor dims, updates laid out [positions..., row]) with an f32 add, max or min
  * or an s32 add: one tight loop per row, positions in order as the reference applies them. Out-of-bounds
- * positions are skipped. Returns 0 when the scatter is not of that form. */
-#define SC_ROWS_LOOP(IT, T, EXPR)                                                                        \
+ * positions are skipped. Part p of nparts applies only the positions that land in its share of the result's
+ * rows (every element still takes its updates in position order). Returns 0 when the scatter is not of that
+ * form. */
+typedef struct sc_rows_job {
+    const void *ix, *upd;
+    void       *res;
+    int         idx64, nparts;
+    int64_t     is, nb, rl, rows;   /* index stride, positions, row length, result rows */
+    tpu_dtype   t;
+    hlo_op      op;
+} sc_rows_job;
+
+/* RL: the row length as a constant where it is a common small one (the loop over a row then vectorises
+ * without a remainder) */
+#define SC_ROWS_LOOP(IT, T, EXPR, RL)                                                                    \
     for (int64_t b = 0; b < nb; b++) {                                                                   \
+        if ((RL) * sizeof(T) >= 256 && b + 4 < nb) {   /* long rows of a large result: prefetched */     \
+            int64_t q = ((const IT *)ix)[(b + 4) * is];                                                  \
+            if ((uint64_t)(q - lo) < (uint64_t)(up - lo))                                                \
+                for (size_t l = 0; l < (RL) * sizeof(T); l += 64) __builtin_prefetch((char *)((T *)res + q * (RL)) + l, 1); \
+        }                                                                                                \
         int64_t s = ((const IT *)ix)[b * is];                                                            \
-        if (s < 0 || s > hi) continue;                                                                   \
-        T *r = (T *)res + s * rl;                                                                        \
-        const T *u = (const T *)upd + b * rl;                                                            \
-        for (int64_t i = 0; i < rl; i++) r[i] = EXPR;                                                    \
+        if ((uint64_t)(s - lo) >= (uint64_t)(up - lo)) continue;                                         \
+        T *r = (T *)res + s * (RL);                                                                      \
+        const T *u = (const T *)upd + b * (RL);                                                          \
+        _Pragma("GCC ivdep") for (int64_t i = 0; i < (RL); i++) r[i] = EXPR;   /* (never overlapping) */ \
+    }
+
+#define SC_ROWS_RL(IT, T, EXPR)                                                                          \
+    switch (rl) {                                                                                        \
+    case 1: SC_ROWS_LOOP(IT, T, EXPR, 1) break;                                                          \
+    case 4: SC_ROWS_LOOP(IT, T, EXPR, 4) break;                                                          \
+    case 8: SC_ROWS_LOOP(IT, T, EXPR, 8) break;                                                          \
+    case 16: SC_ROWS_LOOP(IT, T, EXPR, 16) break;                                                        \
+    default: SC_ROWS_LOOP(IT, T, EXPR, rl) break;                                                        \
     }
 
 #define SC_ROWS_OPS(IT)                                                                                  \
     if (t == TPU_S32) {                                                                                  \
-        SC_ROWS_LOOP(IT, uint32_t, r[i] + u[i])                                                          \
+        SC_ROWS_RL(IT, uint32_t, r[i] + u[i])                                                            \
     } else if (op == HLO_ADD) {                                                                          \
-        SC_ROWS_LOOP(IT, float, r[i] + u[i])                                                             \
+        SC_ROWS_RL(IT, float, r[i] + u[i])                                                               \
     } else if (op == HLO_MAXIMUM) {                                                                      \
-        SC_ROWS_LOOP(IT, float, ewb_maxf(r[i], u[i]))                                                    \
+        SC_ROWS_RL(IT, float, ewb_maxf(r[i], u[i]))                                                      \
     } else {                                                                                             \
-        SC_ROWS_LOOP(IT, float, ewb_minf(r[i], u[i]))                                                    \
+        SC_ROWS_RL(IT, float, ewb_minf(r[i], u[i]))                                                      \
     }
 
-static int sc_rows(const sc_plan *p, const int64_t *istr)
+/* Parts [p0, p1): part p applies the positions that land in result rows [rows * p / nparts, rows * (p+1) / nparts).
+ * (EXE_VEC: a row of run-time length vectorises only with the dynamic cost model.) */
+EXE_VEC
+static void sc_rows_part(void *ctx, int64_t p0, int64_t p1, int tid)
+{
+    const sc_rows_job *J = ctx;
+    const void *ix = J->ix, *upd = J->upd;
+    void *res = J->res;
+    int64_t is = J->is, nb = J->nb, rl = J->rl;
+    tpu_dtype t = J->t;
+    hlo_op op = J->op;
+    (void)tid;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t lo = J->rows * p / J->nparts, up = J->rows * (p + 1) / J->nparts;
+        if (J->idx64) {
+            SC_ROWS_OPS(int64_t)
+        } else {
+            SC_ROWS_OPS(int32_t)
+        }
+    }
+}
+
+static int sc_rows(exe_state *S, const sc_plan *p, const int64_t *istr)
 {
     const gs_dims *g = &p->g;
     const tpu_tensor *o = p->ops[0], *idx = p->idx;
@@ -718,15 +803,13 @@ static int sc_rows(const sc_plan *p, const int64_t *istr)
     }
     for (int j = 1; j < g->nwin; j++)
         if (g->wout[j] <= g->wout[j - 1]) return 0;
-    int64_t hi = o->dims[0] - 1, is = istr[g->ibatch[g->nbatch - 1]];
     if (p->upd[0]->count != nb * rl) return 0;
-    void *res = p->res[0]->data;
-    const void *upd = p->upd[0]->data, *ix = idx->data;
-    if (idx->dtype == TPU_S32) {
-        SC_ROWS_OPS(int32_t)
-    } else {
-        SC_ROWS_OPS(int64_t)
-    }
+    sc_rows_job J = {idx->data, p->upd[0]->data, p->res[0]->data, idx->dtype == TPU_S64, 1, istr[g->ibatch[g->nbatch - 1]],
+                     nb, rl, o->dims[0], t, op};
+    /* one part: splitting the rows between threads was measured slower on 2 cores (each part's skip of the
+     * other parts' positions is a branch mispredicted half the time) */
+    (void)S;
+    sc_rows_part(&J, 0, 1, 0);
     return 1;
 }
 
@@ -746,7 +829,7 @@ EXE_KERNEL(exe_k_scatter)
     int64_t bdims[TPU_MAX_RANK], nbpos = 1, wd[TPU_MAX_RANK], nwel = 1;
     for (int k = 0; k < g->nbatch; k++) nbpos *= bdims[k] = p.idx->dims[g->ibatch[k]];
     for (int j = 0; j < g->nwin; j++) nwel *= wd[j] = up->dims[g->wout[j]];
-    if (up->count == 0 || sc_rows(&p, istr)) return sc_result(S, &p, out);
+    if (up->count == 0 || sc_rows(S, &p, istr)) return sc_result(S, &p, out);
     int64_t bpos[TPU_MAX_RANK] = {0};
     for (int64_t b = 0; b < nbpos; b++, gs_next(bpos, bdims, g->nbatch)) {
         int64_t start[TPU_MAX_RANK] = {0}, roff = 0, uoff = 0, ioff = 0;

@@ -572,7 +572,11 @@ static void rd_vtile(void *ctx, int64_t t0, int64_t t1, int tid)
             } else {
                 memcpy(&v, J->init[k]->data, (size_t)lb);
             }
-            for (int i = 0; i < w; i++) memcpy(acc[0] + lane * k + (size_t)i * lb, &v, (size_t)lb);
+            char *a = acc[0] + lane * k;   /* (typed fills: a memcpy of run-time size per lane is a libc call) */
+            if (lb == 1) memset(a, (int)(uint8_t)v, (size_t)w);
+            else if (lb == 4) for (int i = 0; i < w; i++) ((uint32_t *)a)[i] = (uint32_t)v;
+            else if (lb == 8) for (int i = 0; i < w; i++) ((uint64_t *)a)[i] = v;
+            else for (int i = 0; i < w; i++) memcpy(a + (size_t)i * lb, &v, (size_t)lb);
         }
         for (int64_t r = 0; r < J->R; r++) {
             for (int k = 0; k < n; k++) {
