@@ -328,7 +328,10 @@ typedef struct tpu_run_opts {
 tpu_run_opts tpu_run_opts_default(void);
 
 /* Runs the entry computation on `inputs` (one per parameter, shapes must match). On success *outputs
- * receives the results (a tuple result flattened in order, nested tuples depth-first). */
+ * receives the results (a tuple result flattened in order, nested tuples depth-first); free them with
+ * tpu_tensors_free. A thread that runs programs keeps the buffers of results it frees (up to TPUSIM_POOL_MB)
+ * for its next runs' results, and the module keeps its execution plans until tpu_module_free. Several threads
+ * may run one module at once. */
 tpu_status  tpu_run(tpu_ctx *ctx, const tpu_module *m, const tpu_run_opts *opts, tpu_tensor *const *inputs,
                     int ninputs, tpu_tensor ***outputs, int *noutputs);
 

@@ -199,9 +199,9 @@ static void exe_value_del(exe_value *v)
     ut_free(v);
 }
 
-void exe_tensor_release(tpu_tensor *t)
+/* Drops t into pool p (NULL: frees it). */
+static void exe_pool_put(exe_pool *p, tpu_tensor *t)
 {
-    exe_pool *p = exe_tls_pool;
     if (!t) return;
     size_t cap = exe_cap(t->nbytes);
     if (p && cap < EXE_POOL_MIN) {
@@ -234,6 +234,24 @@ void exe_tensor_release(tpu_tensor *t)
         p->n -= drop;
     }
 }
+
+void exe_tensor_release(tpu_tensor *t) { exe_pool_put(exe_tls_pool, t); }
+
+/* A result the caller frees (tpu_tensor_free) comes back here: into the freeing thread's pool, the running one
+ * or else the one it keeps between runs, so the next run's results of that size take its pages instead of
+ * fresh ones the kernel must clear (a training step's new weights, each step); freed when the thread has no
+ * pool (it never ran a program). */
+static void exe_output_release(tpu_tensor *t)
+{
+    exe_pool *p = exe_tls_pool;
+    if (!p) {
+        pthread_once(&exe_pool_once, exe_pool_key_init);
+        p = pthread_getspecific(exe_pool_key);
+    }
+    exe_pool_put(p, t);
+}
+
+void exe_output_mark(tpu_tensor *t) { t->release = exe_output_release; }
 
 /* A pooled buffer of at least the size (at most 1/8 larger), reshaped; NULL if none. */
 static tpu_tensor *exe_pool_take(tpu_dtype dtype, int rank, const int64_t *dims)

@@ -19,7 +19,6 @@ struct exe_comp_info {
     uint8_t     *live;        /* instruction contributes to the result (or has side effects) */
     int         *free_start;  /* values to drop after instruction i: free_list[free_start[i] .. free_start[i+1]) */
     int         *free_list;
-    exe_value  **consts;      /* constants materialised once */
     int         *fgroup_of;   /* fused elementwise group of each instruction, or -1 */
     exe_fgroup  *fgroups;
     int          nfgroups;
@@ -185,8 +184,6 @@ static void exe_init_kernels_once(void)
 static void exe_comp_info_free(exe_comp_info *ci)
 {
     if (!ci) return;
-    for (int i = 0; ci->consts && i < ci->n; i++) exe_value_unref(ci->consts[i]);
-    ut_free(ci->consts);
     ut_free(ci->fgroup_of);
     exe_fuse_free(ci->fgroups, ci->nfgroups);
     ut_free(ci->live);
@@ -254,16 +251,9 @@ static int exe_comp_steps(const hlo_comp *c, exe_comp_info *ci)
     return 0;
 }
 
-static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_info **out)
+/* Makes the plan of computation c (fused groups unless `fuse` is 0). */
+static tpu_status exe_comp_info_make(exe_state *S, const hlo_comp *c, int fuse, exe_comp_info **out)
 {
-    if (!S->comp_info) {
-        S->comp_info = ut_calloc((size_t)S->m->ncomps, sizeof *S->comp_info);
-        if (!S->comp_info) return ut_nomem(S->ctx);
-    }
-    if (S->comp_info[c->id]) {
-        *out = S->comp_info[c->id];
-        return TPU_OK;
-    }
     int n = c->ninstrs;
     exe_comp_info *ci = ut_calloc(1, sizeof *ci);
     int *last = ut_malloc((size_t)n * sizeof *last);
@@ -271,9 +261,8 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
     if (!ci || !last || !count) goto nomem;
     ci->n = n;
     ci->live = ut_calloc((size_t)n, 1);
-    ci->consts = ut_calloc((size_t)n, sizeof *ci->consts);
     ci->free_start = ut_calloc((size_t)n + 1, sizeof *ci->free_start);
-    if (!ci->live || !ci->consts || !ci->free_start) goto nomem;
+    if (!ci->live || !ci->free_start) goto nomem;
     /* liveness: backwards from the root and side-effecting instructions */
     ci->live[c->root->id] = 1;
     for (int i = n - 1; i >= 0; i--) {
@@ -286,7 +275,7 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
     /* fused elementwise groups: members run when their group's root does */
     ci->fgroup_of = ut_malloc((size_t)n * sizeof *ci->fgroup_of);
     if (!ci->fgroup_of) goto nomem;
-    if (exe_fuse_plan(S->ctx, c, !(S->ref & EXE_NO_FUSION), ci->live, ci->fgroup_of, &ci->fgroups, &ci->nfgroups)) {
+    if (exe_fuse_plan(S->ctx, c, fuse, ci->live, ci->fgroup_of, &ci->fgroups, &ci->nfgroups)) {
         ut_free(last);
         ut_free(count);
         exe_comp_info_free(ci);
@@ -407,7 +396,6 @@ static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, exe_comp_in
     if (exe_comp_steps(c, ci)) goto nomem;
     ut_free(last);
     ut_free(count);
-    S->comp_info[c->id] = ci;
     *out = ci;
     return TPU_OK;
 nomem:
@@ -415,6 +403,95 @@ nomem:
     ut_free(count);
     exe_comp_info_free(ci);
     return ut_nomem(S->ctx);
+}
+
+/* The module's kept plans (hlo_module.exec_plans): slot 2 * computation id + 1 with fused groups, + 0
+ * without (EXE_NO_FUSION runs). Slots are filled once, by compare-and-swap: threads that made the same plan
+ * at the same time keep the first one published and free theirs. */
+typedef struct exe_plans {
+    int            n;
+    exe_comp_info *slot[];
+} exe_plans;
+
+static void exe_plans_free(void *p)
+{
+    exe_plans *P = p;
+    for (int i = 0; i < P->n; i++) exe_comp_info_free(P->slot[i]);
+    ut_free(P);
+}
+
+static exe_plans *exe_plans_of(const hlo_module *m)
+{
+    hlo_module *mm = (hlo_module *)m;   /* the cache is the only field a run writes */
+    exe_plans *P = __atomic_load_n(&mm->exec_plans, __ATOMIC_ACQUIRE);
+    if (P) return P;
+    P = ut_calloc(1, sizeof *P + (size_t)(2 * m->ncomps) * sizeof P->slot[0]);
+    if (!P) return NULL;
+    P->n = 2 * m->ncomps;
+    void *none = NULL;
+    if (!__atomic_compare_exchange_n(&mm->exec_plans, &none, (void *)P, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        ut_free(P);
+        return none;
+    }
+    mm->exec_plans_free = exe_plans_free;   /* only the publisher writes it; only hlo_module_free reads it */
+    return P;
+}
+
+int exe_plans_count(const hlo_module *m)
+{
+    exe_plans *P = __atomic_load_n(&((hlo_module *)m)->exec_plans, __ATOMIC_ACQUIRE);
+    int n = 0;
+    for (int i = 0; P && i < P->n; i++) n += __atomic_load_n(&P->slot[i], __ATOMIC_ACQUIRE) != NULL;
+    return n;
+}
+
+static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, const exe_comp_info **out)
+{
+    if (!S->comp_info) {
+        S->comp_info = ut_calloc((size_t)S->m->ncomps, sizeof *S->comp_info);
+        if (!S->comp_info) return ut_nomem(S->ctx);
+    }
+    if (S->comp_info[c->id]) {
+        *out = S->comp_info[c->id];
+        return TPU_OK;
+    }
+    exe_plans *P = exe_plans_of(S->m);
+    if (!P) return ut_nomem(S->ctx);
+    int fuse = !(S->ref & EXE_NO_FUSION);
+    exe_comp_info **slot = &P->slot[2 * c->id + fuse];
+    exe_comp_info *ci = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!ci) {
+        tpu_status st = exe_comp_info_make(S, c, fuse, &ci);
+        if (st) return st;
+        exe_comp_info *none = NULL;
+        if (!__atomic_compare_exchange_n(slot, &none, ci, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            exe_comp_info_free(ci);
+            ci = none;
+        }
+    }
+    S->comp_info[c->id] = ci;
+    *out = ci;
+    return TPU_OK;
+}
+
+static tpu_status exe_literal_value(exe_state *S, const hlo_instr *in, const hlo_literal *lit, exe_value **out);
+
+/* The value of constant instruction i of computation c, made once per run (values are reference counted
+ * without atomics: they are not shared between runs). */
+static tpu_status exe_const_value(exe_state *S, const hlo_comp *c, const hlo_instr *in, exe_value **out)
+{
+    if (!S->consts) {
+        S->consts = ut_calloc((size_t)S->m->ncomps, sizeof *S->consts);
+        if (!S->consts) return ut_nomem(S->ctx);
+    }
+    exe_value **cv = S->consts[c->id];
+    if (!cv) {
+        cv = S->consts[c->id] = ut_calloc((size_t)c->ninstrs, sizeof *cv);
+        if (!cv) return ut_nomem(S->ctx);
+    }
+    tpu_status st = cv[in->id] ? TPU_OK : exe_literal_value(S, in, in->literal, &cv[in->id]);
+    if (!st) *out = exe_value_ref(cv[in->id]);
+    return st;
 }
 
 /* ---- constants ---- */
@@ -1080,7 +1157,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         exe_drop_owned(args, nargs, owned);
         return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "calls nested more than 200 deep in '%s'", c->name);
     }
-    exe_comp_info *ci = NULL;
+    const exe_comp_info *ci = NULL;
     tpu_status st = exe_comp_info_get(S, c, &ci);
     if (st) {
         exe_drop_owned(args, nargs, owned);
@@ -1130,8 +1207,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
                 vals[i] = exe_value_ref(args[p]);
             }
         } else if (sp->kind == EXE_STEP_CONST) {
-            if (!ci->consts[i]) st = exe_literal_value(S, in, in->literal, &ci->consts[i]);
-            if (!st) vals[i] = exe_value_ref(ci->consts[i]);
+            st = exe_const_value(S, c, in, &vals[i]);
         } else if (sp->kind == EXE_STEP_GTE && exe_gte_fast(ci, sp, vals)) {
             /* done: what exe_kc_gte does for a valid index */
         } else {
@@ -1205,8 +1281,14 @@ tpu_run_opts tpu_run_opts_default(void)
 
 static void exe_state_free(exe_state *S)
 {
-    for (int i = 0; S->comp_info && i < S->m->ncomps; i++) exe_comp_info_free(S->comp_info[i]);
-    ut_free(S->comp_info);
+    ut_free(S->comp_info);   /* the plans are the module's */
+    for (int k = 0; S->consts && k < S->m->ncomps; k++) {
+        const hlo_comp *c = S->m->comps[k];
+        exe_value **cv = S->consts[c->id];
+        for (int i = 0; cv && i < c->ninstrs; i++) exe_value_unref(cv[i]);
+        ut_free(cv);
+    }
+    ut_free(S->consts);
     for (int i = 0; S->scalar_fns && i < S->m->ncomps; i++) exe_scalar_fn_free(S->scalar_fns[i]);
     ut_free(S->scalar_fns);
 }
@@ -1283,6 +1365,7 @@ static tpu_status exe_flatten(exe_state *S, exe_value *v, tpu_tensor ***outs, in
         t = ten_clone(v->t);
         if (!t) return ut_nomem(S->ctx);
     }
+    exe_output_mark(t);
     (*outs)[(*n)++] = t;
     return TPU_OK;
 }

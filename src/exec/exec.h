@@ -36,7 +36,9 @@ exe_value *exe_value_view(exe_value *base, tpu_dtype dtype, int rank, const int6
 /* Same, over base's bytes from `offset` on (a contiguous block of it: a leading-dimension slice). */
 exe_value *exe_value_view_at(exe_value *base, size_t offset, tpu_dtype dtype, int rank, const int64_t *dims);
 
-typedef struct exe_comp_info exe_comp_info;   /* per-computation plan (last uses, ...), built on first call */
+/* Per-computation plan (last uses, fused groups, steps...): made by the first call of the computation and
+ * kept in the module (hlo_module.exec_plans) for later runs; read-only once made, shared by all threads. */
+typedef struct exe_comp_info exe_comp_info;
 struct exe_state;
 
 /* Collectives across devices (replicas x partitions), provided by the runtime (src/runtime/). The executor
@@ -58,7 +60,8 @@ typedef struct exe_state {
     tpu_numerics      numerics;
     int               threads;
     int64_t           replica_id, partition_id;
-    exe_comp_info   **comp_info;    /* by computation id */
+    const exe_comp_info **comp_info;   /* by computation id: the plans this run has looked up */
+    struct exe_value ***consts;     /* by computation id: its constants' values, made on first use in this run */
     exe_scalar_fn   **scalar_fns;   /* by computation id, built on demand */
     int               depth;        /* call nesting, to stop runaway recursion */
     int               verbose;
@@ -102,6 +105,10 @@ typedef struct exe_run_cfg {
 tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, const exe_run_cfg *cfg,
                    tpu_tensor *const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs);
 
+/* How many computation plans module m keeps for later runs (tests: plans are made once per computation and
+ * fusion setting). */
+int exe_plans_count(const hlo_module *m);
+
 /* Runs computation c on args (one per parameter). */
 tpu_status exe_call(exe_state *S, const hlo_comp *c, exe_value *const *args, int nargs, exe_value **out);
 /* Same; args whose bit is set in `owned` hand their reference to the callee (which drops it), so a value
@@ -117,6 +124,9 @@ exe_value *exe_take_operand(exe_state *S, int k);
 exe_value *exe_take_unique(exe_state *S, int k);
 /* Drops a result tensor: its buffer goes back to the run's pool (exe_alloc takes from it) or is freed. */
 void       exe_tensor_release(tpu_tensor *t);
+/* Marks a result handed to the caller: when the caller frees it (tpu_tensor_free), its buffer goes to the
+ * freeing thread's pool (kept between runs) rather than back to the system. */
+void       exe_output_mark(tpu_tensor *t);
 /* The calling thread's pool of freed result buffers: exe_pool_push starts one (returns the previous, to give
  * to exe_pool_pop, which restores it). An outermost pool is kept by the thread for its next run (freed when
  * the thread exits, or at exit); TPUSIM_POOL_MB caps the bytes it holds (default min(2 GiB, RAM/8)). */

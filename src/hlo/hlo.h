@@ -280,6 +280,11 @@ struct tpu_module {
     int64_t     verified_split;   /* replicas << 32 | partitions of the last replicated run's view that
                                      verified (the runtime's view of the module with other counts), or 0 */
     uint64_t    fingerprint;  /* tpu_module_fingerprint, 0 until asked for (atomic) */
+    /* the executor's plans of the computations (exe_interp.c), made by the first run and kept for the next
+     * (modules do not change once loaded): published atomically, read-only once published (several threads
+     * run one module); hlo_module_free frees them with exec_plans_free */
+    void       *exec_plans;
+    void      (*exec_plans_free)(void *plans);
 };
 typedef struct tpu_module hlo_module;
 

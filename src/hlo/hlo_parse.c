@@ -2475,6 +2475,7 @@ tpu_status hlo_parse(tpu_ctx *ctx, const char *text, size_t len, const char *fil
 void hlo_module_free(hlo_module *m)
 {
     if (!m) return;
+    if (m->exec_plans && m->exec_plans_free) m->exec_plans_free(m->exec_plans);
     ut_arena_free(&m->arena);
     ut_free(m);
 }

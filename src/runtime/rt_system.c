@@ -258,6 +258,7 @@ static tpu_status rt_view(tpu_ctx *ctx, const hlo_module *m, int R, int P, const
         return ut_nomem(ctx);
     }
     *v = *m;
+    v->exec_plans = NULL;   /* the view's own (rt_view_free frees them): it is freed before m */
     /* group sizes, and so collective shapes, depend on the counts: verified again, unless these counts did */
     v->verified = __atomic_load_n(&m->verified_split, __ATOMIC_ACQUIRE) == ((int64_t)R << 32 | P) ? 1 : 0;
     int n = 0;
@@ -280,6 +281,7 @@ static tpu_status rt_view(tpu_ctx *ctx, const hlo_module *m, int R, int P, const
 static void rt_view_free(const hlo_module *view, const hlo_module *m)
 {
     if (view == m || !view) return;
+    if (view->exec_plans && view->exec_plans_free) view->exec_plans_free(view->exec_plans);
     ut_free(view->attrs);
     ut_free((hlo_module *)view);
 }

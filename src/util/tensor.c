@@ -123,6 +123,12 @@ tpu_status tpu_tensor_new(tpu_ctx *ctx, tpu_dtype dtype, int rank, const int64_t
 void tpu_tensor_free(tpu_tensor *t)
 {
     if (!t) return;
+    if (t->release) {
+        void (*release)(tpu_tensor *) = t->release;
+        t->release = NULL;
+        release(t);
+        return;
+    }
     if (t->data) ut_free(((void **)t->data)[-1]);
     ut_free(t);
 }

@@ -12,6 +12,9 @@ struct tpu_tensor {
     int64_t   count;    /* product of dims */
     size_t    nbytes;   /* count * tpu_dtype_size(dtype) */
     void     *data;     /* 64-byte aligned */
+    /* set on a result the executor hands out: tpu_tensor_free passes the tensor to it (its buffer goes back to
+     * the freeing thread's pool for the next run's results) instead of freeing it */
+    void    (*release)(tpu_tensor *t);
 };
 
 /* Allocates without a context (returns NULL on failure or on a size overflow); data are zeroed. */
