@@ -250,7 +250,13 @@ build/fuzz/%: fuzz/%.c fuzz/oracle.h build/fuzz/libtpusim.a
 fuzz-run: fuzz
 	./fuzz/run.sh $(or $(FUZZ_SECONDS),60)
 
-bench: $(BUILD)/tpusim
+# bench/*.c that drive the library directly (bench/README.md); bench/run_bench.py builds them through these rules
+BENCH_TOOLS := $(BUILD)/bench_run $(BUILD)/gemm_bench $(BUILD)/conv_bench
+$(BENCH_TOOLS): $(BUILD)/%: bench/%.c $(BUILD)/libtpusim.a
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtpusim.a $(LDFLAGS) $(LDLIBS)
+
+bench: $(BUILD)/tpusim $(BENCH_TOOLS)
 	@echo "see bench/README.md"
 
 # The load test of tpusim serve (bench/README.md): N clients x M executions beside in-process execution.

@@ -5,10 +5,8 @@
  * With a module (default ../shared/corpus/hlo/mobilenet_v2.hlo) it runs every convolution in it once on random
  * operands (TPU numerics unless --exact) and prints each one's time and GFLOP/s, then totals per kind. --dot
  * times square and skinny f32/bf16 matmuls at each precision instead. --keep-pages makes malloc keep freed
- * memory (no mmap), so results land in pages already touched: the time without first-touch page faults. Not part of `make test`; build by hand:
- *
- *   make BUILD=build/rel && cc -O2 -fopenmp -Iinclude -Isrc bench/conv_bench.c build/rel/libtpusim.a \
- *       $(pkg-config --libs openblas zlib libcjson) -lm -o build/rel/conv_bench
+ * memory (no mmap), so results land in pages already touched: the time without first-touch page faults. Not part of `make test`; build it with
+ * `make build/release/conv_bench` (or `make bench`, which builds every bench tool).
  */
 #include "exec/exec.h"
 #include "hlo/hlo.h"

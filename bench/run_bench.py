@@ -52,16 +52,8 @@ def sh(cmd, **kw):
 
 
 def build_tools(build):
-    sh('make --no-print-directory -s BUILD=%s %s/libtpusim.a %s/tpusim' % (build, build, build))
-    libs = subprocess.run('pkg-config --libs openblas zlib libcjson', shell=True, capture_output=True,
-                          text=True).stdout.strip()
-    for tool in ('bench_run', 'gemm_bench'):
-        src = os.path.join('bench', tool + '.c')
-        out = os.path.join(build, tool)
-        dep = max(os.path.getmtime(os.path.join(REPO, src)), os.path.getmtime(os.path.join(REPO, build, 'libtpusim.a')))
-        if not os.path.exists(os.path.join(REPO, out)) or os.path.getmtime(os.path.join(REPO, out)) < dep:
-            sh('cc -std=c11 -O2 -fopenmp -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc %s %s/libtpusim.a %s -fopenmp '
-               '-lm -lpthread -o %s' % (src, build, libs, out))
+    sh('make --no-print-directory -s BUILD=%s %s/libtpusim.a %s/tpusim %s/bench_run %s/gemm_bench'
+       % (build, build, build, build, build))
 
 
 def load():
