@@ -735,7 +735,7 @@ typedef struct sc_rows_job {
         if ((uint64_t)(s - lo) >= (uint64_t)(up - lo)) continue;                                         \
         T *r = (T *)res + s * (RL);                                                                      \
         const T *u = (const T *)upd + b * (RL);                                                          \
-        _Pragma("GCC ivdep") for (int64_t i = 0; i < (RL); i++) r[i] = EXPR;   /* (never overlapping) */ \
+        _Pragma("omp simd") for (int64_t i = 0; i < (RL); i++) r[i] = EXPR;   /* (never overlapping) */ \
     }
 
 #define SC_ROWS_RL(IT, T, EXPR)                                                                          \
