@@ -253,6 +253,16 @@ static void exe_output_release(tpu_tensor *t)
 
 void exe_output_mark(tpu_tensor *t) { t->release = exe_output_release; }
 
+/* A pooled buffer given its new shape (its capacity already checked) */
+static void exe_pool_shape(tpu_tensor *t, tpu_dtype dtype, int rank, const int64_t *dims, int64_t count, size_t es)
+{
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+    t->count = count;
+    t->nbytes = (size_t)count * es;
+}
+
 /* A pooled buffer of at least the size (at most 1/8 larger), reshaped; NULL if none. */
 static tpu_tensor *exe_pool_take(tpu_dtype dtype, int rank, const int64_t *dims)
 {
@@ -268,13 +278,7 @@ static tpu_tensor *exe_pool_take(tpu_dtype dtype, int rank, const int64_t *dims)
     size_t need = exe_cap((size_t)count * es);
     if (need < EXE_POOL_MIN) {
         tpu_tensor *t = exe_small_take(p, need);
-        if (t) {
-            t->dtype = dtype;
-            t->rank = rank;
-            for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
-            t->count = count;
-            t->nbytes = (size_t)count * es;
-        }
+        if (t) exe_pool_shape(t, dtype, rank, dims, count, es);
         return t;
     }
     int best = -1;
@@ -287,11 +291,7 @@ static tpu_tensor *exe_pool_take(tpu_dtype dtype, int rank, const int64_t *dims)
     tpu_tensor *t = p->e[best].t;
     p->bytes -= p->e[best].cap;
     p->e[best] = p->e[--p->n];
-    t->dtype = dtype;
-    t->rank = rank;
-    for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
-    t->count = count;
-    t->nbytes = (size_t)count * es;
+    exe_pool_shape(t, dtype, rank, dims, count, es);
     return t;
 }
 

@@ -104,7 +104,6 @@ EWI_INLINE int ewi_binary32_scalar(hlo_op op, const uint32_t *x, uint32_t y, uin
     }
 }
 
-/* ewi_binary32_scalar on 64-bit lanes (ewi_binary64's results) */
 /* Unsigned 32-bit divide (rem 0) or remainder (rem 1) of every lane by one divisor d, as ewi_binary32 gives
  * them (d == 0: all ones, or x). Division by an invariant integer through a multiply (Granlund & Montgomery
  * 1994, fig. 4.1): with l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d) + 1, t = (m x) >> 32 and
@@ -133,6 +132,7 @@ EWI_INLINE void ewi_divrem32_scalar(int rem, const uint32_t *x, uint32_t d, uint
     }
 }
 
+/* ewi_binary32_scalar on 64-bit lanes (ewi_binary64's results) */
 EWI_INLINE int ewi_binary64_scalar(hlo_op op, const uint64_t *x, uint64_t y, uint64_t *z, int64_t n)
 {
     switch (op) {

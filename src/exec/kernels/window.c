@@ -107,6 +107,31 @@ static int wn_next(int64_t *pos, const int64_t *dims, int n)
     return 0;
 }
 
+/* pos[0..n) = the output position of row-major index idx over w->out[0..n) */
+static inline void wn_unravel(const wn_geom *w, int n, int64_t idx, int64_t *pos)
+{
+    for (int d = n - 1; d >= 0; d--) {
+        pos[d] = idx % w->out[d];
+        idx /= w->out[d];
+    }
+}
+
+/* The input offset of tap k of output opos over dims [0, n) (tab: per dim, the input index of each
+ * output x tap, -1 in padding); 0 when the tap falls in padding. */
+static inline int wn_tap_base(int64_t *const *tab, const int64_t *istr, const wn_geom *w, int n, const int64_t *opos,
+                              const int64_t *k, int64_t *base)
+{
+    int64_t b = 0;
+    int ok = 1;
+    for (int d = 0; d < n; d++) {
+        int64_t c = tab[d][opos[d] * w->size[d] + k[d]];
+        if (c < 0) ok = 0;
+        b += c * istr[d];
+    }
+    *base = b;
+    return ok;
+}
+
 static inline float wn_maxf(float x, float y)
 {
     if (isnan(x) || isnan(y)) return NAN;
@@ -555,11 +580,8 @@ static void rwl_chunk(void *ctx, int64_t o0, int64_t o1, int tid)
     const int64_t *istr = J->istr;
     (void)tid;
     for (int64_t o = o0; o < o1; o++) {
-        int64_t opos[TPU_MAX_RANK], rem = o;
-        for (int d = R - 1; d >= 0; d--) {
-            opos[d] = rem % w->out[d];
-            rem /= w->out[d];
-        }
+        int64_t opos[TPU_MAX_RANK];
+        wn_unravel(w, R, o, opos);
         const int64_t *row[TPU_MAX_RANK];
         for (int d = 0; d < R; d++) row[d] = tab[d] + opos[d] * w->size[d];
         int64_t k[TPU_MAX_RANK] = {0};
@@ -643,20 +665,12 @@ static void rwl_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     for (int64_t row = r0; row < r1; row++) {
         float *acc = y + row * F;
         for (int64_t o = 0; o < F; o++) acc[o] = (float)P->init[0].f;
-        int64_t opos[TPU_MAX_RANK], rem = row;
-        for (int d = L - 1; d >= 0; d--) {
-            opos[d] = rem % w->out[d];
-            rem /= w->out[d];
-        }
+        int64_t opos[TPU_MAX_RANK];
+        wn_unravel(w, L, row, opos);
         int64_t k[TPU_MAX_RANK] = {0}, outer_taps = w->taps / w->size[L];
         for (int64_t t = 0; t < outer_taps; t++, wn_next(k, w->size, L)) {
-            int64_t base = 0;
-            int ok = 1;
-            for (int d = 0; d < L; d++) {
-                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
-                if (c < 0) ok = 0;
-                base += c * J->istr[d];
-            }
+            int64_t base;
+            int ok = wn_tap_base(J->tab, J->istr, w, L, opos, k, &base);
             if (!ok) continue;
             for (int64_t kl = 0; kl < w->size[L]; kl++) {
                 /* outputs o with 0 <= o*st + kl*rd - lo < in */
@@ -715,20 +729,12 @@ static void rwl_lane_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     for (int64_t row = r0; row < r1; row++) {
         float *acc = y + row * F * C;
         for (int64_t o = 0; o < F * C; o++) acc[o] = init;
-        int64_t opos[TPU_MAX_RANK], rem = row;
-        for (int d = L - 1; d >= 0; d--) {
-            opos[d] = rem % w->out[d];
-            rem /= w->out[d];
-        }
+        int64_t opos[TPU_MAX_RANK];
+        wn_unravel(w, L, row, opos);
         int64_t k[TPU_MAX_RANK] = {0}, outer_taps = w->taps / w->size[L];
         for (int64_t t = 0; t < outer_taps; t++, wn_next(k, w->size, L)) {
-            int64_t base = 0;
-            int ok = 1;
-            for (int d = 0; d < L; d++) {
-                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
-                if (c < 0) ok = 0;
-                base += c * J->istr[d];
-            }
+            int64_t base;
+            int ok = wn_tap_base(J->tab, J->istr, w, L, opos, k, &base);
             if (!ok) continue;
             for (int64_t kl = 0; kl < w->size[L]; kl++) {
                 /* outputs o with 0 <= o*st + kl*rd - lo < in */
@@ -774,21 +780,13 @@ static void rwl_lanes_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
     float *res = (float *)P->res[0]->data, init = (float)P->init[0].f;
     (void)tid;
     for (int64_t o = r0; o < r1; o++) {
-        int64_t opos[TPU_MAX_RANK], rem = o, k[TPU_MAX_RANK] = {0};
-        for (int d = R1 - 1; d >= 0; d--) {
-            opos[d] = rem % w->out[d];
-            rem /= w->out[d];
-        }
+        int64_t opos[TPU_MAX_RANK], k[TPU_MAX_RANK] = {0};
+        wn_unravel(w, R1, o, opos);
         float *acc = res + o * F;
         for (int64_t j = 0; j < F; j++) acc[j] = init;
         for (int64_t t = 0; t < w->taps; t++, wn_next(k, w->size, R1)) {
-            int64_t base = 0;
-            int ok = 1;
-            for (int d = 0; d < R1; d++) {
-                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
-                if (c < 0) ok = 0;
-                base += c * J->istr[d];
-            }
+            int64_t base;
+            int ok = wn_tap_base(J->tab, J->istr, w, R1, opos, k, &base);
             if (ok) wn_fold_row(P->binop, acc, x + base, F);
         }
     }
@@ -1022,20 +1020,12 @@ static int sel_lanes(const sel_job *J, int64_t r0, int64_t r1)
     const float *x = (const float *)P->x->data, *src = (const float *)P->src->data;
     float *out = (float *)J->t->data;
     for (int64_t o = r0; o < r1; o++) {
-        int64_t opos[TPU_MAX_RANK], rem = o, k[TPU_MAX_RANK] = {0};
-        for (int d = R1 - 1; d >= 0; d--) {
-            opos[d] = rem % w->out[d];
-            rem /= w->out[d];
-        }
+        int64_t opos[TPU_MAX_RANK], k[TPU_MAX_RANK] = {0};
+        wn_unravel(w, R1, o, opos);
         int have = 0;
         for (int64_t t = 0; t < w->taps; t++, wn_next(k, w->size, R1)) {
-            int64_t base = 0;
-            int ok = 1;
-            for (int d = 0; d < R1; d++) {
-                int64_t c = J->tab[d][opos[d] * w->size[d] + k[d]];
-                if (c < 0) ok = 0;
-                base += c * J->istr[d];
-            }
+            int64_t base;
+            int ok = wn_tap_base(J->tab, J->istr, w, R1, opos, k, &base);
             if (!ok) continue;
             if (!have) {
                 memcpy(cur, x + base, (size_t)F * sizeof *cur);
