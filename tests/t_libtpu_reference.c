@@ -259,8 +259,8 @@ TEST(libtpu_ref_usable_hbm_and_oom)
 #define REF_PRE_MEDIAN_V3       0.021   /* v3, where every temporary is in HBM: 2.0% */
 #define REF_PRE_MAX             0.73    /* 72.5% (rank1_degenerate on v6e: 1.5 KiB of a 0.15 MiB program moved when calls
                                          * began to be expanded only where they are called, issue 18) */
-#define REF_PRE_WITHIN_10       119     /* of 143 within 10% */
-#define REF_PRE_WITHIN_30       136     /* of 143 within 30% */
+#define REF_PRE_WITHIN_10       121     /* of 143 within 10% (119 before v6e wrote dS by matmul width) */
+#define REF_PRE_WITHIN_30       138     /* of 143 within 30% */
 #define REF_OPT_MEDIAN          0.005   /* 0.0% */
 #define REF_OPT_MAX             0.69    /* 68.8% (rank1_degenerate on v6e: 16 KiB heap alignment of tiny buffers) */
 #define REF_OPT_WITHIN_10       132

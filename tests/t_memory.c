@@ -531,6 +531,34 @@ TEST(memory_operand_of_two_matmuls_written_once)
     CHECK(fabs(peak_mib(one, "v3") - 10) < 1e-9);
 }
 
+/* v6e decides by the width of the reading matmuls: dS·K over heads of 128 columns (under its 256-wide MXU)
+ * writes the 128 MiB dS once, as v3 does; with 256 columns it is recomputed in both, as on v5e. The value is
+ * larger than v6e's VMEM budget for temporaries (96 MiB), so it lands in HBM when written. */
+TEST(memory_operand_of_two_matmuls_by_matmul_width)
+{
+    char narrow[1024], wide[1024];
+    for (int i = 0; i < 2; i++) {
+        int w = i ? 256 : 128;
+        snprintf(i ? wide : narrow, sizeof narrow,
+                 "HloModule two\n"
+                 "ENTRY main {\n"
+                 "  q = bf16[8192,%d]{1,0} parameter(0)\n"
+                 "  k = bf16[8192,%d]{1,0} parameter(1)\n"
+                 "  s = bf16[8192,8192]{1,0} parameter(2)\n"
+                 "  p = bf16[8192,8192]{1,0} parameter(3)\n"
+                 "  d = bf16[8192,8192]{1,0} multiply(s, p)\n"
+                 "  dq = bf16[8192,%d]{1,0} dot(d, k), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                 "  dk = bf16[8192,%d]{1,0} dot(d, q), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                 "  ROOT t = (bf16[8192,%d]{1,0}, bf16[8192,%d]{1,0}) tuple(dq, dk)\n"
+                 "}\n", w, w, w, w, w, w);
+    }
+    /* arguments 256 MiB + q, k; outputs dq, dk; d 128 MiB when written */
+    CHECK(fabs(peak_mib(narrow, "v6e") - (260 + 4 + 128)) < 1e-9);
+    CHECK(fabs(peak_mib(wide, "v6e") - (264 + 8)) < 1e-9);
+    CHECK(fabs(peak_mib(narrow, "v5e") - (260 + 4)) < 1e-9);
+    CHECK(fabs(peak_mib(wide, "v3") - (264 + 8 + 128)) < 1e-9);
+}
+
 /* A dot whose users are all elementwise members of one loop op heads that op (output fusion): its result
  * is not written to HBM, however many of the op's members read it. */
 TEST(memory_dot_heads_the_loop_of_its_elementwise_users)

@@ -500,11 +500,10 @@ static const chp_gen chp_gens[] = {
         .vmem_bytes = 128 * MiB,             /* [JAX-info] */
         .vmem_temp_bytes = 96 * MiB,         /* [LIBTPU-REF] temporaries in VMEM up to 95.9 MiB (128 less the
                                               * 32 MiB scoped default); a 98 MiB buffer stays in HBM, one 49 fits */
-        .mxu_recompute_operands = 1,         /* [LIBTPU-REF] mixed: dlogits recomputed (xent_vocab_train), but
-                                              * attention's dS written once (attention_train_bf16,
-                                              * long_attention_train_bf16); recompute kept, as on v5e, since
-                                              * writing dS moves the Llama 3.1 8B step (timing validation) out
-                                              * of its bound: docs/libtpu-reference.md */
+        .mxu_recompute_operands = 2,         /* [LIBTPU-REF] by the reading matmuls' width: attention's dS
+                                              * written once (attention_train_bf16, long_attention_train_bf16,
+                                              * heads of 64 and 128), a SwiGLU product and dlogits recomputed
+                                              * (xent_vocab_train; a SwiGLU MLP step compiled for v6e) */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 2,                   /* [DOC-7x] table: 2 SparseCores per v6e chip */
         .ici_links = 4,                      /* [DOC-v6e] 4 ICI ports */

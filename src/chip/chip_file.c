@@ -62,7 +62,7 @@ static const chp_key chp_keys[] = {
     {"hbm_gb_s", CHP_K_NUM, F(hbm_bw), 1e9, 1e-3, 1e7, CHP_F_REQ, "GB/s per chip"},
     {"vmem_mib", CHP_K_BYTES, F(vmem_bytes), (double)MiB, 1.0 / 1024, 1 << 20, CHP_F_REQ, "MiB per core"},
     {"vmem_temp_mib", CHP_K_BYTES, F(vmem_temp_bytes), (double)MiB, 0, 1 << 20, 0, "MiB per device"},
-    {"mxu_recompute_operands", CHP_K_INT, F(mxu_recompute_operands), 1, 0, 1, 0, ""},
+    {"mxu_recompute_operands", CHP_K_INT, F(mxu_recompute_operands), 1, 0, 2, 0, "0 never, 1 always, 2 for wide matmuls"},
     {"cmem_mib", CHP_K_BYTES, F(cmem_bytes), (double)MiB, 0, 1 << 24, 0, "MiB per chip"},
     {"smem_kib", CHP_K_BYTES, F(smem_bytes), (double)KiB, 0, 1 << 24, 0, "KiB per core"},
     {"sparse_cores", CHP_K_INT, F(sparse_cores), 1, 0, 64, 0, ""},

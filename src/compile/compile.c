@@ -1674,6 +1674,26 @@ static int cmp_full_size_sources(const hlo_instr *in)
     return nf;
 }
 
+/* The columns a dot computes per element of its operand x: the product of the other operand's dimensions
+ * that are neither batch nor contracting (attention's dS·K: the head size). 0 when x is not an operand. */
+static int64_t cmp_dot_free_width(const hlo_instr *dot, const hlo_instr *x)
+{
+    if (dot->nops < 2 || (dot->ops[0] != x && dot->ops[1] != x)) return 0;
+    int o = dot->ops[0] == x ? 1 : 0;   /* the other operand */
+    const hlo_shape *s = &dot->ops[o]->shape;
+    const int64_t *cd, *bd;
+    int nc = hlo_attr_ints(dot, o ? HK_RHS_CONTRACTING_DIMS : HK_LHS_CONTRACTING_DIMS, &cd);
+    int nb = hlo_attr_ints(dot, o ? HK_RHS_BATCH_DIMS : HK_LHS_BATCH_DIMS, &bd);
+    int64_t w = 1;
+    for (int d = 0; d < s->rank; d++) {
+        int skip = 0;
+        for (int i = 0; i < nc && !skip; i++) skip = cd[i] == d;
+        for (int i = 0; i < nb && !skip; i++) skip = bd[i] == d;
+        if (!skip) w = cmp_mul_sat(w, s->dims[d]);
+    }
+    return w;
+}
+
 /* The op of a fusible instruction or a dot/convolution (instruction i), whose users are placed already: the
  * op of its users when they share one that takes producers; the op of its single elementwise user for a
  * dot (output fusion); -1 when it is cheap and duplicated into each of its users' ops; -2 when out of
@@ -1723,14 +1743,24 @@ static int cmp_fuse_into_users(cmp_state *C, const hlo_comp *c, cmp_fusion *F, i
      * written once rather than recomputed in each matmul (each would read those arrays again): libtpu
      * materializes attention's dS = f(S, dP), read by the dQ and dK matmuls, on v3, v4 and v6e, but
      * recomputes a GELU of one array in the forward and the weight-gradient matmuls. v5e recomputes both
-     * (chip->mxu_recompute_operands). */
+     * (chip->mxu_recompute_operands 1). v6e (2) recomputes it only where every reading matmul computes at
+     * least an MXU's width of columns per element (the vector work of the recompute then hides under the
+     * matmul): dS·K with heads of 64 or 128 on its 256-wide MXU is written once, a SwiGLU product or
+     * cross-entropy's dlogits (widths of the model dimension) recomputed. */
     hlo_class ic = hlo_op_class((hlo_op)in->op);
     if (all_accept && (ic == HLO_CLASS_EW1 || ic == HLO_CLASS_EW2 || ic == HLO_CLASS_EW3)) {
         int dot_users = 0;
-        for (int k = 0; k < nu; k++) dot_users += c->instrs[C->users[gi][k] - C->comp_base[c->id]]->op == HLO_DOT;
-        if (dot_users >= 2 && !C->chip->mxu_recompute_operands && cmp_full_size_sources(in) >= 2) {
-            return cmp_new_group(F, CMP_LOOP);
+        int64_t width = INT64_MAX;   /* the narrowest reading matmul's columns per element of `in` */
+        for (int k = 0; k < nu; k++) {
+            const hlo_instr *u = c->instrs[C->users[gi][k] - C->comp_base[c->id]];
+            if (u->op != HLO_DOT) continue;
+            dot_users++;
+            int64_t w = cmp_dot_free_width(u, in);
+            if (w < width) width = w;
         }
+        int once = C->chip->mxu_recompute_operands == 0 ||
+                   (C->chip->mxu_recompute_operands == 2 && width < C->chip->mxu_cols);
+        if (dot_users >= 2 && once && cmp_full_size_sources(in) >= 2) return cmp_new_group(F, CMP_LOOP);
     }
     if (all_accept && cmp_is_cheap(in)) {
         F->effs[i] = ut_malloc((size_t)nug * sizeof(int));
