@@ -559,6 +559,24 @@ TEST(memory_operand_of_two_matmuls_by_matmul_width)
     CHECK(fabs(peak_mib(wide, "v3") - (264 + 8 + 128)) < 1e-9);
 }
 
+/* libtpu's HBM heap puts every temporary at a multiple of 16 KiB. A chain of four small matmuls on v3: the
+ * output r (4 KiB, an allocation of its own in libtpu: not aligned) goes first, at 0; a (bf16, 2 KiB) also at 0,
+ * live before r; b, live with a, at 16 KiB; c, live with b and r, at 32 KiB: a 34 KiB heap (6 KiB unaligned). */
+TEST(memory_heap_offsets_are_16k_aligned)
+{
+    static const char *hlo =
+        "HloModule align\n"
+        "ENTRY main {\n"
+        "  x = f32[8,128]{1,0} parameter(0)\n"
+        "  w = f32[128,128]{1,0} parameter(1)\n"
+        "  a = f32[8,128]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  b = f32[8,128]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  c = f32[8,128]{1,0} dot(b, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  ROOT r = f32[8,128]{1,0} dot(c, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "}\n";
+    CHECK(fabs(peak_mib(hlo, "v3") * 1024 - (68 + 34)) < 1e-9);   /* arguments 68 KiB + heap */
+}
+
 /* A dot whose users are all elementwise members of one loop op heads that op (output fusion): its result
  * is not written to HBM, however many of the op's members read it. */
 TEST(memory_dot_heads_the_loop_of_its_elementwise_users)

@@ -894,8 +894,13 @@ static int cmp_buf_cmp(const void *a, const void *b)
     return x->v - y->v;
 }
 
-/* Best fit by decreasing size (like XLA's heap simulator): each buffer goes to the lowest offset where it
- * overlaps no placed buffer that is live at the same time. */
+/* libtpu places every buffer of its HBM heap at an offset that is a multiple of 16 KiB (the buffer assignments
+ * of the reference programs on v3, v5e and v6e, tests/reference/libtpu_memory.py): small buffers live at once
+ * take 16 KiB each. */
+#define CMP_HEAP_ALIGN 16384
+
+/* Best fit by decreasing size (like XLA's heap simulator): each buffer goes to the lowest aligned offset where
+ * it overlaps no placed buffer that is live at the same time. */
 static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int n)
 {
     qsort(bufs, (size_t)n, sizeof *bufs, cmp_buf_cmp);
@@ -923,9 +928,12 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
             }
             conf[j + 1] = x;
         }
+        /* entry outputs are allocations of their own in libtpu, not heap buffers: no alignment */
+        int64_t align = b->v >= 0 && C->p->values[b->v].kind == CMP_V_OUTPUT ? 1 : CMP_HEAP_ALIGN;
         int64_t best = -1, best_gap = INT64_MAX, cur = 0;
         for (int k = 0; k <= nc; k++) {
             int64_t next = k < nc ? conf[k]->offset : INT64_MAX;
+            cur = cmp_round_up_sat(cur, align);
             if (next - cur >= b->size) {
                 int64_t gap = next == INT64_MAX ? INT64_MAX - 1 : next - cur;
                 if (gap < best_gap) {
@@ -935,7 +943,7 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
             }
             if (k < nc && conf[k]->offset + conf[k]->size > cur) cur = conf[k]->offset + conf[k]->size;
         }
-        b->offset = best < 0 ? cur : best;
+        b->offset = best < 0 ? cmp_round_up_sat(cur, align) : best;
         if (b->offset + b->size > peak) peak = b->offset + b->size;
         placed[np++] = b;
         if (b->v >= 0) C->p->values[b->v].offset = b->offset;
