@@ -557,6 +557,7 @@ TEST(memory_operand_of_two_matmuls_by_matmul_width)
     CHECK(fabs(peak_mib(wide, "v6e") - (264 + 8)) < 1e-9);
     CHECK(fabs(peak_mib(narrow, "v5e") - (260 + 4)) < 1e-9);
     CHECK(fabs(peak_mib(wide, "v3") - (264 + 8 + 128)) < 1e-9);
+    CHECK(fabs(peak_mib(narrow, "v7") - (260 + 4 + 128)) < 1e-9);   /* v7 as v6e (256-wide MXU) */
 }
 
 /* libtpu's HBM heap puts every temporary at a multiple of 16 KiB. A chain of four small matmuls on v3: the

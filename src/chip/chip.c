@@ -462,7 +462,9 @@ static const chp_gen chp_gens[] = {
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
         .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 37 MiB of temporaries in VMEM,
                                               * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
-        .mxu_recompute_operands = 1,         /* assumed as on v5e and v6e (no probe) */
+        .mxu_recompute_operands = 2,         /* [LIBTPU-REF] as v6e: probes compiled for v5p write a
+                                              * non-causal attention step's dS once (heads of 64) and
+                                              * recompute a SwiGLU MLP step's products (widths 1024-4096) */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-v5p] 4 SparseCores per chip */
         .ici_links = 6,                      /* 3-D torus ([SCALE]: "connected to the nearest 6 neighbors") */
@@ -545,7 +547,7 @@ static const chp_gen chp_gens[] = {
         .vmem_bytes = 64 * MiB,              /* [JAX-info] 64 MiB */
         .vmem_temp_bytes = 48 * MiB,         /* [LIBTPU-REF] probe of 5 programs: 41 MiB of temporaries in VMEM,
                                               * a 49 MiB buffer not; 64 less a 16 MiB scoped share assumed */
-        .mxu_recompute_operands = 1,         /* assumed as on v5e and v6e (no probe) */
+        .mxu_recompute_operands = 2,         /* [LIBTPU-REF] as v6e: the same probes compiled for tpu7x */
         .cmem_bytes = 0, .smem_bytes = 1 * MiB,
         .sparse_cores = 4,                   /* [DOC-7x] */
         .ici_links = 6,                      /* assumed: 3-D torus like v5p ([DOC-7x] "shares many similarities

@@ -75,7 +75,7 @@ typedef struct chp_chip {
     int         mxu_recompute_operands; /* 1: an elementwise value several matmuls read is recomputed in each of
                                        * them (libtpu on v5e); 0: written to HBM once when it combines two or
                                        * more full-size arrays (v3, v4); 2: recomputed only where every reading
-                                       * matmul computes at least mxu_cols columns per element (v6e) */
+                                       * matmul computes at least mxu_cols columns per element (v5p, v6e, v7) */
     int64_t     cmem_bytes;           /* common memory per chip (v4); 0 = none */
     int64_t     smem_bytes;           /* scalar memory per core */
     int         sparse_cores;         /* SparseCores per chip (embedding accelerators); 0 = none */
