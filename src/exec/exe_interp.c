@@ -4,6 +4,7 @@
  * tpu_random_inputs, the public entry points. */
 #include "exec.h"
 #include "exe_fuse.h"
+#include "compile/policy.h"
 #include "verify/verify.h"
 
 #include <pthread.h>
@@ -409,6 +410,8 @@ nomem:
  * without (EXE_NO_FUSION runs). Slots are filled once, by compare-and-swap: threads that made the same plan
  * at the same time keep the first one published and free theirs. */
 typedef struct exe_plans {
+    hlo_module    *inl;       /* the module with the calls inside loops inlined (exe_inlined), or NULL */
+    int            inl_none;  /* 1: nothing to inline (or it failed): run the module as written */
     int            n;
     exe_comp_info *slot[];
 } exe_plans;
@@ -417,6 +420,7 @@ static void exe_plans_free(void *p)
 {
     exe_plans *P = p;
     for (int i = 0; i < P->n; i++) exe_comp_info_free(P->slot[i]);
+    hlo_module_free(P->inl);
     ut_free(P);
 }
 
@@ -443,6 +447,57 @@ int exe_plans_count(const hlo_module *m)
     int n = 0;
     for (int i = 0; P && i < P->n; i++) n += __atomic_load_n(&P->slot[i], __ATOMIC_ACQUIRE) != NULL;
     return n;
+}
+
+/* Does a computation that a while loop runs (its body or condition, or what they call) hold a call? Each
+ * such call costs a computation call per iteration (arguments, a tuple of results, a value table) and keeps
+ * the callee's elementwise ops apart from the caller's. */
+static int exe_loop_calls(const hlo_module *m)
+{
+    uint8_t *in_loop = ut_calloc((size_t)m->ncomps + 1, 1);
+    if (!in_loop) return 0;
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            const hlo_instr *in = m->comps[c]->instrs[i];
+            for (int k = 0; in->op == HLO_WHILE && k < in->ncalled; k++) in_loop[in->called[k]->id] = 1;
+        }
+    int found = 0;
+    for (int changed = 1; changed && !found;) {   /* what loop computations call runs in the loop too */
+        changed = 0;
+        for (int c = 0; c < m->ncomps && !found; c++) {
+            if (!in_loop[c]) continue;
+            for (int i = 0; i < m->comps[c]->ninstrs && !found; i++) {
+                const hlo_instr *in = m->comps[c]->instrs[i];
+                if (in->op == HLO_CALL && in->ncalled == 1 && !hlo_attr_bool(in, HK_IS_COMPOSITE, 0)) found = 1;
+                for (int k = 0; k < in->ncalled; k++)
+                    if (!in_loop[in->called[k]->id]) changed = in_loop[in->called[k]->id] = 1;
+            }
+        }
+    }
+    ut_free(in_loop);
+    return found;
+}
+
+/* The module a run executes: m itself, or (made once, kept with m's plans) a copy of m with its calls inlined
+ * (compile/inline.c, as the TPU compiler does) when a loop runs calls — the same instructions, in the same
+ * order, without a computation call per iteration, and fused across what were call boundaries. A failed
+ * inlining (no memory) leaves m as it is. */
+static const hlo_module *exe_inlined(tpu_ctx *ctx, const hlo_module *m)
+{
+    exe_plans *P = exe_plans_of(m);
+    if (!P || __atomic_load_n(&P->inl_none, __ATOMIC_ACQUIRE)) return m;
+    hlo_module *inl = __atomic_load_n(&P->inl, __ATOMIC_ACQUIRE);
+    if (inl) return inl;
+    if (!exe_loop_calls(m) || cmp_inline_calls(ctx, m, &inl)) {
+        __atomic_store_n(&P->inl_none, 1, __ATOMIC_RELEASE);
+        return m;
+    }
+    hlo_module *none = NULL;
+    if (!__atomic_compare_exchange_n(&P->inl, &none, inl, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        hlo_module_free(inl);   /* another thread published its copy first */
+        return none;
+    }
+    return inl;
 }
 
 static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, const exe_comp_info **out)
@@ -1433,6 +1488,10 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     /* nothing runs that does not verify: the kernels trust the shapes the verifier checked */
     tpu_status vst = ver_require(ctx, m);
     if (vst) return vst;
+    /* the step limit counts calls, and trip counts and collectives name the module's own instructions */
+    const char *ni = getenv("TPUSIM_NO_INLINE");
+    if (ni && *ni && strcmp(ni, "0")) S.ref |= EXE_NO_INLINE;
+    if (!(S.ref & EXE_NO_INLINE) && !S.max_steps && !S.trip_counts && !S.coll) S.m = m = exe_inlined(ctx, m);
     const hlo_comp *e = m->entry;
     int want = 0;
     for (int i = 0; i < e->nparams; i++) want += exe_count_leaves(&e->params[i]->shape);

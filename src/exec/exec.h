@@ -92,6 +92,7 @@ enum {
     EXE_REF_KERNELS     = 1,   /* the kernels of kernels/ref.h run their naive references */
     EXE_REF_ELEMENTWISE = 2,   /* the elementwise kernels skip every fast path (per-element reference loops) */
     EXE_NO_FUSION       = 4,   /* no fused elementwise groups (exe_fuse_plan) */
+    EXE_NO_INLINE       = 8,   /* run the module as written: calls inside loops stay calls (exe_inlined) */
 };
 
 /* One device's run of a module: what tpu_run does, with the device identity and collectives given (the

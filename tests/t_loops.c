@@ -1,0 +1,159 @@
+/* t_loops.c — loops whose bodies call sub-computations run on a copy of the module with those calls inlined
+ * (exe_interp.c, exe_inlined): the outputs are the bytes the module as written gives (EXE_NO_INLINE), with the
+ * fast kernels and against the naive references, in both numerics modes; the inlined copy is really what runs
+ * (the module's own plans stay unmade); runs with a step limit keep the calls. */
+#include "test.h"
+#include "exec/exec.h"
+
+#include <stdlib.h>
+
+/* A scan: nested calls in the body (one returns a parameter unchanged), a call in the condition, a reducer,
+ * a dot, a dynamic-update-slice of the loop state inside a call, and a call outside the loop. */
+static const char *lp_text =
+    "HloModule loops\n"
+    "add_f { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+    "pick { xs = f32[16,8] parameter(0)\n i = s32[] parameter(1)\n z = s32[] constant(0)\n"
+    "  d = f32[1,8] dynamic-slice(xs, i, z), dynamic_slice_sizes={1,8}\n ROOT r = f32[8] reshape(d) }\n"
+    "same { ROOT p = f32[8,8] parameter(0) }\n"
+    "step { w = f32[8,8] parameter(0)\n h = f32[8] parameter(1)\n x = f32[8] parameter(2)\n"
+    "  c = f32[] constant(0.75)\n cb = f32[8] broadcast(c), dimensions={}\n m = f32[8] multiply(h, cb)\n"
+    "  a = f32[8] add(m, x)\n t = f32[8] tanh(a)\n w2 = f32[8,8] call(w), to_apply=same\n"
+    "  hb = f32[8,8] broadcast(t), dimensions={0}\n d = f32[8,8] dot(w2, hb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  k = f32[] constant(0.125)\n kb = f32[8,8] broadcast(k), dimensions={}\n wn = f32[8,8] multiply(d, kb)\n"
+    "  z = f32[] constant(0)\n s = f32[] reduce(t, z), dimensions={0}, to_apply=add_f\n"
+    "  ROOT r = (f32[8], f32[8,8], f32[]) tuple(t, wn, s) }\n"
+    "put { ys = f32[16] parameter(0)\n v = f32[] parameter(1)\n i = s32[] parameter(2)\n"
+    "  r1 = f32[1] reshape(v)\n ROOT u = f32[16] dynamic-update-slice(ys, r1, i) }\n"
+    "limit { ROOT n = s32[] constant(16) }\n"
+    "body { p = (s32[], f32[8], f32[8,8], f32[16], f32[16,8]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n h = f32[8] get-tuple-element(p), index=1\n"
+    "  w = f32[8,8] get-tuple-element(p), index=2\n ys = f32[16] get-tuple-element(p), index=3\n"
+    "  xs = f32[16,8] get-tuple-element(p), index=4\n x = f32[8] call(xs, i), to_apply=pick\n"
+    "  st = (f32[8], f32[8,8], f32[]) call(w, h, x), to_apply=step\n"
+    "  h2 = f32[8] get-tuple-element(st), index=0\n w3 = f32[8,8] get-tuple-element(st), index=1\n"
+    "  s = f32[] get-tuple-element(st), index=2\n ys2 = f32[16] call(ys, s, i), to_apply=put\n"
+    "  one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+    "  ROOT r = (s32[], f32[8], f32[8,8], f32[16], f32[16,8]) tuple(i1, h2, w3, ys2, xs) }\n"
+    "cond { p = (s32[], f32[8], f32[8,8], f32[16], f32[16,8]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n n = s32[] call(), to_apply=limit\n"
+    "  ROOT lt = pred[] compare(i, n), direction=LT }\n"
+    "ENTRY e { h = f32[8] parameter(0)\n w = f32[8,8] parameter(1)\n xs = f32[16,8] parameter(2)\n"
+    "  z = f32[] constant(0)\n ys = f32[16] broadcast(z), dimensions={}\n i = s32[] constant(0)\n"
+    "  w0 = f32[8,8] call(w), to_apply=same\n"
+    "  t = (s32[], f32[8], f32[8,8], f32[16], f32[16,8]) tuple(i, h, w0, ys, xs)\n"
+    "  l = (s32[], f32[8], f32[8,8], f32[16], f32[16,8]) while(t), condition=cond, body=body\n"
+    "  a = f32[8] get-tuple-element(l), index=1\n b = f32[8,8] get-tuple-element(l), index=2\n"
+    "  c = f32[16] get-tuple-element(l), index=3\n ROOT r = (f32[8], f32[8,8], f32[16]) tuple(a, b, c) }\n";
+
+/* Runs m with the EXE_* bits `ref` (and the step limit max_steps) and returns the outputs (NULL on failure). */
+static tpu_tensor **lp_run(tpu_ctx *ctx, tpu_module *m, tpu_numerics mode, unsigned ref, int64_t max_steps,
+                           tpu_tensor **ins, int nin, int *n)
+{
+    tpu_run_opts o = tpu_run_opts_default();
+    o.numerics = mode;
+    o.max_steps = max_steps;
+    exe_run_cfg cfg = {.ref = ref};
+    tpu_tensor **outs = NULL;
+    if (exe_run(ctx, m, &o, &cfg, ins, nin, &outs, n) != TPU_OK) {
+        test_fail(__FILE__, __LINE__, "run (ref bits %u): %s", ref, tpu_errmsg(ctx));
+        return NULL;
+    }
+    return outs;
+}
+
+static int lp_same(tpu_tensor **a, int na, tpu_tensor **b, int nb, const char *what)
+{
+    if (!a || !b || na != nb) {
+        test_fail(__FILE__, __LINE__, "%s: %d outputs against %d", what, na, nb);
+        return 0;
+    }
+    for (int i = 0; i < na; i++)
+        if (tpu_tensor_nbytes(a[i]) != tpu_tensor_nbytes(b[i]) ||
+            memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(b[i]), tpu_tensor_nbytes(a[i]))) {
+            test_fail(__FILE__, __LINE__, "%s: output %d differs", what, i);
+            return 0;
+        }
+    return 1;
+}
+
+TEST(loop_calls_inlined_give_the_bytes_of_the_module_as_written)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, lp_text, strlen(lp_text), "loops.hlo", &m) == TPU_OK);
+    tpu_tensor **ins = NULL;
+    int nin = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 5, &ins, &nin) == TPU_OK);
+    static const unsigned refs[] = {EXE_NO_INLINE, EXE_NO_INLINE | EXE_NO_FUSION | EXE_REF_ELEMENTWISE | EXE_REF_KERNELS};
+    for (int mode = 0; mode < 2; mode++) {
+        tpu_numerics nm = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+        int na = 0;
+        tpu_tensor **a = lp_run(ctx, m, nm, 0, 0, ins, nin, &na);
+        for (size_t r = 0; r < sizeof refs / sizeof refs[0]; r++) {
+            int nb = 0;
+            tpu_tensor **b = lp_run(ctx, m, nm, refs[r], 0, ins, nin, &nb);
+            char what[64];
+            snprintf(what, sizeof what, "%s numerics, reference bits %u", mode ? "exact" : "tpu", refs[r]);
+            lp_same(a, na, b, nb, what);
+            tpu_tensors_free(b, nb);
+        }
+        /* inlined, the reference kernels too */
+        int nc = 0;
+        tpu_tensor **c = lp_run(ctx, m, nm, EXE_REF_ELEMENTWISE | EXE_REF_KERNELS, 0, ins, nin, &nc);
+        lp_same(a, na, c, nc, "inlined with the reference kernels");
+        tpu_tensors_free(c, nc);
+        tpu_tensors_free(a, na);
+    }
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+TEST(loop_calls_inlined_copy_is_what_runs)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, lp_text, strlen(lp_text), "loops.hlo", &m) == TPU_OK);
+    tpu_tensor **ins = NULL, **a = NULL;
+    int nin = 0, na = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 6, &ins, &nin) == TPU_OK);
+    a = lp_run(ctx, m, TPU_NUMERICS_TPU, 0, 0, ins, nin, &na);
+    CHECK_EQ_INT(exe_plans_count(m), 0);   /* the plans are the inlined copy's */
+    tpu_tensors_free(a, na);
+    /* a step limit counts calls: the module runs as written, and stops where it did before inlining */
+    a = lp_run(ctx, m, TPU_NUMERICS_TPU, 0, 100000, ins, nin, &na);
+    CHECK(exe_plans_count(m) > 0);
+    tpu_tensors_free(a, na);
+    tpu_run_opts o = tpu_run_opts_default();
+    o.max_steps = 40;
+    CHECK(exe_run(ctx, m, &o, NULL, ins, nin, &a, &na) == TPU_ERR_LIMIT);
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* The benchmark's loop programs (bench/programs), when the checkout has them. */
+TEST(loop_calls_inlined_bench_programs)
+{
+    static const char *progs[] = {"bench/programs/scan_small_steps.hlo", "bench/programs/while_newton.hlo"};
+    tpu_ctx *ctx = tpu_ctx_new();
+    int ran = 0;
+    for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++) {
+        tpu_module *m = NULL;
+        if (tpu_module_load(ctx, progs[p], &m) != TPU_OK) continue;
+        tpu_tensor **ins = NULL;
+        int nin = 0, na = 0, nb = 0;
+        REQUIRE(tpu_random_inputs(ctx, m, 7, &ins, &nin) == TPU_OK);
+        tpu_tensor **a = lp_run(ctx, m, TPU_NUMERICS_TPU, 0, 0, ins, nin, &na);
+        tpu_tensor **b = lp_run(ctx, m, TPU_NUMERICS_TPU, EXE_NO_INLINE | EXE_NO_FUSION | EXE_REF_ELEMENTWISE | EXE_REF_KERNELS,
+                                0, ins, nin, &nb);
+        lp_same(a, na, b, nb, progs[p]);
+        tpu_tensors_free(a, na);
+        tpu_tensors_free(b, nb);
+        tpu_tensors_free(ins, nin);
+        tpu_module_free(m);
+        ran++;
+    }
+    if (!ran) test_skip("bench/programs not found from here");
+    tpu_ctx_free(ctx);
+}
