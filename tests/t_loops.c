@@ -3,11 +3,12 @@
  * fast kernels and against the naive references, in both numerics modes; the inlined copy is really what runs
  * (the module's own plans stay unmade); runs with a step limit keep the calls. */
 #include "test.h"
+#include "compile/policy.h"
 #include "exec/exec.h"
 
 #include <stdlib.h>
 
-/* A scan: nested calls in the body (one returns a parameter unchanged), a call in the condition, a reducer,
+/* A scan: nested calls in the body (a reshape chain back to a value's own shape across them) (one returns a parameter unchanged), a call in the condition, a reducer,
  * a dot, a dynamic-update-slice of the loop state inside a call, and a call outside the loop. */
 static const char *lp_text =
     "HloModule loops\n"
@@ -18,7 +19,8 @@ static const char *lp_text =
     "step { w = f32[8,8] parameter(0)\n h = f32[8] parameter(1)\n x = f32[8] parameter(2)\n"
     "  c = f32[] constant(0.75)\n cb = f32[8] broadcast(c), dimensions={}\n m = f32[8] multiply(h, cb)\n"
     "  a = f32[8] add(m, x)\n t = f32[8] tanh(a)\n w2 = f32[8,8] call(w), to_apply=same\n"
-    "  hb = f32[8,8] broadcast(t), dimensions={0}\n d = f32[8,8] dot(w2, hb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  t1 = f32[8,1] reshape(t)\n t2 = f32[8,1] broadcast(t1), dimensions={0,1}\n t3 = f32[8] reshape(t2)\n"
+    "  hb = f32[8,8] broadcast(t3), dimensions={0}\n d = f32[8,8] dot(w2, hb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  k = f32[] constant(0.125)\n kb = f32[8,8] broadcast(k), dimensions={}\n wn = f32[8,8] multiply(d, kb)\n"
     "  z = f32[] constant(0)\n s = f32[] reduce(t, z), dimensions={0}, to_apply=add_f\n"
     "  ROOT r = (f32[8], f32[8,8], f32[]) tuple(t, wn, s) }\n"
@@ -155,5 +157,40 @@ TEST(loop_calls_inlined_bench_programs)
         ran++;
     }
     if (!ran) test_skip("bench/programs not found from here");
+    tpu_ctx_free(ctx);
+}
+
+/* cmp_forward_moves: reads through reshape chains and dimension-preserving broadcasts back to a value of the
+ * same shape, and nowhere else (a broadcast that adds or permutes, a reshape to a new shape, a type change). */
+TEST(loop_forward_moves_skips_only_identity_chains)
+{
+    static const char *text =
+        "HloModule mv\n"
+        "ENTRY e { x = f32[8] parameter(0)\n a = f32[8,1] reshape(x)\n b = f32[8,1] broadcast(a), dimensions={0,1}\n"
+        "  c = f32[8] reshape(b)\n d = f32[8,8] broadcast(c), dimensions={0}\n e = f32[2,4] reshape(c)\n"
+        "  f = f32[8,1] broadcast(a), dimensions={0,1}\n g = bf16[8] parameter(1)\n h = f32[8] convert(g)\n"
+        "  k = f32[8] add(c, h)\n ROOT r = (f32[8,8], f32[2,4], f32[8,1], f32[8]) tuple(d, e, f, k) }\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, text, strlen(text), "mv.hlo", &m) == TPU_OK);
+    hlo_module *c = NULL;
+    REQUIRE(hlo_module_clone(ctx, m, &c) == TPU_OK);
+    cmp_forward_moves(c);
+    const hlo_comp *e = c->entry;
+    const hlo_instr *d = NULL, *r = NULL, *k = NULL;
+    for (int i = 0; i < e->ninstrs; i++) {
+        if (!strcmp(e->instrs[i]->name, "d")) d = e->instrs[i];
+        if (!strcmp(e->instrs[i]->name, "e")) r = e->instrs[i];
+        if (!strcmp(e->instrs[i]->name, "k")) k = e->instrs[i];
+    }
+    REQUIRE(d && r && k);
+    CHECK_EQ_STR(d->ops[0]->name, "x");   /* c = reshape(broadcast(reshape(x))) is x */
+    CHECK_EQ_STR(r->ops[0]->name, "x");   /* e reads c's elements: x's */
+    CHECK_EQ_STR(k->ops[0]->name, "x");
+    CHECK_EQ_STR(k->ops[1]->name, "h");   /* a convert is no move */
+    CHECK_EQ_STR(e->root->ops[2]->name, "a");   /* f = broadcast(a) adds nothing; a's shape is not x's */
+    CHECK_EQ_STR(e->root->ops[1]->name, "e");   /* a reshape to a shape nothing below has stays */
+    hlo_module_free(c);
+    tpu_module_free(m);
     tpu_ctx_free(ctx);
 }

@@ -480,7 +480,8 @@ static int exe_loop_calls(const hlo_module *m)
 
 /* The module a run executes: m itself, or (made once, kept with m's plans) a copy of m with its calls inlined
  * (compile/inline.c, as the TPU compiler does) when a loop runs calls — the same instructions, in the same
- * order, without a computation call per iteration, and fused across what were call boundaries. A failed
+ * order, without a computation call per iteration, and fused across what were call boundaries (the reshapes
+ * that only carried values across them skipped: cmp_forward_moves). A failed
  * inlining (no memory) leaves m as it is. */
 static const hlo_module *exe_inlined(tpu_ctx *ctx, const hlo_module *m)
 {
@@ -492,6 +493,7 @@ static const hlo_module *exe_inlined(tpu_ctx *ctx, const hlo_module *m)
         __atomic_store_n(&P->inl_none, 1, __ATOMIC_RELEASE);
         return m;
     }
+    cmp_forward_moves(inl);
     hlo_module *none = NULL;
     if (!__atomic_compare_exchange_n(&P->inl, &none, inl, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         hlo_module_free(inl);   /* another thread published its copy first */
