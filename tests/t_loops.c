@@ -194,3 +194,81 @@ TEST(loop_forward_moves_skips_only_identity_chains)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* Loop-invariant values (exe_interp.c, exe_hoist_plan): a Newton iteration whose condition takes the max of an
+ * input the body passes back unchanged, and whose body multiplies by a matrix it passes back too, next to an
+ * element that changes (its max is computed every time) and an rng (never held). The values are held (counted),
+ * and the outputs are the bytes of runs that compute everything every iteration, with the reference kernels
+ * too, in both numerics modes. */
+static const char *lp_inv_text =
+    "HloModule inv\n"
+    "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b) }\n"
+    "cond { p = (f32[256], s32[], f32[256], f32[16,16]) parameter(0)\n x = f32[256] get-tuple-element(p), index=0\n"
+    "  a = f32[256] get-tuple-element(p), index=2\n i = s32[] get-tuple-element(p), index=1\n"
+    "  xx = f32[256] multiply(x, x)\n d = f32[256] subtract(xx, a)\n e = f32[256] abs(d)\n"
+    "  ninf = f32[] constant(-inf)\n em = f32[] reduce(e, ninf), dimensions={0}, to_apply=mx\n"
+    "  am = f32[] reduce(a, ninf), dimensions={0}, to_apply=mx\n tol = f32[] constant(1e-9)\n"
+    "  t = f32[] multiply(am, tol)\n gt = pred[] compare(em, t), direction=GT\n"
+    "  n = s32[] constant(30)\n lt = pred[] compare(i, n), direction=LT\n ROOT ok = pred[] and(gt, lt) }\n"
+    "body { p = (f32[256], s32[], f32[256], f32[16,16]) parameter(0)\n x = f32[256] get-tuple-element(p), index=0\n"
+    "  a = f32[256] get-tuple-element(p), index=2\n w = f32[16,16] get-tuple-element(p), index=3\n"
+    "  i = s32[] get-tuple-element(p), index=1\n q = f32[256] divide(a, x)\n s = f32[256] add(x, q)\n"
+    "  h = f32[] constant(0.5)\n hb = f32[256] broadcast(h), dimensions={}\n x1 = f32[256] multiply(s, hb)\n"
+    "  ww = f32[16,16] dot(w, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  wt = f32[16,16] transpose(ww), dimensions={1,0}\n wr = f32[256] reshape(wt)\n"
+    "  z = f32[] constant(0)\n o = f32[] constant(1e-6)\n r = f32[256] rng(z, o), distribution=rng_uniform\n"
+    "  wz = f32[256] multiply(wr, r)\n x2 = f32[256] add(x1, wz)\n"
+    "  one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+    "  ROOT t = (f32[256], s32[], f32[256], f32[16,16]) tuple(x2, i1, a, w) }\n"
+    "ENTRY e { a0 = f32[256] parameter(0)\n w = f32[16,16] parameter(1)\n a = f32[256] abs(a0)\n"
+    "  one = f32[] constant(1)\n ob = f32[256] broadcast(one), dimensions={}\n a1 = f32[256] add(a, ob)\n"
+    "  z = s32[] constant(0)\n t = (f32[256], s32[], f32[256], f32[16,16]) tuple(a1, z, a1, w)\n"
+    "  l = (f32[256], s32[], f32[256], f32[16,16]) while(t), condition=cond, body=body\n"
+    "  x = f32[256] get-tuple-element(l), index=0\n i = s32[] get-tuple-element(l), index=1\n"
+    "  ROOT r = (f32[256], s32[]) tuple(x, i) }\n";
+
+TEST(loop_invariant_values_held_give_the_same_bytes)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, lp_inv_text, strlen(lp_inv_text), "inv.hlo", &m) == TPU_OK);
+    tpu_tensor **ins = NULL;
+    int nin = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 9, &ins, &nin) == TPU_OK);
+    static const unsigned refs[] = {0, EXE_NO_HOIST, EXE_NO_HOIST | EXE_NO_FUSION | EXE_REF_ELEMENTWISE | EXE_REF_KERNELS};
+    for (int mode = 0; mode < 2; mode++) {
+        tpu_tensor **first = NULL;
+        int nfirst = 0;
+        for (size_t r = 0; r < sizeof refs / sizeof refs[0]; r++) {
+            tpu_run_opts o = tpu_run_opts_default();
+            o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+            int64_t held = -1;
+            exe_run_cfg cfg = {.ref = refs[r], .hoisted = &held};
+            tpu_tensor **outs = NULL;
+            int n = 0;
+            if (exe_run(ctx, m, &o, &cfg, ins, nin, &outs, &n) != TPU_OK) {
+                test_fail(__FILE__, __LINE__, "run (ref bits %u): %s", refs[r], tpu_errmsg(ctx));
+                continue;
+            }
+            /* per iteration after the first: am in the condition, ww in the body (not wt, which passes the
+             * dot's value on, nor the rng) */
+            int32_t iters = n == 2 ? *(const int32_t *)tpu_tensor_cdata(outs[1]) : 0;
+            CHECK(iters > 3);
+            if (refs[r] & EXE_NO_HOIST) CHECK_EQ_INT(held, 0);
+            else CHECK_MSG(held >= 2 * (iters - 1), "%lld values held over %d iterations", (long long)held, iters);
+            if (!first) {
+                first = outs;
+                nfirst = n;
+                continue;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s numerics, reference bits %u", mode ? "exact" : "tpu", refs[r]);
+            lp_same(first, nfirst, outs, n, what);
+            tpu_tensors_free(outs, n);
+        }
+        tpu_tensors_free(first, nfirst);
+    }
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

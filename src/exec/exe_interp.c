@@ -799,6 +799,113 @@ static EXE_KERNEL(exe_kc_gte)
     return TPU_OK;
 }
 
+/* ---- loop-invariant values (XLA's while-loop invariant code motion, done at run time) ----
+ * A state element that the body passes back unchanged (root operand k is get-tuple-element k of the state) is
+ * the same value in every iteration, and so is what the body or the condition computes from such elements and
+ * constants alone: a kernel step of that kind runs in the first iteration only, later ones take its value
+ * (a convergence test's max |a| over an input that never changes). Held values have a second reference, so no
+ * kernel updates them in place. */
+typedef struct exe_hoist {
+    uint8_t    *want;   /* per instruction of the computation: computed once per loop */
+    exe_value **val;    /* the values, once computed */
+    int         n;
+} exe_hoist;
+
+/* Ops whose result depends only on their operands (no state, no side effects, no computations but a reducer). */
+static int exe_hoist_pure(const hlo_instr *in)
+{
+    switch (hlo_op_class((hlo_op)in->op)) {
+    case HLO_CLASS_EW1: case HLO_CLASS_EW2: case HLO_CLASS_EW3: case HLO_CLASS_CMP: return in->ncalled == 0;
+    default: break;
+    }
+    switch ((hlo_op)in->op) {
+    case HLO_BROADCAST: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_SLICE: case HLO_CONCATENATE: case HLO_PAD:
+    case HLO_REVERSE: case HLO_DOT: case HLO_IOTA: return in->ncalled == 0;
+    case HLO_REDUCE: return 1;
+    default: return 0;
+    }
+}
+
+/* The state elements (bit k: element k) that `body` passes back unchanged. */
+static uint64_t exe_hoist_elems(const hlo_comp *body)
+{
+    const hlo_instr *r = body->root;
+    uint64_t m = 0;
+    if (body->nparams != 1 || r->op != HLO_TUPLE) return 0;
+    for (int k = 0; k < r->nops && k < 64; k++) {
+        const hlo_instr *g = r->ops[k];
+        if (g->op == HLO_GET_TUPLE_ELEMENT && g->nops == 1 && g->ops[0] == body->params[0] && hlo_attr_int(g, HK_INDEX, -1) == k)
+            m |= (uint64_t)1 << k;
+    }
+    return m;
+}
+
+/* The plan for computation c (a loop's body or condition) given the invariant elements; H->want stays NULL
+ * when nothing is worth holding. */
+static tpu_status exe_hoist_plan(exe_state *S, const hlo_comp *c, uint64_t elems, exe_hoist *H)
+{
+    memset(H, 0, sizeof *H);
+    if (!elems || c->nparams != 1 || (S->ref & EXE_NO_HOIST)) return TPU_OK;
+    const exe_comp_info *ci;
+    tpu_status st = exe_comp_info_get(S, c, &ci);
+    if (st) return st;
+    uint8_t *inv = ut_calloc((size_t)c->ninstrs + 1, 1);
+    if (!inv) return ut_nomem(S->ctx);
+    int any = 0;
+    for (int i = 0; i < c->ninstrs; i++) {
+        const hlo_instr *in = c->instrs[i];
+        int64_t k = in->op == HLO_GET_TUPLE_ELEMENT && in->nops == 1 && in->ops[0] == c->params[0] ? hlo_attr_int(in, HK_INDEX, -1) : -1;
+        if (k >= 0 && k < 64) {
+            inv[i] = (uint8_t)(elems >> k & 1);
+            continue;
+        }
+        if (in->op == HLO_CONSTANT) {
+            inv[i] = 1;
+            continue;
+        }
+        if (!exe_hoist_pure(in) || in->nctrl) continue;
+        int ok = 1;
+        for (int q = 0; q < in->nops && ok; q++) ok = inv[in->ops[q]->id];
+        inv[i] = (uint8_t)ok;
+        /* held: values a kernel of its own makes (not fused members, not a dot writing a transpose's result) */
+        if (ok && ci->live[i] && ci->fgroup_of[i] == EXE_FUSE_NONE && ci->dot_tr[i] < 0 && in != c->root &&
+            hlo_shape_is_array(&in->shape)) {
+            inv[i] = 2;
+            any = 1;
+        }
+    }
+    if (!any) {
+        ut_free(inv);
+        return TPU_OK;
+    }
+    for (int i = 0; i < c->ninstrs; i++) inv[i] = inv[i] == 2;
+    H->val = ut_calloc((size_t)c->ninstrs, sizeof *H->val);
+    if (!H->val) {
+        ut_free(inv);
+        return ut_nomem(S->ctx);
+    }
+    H->want = inv;
+    H->n = c->ninstrs;
+    return TPU_OK;
+}
+
+static void exe_hoist_free(exe_hoist *H)
+{
+    for (int i = 0; H->val && i < H->n; i++) exe_value_unref(H->val[i]);
+    ut_free(H->val);
+    ut_free(H->want);
+}
+
+/* exe_call with the loop's held values (H->want NULL: none). */
+static tpu_status exe_call_hoisted(exe_state *S, exe_hoist *H, const hlo_comp *c, exe_value **args, uint64_t owned,
+                                   exe_value **out)
+{
+    S->hoist = H->want ? H : NULL;
+    tpu_status st = exe_call_owned(S, c, args, 1, owned, out);
+    S->hoist = NULL;
+    return st;
+}
+
 /* while */
 static EXE_KERNEL(exe_kc_while)
 {
@@ -808,21 +915,28 @@ static EXE_KERNEL(exe_kc_while)
     /* the loop owns its state and hands it to each body call, so the body can update it in place */
     exe_value *state = exe_take_operand(S, 0);
     if (!state) state = exe_value_ref(ops[0]);
+    uint64_t elems = exe_hoist_elems(body);
+    exe_hoist hc, hb;
+    tpu_status st = exe_hoist_plan(S, cond, elems, &hc);
+    if (!st) st = exe_hoist_plan(S, body, elems, &hb);
+    else memset(&hb, 0, sizeof hb);
     int64_t iter = 0;
-    for (;; iter++) {
+    for (; !st; iter++) {
         exe_value *p;
-        tpu_status st = exe_call(S, cond, &state, 1, &p);
-        if (st) {
-            exe_value_unref(state);
-            return st;
-        }
+        st = exe_call_hoisted(S, &hc, cond, &state, 0, &p);
+        if (st) break;
         int go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
         exe_value_unref(p);
         if (!go) break;
         exe_value *next;
-        st = exe_call_owned(S, body, &state, 1, 1, &next);
-        if (st) return st;
-        state = next;
+        st = exe_call_hoisted(S, &hb, body, &state, 1, &next);
+        state = st ? NULL : next;   /* the body took the state */
+    }
+    exe_hoist_free(&hc);
+    exe_hoist_free(&hb);
+    if (st) {
+        exe_value_unref(state);
+        return st;
     }
     if (S->trip_counts) S->trip_counts[exe_global_index(S, in)] = iter;
     *out = state;
@@ -1214,6 +1328,8 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         exe_drop_owned(args, nargs, owned);
         return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "calls nested more than 200 deep in '%s'", c->name);
     }
+    exe_hoist *H = S->hoist;   /* for this computation only, not for what it calls */
+    S->hoist = NULL;
     const exe_comp_info *ci = NULL;
     tpu_status st = exe_comp_info_get(S, c, &ci);
     if (st) {
@@ -1267,6 +1383,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             st = exe_const_value(S, c, in, &vals[i]);
         } else if (sp->kind == EXE_STEP_GTE && exe_gte_fast(ci, sp, vals)) {
             /* done: what exe_kc_gte does for a valid index */
+        } else if (H && H->want[i] && H->val[i]) {
+            vals[i] = exe_value_ref(H->val[i]);   /* loop-invariant: made by an earlier iteration */
+            S->hoisted++;
         } else {
             exe_kernel k = sp->k;
             hlo_op op = (hlo_op)in->op;
@@ -1306,6 +1425,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             }
             if (ops != opv) ut_free(ops);
             if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");
+            if (!st && H && H->want[i]) H->val[i] = exe_value_ref(vals[i]);
         }
         if (st) break;
         for (int f = sp->free0; f < sp->free1; f++) {
@@ -1493,6 +1613,8 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     /* the step limit counts calls, and trip counts and collectives name the module's own instructions */
     const char *ni = getenv("TPUSIM_NO_INLINE");
     if (ni && *ni && strcmp(ni, "0")) S.ref |= EXE_NO_INLINE;
+    const char *nh = getenv("TPUSIM_NO_HOIST");
+    if (nh && *nh && strcmp(nh, "0")) S.ref |= EXE_NO_HOIST;
     if (!(S.ref & EXE_NO_INLINE) && !S.max_steps && !S.trip_counts && !S.coll) S.m = m = exe_inlined(ctx, m);
     const hlo_comp *e = m->entry;
     int want = 0;
@@ -1524,6 +1646,7 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     exe_value_unref(res);
     exe_pool_pop(pool);
     exe_denormals_restore(csr);
+    if (cfg && cfg->hoisted) *cfg->hoisted = S.hoisted;
     if (S.prof) exe_prof_report(S.prof);
     ut_free(S.prof);
     exe_state_free(&S);
