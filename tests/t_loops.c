@@ -272,3 +272,47 @@ TEST(loop_invariant_values_held_give_the_same_bytes)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* The small-dot path (kernels/dot.c, dot_tiny) gives the general path's bytes (EXE_REF_KERNELS runs the general
+ * one): both operand orientations, each precision, both numerics modes, sizes on both sides of its limit. */
+TEST(dot_tiny_matches_general_path)
+{
+    static const char *prec[] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}"};
+    static const int64_t dims[][3] = {{8, 8, 8}, {1, 5, 3}, {7, 1, 9}, {15, 16, 17}, {3, 64, 2}};
+    tpu_ctx *ctx = tpu_ctx_new();
+    int checked = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (int lc = 0; lc < 2; lc++)
+            for (int rc = 0; rc < 2; rc++)
+                for (size_t p = 0; p < sizeof prec / sizeof prec[0]; p++) {
+                    int64_t M = dims[d][0], K = dims[d][1], N = dims[d][2];
+                    char text[1024];
+                    snprintf(text, sizeof text,
+                             "HloModule td\nENTRY e {\n  a = f32[%lld,%lld] parameter(0)\n  b = f32[%lld,%lld] parameter(1)\n"
+                             "  ROOT d = f32[%lld,%lld] dot(a, b), lhs_contracting_dims={%d}, rhs_contracting_dims={%d}%s\n}\n",
+                             (long long)(lc ? M : K), (long long)(lc ? K : M), (long long)(rc ? N : K), (long long)(rc ? K : N),
+                             (long long)M, (long long)N, lc, rc, prec[p]);
+                    /* lhs [M,K] when lc (contracting 1), [K,M] otherwise; rhs [K,N] when !rc, [N,K] otherwise */
+                    tpu_module *m = NULL;
+                    if (tpu_module_parse(ctx, text, strlen(text), "td.hlo", &m) != TPU_OK) {
+                        test_fail(__FILE__, __LINE__, "parse: %s\n%s", tpu_errmsg(ctx), text);
+                        continue;
+                    }
+                    tpu_tensor **ins = NULL;
+                    int nin = 0;
+                    if (tpu_random_inputs(ctx, m, 3 + d, &ins, &nin) == TPU_OK)
+                        for (int mode = 0; mode < 2; mode++) {
+                            tpu_numerics nm = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+                            int na = 0, nb = 0;
+                            tpu_tensor **a = lp_run(ctx, m, nm, 0, 0, ins, nin, &na);
+                            tpu_tensor **b = lp_run(ctx, m, nm, EXE_REF_KERNELS, 0, ins, nin, &nb);
+                            checked += lp_same(a, na, b, nb, text);
+                            tpu_tensors_free(a, na);
+                            tpu_tensors_free(b, nb);
+                        }
+                    tpu_tensors_free(ins, nin);
+                    tpu_module_free(m);
+                }
+    CHECK_EQ_INT(checked, 5 * 2 * 2 * 3 * 2);
+    tpu_ctx_free(ctx);
+}
