@@ -316,3 +316,75 @@ TEST(dot_tiny_matches_general_path)
     CHECK_EQ_INT(checked, 5 * 2 * 2 * 3 * 2);
     tpu_ctx_free(ctx);
 }
+
+/* Counted loops (exe_interp.c, exe_counted): a condition comparing an integer state element with a constant is
+ * evaluated on the state, in every direction, either operand order, signed and unsigned (the unsigned bound
+ * above INT32_MAX), and gives the trip counts and results of the condition run as a computation; a condition
+ * of another form (two comparisons and-ed) still runs as one. */
+TEST(loop_counted_conditions_match_the_computation)
+{
+    static const struct { const char *ty, *lhs, *rhs, *dir, *start, *step; int64_t trips; } cases[] = {
+        {"s32", "i", "n", "LT", "0", "1", 7},         {"s32", "n", "i", "GT", "0", "1", 7},
+        {"s32", "i", "n", "LE", "0", "1", 8},         {"s64", "i", "n", "NE", "0", "1", 7},
+        {"s32", "i", "n", "GE", "20", "-3", 5},       {"u32", "i", "n", "LT", "4294967290", "1", 0},
+        {"u32", "n", "i", "GT", "4294967280", "1", 9}, {"s32", "i", "n", "EQ", "7", "1", 1},
+    };
+    tpu_ctx *ctx = tpu_ctx_new();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char text[2048];
+        const char *ty = cases[c].ty;
+        const char *bound = !strcmp(ty, "u32") ? "4294967289" : "7";
+        snprintf(text, sizeof text,
+                 "HloModule counted\n"
+                 "body { p = (%s[], f32[4]) parameter(0)\n i = %s[] get-tuple-element(p), index=0\n"
+                 "  x = f32[4] get-tuple-element(p), index=1\n s = %s[] constant(%s)\n i1 = %s[] add(i, s)\n"
+                 "  y = f32[4] multiply(x, x)\n ROOT t = (%s[], f32[4]) tuple(i1, y) }\n"
+                 "cond { p = (%s[], f32[4]) parameter(0)\n i = %s[] get-tuple-element(p), index=0\n"
+                 "  n = %s[] constant(%s)\n ROOT c = pred[] compare(%s, %s), direction=%s%s }\n"
+                 "ENTRY e { x = f32[4] parameter(0)\n z = %s[] constant(%s)\n t = (%s[], f32[4]) tuple(z, x)\n"
+                 "  w = (%s[], f32[4]) while(t), condition=cond, body=body\n"
+                 "  i = %s[] get-tuple-element(w), index=0\n y = f32[4] get-tuple-element(w), index=1\n"
+                 "  ROOT r = (%s[], f32[4]) tuple(i, y) }\n",
+                 ty, ty, ty, cases[c].step, ty, ty, ty, ty, ty,
+                 bound, cases[c].lhs, cases[c].rhs, cases[c].dir, !strcmp(ty, "u32") ? ", type=UNSIGNED" : "", ty,
+                 cases[c].start, ty, ty, ty, ty);
+        tpu_module *m = NULL;
+        if (tpu_module_parse(ctx, text, strlen(text), "counted.hlo", &m) != TPU_OK) {
+            test_fail(__FILE__, __LINE__, "parse: %s\n%s", tpu_errmsg(ctx), text);
+            continue;
+        }
+        tpu_tensor **ins = NULL, **outs[2] = {NULL, NULL};
+        int nin = 0, n[2] = {0, 0};
+        int64_t counted[2] = {-1, -1}, trips[2][32];
+        REQUIRE(tpu_random_inputs(ctx, m, 4, &ins, &nin) == TPU_OK);
+        for (int r = 0; r < 2; r++) {
+            memset(trips[r], 0xff, sizeof trips[r]);
+            exe_run_cfg cfg = {.ref = r ? EXE_NO_COUNTED : 0, .counted = &counted[r], .trip_counts = trips[r]};
+            if (exe_run(ctx, m, NULL, &cfg, ins, nin, &outs[r], &n[r]) != TPU_OK)
+                test_fail(__FILE__, __LINE__, "case %zu: %s", c, tpu_errmsg(ctx));
+        }
+        lp_same(outs[0], n[0], outs[1], n[1], text);
+        /* the while is instruction 3 of the entry, after body (7) and cond (4): global index 14 */
+        CHECK_MSG(trips[0][14] == cases[c].trips && trips[1][14] == cases[c].trips, "case %zu: %lld and %lld trips, want %lld",
+                  c, (long long)trips[0][14], (long long)trips[1][14], (long long)cases[c].trips);
+        CHECK_EQ_INT(counted[0], cases[c].trips + 1);
+        CHECK_EQ_INT(counted[1], 0);
+        for (int r = 0; r < 2; r++) tpu_tensors_free(outs[r], n[r]);
+        tpu_tensors_free(ins, nin);
+        tpu_module_free(m);
+    }
+    /* a condition of another form runs as a computation */
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, lp_inv_text, strlen(lp_inv_text), "inv.hlo", &m) == TPU_OK);
+    tpu_tensor **ins = NULL, **outs = NULL;
+    int nin = 0, n = 0;
+    int64_t counted = -1;
+    REQUIRE(tpu_random_inputs(ctx, m, 4, &ins, &nin) == TPU_OK);
+    exe_run_cfg cfg = {.counted = &counted};
+    CHECK(exe_run(ctx, m, NULL, &cfg, ins, nin, &outs, &n) == TPU_OK);
+    CHECK_EQ_INT(counted, 0);
+    tpu_tensors_free(outs, n);
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

@@ -906,6 +906,55 @@ static tpu_status exe_call_hoisted(exe_state *S, exe_hoist *H, const hlo_comp *c
     return st;
 }
 
+/* ---- counted loops ----
+ * A condition that compares an integer state element with a constant (every fori_loop and scan) is evaluated
+ * directly on the state, without a computation call per iteration: the same comparison (exe_scalar_compare)
+ * on the same values. */
+typedef struct exe_counted {
+    int               elem;      /* the state element compared; -1: not a counted loop */
+    int               swapped;   /* the constant is the first operand */
+    tpu_dtype         dtype;
+    exe_scalar        bound;
+    const char       *dir, *type;
+} exe_counted;
+
+static void exe_counted_plan(const exe_state *S, const hlo_comp *cond, exe_counted *K)
+{
+    memset(K, 0, sizeof *K);
+    K->elem = -1;
+    const hlo_instr *r = cond->root;
+    if ((S->ref & EXE_NO_COUNTED) || S->max_steps || S->deadline > 0 || cond->nparams != 1 || r->op != HLO_COMPARE ||
+        r->nops != 2 || r->nctrl || !hlo_attr_str(r, HK_DIRECTION))
+        return;
+    for (int i = 0; i < cond->ninstrs; i++)
+        if (exe_has_side_effect(cond->instrs[i])) return;
+    int g = r->ops[0]->op == HLO_GET_TUPLE_ELEMENT ? 0 : 1;
+    const hlo_instr *e = r->ops[g], *c = r->ops[1 - g];
+    char kind = tpu_dtype_kind((tpu_dtype)e->shape.dtype);
+    int64_t k = e->op == HLO_GET_TUPLE_ELEMENT && e->nops == 1 && e->ops[0] == cond->params[0] ? hlo_attr_int(e, HK_INDEX, -1) : -1;
+    if (k < 0 || k >= INT32_MAX || (kind != 's' && kind != 'u') || e->shape.rank != 0 || c->op != HLO_CONSTANT ||
+        !c->literal || c->literal->elided || !c->literal->data || c->shape.dtype != e->shape.dtype || c->shape.rank != 0)
+        return;
+    K->elem = (int)k;
+    K->swapped = g == 1;
+    K->dtype = (tpu_dtype)e->shape.dtype;
+    K->bound = exe_scalar_load(K->dtype, c->literal->data, 0);
+    K->dir = hlo_attr_str(r, HK_DIRECTION);
+    K->type = hlo_attr_str(r, HK_TYPE);
+}
+
+/* The condition's value on `state`, or -1 when the state is not what the plan expects (the computation then
+ * runs and reports it). */
+static int exe_counted_test(const exe_counted *K, const exe_value *state)
+{
+    if (K->elem < 0 || state->t || K->elem >= state->ntuple || !state->elems[K->elem]) return -1;
+    const tpu_tensor *t = state->elems[K->elem]->t;
+    if (!t || t->dtype != K->dtype || t->count != 1) return -1;
+    exe_scalar v = exe_scalar_load(t->dtype, t->data, 0);
+    return K->swapped ? exe_scalar_compare(K->dtype, K->bound, v, K->dir, K->type)
+                      : exe_scalar_compare(K->dtype, v, K->bound, K->dir, K->type);
+}
+
 /* while */
 static EXE_KERNEL(exe_kc_while)
 {
@@ -920,13 +969,19 @@ static EXE_KERNEL(exe_kc_while)
     tpu_status st = exe_hoist_plan(S, cond, elems, &hc);
     if (!st) st = exe_hoist_plan(S, body, elems, &hb);
     else memset(&hb, 0, sizeof hb);
+    exe_counted K;
+    exe_counted_plan(S, cond, &K);
     int64_t iter = 0;
     for (; !st; iter++) {
-        exe_value *p;
-        st = exe_call_hoisted(S, &hc, cond, &state, 0, &p);
-        if (st) break;
-        int go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
-        exe_value_unref(p);
+        int go = exe_counted_test(&K, state);
+        S->counted += go >= 0;
+        if (go < 0) {
+            exe_value *p;
+            st = exe_call_hoisted(S, &hc, cond, &state, 0, &p);
+            if (st) break;
+            go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
+            exe_value_unref(p);
+        }
         if (!go) break;
         exe_value *next;
         st = exe_call_hoisted(S, &hb, body, &state, 1, &next);
@@ -1439,8 +1494,10 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         *out = vals[c->root->id];
         vals[c->root->id] = NULL;
     }
-    for (int i = 0; i < n; i++)
-        if (vals[i]) exe_value_unref(vals[i]);   /* after a successful call: none but on errors */
+    /* every value has gone at its last use after a successful call (the root was moved out): only a failed
+     * one leaves values behind */
+    for (int i = 0; st && i < n; i++)
+        if (vals[i]) exe_value_unref(vals[i]);
     if (vals != small) ut_free(vals);
     exe_drop_owned(args, nargs, unclaimed);
     return st;
@@ -1647,6 +1704,7 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     exe_pool_pop(pool);
     exe_denormals_restore(csr);
     if (cfg && cfg->hoisted) *cfg->hoisted = S.hoisted;
+    if (cfg && cfg->counted) *cfg->counted = S.counted;
     if (S.prof) exe_prof_report(S.prof);
     ut_free(S.prof);
     exe_state_free(&S);
