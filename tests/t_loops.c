@@ -388,3 +388,33 @@ TEST(loop_counted_conditions_match_the_computation)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* Contiguous static slices are views of their operand (kernels/data.c, data_static_slice_view): the bytes of
+ * the copying path (EXE_REF_KERNELS), for rows, vector prefixes, a middle block and non-contiguous slices, and
+ * a view outlives an in-place update of its operand's last user (it holds the operand). */
+TEST(slice_views_match_copies)
+{
+    static const char *text =
+        "HloModule sv\n"
+        "ENTRY e { p = f32[4,6,8] parameter(0)\n v = f32[64] parameter(1)\n x = f32[4,6,8] multiply(p, p)\n"
+        "  a = f32[1,6,8] slice(x), slice={[2:3], [0:6], [0:8]}\n b = f32[1,1,8] slice(x), slice={[3:4], [5:6], [0:8]}\n"
+        "  c = f32[1,2,8] slice(x), slice={[1:2], [2:4], [0:8]}\n d = f32[2,6,4] slice(x), slice={[1:3], [0:6], [4:8]}\n"
+        "  e = f32[2,3,8] slice(x), slice={[0:4:2], [0:6:2], [0:8]}\n"
+        "  f = f32[8] slice(v), slice={[0:8]}\n g = f32[8] slice(v), slice={[56:64]}\n"
+        "  y = f32[4,6,8] negate(x)\n z = f32[4,6,8] exponential(y)\n"
+        "  ROOT r = (f32[1,6,8], f32[1,1,8], f32[1,2,8], f32[2,6,4], f32[2,3,8], f32[8], f32[8], f32[4,6,8]) tuple(a, b, c, d, e, f, g, z) }\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, text, strlen(text), "sv.hlo", &m) == TPU_OK);
+    tpu_tensor **ins = NULL;
+    int nin = 0, na = 0, nb = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 8, &ins, &nin) == TPU_OK);
+    tpu_tensor **a = lp_run(ctx, m, TPU_NUMERICS_TPU, 0, 0, ins, nin, &na);
+    tpu_tensor **b = lp_run(ctx, m, TPU_NUMERICS_TPU, EXE_REF_KERNELS | EXE_NO_FUSION | EXE_REF_ELEMENTWISE, 0, ins, nin, &nb);
+    lp_same(a, na, b, nb, "slices");
+    tpu_tensors_free(a, na);
+    tpu_tensors_free(b, nb);
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
