@@ -418,3 +418,58 @@ TEST(slice_views_match_copies)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* f32 max/min reductions of long rows (kernels/reduce.c: the integer-key fold) give the float fold's bytes
+ * (EXE_REF_KERNELS): NaNs anywhere, +0 against -0, subnormals (read as zero), infinities, rows of zeros,
+ * lengths that are not multiples of 16, and an init that wins or is NaN. */
+TEST(reduce_maxmin_keys_match_float_fold)
+{
+    static const float special[] = {0.0f, -0.0f, 1e-40f, -1e-40f, INFINITY, -INFINITY, -3.5f, 2.25f, -1e30f, 1e-38f};
+    static const char *inits[] = {"-inf", "inf", "0", "-0", "5", "nan"};
+    static const int lens[] = {16, 64, 100, 257, 4099};
+    tpu_ctx *ctx = tpu_ctx_new();
+    uint64_t seed = 12345;
+    int compared = 0;
+    for (int op = 0; op < 2; op++)
+        for (size_t ii = 0; ii < sizeof inits / sizeof inits[0]; ii++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                int n = lens[li];
+                char text[1024];
+                snprintf(text, sizeof text,
+                         "HloModule rk\nf { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] %s(a, b) }\n"
+                         "ENTRY e { x = f32[3,%d] parameter(0)\n i = f32[] constant(%s)\n"
+                         "  ROOT r = f32[3] reduce(x, i), dimensions={1}, to_apply=f }\n",
+                         op ? "minimum" : "maximum", n, inits[ii]);
+                tpu_module *m = NULL;
+                if (tpu_module_parse(ctx, text, strlen(text), "rk.hlo", &m) != TPU_OK) {
+                    test_fail(__FILE__, __LINE__, "parse: %s", tpu_errmsg(ctx));
+                    continue;
+                }
+                tpu_tensor *x = NULL;
+                int64_t dims[2] = {3, n};
+                REQUIRE(tpu_tensor_new(ctx, TPU_F32, 2, dims, &x) == TPU_OK);
+                float *v = tpu_tensor_data(x);
+                for (int k = 0; k < 3 * n; k++) {
+                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                    int pick = (int)(seed >> 33) % 16;
+                    v[k] = pick < 10 ? special[pick] : (float)((int)(seed >> 40) % 2000 - 1000) * 0.001f;
+                }
+                /* row 1: zeros and subnormals against values on the losing side (max: negative, min: positive) */
+                static const float near0[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 3.5f, 1e30f};
+                for (int k = 0; k < n; k++) {
+                    float z = near0[(k * 7 + (int)ii) % 6];
+                    v[n + k] = z >= 1.0f ? (op ? z : -z) : z;
+                }
+                v[2 * n + (int)(seed % (uint64_t)n)] = NAN;                       /* row 2: one NaN */
+                int na = 0, nb = 0;
+                tpu_tensor **a = lp_run(ctx, m, TPU_NUMERICS_TPU, 0, 0, &x, 1, &na);
+                tpu_tensor **b = lp_run(ctx, m, TPU_NUMERICS_TPU, EXE_REF_KERNELS, 0, &x, 1, &nb);
+                compared += lp_same(a, na, b, nb, text);
+                tpu_tensors_free(a, na);
+                tpu_tensors_free(b, nb);
+                tpu_tensor_free(x);
+                tpu_module_free(m);
+            }
+    CHECK_EQ_INT(compared, 2 * 6 * 5);
+    tpu_ctx_free(ctx);
+}
