@@ -184,19 +184,8 @@ static float rd_maxmin_f32_ref(const float *x, int64_t n, int is_max, float init
     return acc;
 }
 
-/* The same fold on integer keys, which vectorises to a max (or min) and an or per 16 floats (the float fold
- * above keeps its 64 lanes in memory): a value read as zero when subnormal, its bits s mapped to
- * s ^ ((s >> 31) & 0x7fffffff), orders every non-NaN f32 as the fold does (-0 below +0) and maps back the
- * same way; a NaN anywhere makes the result NaN, as the fold's does. */
-static inline int32_t rd_key(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    u = (u & 0x7f800000u) ? u : (u & 0x80000000u);
-    int32_t k = (int32_t)u;
-    return k ^ (int32_t)((uint32_t)(k >> 31) & 0x7fffffffu);
-}
-
+/* The same fold on integer keys (ewb_key), which vectorises to a max (or min) and an or per 16 floats (the
+ * float fold above keeps its 64 lanes in memory); a NaN anywhere makes the result NaN, as the fold's does. */
 EXE_MX_CLONES
 static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
 {
@@ -211,14 +200,14 @@ static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
         if (is_max)
             for (int64_t r = 0; r < m; r += 16)
                 for (int j = 0; j < 16; j++) {
-                    int32_t k = rd_key(x[r + j]);
+                    int32_t k = ewb_key(x[r + j]);
                     nan[j] |= x[r + j] != x[r + j];
                     l[j] = k > l[j] ? k : l[j];
                 }
         else
             for (int64_t r = 0; r < m; r += 16)
                 for (int j = 0; j < 16; j++) {
-                    int32_t k = rd_key(x[r + j]);
+                    int32_t k = ewb_key(x[r + j]);
                     nan[j] |= x[r + j] != x[r + j];
                     l[j] = k < l[j] ? k : l[j];
                 }
@@ -227,9 +216,7 @@ static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
             best = is_max ? (l[j] > best ? l[j] : best) : (l[j] < best ? l[j] : best);
             any |= nan[j];
         }
-        uint32_t u = (uint32_t)(best ^ (int32_t)((uint32_t)(best >> 31) & 0x7fffffffu));
-        float v;
-        memcpy(&v, &u, 4);
+        float v = ewb_unkey(best);
         acc = is_max ? ewb_maxf(acc, any ? NAN : v) : ewb_minf(acc, any ? NAN : v);
     }
     for (int64_t r = m; r < n; r++) acc = is_max ? ewb_maxf(acc, x[r]) : ewb_minf(acc, x[r]);
