@@ -711,10 +711,16 @@ EXE_KERNEL(exe_k_reduce)
         return exe_fail(S, in, TPU_ERR_SHAPE, "to_apply must take %d and return %d values", 2 * n, n);
 
     /* results */
-    tpu_tensor *res[32] = {0};
-    exe_value *vals[32] = {0};
-    const void *src[32] = {0};
-    void *bufs[32] = {0};
+    tpu_tensor *res[32];
+    exe_value *vals[32];
+    const void *src[32];
+    void *bufs[32];
+    for (int k = 0; k < n; k++) {   /* (only the first n are used: clearing all 32 of each cost a 64-element sum's time) */
+        res[k] = NULL;
+        vals[k] = NULL;
+        src[k] = NULL;
+        bufs[k] = NULL;
+    }
     for (int k = 0; k < n && !st; k++) {
         const hlo_shape *rs = hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[k] : &in->shape;
         st = exe_alloc_shape(S, rs, &res[k]);
