@@ -267,3 +267,38 @@ tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out)
     *out = c;
     return TPU_OK;
 }
+
+/* An instruction that passes its operand's elements on unchanged in row-major order: a reshape, or a
+ * broadcast that adds no dimension (dimensions={0,1,...}), of the same element type. */
+static const hlo_instr *inl_move_source(const hlo_instr *in)
+{
+    if (in->nops != 1 || !hlo_shape_is_array(&in->shape) || in->shape.dyn_mask) return NULL;
+    const hlo_instr *x = in->ops[0];
+    if (!hlo_shape_is_array(&x->shape) || x->shape.dtype != in->shape.dtype || x->shape.dyn_mask) return NULL;
+    if (in->op == HLO_RESHAPE) return x;
+    if (in->op != HLO_BROADCAST || x->shape.rank != in->shape.rank) return NULL;
+    const int64_t *d;
+    int nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+    if (nd != in->shape.rank) return NULL;
+    for (int k = 0; k < nd; k++)
+        if (d[k] != k || x->shape.dims[k] != in->shape.dims[k]) return NULL;
+    return x;
+}
+
+void cmp_forward_moves(hlo_module *m)
+{
+    for (int c = 0; c < m->ncomps; c++) {
+        hlo_comp *comp = m->comps[c];
+        for (int i = 0; i < comp->ninstrs; i++) {
+            hlo_instr *in = comp->instrs[i];
+            for (int k = 0; k < in->nops; k++) {
+                const hlo_instr *o = in->ops[k], *best = o, *x = o;
+                if (!inl_move_source(o)) continue;
+                /* down the chain of moves: the deepest value with exactly o's shape */
+                for (int guard = 0; (x = inl_move_source(x)) && guard < 64; guard++)
+                    if (hlo_shape_same(&x->shape, &o->shape)) best = x;
+                in->ops[k] = (hlo_instr *)best;
+            }
+        }
+    }
+}

@@ -13,5 +13,9 @@ tpu_status cmp_apply_policy(tpu_ctx *ctx, const hlo_module *m, const char *polic
 tpu_status cmp_rewrite_done(tpu_ctx *ctx, hlo_module *m, const char *what);
 
 tpu_status cmp_inline_calls(tpu_ctx *ctx, const hlo_module *m, hlo_module **out);
+/* Operands read through reshapes and dimension-preserving broadcasts that lead back to a value of the same
+ * shape (reshape(reshape(x)) back to x's shape: what inlined jax calls leave behind) read that value directly.
+ * The moves stay in place, dead when nothing else reads them. Shapes are unchanged: m still verifies. */
+void       cmp_forward_moves(hlo_module *m);
 
 #endif

@@ -25,6 +25,9 @@
 #define FU_LANE        8      /* scratch bytes per element of every slot (the widest class) */
 #define FU_MAX_MEMBERS 256    /* a group holds a scratch block per member: longer chains are split */
 #define PAR_T          64     /* threads a fused loop splits for at most */
+/* A small group's scratch lives on the stack (a loop body's fused ops run thousands of times). */
+#define FU_STACK_BYTES (24 << 10)
+#define FU_STACK_SLOTS 128
 
 enum { FU_F = 0, FU_P = 1, FU_I = 2, FU_L = 3 };   /* scratch classes: float, uint8 (pred), 32-bit, 64-bit int */
 
@@ -116,6 +119,7 @@ void exe_fuse_free(exe_fgroup *g, int n)
         ut_free(g[i].buf);
         ut_free(g[i].buf_es);
         ut_free(g[i].fixed);
+        ut_free(g[i].lay_off);
     }
     ut_free(g);
 }
@@ -466,6 +470,46 @@ out:
     return st;
 }
 
+/* Elements per block for a group of n elements: FU_BLOCK, shorter while the buffers would not fit in L1 (a
+ * long chain); a one-block group's block is its elements. */
+static int64_t fu_block_len(const exe_fgroup *G, int64_t n)
+{
+    int slots = G->nmembers + G->ninputs;
+    size_t per = 0;   /* bytes per element a block touches (a fixed buffer is mostly read as one scalar) */
+    for (int b = 0; b < G->nbuf; b++) per += G->buf_es[b];
+    for (int j = 0; j < slots; j++)
+        if (G->fixed[j] && G->buf[j] >= 0) per -= G->buf_es[G->buf[j]];
+    int64_t L = FU_BLOCK;
+    while (L > FU_MIN_BLOCK && (size_t)L * per > FU_L1_BYTES) L /= 2;
+    return (n + L - 1) / L == 1 ? n : L;
+}
+
+/* Scratch offsets for blocks of L elements: buffers sized by class (a 32-bit block takes half the bytes of a
+ * 64-bit one), 64-byte aligned. off[j]: slot j's buffer; off[slots]: the total. Returns non-zero on no memory. */
+static int fu_offsets(const exe_fgroup *G, int64_t L, size_t *off)
+{
+    int slots = G->nmembers + G->ninputs;
+    size_t boffv[FU_STACK_SLOTS + 1], *boff = G->nbuf <= FU_STACK_SLOTS ? boffv : ut_malloc((size_t)(G->nbuf + 1) * sizeof *boff);
+    if (!boff) return 1;
+    boff[0] = 0;
+    for (int b = 0; b < G->nbuf; b++) boff[b + 1] = boff[b] + (((size_t)L * G->buf_es[b] + 63) & ~(size_t)63);
+    for (int j = 0; j < slots; j++) off[j] = G->buf[j] >= 0 ? boff[G->buf[j]] : 0;
+    off[slots] = boff[G->nbuf];
+    if (boff != boffv) ut_free(boff);
+    return 0;
+}
+
+/* The layout a group's shapes fix, worked out once (a loop body's groups run thousands of times). Returns
+ * non-zero on no memory. */
+static int fu_plan_layout(exe_fgroup *G)
+{
+    if (G->last->shape.dyn_mask) return 0;   /* (exe_fuse_run works it out) */
+    G->lay_n = hlo_shape_count(&G->last->shape);
+    G->lay_blk = fu_block_len(G, G->lay_n);
+    G->lay_off = ut_malloc((size_t)(G->nmembers + G->ninputs + 1) * sizeof *G->lay_off);
+    return !G->lay_off || fu_offsets(G, G->lay_blk, G->lay_off);
+}
+
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
 {
     int n = c->ninstrs;
@@ -515,7 +559,7 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
         }
         for (int g = 0; g < nf && !st; g++)
             if (fu_build(&P, c, group_of, g, order + start[g], start[g + 1] - start[g], slot, inslot, &groups[g]) ||
-                fu_plan_rotates(&groups[g]) || fu_plan_bufs(&groups[g]))
+                fu_plan_rotates(&groups[g]) || fu_plan_bufs(&groups[g]) || fu_plan_layout(&groups[g]))
                 st = ut_nomem(ctx);
     }
     ut_free(start);
@@ -1140,9 +1184,6 @@ int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
     return 1;
 }
 
-/* A small group's scratch lives on the stack (a loop body's fused ops run thousands of times). */
-#define FU_STACK_BYTES (24 << 10)
-#define FU_STACK_SLOTS 128
 
 tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, const int *reuse, exe_value **outs)
 {
@@ -1166,17 +1207,10 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
             goto done;
         }
     }
-    int64_t n = hlo_shape_count(&G->last->shape);
+    int64_t n = G->lay_off ? G->lay_n : hlo_shape_count(&G->last->shape);
     int slots = G->nmembers + G->ninputs;
-    /* blocks of FU_BLOCK elements, shorter while the buffers would not fit in L1 (a long chain) */
-    size_t per = 0;   /* bytes per element a block touches (a fixed buffer is mostly read as one scalar) */
-    for (int b = 0; b < G->nbuf; b++) per += G->buf_es[b];
-    for (int j = 0; j < slots; j++)
-        if (G->fixed[j] && G->buf[j] >= 0) per -= G->buf_es[G->buf[j]];
-    int64_t L = FU_BLOCK;
-    while (L > FU_MIN_BLOCK && (size_t)L * per > FU_L1_BYTES) L /= 2;
+    int64_t L = G->lay_off ? G->lay_blk : fu_block_len(G, n);
     int64_t nblocks = (n + L - 1) / L;
-    if (nblocks == 1) L = n;
     int nt = n >= 8 * FU_BLOCK ? exe_par_threads(S->threads) : 1;
     if (nt > PAR_T) nt = PAR_T;
     fu_job J;
@@ -1192,21 +1226,14 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     memset(mbs, 0, (size_t)nt * sizeof *mbs);
     J.scratch = scr;
     J.mb = mbs;
-    /* buffers sized by class (a 32-bit block takes half the bytes of a 64-bit one); a one-block group sized to
-     * its elements, on the stack when it fits. off[j]: slot j's buffer; off[slots]: the total */
-    size_t offv[FU_STACK_SLOTS + 1], *off = slots <= FU_STACK_SLOTS ? offv : ut_malloc((size_t)(slots + 1) * sizeof *off);
-    size_t boffv[FU_STACK_SLOTS + 1], *boff = G->nbuf <= FU_STACK_SLOTS ? boffv : ut_malloc((size_t)(G->nbuf + 1) * sizeof *boff);
-    if (!off || !boff) {
-        if (off != offv) ut_free(off);
-        if (boff != boffv) ut_free(boff);
+    /* off[j]: slot j's buffer; off[slots]: the total (fu_offsets) */
+    size_t offv[FU_STACK_SLOTS + 1], *off = G->lay_off ? G->lay_off : slots <= FU_STACK_SLOTS ? offv
+                                                                       : ut_malloc((size_t)(slots + 1) * sizeof *off);
+    if (!off || (!G->lay_off && fu_offsets(G, L, off))) {
+        if (off != offv && off != G->lay_off) ut_free(off);
         st = ut_nomem(S->ctx);
         goto done;
     }
-    boff[0] = 0;
-    for (int b = 0; b < G->nbuf; b++) boff[b + 1] = boff[b] + (((size_t)L * G->buf_es[b] + 63) & ~(size_t)63);
-    for (int j = 0; j < slots; j++) off[j] = G->buf[j] >= 0 ? boff[G->buf[j]] : 0;
-    off[slots] = boff[G->nbuf];
-    if (boff != boffv) ut_free(boff);
     J.off = off;
     J.blk = L;
     J.reuse = reuse;
@@ -1238,7 +1265,7 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
         exe_scratch_free(hm[i]);
     }
     if (atomic_load(&J.failed)) st = ut_nomem(S->ctx);
-    if (off != offv) ut_free(off);
+    if (off != offv && off != G->lay_off) ut_free(off);
 done:
     for (int k = 0; k < G->noutputs; k++) {
         if (st || k >= no) {

@@ -37,6 +37,10 @@ typedef struct exe_fgroup {
     int               nbuf;
     uint8_t          *buf_es;    /* per buffer: bytes per element */
     uint8_t          *fixed;     /* per slot: a scalar broadcast or scalar input, filled once per scratch */
+    /* the block layout, fixed by the shapes (exe_fuse_plan; NULL off: exe_fuse_run works it out): elements,
+     * elements per block, and each slot's byte offset in a thread's scratch (then the total) */
+    int64_t           lay_n, lay_blk;
+    size_t           *lay_off;
 } exe_fgroup;
 
 /* Groups for computation c: group_of[i] is the group of instruction i, EXE_FUSE_NONE or EXE_FUSE_ABSORBED.

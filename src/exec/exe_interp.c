@@ -4,6 +4,7 @@
  * tpu_random_inputs, the public entry points. */
 #include "exec.h"
 #include "exe_fuse.h"
+#include "compile/policy.h"
 #include "verify/verify.h"
 
 #include <pthread.h>
@@ -409,6 +410,8 @@ nomem:
  * without (EXE_NO_FUSION runs). Slots are filled once, by compare-and-swap: threads that made the same plan
  * at the same time keep the first one published and free theirs. */
 typedef struct exe_plans {
+    hlo_module    *inl;       /* the module with the calls inside loops inlined (exe_inlined), or NULL */
+    int            inl_none;  /* 1: nothing to inline (or it failed): run the module as written */
     int            n;
     exe_comp_info *slot[];
 } exe_plans;
@@ -417,6 +420,7 @@ static void exe_plans_free(void *p)
 {
     exe_plans *P = p;
     for (int i = 0; i < P->n; i++) exe_comp_info_free(P->slot[i]);
+    hlo_module_free(P->inl);
     ut_free(P);
 }
 
@@ -443,6 +447,59 @@ int exe_plans_count(const hlo_module *m)
     int n = 0;
     for (int i = 0; P && i < P->n; i++) n += __atomic_load_n(&P->slot[i], __ATOMIC_ACQUIRE) != NULL;
     return n;
+}
+
+/* Does a computation that a while loop runs (its body or condition, or what they call) hold a call? Each
+ * such call costs a computation call per iteration (arguments, a tuple of results, a value table) and keeps
+ * the callee's elementwise ops apart from the caller's. */
+static int exe_loop_calls(const hlo_module *m)
+{
+    uint8_t *in_loop = ut_calloc((size_t)m->ncomps + 1, 1);
+    if (!in_loop) return 0;
+    for (int c = 0; c < m->ncomps; c++)
+        for (int i = 0; i < m->comps[c]->ninstrs; i++) {
+            const hlo_instr *in = m->comps[c]->instrs[i];
+            for (int k = 0; in->op == HLO_WHILE && k < in->ncalled; k++) in_loop[in->called[k]->id] = 1;
+        }
+    int found = 0;
+    for (int changed = 1; changed && !found;) {   /* what loop computations call runs in the loop too */
+        changed = 0;
+        for (int c = 0; c < m->ncomps && !found; c++) {
+            if (!in_loop[c]) continue;
+            for (int i = 0; i < m->comps[c]->ninstrs && !found; i++) {
+                const hlo_instr *in = m->comps[c]->instrs[i];
+                if (in->op == HLO_CALL && in->ncalled == 1 && !hlo_attr_bool(in, HK_IS_COMPOSITE, 0)) found = 1;
+                for (int k = 0; k < in->ncalled; k++)
+                    if (!in_loop[in->called[k]->id]) changed = in_loop[in->called[k]->id] = 1;
+            }
+        }
+    }
+    ut_free(in_loop);
+    return found;
+}
+
+/* The module a run executes: m itself, or (made once, kept with m's plans) a copy of m with its calls inlined
+ * (compile/inline.c, as the TPU compiler does) when a loop runs calls — the same instructions, in the same
+ * order, without a computation call per iteration, and fused across what were call boundaries (the reshapes
+ * that only carried values across them skipped: cmp_forward_moves). A failed
+ * inlining (no memory) leaves m as it is. */
+static const hlo_module *exe_inlined(tpu_ctx *ctx, const hlo_module *m)
+{
+    exe_plans *P = exe_plans_of(m);
+    if (!P || __atomic_load_n(&P->inl_none, __ATOMIC_ACQUIRE)) return m;
+    hlo_module *inl = __atomic_load_n(&P->inl, __ATOMIC_ACQUIRE);
+    if (inl) return inl;
+    if (!exe_loop_calls(m) || cmp_inline_calls(ctx, m, &inl)) {
+        __atomic_store_n(&P->inl_none, 1, __ATOMIC_RELEASE);
+        return m;
+    }
+    cmp_forward_moves(inl);
+    hlo_module *none = NULL;
+    if (!__atomic_compare_exchange_n(&P->inl, &none, inl, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        hlo_module_free(inl);   /* another thread published its copy first */
+        return none;
+    }
+    return inl;
 }
 
 static tpu_status exe_comp_info_get(exe_state *S, const hlo_comp *c, const exe_comp_info **out)
@@ -742,6 +799,162 @@ static EXE_KERNEL(exe_kc_gte)
     return TPU_OK;
 }
 
+/* ---- loop-invariant values (XLA's while-loop invariant code motion, done at run time) ----
+ * A state element that the body passes back unchanged (root operand k is get-tuple-element k of the state) is
+ * the same value in every iteration, and so is what the body or the condition computes from such elements and
+ * constants alone: a kernel step of that kind runs in the first iteration only, later ones take its value
+ * (a convergence test's max |a| over an input that never changes). Held values have a second reference, so no
+ * kernel updates them in place. */
+typedef struct exe_hoist {
+    uint8_t    *want;   /* per instruction of the computation: computed once per loop */
+    exe_value **val;    /* the values, once computed */
+    int         n;
+} exe_hoist;
+
+/* Ops whose result depends only on their operands (no state, no side effects, no computations but a reducer). */
+static int exe_hoist_pure(const hlo_instr *in)
+{
+    switch (hlo_op_class((hlo_op)in->op)) {
+    case HLO_CLASS_EW1: case HLO_CLASS_EW2: case HLO_CLASS_EW3: case HLO_CLASS_CMP: return in->ncalled == 0;
+    default: break;
+    }
+    switch ((hlo_op)in->op) {
+    case HLO_BROADCAST: case HLO_RESHAPE: case HLO_TRANSPOSE: case HLO_SLICE: case HLO_CONCATENATE: case HLO_PAD:
+    case HLO_REVERSE: case HLO_DOT: case HLO_IOTA: return in->ncalled == 0;
+    case HLO_REDUCE: return 1;
+    default: return 0;
+    }
+}
+
+/* The state elements (bit k: element k) that `body` passes back unchanged. */
+static uint64_t exe_hoist_elems(const hlo_comp *body)
+{
+    const hlo_instr *r = body->root;
+    uint64_t m = 0;
+    if (body->nparams != 1 || r->op != HLO_TUPLE) return 0;
+    for (int k = 0; k < r->nops && k < 64; k++) {
+        const hlo_instr *g = r->ops[k];
+        if (g->op == HLO_GET_TUPLE_ELEMENT && g->nops == 1 && g->ops[0] == body->params[0] && hlo_attr_int(g, HK_INDEX, -1) == k)
+            m |= (uint64_t)1 << k;
+    }
+    return m;
+}
+
+/* The plan for computation c (a loop's body or condition) given the invariant elements; H->want stays NULL
+ * when nothing is worth holding. */
+static tpu_status exe_hoist_plan(exe_state *S, const hlo_comp *c, uint64_t elems, exe_hoist *H)
+{
+    memset(H, 0, sizeof *H);
+    if (!elems || c->nparams != 1 || (S->ref & EXE_NO_HOIST)) return TPU_OK;
+    const exe_comp_info *ci;
+    tpu_status st = exe_comp_info_get(S, c, &ci);
+    if (st) return st;
+    uint8_t *inv = ut_calloc((size_t)c->ninstrs + 1, 1);
+    if (!inv) return ut_nomem(S->ctx);
+    int any = 0;
+    for (int i = 0; i < c->ninstrs; i++) {
+        const hlo_instr *in = c->instrs[i];
+        int64_t k = in->op == HLO_GET_TUPLE_ELEMENT && in->nops == 1 && in->ops[0] == c->params[0] ? hlo_attr_int(in, HK_INDEX, -1) : -1;
+        if (k >= 0 && k < 64) {
+            inv[i] = (uint8_t)(elems >> k & 1);
+            continue;
+        }
+        if (in->op == HLO_CONSTANT) {
+            inv[i] = 1;
+            continue;
+        }
+        if (!exe_hoist_pure(in) || in->nctrl) continue;
+        int ok = 1;
+        for (int q = 0; q < in->nops && ok; q++) ok = inv[in->ops[q]->id];
+        inv[i] = (uint8_t)ok;
+        /* held: values a kernel of its own makes (not fused members, not a dot writing a transpose's result) */
+        if (ok && ci->live[i] && ci->fgroup_of[i] == EXE_FUSE_NONE && ci->dot_tr[i] < 0 && in != c->root &&
+            hlo_shape_is_array(&in->shape)) {
+            inv[i] = 2;
+            any = 1;
+        }
+    }
+    if (!any) {
+        ut_free(inv);
+        return TPU_OK;
+    }
+    for (int i = 0; i < c->ninstrs; i++) inv[i] = inv[i] == 2;
+    H->val = ut_calloc((size_t)c->ninstrs, sizeof *H->val);
+    if (!H->val) {
+        ut_free(inv);
+        return ut_nomem(S->ctx);
+    }
+    H->want = inv;
+    H->n = c->ninstrs;
+    return TPU_OK;
+}
+
+static void exe_hoist_free(exe_hoist *H)
+{
+    for (int i = 0; H->val && i < H->n; i++) exe_value_unref(H->val[i]);
+    ut_free(H->val);
+    ut_free(H->want);
+}
+
+/* exe_call with the loop's held values (H->want NULL: none). */
+static tpu_status exe_call_hoisted(exe_state *S, exe_hoist *H, const hlo_comp *c, exe_value **args, uint64_t owned,
+                                   exe_value **out)
+{
+    S->hoist = H->want ? H : NULL;
+    tpu_status st = exe_call_owned(S, c, args, 1, owned, out);
+    S->hoist = NULL;
+    return st;
+}
+
+/* ---- counted loops ----
+ * A condition that compares an integer state element with a constant (every fori_loop and scan) is evaluated
+ * directly on the state, without a computation call per iteration: the same comparison (exe_scalar_compare)
+ * on the same values. */
+typedef struct exe_counted {
+    int               elem;      /* the state element compared; -1: not a counted loop */
+    int               swapped;   /* the constant is the first operand */
+    tpu_dtype         dtype;
+    exe_scalar        bound;
+    const char       *dir, *type;
+} exe_counted;
+
+static void exe_counted_plan(const exe_state *S, const hlo_comp *cond, exe_counted *K)
+{
+    memset(K, 0, sizeof *K);
+    K->elem = -1;
+    const hlo_instr *r = cond->root;
+    if ((S->ref & EXE_NO_COUNTED) || S->max_steps || S->deadline > 0 || cond->nparams != 1 || r->op != HLO_COMPARE ||
+        r->nops != 2 || r->nctrl || !hlo_attr_str(r, HK_DIRECTION))
+        return;
+    for (int i = 0; i < cond->ninstrs; i++)
+        if (exe_has_side_effect(cond->instrs[i])) return;
+    int g = r->ops[0]->op == HLO_GET_TUPLE_ELEMENT ? 0 : 1;
+    const hlo_instr *e = r->ops[g], *c = r->ops[1 - g];
+    char kind = tpu_dtype_kind((tpu_dtype)e->shape.dtype);
+    int64_t k = e->op == HLO_GET_TUPLE_ELEMENT && e->nops == 1 && e->ops[0] == cond->params[0] ? hlo_attr_int(e, HK_INDEX, -1) : -1;
+    if (k < 0 || k >= INT32_MAX || (kind != 's' && kind != 'u') || e->shape.rank != 0 || c->op != HLO_CONSTANT ||
+        !c->literal || c->literal->elided || !c->literal->data || c->shape.dtype != e->shape.dtype || c->shape.rank != 0)
+        return;
+    K->elem = (int)k;
+    K->swapped = g == 1;
+    K->dtype = (tpu_dtype)e->shape.dtype;
+    K->bound = exe_scalar_load(K->dtype, c->literal->data, 0);
+    K->dir = hlo_attr_str(r, HK_DIRECTION);
+    K->type = hlo_attr_str(r, HK_TYPE);
+}
+
+/* The condition's value on `state`, or -1 when the state is not what the plan expects (the computation then
+ * runs and reports it). */
+static int exe_counted_test(const exe_counted *K, const exe_value *state)
+{
+    if (K->elem < 0 || state->t || K->elem >= state->ntuple || !state->elems[K->elem]) return -1;
+    const tpu_tensor *t = state->elems[K->elem]->t;
+    if (!t || t->dtype != K->dtype || t->count != 1) return -1;
+    exe_scalar v = exe_scalar_load(t->dtype, t->data, 0);
+    return K->swapped ? exe_scalar_compare(K->dtype, K->bound, v, K->dir, K->type)
+                      : exe_scalar_compare(K->dtype, v, K->bound, K->dir, K->type);
+}
+
 /* while */
 static EXE_KERNEL(exe_kc_while)
 {
@@ -751,21 +964,34 @@ static EXE_KERNEL(exe_kc_while)
     /* the loop owns its state and hands it to each body call, so the body can update it in place */
     exe_value *state = exe_take_operand(S, 0);
     if (!state) state = exe_value_ref(ops[0]);
+    uint64_t elems = exe_hoist_elems(body);
+    exe_hoist hc, hb;
+    tpu_status st = exe_hoist_plan(S, cond, elems, &hc);
+    if (!st) st = exe_hoist_plan(S, body, elems, &hb);
+    else memset(&hb, 0, sizeof hb);
+    exe_counted K;
+    exe_counted_plan(S, cond, &K);
     int64_t iter = 0;
-    for (;; iter++) {
-        exe_value *p;
-        tpu_status st = exe_call(S, cond, &state, 1, &p);
-        if (st) {
-            exe_value_unref(state);
-            return st;
+    for (; !st; iter++) {
+        int go = exe_counted_test(&K, state);
+        S->counted += go >= 0;
+        if (go < 0) {
+            exe_value *p;
+            st = exe_call_hoisted(S, &hc, cond, &state, 0, &p);
+            if (st) break;
+            go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
+            exe_value_unref(p);
         }
-        int go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
-        exe_value_unref(p);
         if (!go) break;
         exe_value *next;
-        st = exe_call_owned(S, body, &state, 1, 1, &next);
-        if (st) return st;
-        state = next;
+        st = exe_call_hoisted(S, &hb, body, &state, 1, &next);
+        state = st ? NULL : next;   /* the body took the state */
+    }
+    exe_hoist_free(&hc);
+    exe_hoist_free(&hb);
+    if (st) {
+        exe_value_unref(state);
+        return st;
     }
     if (S->trip_counts) S->trip_counts[exe_global_index(S, in)] = iter;
     *out = state;
@@ -1157,6 +1383,8 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         exe_drop_owned(args, nargs, owned);
         return ut_err(S->ctx, TPU_ERR_UNSUPPORTED, "calls nested more than 200 deep in '%s'", c->name);
     }
+    exe_hoist *H = S->hoist;   /* for this computation only, not for what it calls */
+    S->hoist = NULL;
     const exe_comp_info *ci = NULL;
     tpu_status st = exe_comp_info_get(S, c, &ci);
     if (st) {
@@ -1210,6 +1438,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             st = exe_const_value(S, c, in, &vals[i]);
         } else if (sp->kind == EXE_STEP_GTE && exe_gte_fast(ci, sp, vals)) {
             /* done: what exe_kc_gte does for a valid index */
+        } else if (H && H->want[i] && H->val[i]) {
+            vals[i] = exe_value_ref(H->val[i]);   /* loop-invariant: made by an earlier iteration */
+            S->hoisted++;
         } else {
             exe_kernel k = sp->k;
             hlo_op op = (hlo_op)in->op;
@@ -1249,6 +1480,7 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
             }
             if (ops != opv) ut_free(ops);
             if (!st && !vals[i]) st = exe_fail(S, in, TPU_ERR_INTERNAL, "kernel returned no value");
+            if (!st && H && H->want[i]) H->val[i] = exe_value_ref(vals[i]);
         }
         if (st) break;
         for (int f = sp->free0; f < sp->free1; f++) {
@@ -1262,8 +1494,10 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         *out = vals[c->root->id];
         vals[c->root->id] = NULL;
     }
-    for (int i = 0; i < n; i++)
-        if (vals[i]) exe_value_unref(vals[i]);   /* after a successful call: none but on errors */
+    /* every value has gone at its last use after a successful call (the root was moved out): only a failed
+     * one leaves values behind */
+    for (int i = 0; st && i < n; i++)
+        if (vals[i]) exe_value_unref(vals[i]);
     if (vals != small) ut_free(vals);
     exe_drop_owned(args, nargs, unclaimed);
     return st;
@@ -1433,6 +1667,12 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     /* nothing runs that does not verify: the kernels trust the shapes the verifier checked */
     tpu_status vst = ver_require(ctx, m);
     if (vst) return vst;
+    /* the step limit counts calls, and trip counts and collectives name the module's own instructions */
+    const char *ni = getenv("TPUSIM_NO_INLINE");
+    if (ni && *ni && strcmp(ni, "0")) S.ref |= EXE_NO_INLINE;
+    const char *nh = getenv("TPUSIM_NO_HOIST");
+    if (nh && *nh && strcmp(nh, "0")) S.ref |= EXE_NO_HOIST;
+    if (!(S.ref & EXE_NO_INLINE) && !S.max_steps && !S.trip_counts && !S.coll) S.m = m = exe_inlined(ctx, m);
     const hlo_comp *e = m->entry;
     int want = 0;
     for (int i = 0; i < e->nparams; i++) want += exe_count_leaves(&e->params[i]->shape);
@@ -1463,6 +1703,8 @@ tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, 
     exe_value_unref(res);
     exe_pool_pop(pool);
     exe_denormals_restore(csr);
+    if (cfg && cfg->hoisted) *cfg->hoisted = S.hoisted;
+    if (cfg && cfg->counted) *cfg->counted = S.counted;
     if (S.prof) exe_prof_report(S.prof);
     ut_free(S.prof);
     exe_state_free(&S);

@@ -82,6 +82,10 @@ typedef struct exe_state {
     double            deadline;     /* ut_now() past which the run stops; 0: none */
     unsigned          ref;          /* EXE_REF_* and EXE_NO_FUSION bits of this run (exe_run_cfg.ref) */
     exe_prof         *prof;         /* this run's TPUSIM_EXEC_PROFILE counters, or NULL (not profiling) */
+    struct exe_hoist *hoist;        /* for the next exe_call only: the loop-invariant values of a while's
+                                     * body or condition (exe_interp.c), computed by its first iteration */
+    int64_t           hoisted;      /* values taken from such a table so far */
+    int64_t           counted;      /* counted-loop conditions evaluated on the state so far (exe_counted) */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
@@ -92,6 +96,9 @@ enum {
     EXE_REF_KERNELS     = 1,   /* the kernels of kernels/ref.h run their naive references */
     EXE_REF_ELEMENTWISE = 2,   /* the elementwise kernels skip every fast path (per-element reference loops) */
     EXE_NO_FUSION       = 4,   /* no fused elementwise groups (exe_fuse_plan) */
+    EXE_NO_INLINE       = 8,   /* run the module as written: calls inside loops stay calls (exe_inlined) */
+    EXE_NO_HOIST        = 16,  /* loop-invariant values are computed again every iteration (exe_hoist_plan) */
+    EXE_NO_COUNTED      = 32,  /* a counted loop's condition runs as a computation (exe_counted) */
 };
 
 /* One device's run of a module: what tpu_run does, with the device identity and collectives given (the
@@ -101,6 +108,10 @@ typedef struct exe_run_cfg {
     const exe_collectives *coll;
     int64_t               *trip_counts;   /* optional: filled with observed while trip counts */
     unsigned               ref;           /* EXE_REF_* bits: tests compare fast paths with their references */
+    int64_t               *hoisted;       /* optional: set to the loop-invariant values taken instead of
+                                           * computed again (tests: EXE_NO_HOIST) */
+    int64_t               *counted;       /* optional: set to the loop conditions evaluated without a call
+                                           * (tests: EXE_NO_COUNTED) */
 } exe_run_cfg;
 tpu_status exe_run(tpu_ctx *ctx, const hlo_module *m, const tpu_run_opts *opts, const exe_run_cfg *cfg,
                    tpu_tensor *const *inputs, int ninputs, tpu_tensor ***outputs, int *noutputs);

@@ -395,12 +395,40 @@ EXE_KERNEL(exe_k_transpose)
     return exe_out_array(S, t, out);
 }
 
+/* A slice of stride 1 whose result is one contiguous block of its operand (size 1 in the dims before some dim k,
+ * the whole extent after it: a row, or the first elements of a vector) is a view of the operand's bytes, as
+ * for dynamic-slice (data_slice_view). Returns 0 when it does not apply (the copy then checks the bounds). */
+static int data_static_slice_view(exe_state *S, const hlo_instr *in, exe_value *const *ops, const hlo_slice *sl,
+                                  exe_value **out, tpu_status *st)
+{
+    const tpu_tensor *a = ops[0]->t;
+    const hlo_shape *rs = &in->shape;
+    if (EXE_FORCE_REF(S) || !hlo_shape_is_array(rs) || rs->rank != a->rank || rs->dtype != a->dtype || rs->dyn_mask)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (sl->stride[i] != 1 || sl->start[i] < 0 || sl->limit[i] > a->dims[i] || rs->dims[i] < 1 ||
+            sl->limit[i] - sl->start[i] != rs->dims[i])
+            return 0;
+    int k = 0;
+    while (k < rs->rank && rs->dims[k] == 1) k++;
+    for (int i = k + 1; i < rs->rank; i++)
+        if (rs->dims[i] != a->dims[i]) return 0;
+    int64_t as[TPU_MAX_RANK], off = 0;
+    data_strides(a->rank, a->dims, as);
+    for (int i = 0; i < a->rank; i++) off += sl->start[i] * as[i];
+    *out = exe_value_view_at(ops[0], (size_t)off * tpu_dtype_size(a->dtype), a->dtype, rs->rank, rs->dims);
+    *st = *out ? TPU_OK : ut_nomem(S->ctx);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_slice)
 {
     const tpu_tensor *a = ops[0]->t;
     const hlo_attr *sa = hlo_attr_find(in, HK_SLICE);
     if (!sa || sa->kind != HA_SLICE || sa->v.slice->rank != a->rank) return exe_fail(S, in, TPU_ERR_SHAPE, "bad slice={...}");
     const hlo_slice *sl = sa->v.slice;
+    tpu_status vst;
+    if (data_static_slice_view(S, in, ops, sl, out, &vst)) return vst;
     tpu_tensor *t;
     tpu_status st = exe_alloc(S, in, &t);
     if (st) return st;

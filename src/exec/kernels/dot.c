@@ -15,6 +15,7 @@
  */
 #include "gemm.h"
 #include "mxu.h"
+#include "ref.h"
 #include "exec/exe_ops.h"
 #include "exec/exe_par.h"
 
@@ -601,8 +602,49 @@ static double dot_int_max(tpu_dtype t)
     }
 }
 
+/* A small f32 matrix product [M,K] x [K,N] (either operand may be stored transposed), as a loop body runs
+ * thousands of: straight to exe_gemm with the operands in place, the same terms dot_f32_batch hands it
+ * (so the same values), without the general path's plan, offset tables and workspace. Returns 0 when the
+ * dot is not of that kind (the general path then runs it). */
+static int dot_tiny(exe_state *S, const hlo_instr *in, const tpu_tensor *l, const tpu_tensor *r, exe_value **out,
+                    tpu_status *st)
+{
+    if (S->cur_dot_out || l->dtype != TPU_F32 || r->dtype != TPU_F32 || in->shape.dtype != TPU_F32 || l->rank != 2 ||
+        r->rank != 2 || in->nattrs > 8 || hlo_attr_find(in, HK_SPARSITY) || hlo_attr_find(in, HK_LHS_RAGGED_DIMS))
+        return 0;
+    const int64_t *lb, *lc, *rc;
+    if (hlo_attr_ints(in, HK_LHS_BATCH_DIMS, &lb) || hlo_attr_ints(in, HK_RHS_BATCH_DIMS, &lb) ||
+        hlo_attr_ints(in, HK_LHS_CONTRACTING_DIMS, &lc) != 1 || hlo_attr_ints(in, HK_RHS_CONTRACTING_DIMS, &rc) != 1 ||
+        (lc[0] != 0 && lc[0] != 1) || (rc[0] != 0 && rc[0] != 1))
+        return 0;
+    int64_t M = l->dims[1 - lc[0]], K = l->dims[lc[0]], N = r->dims[1 - rc[0]];
+    if (r->dims[rc[0]] != K || M < 1 || N < 1 || K < 1 || M * N * K >= 4096 || in->shape.rank != 2 ||
+        in->shape.dims[0] != M || in->shape.dims[1] != N)
+        return 0;
+    exe_mx_num nm;
+    if ((*st = exe_mx_numerics(S, in, l->dtype, r->dtype, TPU_F32, K, &nm))) return 1;
+    if (nm.dbl || nm.int_exact || nm.acc == EXE_MX_I64) return 0;
+    tpu_tensor *t;
+    if ((*st = exe_alloc(S, in, &t))) return 1;
+    int acc = 0;
+    for (int term = 0; term < 3; term++) {
+        exe_mx_part pl, pr;
+        if (exe_mx_term_part(&nm, term, 0, &pl) || exe_mx_term_part(&nm, term, 1, &pr)) continue;
+        exe_gemm_src ga = {l->data, TPU_F32, lc[0] == 1 ? K : 1, lc[0] == 1 ? 1 : M, pl};
+        exe_gemm_src gb = {r->data, TPU_F32, rc[0] == 0 ? N : 1, rc[0] == 0 ? 1 : K, pr};
+        exe_gemm(1, M, N, K, &ga, &gb, (float *)t->data, N, acc);
+        acc = 1;
+    }
+    *st = exe_out_array(S, t, out);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_dot)
 {
+    if (in->nops == 2 && ops[0]->t && ops[1]->t && hlo_shape_is_array(&in->shape) && !EXE_FORCE_REF(S)) {
+        tpu_status st = TPU_OK;
+        if (dot_tiny(S, in, ops[0]->t, ops[1]->t, out, &st)) return st;
+    }
     dot_plan p;
     tpu_status st = dot_plan_make(S, in, ops, &p);
     if (st) return st;

@@ -22,6 +22,25 @@ static inline __attribute__((always_inline)) float ewb_dazf(float x)
 }
 static inline double ewb_daz(float x) { return (double)ewb_dazf(x); }
 
+/* f32 max/min as integer keys (the reductions' vector fold, reduce.c and exe_fuse.c): the bits of a value read
+ * as zero when subnormal, negative ones' magnitude bits flipped, so that integer order is ewb_maxf/ewb_minf's
+ * order on non-NaN values (-0 below +0); ewb_unkey maps a key back (NaNs are tracked apart). */
+static inline __attribute__((always_inline)) int32_t ewb_key(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u = (u & 0x7f800000u) ? u : (u & 0x80000000u);
+    int32_t k = (int32_t)u;
+    return k ^ (int32_t)((uint32_t)(k >> 31) & 0x7fffffffu);
+}
+static inline float ewb_unkey(int32_t k)
+{
+    uint32_t u = (uint32_t)(k ^ (int32_t)((uint32_t)(k >> 31) & 0x7fffffffu));
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
 static inline __attribute__((always_inline)) float ewb_maxf(float xf, float yf)
 {
     float x = ewb_dazf(xf), y = ewb_dazf(yf);

@@ -109,6 +109,7 @@ typedef struct rd_job {
     int         is32;
     hlo_op      bop;
     double      init;
+    int         ref;   /* EXE_REF_KERNELS: the float fold (rd_maxmin_f32_ref) */
 } rd_job;
 
 static inline double rd_ld(const rd_job *J, int64_t i)
@@ -157,9 +158,10 @@ static double rd_sum_f64(const double *x, int64_t n)
 }
 
 /* max/min of an f32 run: the ops are associative and commutative (NaN absorbs, +0 beats -0 in max and -0
- * beats +0 in min, subnormals read as zero), so the run folds in 64 lanes, branch-free */
+ * beats +0 in min, subnormals read as zero), so the run folds in 64 lanes, branch-free. The reference of
+ * rd_maxmin_f32 below (EXE_REF_KERNELS runs it). */
 EXE_MX_CLONES
-static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
+static float rd_maxmin_f32_ref(const float *x, int64_t n, int is_max, float init)
 {
     float l[64];
     for (int j = 0; j < 64; j++) l[j] = init;
@@ -182,6 +184,45 @@ static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
     return acc;
 }
 
+/* The same fold on integer keys (ewb_key), which vectorises to a max (or min) and an or per 16 floats (the
+ * float fold above keeps its 64 lanes in memory); a NaN anywhere makes the result NaN, as the fold's does. */
+EXE_MX_CLONES
+static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
+{
+    int64_t m = n & ~(int64_t)15;
+    float acc = init;
+    if (m > 0) {
+        int32_t l[16], nan[16];
+        for (int j = 0; j < 16; j++) {
+            l[j] = is_max ? INT32_MIN : INT32_MAX;
+            nan[j] = 0;
+        }
+        if (is_max)
+            for (int64_t r = 0; r < m; r += 16)
+                for (int j = 0; j < 16; j++) {
+                    int32_t k = ewb_key(x[r + j]);
+                    nan[j] |= x[r + j] != x[r + j];
+                    l[j] = k > l[j] ? k : l[j];
+                }
+        else
+            for (int64_t r = 0; r < m; r += 16)
+                for (int j = 0; j < 16; j++) {
+                    int32_t k = ewb_key(x[r + j]);
+                    nan[j] |= x[r + j] != x[r + j];
+                    l[j] = k < l[j] ? k : l[j];
+                }
+        int32_t best = l[0], any = nan[0];
+        for (int j = 1; j < 16; j++) {
+            best = is_max ? (l[j] > best ? l[j] : best) : (l[j] < best ? l[j] : best);
+            any |= nan[j];
+        }
+        float v = ewb_unkey(best);
+        acc = is_max ? ewb_maxf(acc, any ? NAN : v) : ewb_minf(acc, any ? NAN : v);
+    }
+    for (int64_t r = m; r < n; r++) acc = is_max ? ewb_maxf(acc, x[r]) : ewb_minf(acc, x[r]);
+    return acc;
+}
+
 static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
 {
     const rd_job *J = ctx;
@@ -191,7 +232,8 @@ static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
             double s = J->is32 ? rd_sum_f32((const float *)J->x + o * J->R, J->R) : rd_sum_f64((const double *)J->x + o * J->R, J->R);
             acc = J->R ? J->init + s : J->init;
         } else if (J->is32 && J->R >= 64) {
-            acc = rd_maxmin_f32((const float *)J->x + o * J->R, J->R, J->bop == HLO_MAXIMUM, ewb_dazf((float)J->init));
+            acc = (J->ref ? rd_maxmin_f32_ref : rd_maxmin_f32)((const float *)J->x + o * J->R, J->R, J->bop == HLO_MAXIMUM,
+                                                               ewb_dazf((float)J->init));
         } else {
             int is_max = J->bop == HLO_MAXIMUM;
             for (int64_t r = 0; r < J->R; r++) acc = rd_step(is_max, acc, rd_ld(J, o * J->R + r));
@@ -669,10 +711,16 @@ EXE_KERNEL(exe_k_reduce)
         return exe_fail(S, in, TPU_ERR_SHAPE, "to_apply must take %d and return %d values", 2 * n, n);
 
     /* results */
-    tpu_tensor *res[32] = {0};
-    exe_value *vals[32] = {0};
-    const void *src[32] = {0};
-    void *bufs[32] = {0};
+    tpu_tensor *res[32];
+    exe_value *vals[32];
+    const void *src[32];
+    void *bufs[32];
+    for (int k = 0; k < n; k++) {   /* (only the first n are used: clearing all 32 of each cost a 64-element sum's time) */
+        res[k] = NULL;
+        vals[k] = NULL;
+        src[k] = NULL;
+        bufs[k] = NULL;
+    }
     for (int k = 0; k < n && !st; k++) {
         const hlo_shape *rs = hlo_shape_is_tuple(&in->shape) ? &in->shape.tuple[k] : &in->shape;
         st = exe_alloc_shape(S, rs, &res[k]);
@@ -712,6 +760,7 @@ EXE_KERNEL(exe_k_reduce)
         memset(&J, 0, sizeof J);
         J.is32 = a0->dtype == TPU_F32;
         J.bop = bop;
+        J.ref = EXE_FORCE_REF(S);
         J.init = ten_load_f64(a0->dtype, ops[1]->t->data, 0);
         J.out = res[0]->data;
         if (src[0] == a0->data && rd_view(a0, is_red, &J.O, &J.R, &J.I)) {
