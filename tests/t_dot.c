@@ -483,3 +483,61 @@ TEST(dot_transposed_result_written_directly)
     }
     tpu_ctx_free(ctx);
 }
+
+/* A while loop's weights are packed once (dot.c's loop cache): the loop gives the same bits as the run that
+ * packs B at every product (EXE_REF_KERNELS turns the cache off), in both modes and on 1 and 2 threads. The
+ * body has an invariant B read as is (w), the same one read transposed (rhs contracting dim 1) and through a
+ * dot whose result is transposed (the operands swap roles), and a B updated every iteration (v, in place
+ * when nobody holds it), whose pack must never be reused stale. */
+TEST(dot_loop_weights_packed_once)
+{
+    static const char *text =
+        "HloModule loopw\n"
+        "cond {\n p = (s32[], f32[32,64], f32[64,96], f32[96,64]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " n = s32[] constant(7)\n ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+        "body {\n p = (s32[], f32[32,64], f32[64,96], f32[96,64]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " h = f32[32,64] get-tuple-element(p), index=1\n w = f32[64,96] get-tuple-element(p), index=2\n"
+        " v = f32[96,64] get-tuple-element(p), index=3\n one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+        " d = f32[32,96] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n t = f32[32,96] tanh(d)\n"
+        " e = f32[32,64] dot(t, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " g = f32[32,64] dot(t, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+        " q = f32[96,32] dot(w, h), lhs_contracting_dims={0}, rhs_contracting_dims={1}\n"
+        " qt = f32[32,96] transpose(q), dimensions={1,0}\n"
+        " f = f32[32,64] dot(qt, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " s = f32[32,64] add(e, g)\n s2 = f32[32,64] add(s, f)\n h2 = f32[32,64] tanh(s2)\n"
+        " c = f32[] constant(0.75)\n cb = f32[96,64] broadcast(c), dimensions={}\n v2 = f32[96,64] multiply(v, cb)\n"
+        " ROOT r = (s32[], f32[32,64], f32[64,96], f32[96,64]) tuple(i1, h2, w, v2)\n}\n"
+        "ENTRY e {\n h0 = f32[32,64] parameter(0)\n w = f32[64,96] parameter(1)\n v = f32[96,64] parameter(2)\n"
+        " z = s32[] constant(0)\n t = (s32[], f32[32,64], f32[64,96], f32[96,64]) tuple(z, h0, w, v)\n"
+        " l = (s32[], f32[32,64], f32[64,96], f32[96,64]) while(t), condition=cond, body=body\n"
+        " ROOT h = f32[32,64] get-tuple-element(l), index=1\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = mxt_parse(ctx, text);
+    REQUIRE(m);
+    tpu_tensor **in = NULL;
+    int nin = 0;
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 5, &in, &nin));
+    for (int md = 0; md < 2; md++)
+        for (int th = 1; th <= 2; th++) {
+            tpu_tensor **out[2] = {NULL, NULL};
+            int nout[2] = {0, 0};
+            for (int ref = 0; ref < 2; ref++) {
+                tpu_run_opts o = tpu_run_opts_default();
+                o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+                o.threads = th;
+                exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+                CHECK_OK(ctx, exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]));
+            }
+            if (nout[0] == 1 && nout[1] == 1) {
+                CHECK_MSG(!memcmp(tpu_tensor_cdata(out[0][0]), tpu_tensor_cdata(out[1][0]), tpu_tensor_nbytes(out[0][0])),
+                          "mode %d, %d threads: the loop with packed weights differs from packing every time", md, th);
+                double s = 0;
+                for (int64_t i = 0; i < tpu_tensor_count(out[0][0]); i++) s += fabs(tpu_tensor_get_f64(out[0][0], i));
+                CHECK(s > 1);   /* not all zeros */
+            }
+            for (int ref = 0; ref < 2; ref++) tpu_tensors_free(out[ref], nout[ref]);
+        }
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

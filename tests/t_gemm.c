@@ -304,3 +304,60 @@ TEST(gemm_s8_vs_ref)
     fails += gt_s8_case(&r, 9, 33, 140000, 1);   /* 140000 * 2^14 > 2^31: the sums wrap */
     CHECK_EQ_INT(fails, 0);
 }
+
+/* A B packed once (exe_gemm_bpack, a loop's weights) gives exe_gemm's bits on every kernel, part and layout;
+ * the pack is what is read (B changed after packing still gives the packed B's product), and a pack made for
+ * another B or size is ignored. */
+TEST(gemm_bpack_vs_gemm)
+{
+    gt_rng r = {4242};
+    static const int64_t shapes[][3] = {{32, 384, 128}, {13, 70, 600}, {40, 3100, 9}, {5, 33, 17}, {300, 64, 257}, {2, 8, 5}};
+    static const exe_mx_part parts[] = {EXE_MX_AS_IS, EXE_MX_HI, EXE_MX_LO};
+    int made = 0;
+    for (int kn = 0; kn < GT_NK; kn++) {
+        if (!gt_have(gt_kernels[kn])) continue;
+        exe_gemm_force(gt_kernels[kn]);
+        for (int c = 0; c < 6; c++) {
+            int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2];
+            gt_op A, B;
+            int bf = (int)gt_int(&r, 0, 1);
+            exe_mx_part pa = parts[gt_int(&r, 0, 2)], pb = parts[gt_int(&r, 0, 2)];
+            REQUIRE(gt_make(&r, &A, M, K, bf, pa, (int)gt_int(&r, 0, 3)) && gt_make(&r, &B, K, N, bf, pb, (int)gt_int(&r, 0, 3)));
+            float *Cw = malloc((size_t)(M * N) * sizeof(float)), *Cg = malloc((size_t)(M * N) * sizeof(float));
+            REQUIRE(Cw && Cg);
+            int th = (int)gt_int(&r, 1, 2), acc = (int)gt_int(&r, 0, 1);
+            for (int64_t i = 0; i < M * N; i++) Cw[i] = Cg[i] = gt_val(&r);
+            exe_gemm(th, M, N, K, &A.s, &B.s, Cw, N, acc);
+            exe_gemm_bpack *bp = exe_gemm_bpack_new(M, N, K, &A.s, &B.s);
+            made += bp != NULL;
+            /* B's data changes after packing: with the pack, the product is still the packed B's */
+            size_t es = bf ? 2 : 4, nb = (size_t)(B.s.rs * (K - 1) + B.s.cs * (N - 1) + 1) * es;
+            char *saved = malloc(nb);
+            REQUIRE(saved);
+            memcpy(saved, B.buf, nb);
+            if (bp) memset(B.buf, 0, nb);
+            exe_gemm_b(th, M, N, K, &A.s, &B.s, bp, Cg, N, acc);
+            CHECK_MSG(!memcmp(Cw, Cg, (size_t)(M * N) * sizeof(float)), "%s: M=%lld N=%lld K=%lld: packed B differs",
+                      gt_kernels[kn] ? gt_kernels[kn] : "default", (long long)M, (long long)N, (long long)K);
+            /* a pack for another source is not used: the zeroed B gives zeros (acc 0) */
+            float *Cz = calloc((size_t)(M * N), sizeof(float));
+            REQUIRE(Cz);
+            exe_gemm_bpack *bp2 = bp && K > 1 ? exe_gemm_bpack_new(M, N, K - 1, &A.s, &B.s) : NULL;
+            exe_gemm_b(1, M, N, K, &A.s, &B.s, bp2, Cz, N, 0);
+            int nz = 0;
+            for (int64_t i = 0; bp2 && i < M * N; i++) nz += Cz[i] != 0;
+            CHECK_MSG(nz == 0, "a pack made for other sizes was used (%d nonzero)", nz);
+            exe_gemm_bpack_free(bp2);
+            exe_gemm_bpack_free(bp);
+            memcpy(B.buf, saved, nb);
+            free(saved);
+            free(Cz);
+            free(Cw);
+            free(Cg);
+            free(A.buf);
+            free(B.buf);
+        }
+    }
+    exe_gemm_force(NULL);
+    CHECK(made > 0);   /* at least the portable microkernel packs B */
+}

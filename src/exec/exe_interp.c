@@ -752,21 +752,25 @@ static EXE_KERNEL(exe_kc_while)
     exe_value *state = exe_take_operand(S, 0);
     if (!state) state = exe_value_ref(ops[0]);
     int64_t iter = 0;
+    tpu_status st = TPU_OK;
+    S->loop_depth++;
     for (;; iter++) {
         exe_value *p;
-        tpu_status st = exe_call(S, cond, &state, 1, &p);
+        st = exe_call(S, cond, &state, 1, &p);
         if (st) {
             exe_value_unref(state);
-            return st;
+            break;
         }
         int go = p->t && p->t->count == 1 && ((uint8_t *)p->t->data)[0];
         exe_value_unref(p);
         if (!go) break;
         exe_value *next;
         st = exe_call_owned(S, body, &state, 1, 1, &next);
-        if (st) return st;
+        if (st) break;
         state = next;
     }
+    exe_dot_cache_drop(S, --S->loop_depth);   /* the weights this loop's dots packed, and their references */
+    if (st) return st;
     if (S->trip_counts) S->trip_counts[exe_global_index(S, in)] = iter;
     *out = state;
     return TPU_OK;
@@ -1281,6 +1285,7 @@ tpu_run_opts tpu_run_opts_default(void)
 
 static void exe_state_free(exe_state *S)
 {
+    exe_dot_cache_drop(S, -1);
     ut_free(S->comp_info);   /* the plans are the module's */
     for (int k = 0; S->consts && k < S->m->ncomps; k++) {
         const hlo_comp *c = S->m->comps[k];

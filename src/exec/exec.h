@@ -82,6 +82,8 @@ typedef struct exe_state {
     double            deadline;     /* ut_now() past which the run stops; 0: none */
     unsigned          ref;          /* EXE_REF_* and EXE_NO_FUSION bits of this run (exe_run_cfg.ref) */
     exe_prof         *prof;         /* this run's TPUSIM_EXEC_PROFILE counters, or NULL (not profiling) */
+    int               loop_depth;   /* while loops running (dot.c packs a loop's weights once per loop) */
+    struct exe_dot_cache *dot_cache; /* dot.c's packed loop weights, dropped as their loop ends */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
@@ -146,6 +148,10 @@ tpu_status exe_alloc_shape(exe_state *S, const hlo_shape *s, tpu_tensor **t);
 tpu_status exe_out_array(exe_state *S, tpu_tensor *t, exe_value **out);
 /* Error helper: "file:line:col: instruction 'x' (opcode): message". Returns st. */
 tpu_status exe_fail(exe_state *S, const hlo_instr *in, tpu_status st, const char *fmt, ...) UT_PRINTF(4, 5);
+
+/* Drops the dot weights packed inside loops of depth > depth (dot.c): a loop's end calls it with its own
+ * depth - 1, the run's end with 0... and -1 frees the cache itself. */
+void exe_dot_cache_drop(exe_state *S, int depth);
 
 /* Row-major strides of a tensor (in elements). */
 void exe_strides(const tpu_tensor *t, int64_t *strides);

@@ -477,6 +477,98 @@ static tpu_status dot_int(exe_state *S, const dot_plan *p, const tpu_tensor *l, 
     return TPU_OK;
 }
 
+/* ---- a loop's weights packed once ----
+ * A dot inside a while loop whose B operand is the same value at every iteration (the loop's weights) packs
+ * it for exe_gemm once: an execution notes its B value; when the next execution of the instruction gets the
+ * same value again, B is packed and the pack kept with a reference to the value. That reference keeps the
+ * data as it was packed: nothing updates in place a value that someone else holds (exe_take_unique), and the
+ * buffer cannot be freed and reused while it is held. A later execution with that very value uses the pack;
+ * another value drops it (and after two such misses the instruction stops trying). The packs and references
+ * go when the loop that made them ends (exe_dot_cache_drop from the while kernel). */
+#define DOT_CACHE_MAX   32
+#define DOT_CACHE_BYTES ((size_t)64 << 20)
+
+typedef struct dot_cache_ent {
+    const hlo_instr *in;
+    int              term;
+    int              depth;    /* loop depth it was made at */
+    int              misses;
+    const exe_value *seen;     /* the last execution's B value (not held: only compared) */
+    exe_value       *pin;      /* the packed value, held */
+    exe_gemm_bpack  *bp;
+} dot_cache_ent;
+
+struct exe_dot_cache {
+    int           n;
+    size_t        bytes;
+    dot_cache_ent e[DOT_CACHE_MAX];
+};
+
+static void dot_cache_unpin(struct exe_dot_cache *dc, dot_cache_ent *e)
+{
+    dc->bytes -= exe_gemm_bpack_bytes(e->bp);
+    exe_gemm_bpack_free(e->bp);
+    exe_value_unref(e->pin);
+    e->bp = NULL;
+    e->pin = NULL;
+}
+
+void exe_dot_cache_drop(exe_state *S, int depth)
+{
+    struct exe_dot_cache *dc = S->dot_cache;
+    if (!dc) return;
+    int k = 0;
+    for (int i = 0; i < dc->n; i++) {
+        if (dc->e[i].depth > depth) dot_cache_unpin(dc, &dc->e[i]);
+        else dc->e[k++] = dc->e[i];
+    }
+    dc->n = k;
+    if (depth < 0) {
+        ut_free(dc);
+        S->dot_cache = NULL;
+    }
+}
+
+/* The pack of B (value v) for term `term` of dot `in`, or NULL (pack as usual). */
+static const exe_gemm_bpack *dot_cache_get(exe_state *S, const hlo_instr *in, int term, exe_value *v, int64_t M, int64_t N,
+                                           int64_t K, const exe_gemm_src *A, const exe_gemm_src *B)
+{
+    if (!S->dot_cache && !(S->dot_cache = ut_calloc(1, sizeof *S->dot_cache))) return NULL;
+    struct exe_dot_cache *dc = S->dot_cache;
+    dot_cache_ent *e = NULL;
+    for (int i = 0; i < dc->n && !e; i++)
+        if (dc->e[i].in == in && dc->e[i].term == term) e = &dc->e[i];
+    if (!e) {
+        if (dc->n == DOT_CACHE_MAX) return NULL;
+        e = &dc->e[dc->n++];
+        memset(e, 0, sizeof *e);
+        e->in = in;
+        e->term = term;
+        e->depth = S->loop_depth;
+        e->seen = v;
+        return NULL;
+    }
+    if (e->pin == v) return e->bp;
+    if (e->pin) {
+        dot_cache_unpin(dc, e);   /* not the loop's weights after all */
+        e->misses++;
+    }
+    if (e->seen != v || e->misses >= 2) {
+        e->seen = v;
+        return NULL;
+    }
+    exe_gemm_bpack *bp = exe_gemm_bpack_new(M, N, K, A, B);
+    if (!bp) return NULL;
+    if (dc->bytes + exe_gemm_bpack_bytes(bp) > DOT_CACHE_BYTES) {
+        exe_gemm_bpack_free(bp);
+        return NULL;
+    }
+    dc->bytes += exe_gemm_bpack_bytes(bp);
+    e->bp = bp;
+    e->pin = exe_value_ref(v);
+    return bp;
+}
+
 /* ---- f32 accumulation: exe_gemm on the operands as they lie (or packed when their dims do not merge) ---- */
 
 typedef struct dot_f32_ctx {
@@ -490,6 +582,8 @@ typedef struct dot_f32_ctx {
     float           **ws;             /* per thread: packed A, packed B, C */
     size_t            wsz;
     int               inner_threads;
+    const hlo_instr  *in;
+    exe_value        *bval;           /* B's value, when its pack may be kept (a loop's weights), else NULL */
 } dot_f32_ctx;
 
 /* gemm source of operand m for batch b: in place, or the packed copy in buf */
@@ -524,7 +618,8 @@ static void dot_f32_batch(const dot_f32_ctx *c, int64_t b, int tid, int threads)
         exe_mx_part pl, pr;
         if (exe_mx_term_part(c->nm, term, 0, &pl) || exe_mx_term_part(c->nm, term, 1, &pr)) continue;
         exe_gemm_src ga = dot_src(&c->A, b, c->packA, pa, pl), gb = dot_src(&c->B, b, c->packB, pb, pr);
-        exe_gemm(threads, p->M, p->N, p->K, &ga, &gb, C, p->N, acc);
+        const exe_gemm_bpack *bp = c->bval ? dot_cache_get(c->S, c->in, term, c->bval, p->M, p->N, p->K, &ga, &gb) : NULL;
+        exe_gemm_b(threads, p->M, p->N, p->K, &ga, &gb, bp, C, p->N, acc);
         acc = 1;
     }
     if (!c->out_f32)
@@ -539,8 +634,8 @@ static void dot_f32_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 
 static int dot_gemm_ok(const dot_mat *m) { return m->runi && m->cuni && (m->t->dtype == TPU_F32 || m->t->dtype == TPU_BF16); }
 
-static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm, const tpu_tensor *l, const tpu_tensor *r,
-                          const int64_t *tab, tpu_tensor *t, int nt)
+static tpu_status dot_f32(exe_state *S, const hlo_instr *in, const dot_plan *p, const exe_mx_num *nm, const tpu_tensor *l,
+                          const tpu_tensor *r, exe_value *rval, const int64_t *tab, tpu_tensor *t, int nt)
 {
     const int64_t *lbo = tab, *rbo = lbo + p->B, *lmo = rbo + p->B, *lko = lmo + p->M, *rko = lko + p->K, *rno = rko + p->K;
     dot_f32_ctx c;
@@ -554,6 +649,10 @@ static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm,
     dot_mat_init(&c.B, r, &p->rk, &p->rn, rbo, rko, rno, nm, 1);
     c.packA = !dot_gemm_ok(&c.A);
     c.packB = !dot_gemm_ok(&c.B);
+    c.in = in;
+    /* one product read in place inside a loop: B may be the loop's weights (not in runs asking for the
+     * reference kernels: tests compare a program run with and without the packs kept) */
+    c.bval = S->loop_depth > 0 && p->B == 1 && !c.packB && !(S->ref & EXE_REF_KERNELS) ? rval : NULL;
     /* many independent batches: one per thread at a time; otherwise each product uses all threads (the choice
      * does not depend on the thread count, so neither do the results) */
     double flops = 2.0 * (double)p->M * (double)p->N * (double)p->K;
@@ -659,7 +758,7 @@ EXE_KERNEL(exe_k_dot)
         return exe_out_array(S, t, out);
     }
     if (!nm.dbl) {
-        st = dot_f32(S, &p, &nm, l, r, tab, t, nt);
+        st = dot_f32(S, in, &p, &nm, l, r, tshape ? ops[0] : ops[1], tab, t, nt);
         ut_free(tab);
         if (st) {
             tpu_tensor_free(t);

@@ -687,18 +687,11 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     return 1;
 }
 
-void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
-              int64_t ldc, int accumulate)
+/* Where exe_gemm sends a product (the choice depends on the shape, the operands' dtypes and parts and the
+ * mode, never on the thread count): *blas set: try OpenBLAS first; returns the packed microkernel to run (after
+ * BLAS declines), or NULL for the tiny-product path. */
+static const gm_impl *gm_route(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, int *blas)
 {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        if (!accumulate)
-            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
-        return;
-    }
-    int nt = exe_par_threads(threads);
-    if (nt > GM_MAXT) nt = GM_MAXT;
-    if ((double)M * (double)N * (double)K < 2e5) nt = 1;   /* not worth waking threads */
     int mode = atomic_load(&gm_mode);
     const gm_impl *I = gm_pick_bf16(mode, A, B, M, N, K);
     /* operands OpenBLAS cannot read as they are (bf16, rounded or split parts): below 2 GFLOP the microkernel,
@@ -708,21 +701,126 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     if (mode == GM_DEFAULT && (double)M * (double)N * (double)K < 1e9 &&
         (A->dtype != TPU_F32 || A->part != EXE_MX_AS_IS || B->dtype != TPU_F32 || B->part != EXE_MX_AS_IS))
         mode = GM_MICRO;
-    if (!I && (mode == GM_DEFAULT || mode == GM_BLAS) && M * N * K >= 512 && K >= 4 && M < INT32_MAX &&
-        N < INT32_MAX && K < INT32_MAX && gm_blas(nt, M, N, K, A, B, C, ldc, accumulate))
-        return;
+    *blas = !I && (mode == GM_DEFAULT || mode == GM_BLAS) && M * N * K >= 512 && K >= 4 && M < INT32_MAX &&
+            N < INT32_MAX && K < INT32_MAX;
     /* tiny products: packing costs more than it saves (same FMA chains either way) */
-    if (M * N * K < 4096 || (M < 4 && N < 16)) {
+    if (M * N * K < 4096 || (M < 4 && N < 16)) return NULL;
+    return I ? I : gm_pick();
+}
+
+/* Below this many multiply-adds a product runs on the calling thread: waking a worker costs microseconds, and
+ * on a busy machine a preempted worker holds the whole product up (a GRU step's 32x384x128 took 26 us on one
+ * thread, 58 us on two with the other core loaded). */
+#define GM_SERIAL 4e6
+
+/* The packed B blocks of a product, in the order the blocked loop uses them (for each NC column block, each
+ * KC block): a loop's weights packed once (exe_gemm_bpack). */
+struct exe_gemm_bpack {
+    const gm_impl *I;
+    exe_gemm_src   B;
+    int64_t        N, K;
+    float         *buf;
+    size_t         bytes;
+};
+
+/* Floats of the packed block (jc, pc): npanels panels of kw(kc) x NR words. */
+static int64_t gm_bblock_floats(const gm_impl *I, int64_t nc, int64_t kc)
+{
+    return (nc + I->NR - 1) / I->NR * I->NR * gm_kw(I, kc);
+}
+
+static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate);
+
+static int gm_same_src(const exe_gemm_src *a, const exe_gemm_src *b)
+{
+    return a->p == b->p && a->dtype == b->dtype && a->rs == b->rs && a->cs == b->cs && a->part == b->part;
+}
+
+void exe_gemm_b(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B,
+                const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    int nt = exe_par_threads(threads);
+    if (nt > GM_MAXT) nt = GM_MAXT;
+    if ((double)M * (double)N * (double)K < GM_SERIAL) nt = 1;
+    int blas;
+    const gm_impl *I = gm_route(M, N, K, A, B, &blas);
+    if (blas && gm_blas(nt, M, N, K, A, B, C, ldc, accumulate)) return;
+    if (!I) {
         if (!gm_small(M, N, K, A, B, C, ldc, accumulate)) exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
         return;
     }
-    if (!I) I = gm_pick();
+    /* a packed B made for this very product (same kernel, sizes and source) stands in for packing it */
+    if (bp && (bp->I != I || bp->N != N || bp->K != K || !gm_same_src(&bp->B, B))) bp = NULL;
+    gm_run_packed(nt, I, M, N, K, A, B, bp, C, ldc, accumulate);
+}
+
+void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
+              int64_t ldc, int accumulate)
+{
+    exe_gemm_b(threads, M, N, K, A, B, NULL, C, ldc, accumulate);
+}
+
+exe_gemm_bpack *exe_gemm_bpack_new(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B)
+{
+    int blas;
+    const gm_impl *I = M > 0 && N > 0 && K > 0 ? gm_route(M, N, K, A, B, &blas) : NULL;
+    if (!I || blas) return NULL;
+    size_t floats = 0;
+    for (int64_t jc = 0; jc < N; jc += I->NC)
+        for (int64_t pc = 0; pc < K; pc += I->KC)
+            floats += (size_t)gm_bblock_floats(I, UT_MIN((int64_t)I->NC, N - jc), UT_MIN((int64_t)I->KC, K - pc));
+    exe_gemm_bpack *bp = ut_calloc(1, sizeof *bp);
+    if (!bp || !(bp->buf = ut_malloc(floats * sizeof(float) + 64))) {
+        ut_free(bp);
+        return NULL;
+    }
+    bp->I = I;
+    bp->B = *B;
+    bp->N = N;
+    bp->K = K;
+    bp->bytes = floats * sizeof(float);
+    gm_job J;
+    memset(&J, 0, sizeof J);
+    J.I = I;
+    J.B = B;
+    float *dst = bp->buf;
+    for (int64_t jc = 0; jc < N; jc += I->NC)
+        for (int64_t pc = 0; pc < K; pc += I->KC) {
+            J.jc = jc, J.nc = UT_MIN((int64_t)I->NC, N - jc), J.pc = pc, J.kc = UT_MIN((int64_t)I->KC, K - pc);
+            J.npanels = (J.nc + I->NR - 1) / I->NR;
+            J.Bp = dst;
+            gm_pack_b_chunk(&J, 0, J.npanels, 0);
+            dst += gm_bblock_floats(I, J.nc, J.kc);
+        }
+    return bp;
+}
+
+size_t exe_gemm_bpack_bytes(const exe_gemm_bpack *bp) { return bp ? bp->bytes : 0; }
+
+void exe_gemm_bpack_free(exe_gemm_bpack *bp)
+{
+    if (!bp) return;
+    ut_free(bp->buf);
+    ut_free(bp);
+}
+
+/* The blocked product on microkernel I; B's blocks from bp when given. */
+static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+{
     int64_t ncmax = UT_MIN(N, (int64_t)I->NC);
     int64_t pmax = (ncmax + I->NR - 1) / I->NR;
     /* packing buffers from the run's pool: a loop's GEMMs would otherwise have malloc return their pages to
      * the kernel and fault them back in at every call (2000 page faults a GRU step) */
     tpu_tensor *hB = NULL, *hA[GM_MAXT];
-    float *Bp = exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB);
+    float *Bp = bp ? bp->buf : exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB);
     float *Aps[GM_MAXT];
     memset(Aps, 0, sizeof Aps);
     memset(hA, 0, sizeof hA);
@@ -737,7 +835,6 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     J.C = C;
     J.M = M;
     J.ldc = ldc;
-    J.Bp = Bp;
     J.Ap = Aps;
     int64_t aib[GM_MAXT];
     J.aib = aib;
@@ -749,6 +846,7 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
         return;
     }
     J.nic = (M + I->MC - 1) / I->MC;
+    float *bnext = Bp;
     for (int64_t jc = 0; jc < N; jc += I->NC) {
         J.jc = jc;
         J.nc = UT_MIN((int64_t)I->NC, N - jc);
@@ -762,8 +860,14 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
             J.pc = pc;
             J.kc = UT_MIN((int64_t)I->KC, K - pc);
             J.load = accumulate || pc > 0;
-            exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
-                        gm_pack_b_chunk, &J);
+            if (bp) {
+                J.Bp = bnext;
+                bnext += gm_bblock_floats(I, J.nc, J.kc);
+            } else {
+                J.Bp = Bp;
+                exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
+                            gm_pack_b_chunk, &J);
+            }
             for (int i = 0; i < nt; i++) aib[i] = -1;   /* a new k block: every Ap is stale */
             exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
         }

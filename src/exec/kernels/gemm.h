@@ -52,6 +52,18 @@ typedef struct exe_gemm_src {
 void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
               int64_t ldc, int accumulate);
 
+/* B packed once for many products with the same B (a loop's weights): the panels exe_gemm would pack for a
+ * product of these sizes and operands (A: its dtype and part decide the kernel). NULL when that product does
+ * not pack B (OpenBLAS, tiny products) or on no memory. exe_gemm_b runs exe_gemm with such a pack; one made
+ * for another kernel, size or source is ignored (B packed as usual), so it never changes a result. The caller
+ * keeps B's data unchanged while the pack is in use. */
+typedef struct exe_gemm_bpack exe_gemm_bpack;
+exe_gemm_bpack *exe_gemm_bpack_new(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B);
+void            exe_gemm_bpack_free(exe_gemm_bpack *bp);
+size_t          exe_gemm_bpack_bytes(const exe_gemm_bpack *bp);
+void exe_gemm_b(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B,
+                const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate);
+
 /* What runs: "openblas" by default ("openblas+avx512bf16" where the CPU has the bf16 kernel for the shapes
  * above), or a pinned one. exe_gemm_force("avx512" / "avx2" / "portable") pins that f32 microkernel for every
  * product (the best the CPU has when it lacks the one named); "avx512bf16" pins the bf16 kernel for
