@@ -176,8 +176,10 @@ TEST(gemm_kernels_vs_ref)
         fails += gt_case(&r, d[0], d[1], d[2], have, 0) != 0;
     }
     /* several blocks along each dimension: K over both KCs, M over MC, N over NC (3072) */
-    static const int64_t big[][3] = {{250, 70, 530}, {61, 45, 1031}, {490, 33, 77}, {7, 3100, 9}, {13, 3107, 40}};
-    for (int c = 0; c < 5; c++) fails += gt_case(&r, big[c][0], big[c][1], big[c][2], have, 0) != 0;
+    /* ... and few columns (a convolution's 6 output features, a matrix-vector product): run as C^T = B^T A^T */
+    static const int64_t big[][3] = {{250, 70, 530}, {61, 45, 1031}, {490, 33, 77}, {7, 3100, 9}, {13, 3107, 40},
+                                     {300, 6, 400}, {700, 1, 130}};
+    for (int c = 0; c < 7; c++) fails += gt_case(&r, big[c][0], big[c][1], big[c][2], have, 0) != 0;
     CHECK_EQ_INT(fails, 0);
     exe_gemm_force(NULL);
     /* the default: the AVX-512 microkernels where the CPU has them (the bf16 one where it is faster), else OpenBLAS */

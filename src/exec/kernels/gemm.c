@@ -732,6 +732,40 @@ static int64_t gm_bblock_floats(const gm_impl *I, int64_t nc, int64_t kc)
 static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
                           const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate);
 
+/* Share of the microkernel's tiles that holds real rows and columns. */
+static double gm_fill(const gm_impl *I, int64_t M, int64_t N)
+{
+    return (double)M / (double)((M + I->MR - 1) / I->MR * I->MR) * (double)N / (double)((N + I->NR - 1) / I->NR * I->NR);
+}
+
+/* A product with few columns (a convolution's 6 output features, a matrix-vector product) fills a fraction of
+ * each NR-wide tile; as C^T = B^T A^T its columns become rows, where the tile is narrower. */
+static int gm_swap_wins(const gm_impl *I, int64_t M, int64_t N)
+{
+    return N < I->NR && gm_fill(I, N, M) > 1.3 * gm_fill(I, M, N);
+}
+
+/* C = A.B as T = B^T.A^T (T = C^T in scratch), then C = T^T: every element is the same FMA chain (the
+ * products commute exactly), so the bits are gm_run_packed's. Returns 0 on no memory. */
+static int gm_run_swapped(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, float *C, int64_t ldc, int accumulate)
+{
+    tpu_tensor *h = NULL;
+    float *T = exe_scratch_alloc((size_t)(M * N) * sizeof(float) + 64, &h);
+    if (!T) return 0;
+    if (accumulate)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) T[j * M + i] = C[i * ldc + j];
+    exe_gemm_src bt = *B, at = *A;
+    bt.rs = B->cs, bt.cs = B->rs;
+    at.rs = A->cs, at.cs = A->rs;
+    gm_run_packed(nt, I, N, M, K, &bt, &at, NULL, T, M, accumulate);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) C[i * ldc + j] = T[j * M + i];
+    exe_scratch_free(h);
+    return 1;
+}
+
 static int gm_same_src(const exe_gemm_src *a, const exe_gemm_src *b)
 {
     return a->p == b->p && a->dtype == b->dtype && a->rs == b->rs && a->cs == b->cs && a->part == b->part;
@@ -758,6 +792,7 @@ void exe_gemm_b(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src
     }
     /* a packed B made for this very product (same kernel, sizes and source) stands in for packing it */
     if (bp && (bp->I != I || bp->N != N || bp->K != K || !gm_same_src(&bp->B, B))) bp = NULL;
+    if (!bp && gm_swap_wins(I, M, N) && gm_run_swapped(nt, I, M, N, K, A, B, C, ldc, accumulate)) return;
     gm_run_packed(nt, I, M, N, K, A, B, bp, C, ldc, accumulate);
 }
 
@@ -771,7 +806,7 @@ exe_gemm_bpack *exe_gemm_bpack_new(int64_t M, int64_t N, int64_t K, const exe_ge
 {
     int blas;
     const gm_impl *I = M > 0 && N > 0 && K > 0 ? gm_route(M, N, K, A, B, &blas) : NULL;
-    if (!I || blas) return NULL;
+    if (!I || blas || gm_swap_wins(I, M, N)) return NULL;
     size_t floats = 0;
     for (int64_t jc = 0; jc < N; jc += I->NC)
         for (int64_t pc = 0; pc < K; pc += I->KC)
