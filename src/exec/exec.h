@@ -82,8 +82,8 @@ typedef struct exe_state {
     double            deadline;     /* ut_now() past which the run stops; 0: none */
     unsigned          ref;          /* EXE_REF_* and EXE_NO_FUSION bits of this run (exe_run_cfg.ref) */
     exe_prof         *prof;         /* this run's TPUSIM_EXEC_PROFILE counters, or NULL (not profiling) */
-    int               loop_depth;   /* while loops running (dot.c packs a loop's weights once per loop) */
-    struct exe_dot_cache *dot_cache; /* dot.c's packed loop weights, dropped as their loop ends */
+    int               loop_depth;   /* while loops running (dot.c keeps plans and packed weights inside them) */
+    struct exe_dot_cache *dot_cache; /* dot.c's: loop dots' plans, and a loop's packed weights until it ends */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
@@ -149,8 +149,8 @@ tpu_status exe_out_array(exe_state *S, tpu_tensor *t, exe_value **out);
 /* Error helper: "file:line:col: instruction 'x' (opcode): message". Returns st. */
 tpu_status exe_fail(exe_state *S, const hlo_instr *in, tpu_status st, const char *fmt, ...) UT_PRINTF(4, 5);
 
-/* Drops the dot weights packed inside loops of depth > depth (dot.c): a loop's end calls it with its own
- * depth - 1, the run's end with 0... and -1 frees the cache itself. */
+/* Drops the weights dot.c packed inside loops deeper than `depth` (with their references): a while loop's
+ * end passes the depth outside it; -1 (the run's end) also frees the dot plans and the cache itself. */
 void exe_dot_cache_drop(exe_state *S, int depth);
 
 /* Row-major strides of a tensor (in elements). */

@@ -493,7 +493,7 @@ typedef struct dot_cache_ent {
     int              term;
     int              depth;    /* loop depth it was made at */
     int              misses;
-    const exe_value *seen;     /* the last execution's B value (not held: only compared) */
+    uintptr_t        seen;     /* the last execution's B value (not held: its address, only compared) */
     exe_value       *pin;      /* the packed value, held */
     exe_gemm_bpack  *bp;
 } dot_cache_ent;
@@ -562,7 +562,7 @@ static const exe_gemm_bpack *dot_cache_get(exe_state *S, const hlo_instr *in, in
         e->in = in;
         e->term = term;
         e->depth = S->loop_depth;
-        e->seen = v;
+        e->seen = (uintptr_t)v;
         return NULL;
     }
     if (e->pin == v) return e->bp;
@@ -570,8 +570,8 @@ static const exe_gemm_bpack *dot_cache_get(exe_state *S, const hlo_instr *in, in
         dot_cache_unpin(dc, e);   /* not the loop's weights after all */
         e->misses++;
     }
-    if (e->seen != v || e->misses >= 2) {
-        e->seen = v;
+    if (e->seen != (uintptr_t)v || e->misses >= 2) {
+        e->seen = (uintptr_t)v;
         return NULL;
     }
     exe_gemm_bpack *bp = exe_gemm_bpack_new(M, N, K, A, B);

@@ -10,7 +10,10 @@
  *
  * Microkernels: AVX-512 (12x32), AVX2+FMA (6x16), portable C (4x16), picked by the CPU at run time; blocked
  * for the caches (BLIS-style: packed B block shared by all threads, packed A block per thread); the work is
- * split over exe_par threads (serially when called from a thread-pool chunk).
+ * split over exe_par threads (serially when called from a thread-pool chunk, and for products under 4M
+ * multiply-adds). A product with fewer columns than the tile width runs as C^T = B^T A^T when that fills
+ * the tiles better (same chains: the products commute exactly). A loop's B can be packed once
+ * (exe_gemm_bpack).
  *
  * avx512bf16 (12x32, VDPBF16PS; CPUs with AVX512_BF16, chosen at run time, compiled by gcc >= 10 / clang >= 9)
  * takes bf16-valued operands — bf16 data, or f32 read through part HI or LO — packed as pairs along k:
