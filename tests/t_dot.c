@@ -483,3 +483,141 @@ TEST(dot_transposed_result_written_directly)
     }
     tpu_ctx_free(ctx);
 }
+
+/* A while loop's weights are packed once (dot.c's loop cache): the loop gives the same bits as the run that
+ * packs B at every product (EXE_REF_KERNELS turns the cache off), in both modes and on 1 and 2 threads. The
+ * body has an invariant B read as is (w), the same one read transposed (rhs contracting dim 1) and through a
+ * dot whose result is transposed (the operands swap roles), and a B updated every iteration (v, in place
+ * when nobody holds it), whose pack must never be reused stale. */
+TEST(dot_loop_weights_packed_once)
+{
+    static const char *text =
+        "HloModule loopw\n"
+        "cond {\n p = (s32[], f32[32,64], f32[64,96], f32[96,64]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " n = s32[] constant(7)\n ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+        "body {\n p = (s32[], f32[32,64], f32[64,96], f32[96,64]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " h = f32[32,64] get-tuple-element(p), index=1\n w = f32[64,96] get-tuple-element(p), index=2\n"
+        " v = f32[96,64] get-tuple-element(p), index=3\n one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+        " d = f32[32,96] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n t = f32[32,96] tanh(d)\n"
+        " e = f32[32,64] dot(t, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " g = f32[32,64] dot(t, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+        " q = f32[96,32] dot(w, h), lhs_contracting_dims={0}, rhs_contracting_dims={1}\n"
+        " qt = f32[32,96] transpose(q), dimensions={1,0}\n"
+        " f = f32[32,64] dot(qt, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " s = f32[32,64] add(e, g)\n s2 = f32[32,64] add(s, f)\n h2 = f32[32,64] tanh(s2)\n"
+        " c = f32[] constant(0.75)\n cb = f32[96,64] broadcast(c), dimensions={}\n v2 = f32[96,64] multiply(v, cb)\n"
+        " ROOT r = (s32[], f32[32,64], f32[64,96], f32[96,64]) tuple(i1, h2, w, v2)\n}\n"
+        "ENTRY e {\n h0 = f32[32,64] parameter(0)\n w = f32[64,96] parameter(1)\n v = f32[96,64] parameter(2)\n"
+        " z = s32[] constant(0)\n t = (s32[], f32[32,64], f32[64,96], f32[96,64]) tuple(z, h0, w, v)\n"
+        " l = (s32[], f32[32,64], f32[64,96], f32[96,64]) while(t), condition=cond, body=body\n"
+        " ROOT h = f32[32,64] get-tuple-element(l), index=1\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = mxt_parse(ctx, text);
+    REQUIRE(m);
+    tpu_tensor **in = NULL;
+    int nin = 0;
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 5, &in, &nin));
+    for (int md = 0; md < 2; md++)
+        for (int th = 1; th <= 2; th++) {
+            tpu_tensor **out[2] = {NULL, NULL};
+            int nout[2] = {0, 0};
+            for (int ref = 0; ref < 2; ref++) {
+                tpu_run_opts o = tpu_run_opts_default();
+                o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+                o.threads = th;
+                exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+                CHECK_OK(ctx, exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]));
+            }
+            if (nout[0] == 1 && nout[1] == 1) {
+                CHECK_MSG(!memcmp(tpu_tensor_cdata(out[0][0]), tpu_tensor_cdata(out[1][0]), tpu_tensor_nbytes(out[0][0])),
+                          "mode %d, %d threads: the loop with packed weights differs from packing every time", md, th);
+                double s = 0;
+                for (int64_t i = 0; i < tpu_tensor_count(out[0][0]); i++) s += fabs(tpu_tensor_get_f64(out[0][0], i));
+                CHECK(s > 1);   /* not all zeros */
+            }
+            for (int ref = 0; ref < 2; ref++) tpu_tensors_free(out[ref], nout[ref]);
+        }
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* Dots inside a loop keep their plans for the run (dot.c dot_prepare_cached, an open-addressing table that
+ * grows past 16 plans): 30 distinct dots — plain, transposed-result (operands swapped), batched, bf16, int8,
+ * f64 and integer — run 3 times give the same bits as the run that builds every plan afresh
+ * (EXE_REF_KERNELS), in both modes. */
+TEST(dot_loop_plans_cached)
+{
+    char text[16384];
+    int w = 0;
+    w += snprintf(text + w, sizeof text - (size_t)w,
+                  "HloModule plans\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+                  "cond {\n p = (s32[], f32[16,24]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+                  " n = s32[] constant(3)\n ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+                  "body {\n p = (s32[], f32[16,24]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+                  " h = f32[16,24] get-tuple-element(p), index=1\n one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+                  " hb = bf16[16,24] convert(h)\n h8 = s8[16,24] convert(h)\n hd = f64[16,24] convert(h)\n"
+                  " h3 = f32[4,4,24] reshape(h)\n acc0 = f32[16,24] multiply(h, h)\n");
+    for (int k = 0; k < 6; k++) {
+        w += snprintf(text + w, sizeof text - (size_t)w,
+                      " a%d = f32[24,24] dot(h, h), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                      " b%d = f32[16,24] dot(h, a%d), lhs_contracting_dims={1}, rhs_contracting_dims={%d}\n"
+                      " c%d = f32[16,16] dot(h, h), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+                      " ct%d = f32[16,16] transpose(c%d), dimensions={1,0}\n",
+                      k, k, k, k % 2, k, k, k);
+        w += snprintf(text + w, sizeof text - (size_t)w,
+                      " e%d = %s dot(%s, %s), %s\n", k,
+                      k % 3 == 0 ? "f32[4,4,4]" : k % 3 == 1 ? "f32[16,16]" : "s32[16,16]",
+                      k % 3 == 0 ? "h3" : k % 3 == 1 ? "hb" : "h8", k % 3 == 0 ? "h3" : k % 3 == 1 ? "hb" : "h8",
+                      k % 3 == 0 ? "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}"
+                                 : "lhs_contracting_dims={1}, rhs_contracting_dims={1}");
+        if (k % 3 == 0)   /* the batched dot's sum, spread */
+            w += snprintf(text + w, sizeof text - (size_t)w,
+                          " z%d = f32[] constant(0)\n er%d = f32[] reduce(e%d, z%d), dimensions={0,1,2}, to_apply=add\n"
+                          " u%d = f32[16,24] broadcast(er%d), dimensions={}\n", k, k, k, k, k, k);
+        else
+            w += snprintf(text + w, sizeof text - (size_t)w,
+                          " ef%d = f32[16,16] convert(e%d)\n u%d = f32[16,24] dot(ef%d, h), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
+                          k, k, k, k);
+        w += snprintf(text + w, sizeof text - (size_t)w,
+                      " s%d = f32[16,24] dot(ct%d, b%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                      " sv%d = f32[16,24] add(s%d, u%d)\n"
+                      " t%d = f32[16,24] tanh(sv%d)\n acc%d = f32[16,24] add(acc%d, t%d)\n",
+                      k, k, k, k, k, k, k, k, k + 1, k, k);
+    }
+    w += snprintf(text + w, sizeof text - (size_t)w,
+                  " dd = f64[16,16] dot(hd, hd), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+                  " ddf = f32[16,16] convert(dd)\n d2 = f32[16,24] dot(ddf, acc6), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                  " sc = f32[] constant(0.001)\n scb = f32[16,24] broadcast(sc), dimensions={}\n d3 = f32[16,24] multiply(d2, scb)\n"
+                  " h2a = f32[16,24] tanh(d3)\n hh = f32[16,24] tanh(h)\n h2 = f32[16,24] add(h2a, hh)\n ROOT r = (s32[], f32[16,24]) tuple(i1, h2)\n}\n"
+                  "ENTRY e {\n h0 = f32[16,24] parameter(0)\n z = s32[] constant(0)\n t = (s32[], f32[16,24]) tuple(z, h0)\n"
+                  " l = (s32[], f32[16,24]) while(t), condition=cond, body=body\n ROOT h = f32[16,24] get-tuple-element(l), index=1\n}\n");
+    REQUIRE(w < (int)sizeof text - 16);
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = mxt_parse(ctx, text);
+    REQUIRE(m);
+    tpu_tensor **in = NULL;
+    int nin = 0;
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 8, &in, &nin));
+    for (int md = 0; md < 2; md++) {
+        tpu_tensor **out[2] = {NULL, NULL};
+        int nout[2] = {0, 0};
+        for (int ref = 0; ref < 2; ref++) {
+            tpu_run_opts o = tpu_run_opts_default();
+            o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+            exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+            CHECK_OK(ctx, exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]));
+        }
+        if (nout[0] == 1 && nout[1] == 1) {
+            CHECK_MSG(!memcmp(tpu_tensor_cdata(out[0][0]), tpu_tensor_cdata(out[1][0]), tpu_tensor_nbytes(out[0][0])),
+                      "mode %d: the loop with cached plans differs from building them every time", md);
+            double s = 0;
+            for (int64_t i = 0; i < tpu_tensor_count(out[0][0]); i++) s += fabs(tpu_tensor_get_f64(out[0][0], i));
+            CHECK_MSG(s > 0.5 && s == s, "sum %g", s);
+        }
+        for (int ref = 0; ref < 2; ref++) tpu_tensors_free(out[ref], nout[ref]);
+    }
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

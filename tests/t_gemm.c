@@ -176,8 +176,10 @@ TEST(gemm_kernels_vs_ref)
         fails += gt_case(&r, d[0], d[1], d[2], have, 0) != 0;
     }
     /* several blocks along each dimension: K over both KCs, M over MC, N over NC (3072) */
-    static const int64_t big[][3] = {{250, 70, 530}, {61, 45, 1031}, {490, 33, 77}, {7, 3100, 9}, {13, 3107, 40}};
-    for (int c = 0; c < 5; c++) fails += gt_case(&r, big[c][0], big[c][1], big[c][2], have, 0) != 0;
+    /* ... and few columns (a convolution's 6 output features, a matrix-vector product): run as C^T = B^T A^T */
+    static const int64_t big[][3] = {{250, 70, 530}, {61, 45, 1031}, {490, 33, 77}, {7, 3100, 9}, {13, 3107, 40},
+                                     {300, 6, 400}, {700, 1, 130}};
+    for (int c = 0; c < 7; c++) fails += gt_case(&r, big[c][0], big[c][1], big[c][2], have, 0) != 0;
     CHECK_EQ_INT(fails, 0);
     exe_gemm_force(NULL);
     /* the default: the AVX-512 microkernels where the CPU has them (the bf16 one where it is faster), else OpenBLAS */
@@ -304,3 +306,125 @@ TEST(gemm_s8_vs_ref)
     fails += gt_s8_case(&r, 9, 33, 140000, 1);   /* 140000 * 2^14 > 2^31: the sums wrap */
     CHECK_EQ_INT(fails, 0);
 }
+
+/* A B packed once (exe_gemm_bpack, a loop's weights) gives exe_gemm's bits on every kernel, part and layout;
+ * the pack is what is read (B changed after packing still gives the packed B's product), and a pack made for
+ * another B or size is ignored. */
+TEST(gemm_bpack_vs_gemm)
+{
+    gt_rng r = {4242};
+    static const int64_t shapes[][3] = {{32, 384, 128}, {13, 70, 600}, {40, 3100, 9}, {5, 33, 17}, {300, 64, 257}, {2, 8, 5}};
+    static const exe_mx_part parts[] = {EXE_MX_AS_IS, EXE_MX_HI, EXE_MX_LO};
+    int made = 0;
+    for (int kn = 0; kn < GT_NK; kn++) {
+        if (!gt_have(gt_kernels[kn])) continue;
+        exe_gemm_force(gt_kernels[kn]);
+        for (int c = 0; c < 6; c++) {
+            int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2];
+            gt_op A, B;
+            int bf = (int)gt_int(&r, 0, 1);
+            exe_mx_part pa = parts[gt_int(&r, 0, 2)], pb = parts[gt_int(&r, 0, 2)];
+            REQUIRE(gt_make(&r, &A, M, K, bf, pa, (int)gt_int(&r, 0, 3)) && gt_make(&r, &B, K, N, bf, pb, (int)gt_int(&r, 0, 3)));
+            float *Cw = malloc((size_t)(M * N) * sizeof(float)), *Cg = malloc((size_t)(M * N) * sizeof(float));
+            REQUIRE(Cw && Cg);
+            int th = (int)gt_int(&r, 1, 2), acc = (int)gt_int(&r, 0, 1);
+            for (int64_t i = 0; i < M * N; i++) Cw[i] = Cg[i] = gt_val(&r);
+            exe_gemm(th, M, N, K, &A.s, &B.s, Cw, N, acc);
+            exe_gemm_bpack *bp = exe_gemm_bpack_new(M, N, K, &A.s, &B.s);
+            made += bp != NULL;
+            /* B's data changes after packing: with the pack, the product is still the packed B's */
+            size_t es = bf ? 2 : 4, nb = (size_t)(B.s.rs * (K - 1) + B.s.cs * (N - 1) + 1) * es;
+            char *saved = malloc(nb);
+            REQUIRE(saved);
+            memcpy(saved, B.buf, nb);
+            if (bp) memset(B.buf, 0, nb);
+            exe_gemm_b(th, M, N, K, &A.s, &B.s, bp, Cg, N, acc);
+            CHECK_MSG(!memcmp(Cw, Cg, (size_t)(M * N) * sizeof(float)), "%s: M=%lld N=%lld K=%lld: packed B differs",
+                      gt_kernels[kn] ? gt_kernels[kn] : "default", (long long)M, (long long)N, (long long)K);
+            /* a pack for another source is not used: the zeroed B gives zeros (acc 0) */
+            float *Cz = calloc((size_t)(M * N), sizeof(float));
+            REQUIRE(Cz);
+            exe_gemm_bpack *bp2 = bp && K > 1 ? exe_gemm_bpack_new(M, N, K - 1, &A.s, &B.s) : NULL;
+            exe_gemm_b(1, M, N, K, &A.s, &B.s, bp2, Cz, N, 0);
+            int nz = 0;
+            for (int64_t i = 0; bp2 && i < M * N; i++) nz += Cz[i] != 0;
+            CHECK_MSG(nz == 0, "a pack made for other sizes was used (%d nonzero)", nz);
+            exe_gemm_bpack_free(bp2);
+            exe_gemm_bpack_free(bp);
+            memcpy(B.buf, saved, nb);
+            free(saved);
+            free(Cz);
+            free(Cw);
+            free(Cg);
+            free(A.buf);
+            free(B.buf);
+        }
+    }
+    exe_gemm_force(NULL);
+    CHECK(made > 0);   /* at least the portable microkernel packs B */
+}
+
+/* The AVX-512 pair packers of the bf16 kernel: operands contiguous along k (a row-major A, a column-major B:
+ * gm_load_pairs_k1, 32 k at a time and a 16 x 16 transpose) and along the other side (a column-major A, a
+ * row-major B: gm_load_pairs_w1, VCVTNE2PS2BF16 for f32 part HI) still give exe_gemm_ref's bits, for f32
+ * parts HI and LO and bf16 data, with rounding ties, f32 subnormals (the largest round up to the smallest
+ * normal in exe_mx_hi, VCVTNE2PS2BF16 reads them as zero) and signed zeros among the values, K odd and even
+ * over several groups of 32 plus a tail, and panels of fewer rows than the tile. */
+#if defined(__x86_64__) && defined(__GNUC__)
+TEST(gemm_pairs_packed_along_k)
+{
+    if (!gt_have("avx512bf16")) {
+        exe_gemm_force(NULL);
+        return;
+    }
+    gt_rng r = {99};
+    /* FTZ/DAZ as tpu_run runs (the bf16 kernel flushes subnormal partial sums whatever the mode) */
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);
+    static const int64_t shapes[][3] = {{13, 37, 70}, {40, 45, 96}, {5, 70, 33}, {29, 17, 65}};
+    static const exe_mx_part parts[] = {EXE_MX_HI, EXE_MX_LO, EXE_MX_HI};
+    for (int c = 0; c < 4; c++)
+        for (int pa = 0; pa < 3; pa++)
+            for (int bf = 0; bf < 2; bf++)
+                for (int lay = 0; lay < 2; lay++) {
+                int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2];
+                gt_op A, B;
+                REQUIRE(gt_make(&r, &A, M, K, bf, parts[pa], lay) && gt_make(&r, &B, K, N, bf, parts[(pa + 1) % 3], 1 - lay));
+                /* ties (the bit below bf16 set, the rest zero), f32 subnormals (the largest ones too), signed zeros */
+                for (int op = 0; op < 2 && !bf; op++) {
+                    float *v = op ? (float *)B.buf : (float *)A.buf;
+                    int64_t n = op ? K * N : M * K;
+                    for (int64_t i = op; i < n; i += 3 + op) {
+                        uint32_t u;
+                        memcpy(&u, &v[i], 4);
+                        u = (i % 9 == 0) ? (u & 0xFFFF0000u) | 0x8000u : (i % 9 == 3) ? (u & 0x807FFFFFu)
+                          : (i % 9 == 6) ? 0x80000000u : (i % 9 == 7) ? 0x007FFFFFu : u;
+                        memcpy(&v[i], &u, 4);
+                    }
+                }
+                /* row 0 of A all the largest subnormal against 2^60 in column 0 of B: exe_mx_hi makes the
+                 * smallest normal of it, so C[0][0] = K * 2^-66, not 0 */
+                for (int64_t k = 0; k < K && !bf && parts[pa] == EXE_MX_HI && parts[(pa + 1) % 3] == EXE_MX_HI; k++) {
+                    uint32_t sub = 0x007FFFFFu;
+                    memcpy(&((float *)A.buf)[k * A.s.cs], &sub, 4);
+                    ((float *)B.buf)[k * B.s.rs] = 0x1p60f;
+                }
+                float *Cr = malloc((size_t)(M * N) * sizeof(float)), *Ck = malloc((size_t)(M * N) * sizeof(float));
+                REQUIRE(Cr && Ck);
+                exe_gemm_force(NULL);
+                exe_gemm_ref(M, N, K, &A.s, &B.s, Cr, N, 0);
+                exe_gemm_force("avx512bf16");
+                exe_gemm(1, M, N, K, &A.s, &B.s, Ck, N, 0);
+                int nbad = 0;
+                for (int64_t i = 0; i < M * N; i++) nbad += memcmp(&Ck[i], &Cr[i], sizeof(float)) != 0;
+                CHECK_MSG(nbad == 0, "M=%lld N=%lld K=%lld A part %d layout %d, %s: %d differ", (long long)M, (long long)N,
+                          (long long)K, (int)parts[pa], lay, bf ? "bf16" : "f32", nbad);
+                free(Cr);
+                free(Ck);
+                free(A.buf);
+                free(B.buf);
+            }
+    _mm_setcsr(csr);
+    exe_gemm_force(NULL);
+}
+#endif

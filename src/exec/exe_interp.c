@@ -972,6 +972,7 @@ static EXE_KERNEL(exe_kc_while)
     exe_counted K;
     exe_counted_plan(S, cond, &K);
     int64_t iter = 0;
+    S->loop_depth++;
     for (; !st; iter++) {
         int go = exe_counted_test(&K, state);
         S->counted += go >= 0;
@@ -989,6 +990,7 @@ static EXE_KERNEL(exe_kc_while)
     }
     exe_hoist_free(&hc);
     exe_hoist_free(&hb);
+    exe_dot_cache_drop(S, --S->loop_depth);   /* the weights this loop's dots packed, and their references */
     if (st) {
         exe_value_unref(state);
         return st;
@@ -1515,6 +1517,7 @@ tpu_run_opts tpu_run_opts_default(void)
 
 static void exe_state_free(exe_state *S)
 {
+    exe_dot_cache_drop(S, -1);
     ut_free(S->comp_info);   /* the plans are the module's */
     for (int k = 0; S->consts && k < S->m->ncomps; k++) {
         const hlo_comp *c = S->m->comps[k];

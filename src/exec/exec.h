@@ -86,6 +86,8 @@ typedef struct exe_state {
                                      * body or condition (exe_interp.c), computed by its first iteration */
     int64_t           hoisted;      /* values taken from such a table so far */
     int64_t           counted;      /* counted-loop conditions evaluated on the state so far (exe_counted) */
+    int               loop_depth;   /* while loops running (dot.c keeps plans and packed weights inside them) */
+    struct exe_dot_cache *dot_cache; /* dot.c's: loop dots' plans, and a loop's packed weights until it ends */
 } exe_state;
 
 typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *const *ops, exe_value **out);
@@ -157,6 +159,10 @@ tpu_status exe_alloc_shape(exe_state *S, const hlo_shape *s, tpu_tensor **t);
 tpu_status exe_out_array(exe_state *S, tpu_tensor *t, exe_value **out);
 /* Error helper: "file:line:col: instruction 'x' (opcode): message". Returns st. */
 tpu_status exe_fail(exe_state *S, const hlo_instr *in, tpu_status st, const char *fmt, ...) UT_PRINTF(4, 5);
+
+/* Drops the weights dot.c packed inside loops deeper than `depth` (with their references): a while loop's
+ * end passes the depth outside it; -1 (the run's end) also frees the dot plans and the cache itself. */
+void exe_dot_cache_drop(exe_state *S, int depth);
 
 /* Row-major strides of a tensor (in elements). */
 void exe_strides(const tpu_tensor *t, int64_t *strides);

@@ -754,7 +754,24 @@ static inline int conv_coord(const conv_plan *p, int j, int64_t o, int64_t k, in
     return q >= 0 && q % p->ld[j] == 0 && q / p->ld[j] < p->S[j];
 }
 
-/* Channels last: Col[col][r], r = (k0, k1, k2, ci - ci0), each (col, k) a run of input features. */
+/* n input elements from element offset off of base (a run), converted into the patch at d. */
+static void conv_copy_run(const conv_gctx *c, const char *base, int64_t off, char *d, int64_t n, exe_mx_part part)
+{
+    const tpu_tensor *x = c->x;
+    size_t esz = tpu_dtype_size(x->dtype);
+    if (c->x16[0]) {   /* pre-split: a copy of 16-bit values */
+        const uint16_t *s16 = c->x16[part == EXE_MX_LO] + (base - (const char *)x->data) / (ptrdiff_t)esz + off;
+        if (n == 1) *(uint16_t *)d = *s16;
+        else memcpy(d, s16, (size_t)n * 2);
+    } else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)n * 2);
+    else if (c->col16) conv_load16((uint16_t *)d, (const float *)(base + (size_t)off * esz), n, part);
+    else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, n, part);
+}
+
+/* Channels last: Col[col][r], r = (k0, k1, k2, ci - ci0), each (col, k) a run of input features. When the
+ * run is all of a position's features (and dim 2 has no dilation), the taps along dim 2 read one run of the
+ * input row: one copy for the taps inside the input, zeros for those in the padding (a 5x5 window over 16
+ * features took 25 copies of 32 bytes per output position, most of the time of an input-gradient conv). */
 static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0, int64_t c1, int64_t ci0, int64_t ci1,
                               void *col, exe_mx_part part)
 {
@@ -763,6 +780,7 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
     size_t esz = tpu_dtype_size(x->dtype);
     int64_t cw = ci1 - ci0, kc = cw * p->Kvol, O1 = p->O[1], O2 = p->O[2];
     size_t des = c->col16 ? 2 : sizeof(float);
+    int row = p->ld[2] == 1 && p->rd[2] == 1 && p->xs[2] == cw;
     for (int64_t cidx = c0; cidx < c1; cidx++) {
         int64_t n = cidx / p->Ovol, ol = cidx % p->Ovol;
         int64_t o[CV_D] = {ol / (O2 * O1), (ol / O2) % O1, ol % O2};
@@ -775,18 +793,22 @@ static void conv_gather_clast(const conv_gctx *c, const conv_blk *b, int64_t c0,
             for (int64_t k1 = 0; k1 < p->K[1]; k1++) {
                 int64_t f1;
                 int ok1 = ok0 && conv_coord(p, 1, o[1], k1, &f1);
+                if (row) {
+                    int64_t q0 = o[2] * p->st[2] - p->plo[2];   /* input coordinate of tap k2: q0 + k2 */
+                    int64_t lo = ok1 ? UT_MAX((int64_t)0, -q0) : 0, hi = ok1 ? UT_MIN(p->K[2], p->S[2] - q0) : 0;
+                    if (hi <= lo) lo = hi = 0;
+                    if (lo > 0) memset(d, 0, (size_t)(lo * cw) * des);
+                    if (hi > lo) conv_copy_run(c, base, f0 + f1 + (q0 + lo) * p->xs[2], d + (size_t)(lo * cw) * des, (hi - lo) * cw, part);
+                    if (hi < p->K[2]) memset(d + (size_t)(hi * cw) * des, 0, (size_t)((p->K[2] - hi) * cw) * des);
+                    d += (size_t)(p->K[2] * cw) * des;
+                    continue;
+                }
                 for (int64_t k2 = 0; k2 < p->K[2]; k2++, d += (size_t)cw * des) {
                     int64_t f2, off = 0;
                     int ok = ok1 && conv_coord(p, 2, o[2], k2, &f2);
                     if (ok) off = f0 + f1 + f2;
                     if (!ok) memset(d, 0, (size_t)cw * des);
-                    else if (c->x16[0]) {   /* pre-split: a copy of 16-bit values */
-                        const uint16_t *s16 = c->x16[part == EXE_MX_LO] + (base - (const char *)x->data) / (ptrdiff_t)esz + off;
-                        if (cw == 1) *(uint16_t *)d = *s16;
-                        else memcpy(d, s16, (size_t)cw * 2);
-                    } else if (c->col16 && x->dtype == TPU_BF16) memcpy(d, base + (size_t)off * esz, (size_t)cw * 2);
-                    else if (c->col16) conv_load16((uint16_t *)d, (const float *)(base + (size_t)off * esz), cw, part);
-                    else exe_mx_load(d, 0, base + (size_t)off * esz, x->dtype, 1, cw, part);
+                    else conv_copy_run(c, base, off, d, cw, part);
                 }
             }
         }

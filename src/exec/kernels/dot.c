@@ -478,6 +478,115 @@ static tpu_status dot_int(exe_state *S, const dot_plan *p, const tpu_tensor *l, 
     return TPU_OK;
 }
 
+/* ---- a loop's weights packed once ----
+ * A dot inside a while loop whose B operand is the same value at every iteration (the loop's weights) packs
+ * it for exe_gemm once: an execution notes its B value; when the next execution of the instruction gets the
+ * same value again, B is packed and the pack kept with a reference to the value. That reference keeps the
+ * data as it was packed: nothing updates in place a value that someone else holds (exe_take_unique), and the
+ * buffer cannot be freed and reused while it is held. A later execution with that very value uses the pack;
+ * another value drops it (and after two such misses the instruction stops trying). The packs and references
+ * go when the loop that made them ends (exe_dot_cache_drop from the while kernel). */
+#define DOT_CACHE_MAX   32
+#define DOT_CACHE_BYTES ((size_t)64 << 20)
+
+typedef struct dot_cache_ent {
+    const hlo_instr *in;
+    int              term;
+    int              depth;    /* loop depth it was made at */
+    int              misses;
+    uintptr_t        seen;     /* the last execution's B value (not held: its address, only compared) */
+    exe_value       *pin;      /* the packed value, held */
+    exe_gemm_bpack  *bp;
+} dot_cache_ent;
+
+/* A dot's plan inside loops, made by its first execution in the run (the operands' shapes are the
+ * instruction's, so the plan, numerics and offset tables stay valid): open addressing on the instruction. */
+typedef struct dot_cached {
+    const hlo_instr *in;       /* NULL: free slot */
+    int              swapped;  /* made for the transposed result (exe_state.cur_dot_out) */
+    int              lrank, rrank;
+    int64_t          ldims[TPU_MAX_RANK], rdims[TPU_MAX_RANK];
+    tpu_dtype        lt, rt;
+    dot_plan         p;
+    exe_mx_num       nm;
+    int64_t         *tab;
+} dot_cached;
+
+struct exe_dot_cache {
+    int           n;
+    size_t        bytes;
+    dot_cache_ent e[DOT_CACHE_MAX];
+    dot_cached   *plans;
+    int           nplans, capplans;   /* capplans: a power of two */
+};
+
+static void dot_cache_unpin(struct exe_dot_cache *dc, dot_cache_ent *e)
+{
+    dc->bytes -= exe_gemm_bpack_bytes(e->bp);
+    exe_gemm_bpack_free(e->bp);
+    exe_value_unref(e->pin);
+    e->bp = NULL;
+    e->pin = NULL;
+}
+
+void exe_dot_cache_drop(exe_state *S, int depth)
+{
+    struct exe_dot_cache *dc = S->dot_cache;
+    if (!dc) return;
+    int k = 0;
+    for (int i = 0; i < dc->n; i++) {
+        if (dc->e[i].depth > depth) dot_cache_unpin(dc, &dc->e[i]);
+        else dc->e[k++] = dc->e[i];
+    }
+    dc->n = k;
+    if (depth < 0) {
+        for (int i = 0; i < dc->capplans; i++) ut_free(dc->plans[i].tab);
+        ut_free(dc->plans);
+        ut_free(dc);
+        S->dot_cache = NULL;
+    }
+}
+
+/* The pack of B (value v) for term `term` of dot `in`, or NULL (pack as usual). */
+static const exe_gemm_bpack *dot_cache_get(exe_state *S, const hlo_instr *in, int term, exe_value *v, int64_t M, int64_t N,
+                                           int64_t K, const exe_gemm_src *A, const exe_gemm_src *B)
+{
+    if (!S->dot_cache && !(S->dot_cache = ut_calloc(1, sizeof *S->dot_cache))) return NULL;
+    struct exe_dot_cache *dc = S->dot_cache;
+    dot_cache_ent *e = NULL;
+    for (int i = 0; i < dc->n && !e; i++)
+        if (dc->e[i].in == in && dc->e[i].term == term) e = &dc->e[i];
+    if (!e) {
+        if (dc->n == DOT_CACHE_MAX) return NULL;
+        e = &dc->e[dc->n++];
+        memset(e, 0, sizeof *e);
+        e->in = in;
+        e->term = term;
+        e->depth = S->loop_depth;
+        e->seen = (uintptr_t)v;
+        return NULL;
+    }
+    if (e->pin == v) return e->bp;
+    if (e->pin) {
+        dot_cache_unpin(dc, e);   /* not the loop's weights after all */
+        e->misses++;
+    }
+    if (e->seen != (uintptr_t)v || e->misses >= 2) {
+        e->seen = (uintptr_t)v;
+        return NULL;
+    }
+    exe_gemm_bpack *bp = exe_gemm_bpack_new(M, N, K, A, B);
+    if (!bp) return NULL;
+    if (dc->bytes + exe_gemm_bpack_bytes(bp) > DOT_CACHE_BYTES) {
+        exe_gemm_bpack_free(bp);
+        return NULL;
+    }
+    dc->bytes += exe_gemm_bpack_bytes(bp);
+    e->bp = bp;
+    e->pin = exe_value_ref(v);
+    return bp;
+}
+
 /* ---- f32 accumulation: exe_gemm on the operands as they lie (or packed when their dims do not merge) ---- */
 
 typedef struct dot_f32_ctx {
@@ -491,6 +600,8 @@ typedef struct dot_f32_ctx {
     float           **ws;             /* per thread: packed A, packed B, C */
     size_t            wsz;
     int               inner_threads;
+    const hlo_instr  *in;
+    exe_value        *bval;           /* B's value, when its pack may be kept (a loop's weights), else NULL */
 } dot_f32_ctx;
 
 /* gemm source of operand m for batch b: in place, or the packed copy in buf */
@@ -525,7 +636,8 @@ static void dot_f32_batch(const dot_f32_ctx *c, int64_t b, int tid, int threads)
         exe_mx_part pl, pr;
         if (exe_mx_term_part(c->nm, term, 0, &pl) || exe_mx_term_part(c->nm, term, 1, &pr)) continue;
         exe_gemm_src ga = dot_src(&c->A, b, c->packA, pa, pl), gb = dot_src(&c->B, b, c->packB, pb, pr);
-        exe_gemm(threads, p->M, p->N, p->K, &ga, &gb, C, p->N, acc);
+        const exe_gemm_bpack *bp = c->bval ? dot_cache_get(c->S, c->in, term, c->bval, p->M, p->N, p->K, &ga, &gb) : NULL;
+        exe_gemm_b(threads, p->M, p->N, p->K, &ga, &gb, bp, C, p->N, acc);
         acc = 1;
     }
     if (!c->out_f32)
@@ -540,8 +652,8 @@ static void dot_f32_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
 
 static int dot_gemm_ok(const dot_mat *m) { return m->runi && m->cuni && (m->t->dtype == TPU_F32 || m->t->dtype == TPU_BF16); }
 
-static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm, const tpu_tensor *l, const tpu_tensor *r,
-                          const int64_t *tab, tpu_tensor *t, int nt)
+static tpu_status dot_f32(exe_state *S, const hlo_instr *in, const dot_plan *p, const exe_mx_num *nm, const tpu_tensor *l,
+                          const tpu_tensor *r, exe_value *rval, const int64_t *tab, tpu_tensor *t, int nt)
 {
     const int64_t *lbo = tab, *rbo = lbo + p->B, *lmo = rbo + p->B, *lko = lmo + p->M, *rko = lko + p->K, *rno = rko + p->K;
     dot_f32_ctx c;
@@ -555,6 +667,10 @@ static tpu_status dot_f32(exe_state *S, const dot_plan *p, const exe_mx_num *nm,
     dot_mat_init(&c.B, r, &p->rk, &p->rn, rbo, rko, rno, nm, 1);
     c.packA = !dot_gemm_ok(&c.A);
     c.packB = !dot_gemm_ok(&c.B);
+    c.in = in;
+    /* one product read in place inside a loop: B may be the loop's weights (not in runs asking for the
+     * reference kernels: tests compare a program run with and without the packs kept) */
+    c.bval = S->loop_depth > 0 && p->B == 1 && !c.packB && !(S->ref & EXE_REF_KERNELS) ? rval : NULL;
     /* many independent batches: one per thread at a time; otherwise each product uses all threads (the choice
      * does not depend on the thread count, so neither do the results) */
     double flops = 2.0 * (double)p->M * (double)p->N * (double)p->K;
@@ -639,18 +755,16 @@ static int dot_tiny(exe_state *S, const hlo_instr *in, const tpu_tensor *l, cons
     return 1;
 }
 
-EXE_KERNEL(exe_k_dot)
+/* The plan of dot `in` on these operands (roles exchanged when swapped), its numerics and offset tables
+ * (*tab: the caller frees it when *own). */
+static tpu_status dot_prepare(exe_state *S, const hlo_instr *in, exe_value *const *ops, int swapped, dot_plan *pp,
+                              exe_mx_num *nmp, int64_t **tabp)
 {
-    if (in->nops == 2 && ops[0]->t && ops[1]->t && hlo_shape_is_array(&in->shape) && !EXE_FORCE_REF(S)) {
-        tpu_status st = TPU_OK;
-        if (dot_tiny(S, in, ops[0]->t, ops[1]->t, out, &st)) return st;
-    }
     dot_plan p;
     tpu_status st = dot_plan_make(S, in, ops, &p);
     if (st) return st;
     const tpu_tensor *l = ops[0]->t, *r = ops[1]->t;
-    const hlo_shape *tshape = S->cur_dot_out;
-    if (tshape) {
+    if (swapped) {
         /* out^T[b][n][m] = sum_k r[b,k,n] l[b,m,k]: the product with the operands' roles exchanged */
         dot_plan q = p;
         q.lb = p.rb, q.rb = p.lb, q.lm = p.rn, q.lk = p.rk, q.rk = p.lk, q.rn = p.lm, q.M = p.N, q.N = p.M;
@@ -669,16 +783,8 @@ EXE_KERNEL(exe_k_dot)
     }
     if (p.M >= INT32_MAX || p.N >= INT32_MAX || p.K >= INT32_MAX)
         return exe_fail(S, in, TPU_ERR_UNSUPPORTED, "a matrix dimension of 2^31 or more is not supported");
-    tpu_tensor *t;
-    if ((st = tshape ? exe_alloc_shape(S, tshape, &t) : exe_alloc(S, in, &t))) return st;
-    int nt = exe_mx_threads(S);
-    if (t->count == 0) return exe_out_array(S, t, out);
-    if ((double)t->count * (double)p.K < 1e5) nt = 1;   /* not worth waking threads */
     int64_t *tab = ut_malloc((size_t)(2 * p.B + p.M + 2 * p.K + p.N + 1) * sizeof *tab);
-    if (!tab) {
-        tpu_tensor_free(t);
-        return ut_nomem(S->ctx);
-    }
+    if (!tab) return ut_nomem(S->ctx);
     int64_t *lbo = tab, *rbo = lbo + p.B, *lmo = rbo + p.B, *lko = lmo + p.M, *rko = lko + p.K, *rno = rko + p.K;
     dot_offsets(&p.lb, lbo);
     dot_offsets(&p.rb, rbo);
@@ -686,14 +792,107 @@ EXE_KERNEL(exe_k_dot)
     dot_offsets(&p.lk, lko);
     dot_offsets(&p.rk, rko);
     dot_offsets(&p.rn, rno);
+    *pp = p;
+    *nmp = nm;
+    *tabp = tab;
+    return TPU_OK;
+}
+
+/* Is c the plan of dot `in` on operands l, r? */
+static int dot_cached_fits(const dot_cached *c, const hlo_instr *in, int swapped, const tpu_tensor *l, const tpu_tensor *r)
+{
+    return c->in == in && c->swapped == swapped && c->lt == l->dtype && c->rt == r->dtype && c->lrank == l->rank &&
+           c->rrank == r->rank && !memcmp(c->ldims, l->dims, (size_t)l->rank * sizeof(int64_t)) &&
+           !memcmp(c->rdims, r->dims, (size_t)r->rank * sizeof(int64_t));
+}
+
+/* dot_prepare through the run's plans: a dot inside a loop builds its plan once (its offset tables and
+ * attribute checks were a few percent of a loop of small dots); elsewhere, and in runs asking for the
+ * reference kernels (tests compare the two), each execution builds it (*own). */
+static tpu_status dot_prepare_cached(exe_state *S, const hlo_instr *in, exe_value *const *ops, int swapped, dot_plan *p,
+                                     exe_mx_num *nm, int64_t **tab, int *own)
+{
+    *own = 1;
+    if (S->loop_depth <= 0 || (S->ref & EXE_REF_KERNELS) || in->nops != 2 || !ops[0] || !ops[1] || !ops[0]->t || !ops[1]->t ||
+        (!S->dot_cache && !(S->dot_cache = ut_calloc(1, sizeof *S->dot_cache))))
+        return dot_prepare(S, in, ops, swapped, p, nm, tab);
+    struct exe_dot_cache *dc = S->dot_cache;
+    const tpu_tensor *l = ops[0]->t, *r = ops[1]->t;
+    uint64_t h = ((uint64_t)(uintptr_t)in >> 4) * 0x9E3779B97F4A7C15ull + (uint64_t)swapped;
+    int mask = dc->capplans - 1;
+    for (int i = 0; dc->capplans && i <= mask; i++) {
+        dot_cached *c = &dc->plans[(int)((h >> 40) + (uint64_t)i) & mask];
+        if (!c->in) break;
+        if (dot_cached_fits(c, in, swapped, l, r)) {
+            *p = c->p, *nm = c->nm, *tab = c->tab, *own = 0;
+            return TPU_OK;
+        }
+    }
+    tpu_status st = dot_prepare(S, in, ops, swapped, p, nm, tab);
+    if (st || l->rank > TPU_MAX_RANK || r->rank > TPU_MAX_RANK) return st;
+    if (2 * (dc->nplans + 1) > dc->capplans) {   /* grow (rehash) at half full */
+        int cap = dc->capplans ? 2 * dc->capplans : 32;
+        dot_cached *v = ut_calloc((size_t)cap, sizeof *v);
+        if (!v) return TPU_OK;   /* (the plan is used once, uncached) */
+        for (int i = 0; i < dc->capplans; i++) {
+            dot_cached *c = &dc->plans[i];
+            if (!c->in) continue;
+            uint64_t g = ((uint64_t)(uintptr_t)c->in >> 4) * 0x9E3779B97F4A7C15ull + (uint64_t)c->swapped;
+            int k = (int)(g >> 40) & (cap - 1);
+            while (v[k].in) k = (k + 1) & (cap - 1);
+            v[k] = *c;
+        }
+        ut_free(dc->plans);
+        dc->plans = v;
+        dc->capplans = cap;
+        mask = cap - 1;
+    }
+    int k = (int)(h >> 40) & mask;
+    while (dc->plans[k].in) k = (k + 1) & mask;
+    dot_cached *c = &dc->plans[k];
+    c->in = in, c->swapped = swapped, c->lt = l->dtype, c->rt = r->dtype, c->lrank = l->rank, c->rrank = r->rank;
+    memcpy(c->ldims, l->dims, (size_t)l->rank * sizeof(int64_t));
+    memcpy(c->rdims, r->dims, (size_t)r->rank * sizeof(int64_t));
+    c->p = *p, c->nm = *nm, c->tab = *tab;
+    dc->nplans++;
+    *own = 0;
+    return TPU_OK;
+}
+
+EXE_KERNEL(exe_k_dot)
+{
+    if (in->nops == 2 && ops[0]->t && ops[1]->t && hlo_shape_is_array(&in->shape) && !EXE_FORCE_REF(S)) {
+        tpu_status st = TPU_OK;
+        if (dot_tiny(S, in, ops[0]->t, ops[1]->t, out, &st)) return st;
+    }
+    dot_plan p;
+    exe_mx_num nm;
+    int64_t *tab;
+    int own;
+    const hlo_shape *tshape = S->cur_dot_out;
+    tpu_status st = dot_prepare_cached(S, in, ops, tshape != NULL, &p, &nm, &tab, &own);
+    if (st) return st;
+    const tpu_tensor *l = tshape ? ops[1]->t : ops[0]->t, *r = tshape ? ops[0]->t : ops[1]->t;
+    tpu_tensor *t;
+    if ((st = tshape ? exe_alloc_shape(S, tshape, &t) : exe_alloc(S, in, &t))) {
+        if (own) ut_free(tab);
+        return st;
+    }
+    int nt = exe_mx_threads(S);
+    if (t->count == 0) {
+        if (own) ut_free(tab);
+        return exe_out_array(S, t, out);
+    }
+    if ((double)t->count * (double)p.K < 1e5) nt = 1;   /* not worth waking threads */
+    int64_t *lbo = tab, *rbo = lbo + p.B, *lmo = rbo + p.B, *lko = lmo + p.M, *rko = lko + p.K, *rno = rko + p.K;
     if (l->dtype == TPU_S8 && r->dtype == TPU_S8 && t->dtype == TPU_S32 && exe_gemm_s8_available()) {
         dot_s8(&p, l, r, tab, t, nt);   /* int8 dots: exact, wrapped like every integer sum */
-        ut_free(tab);
+        if (own) ut_free(tab);
         return exe_out_array(S, t, out);
     }
     if (nm.acc == EXE_MX_I64) {
         st = dot_int(S, &p, l, r, tab, t, nt);
-        ut_free(tab);
+        if (own) ut_free(tab);
         if (st) {
             tpu_tensor_free(t);
             return st;
@@ -701,8 +900,8 @@ EXE_KERNEL(exe_k_dot)
         return exe_out_array(S, t, out);
     }
     if (!nm.dbl) {
-        st = dot_f32(S, &p, &nm, l, r, tab, t, nt);
-        ut_free(tab);
+        st = dot_f32(S, in, &p, &nm, l, r, tshape ? ops[0] : ops[1], tab, t, nt);
+        if (own) ut_free(tab);
         if (st) {
             tpu_tensor_free(t);
             return st;
@@ -726,7 +925,7 @@ EXE_KERNEL(exe_k_dot)
     size_t wsz = dot_ws_size(&c);
     char *mem = ut_malloc(wsz + 64);
     if (!mem) {
-        ut_free(tab);
+        if (own) ut_free(tab);
         tpu_tensor_free(t);
         return ut_nomem(S->ctx);
     }
@@ -761,6 +960,6 @@ EXE_KERNEL(exe_k_dot)
         }
     }
     ut_free(mem);
-    ut_free(tab);
+    if (own) ut_free(tab);
     return exe_out_array(S, t, out);
 }

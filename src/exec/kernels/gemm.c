@@ -160,10 +160,173 @@ static void gm_load_pairs(uint32_t *dst, int64_t dld, const exe_gemm_src *s, int
     }
 }
 
+/* The same for an operand contiguous along k (ks 1: a row-major A, a transposed B) and at most 32 rows w,
+ * with AVX-512: per row, 32 k at a time become 16 pair words in one register (the conversions of gm_get,
+ * vectorised: bit for bit the scalar loop's), kept in a 32 x 16 block that is then transposed 16 x 16 with
+ * shuffles into dst's rows of k pairs. The scalar loop wrote one 4-byte word per pair at a stride of dld
+ * words (a third of the time of small products in loops, and of a convolution's transposed patch panel).
+ * Pairs past the last full group of 16 are left to gm_load_pairs. Returns the pairs done. */
+#define GM_R(i) _mm512_set1_epi32((int)(i))
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i gm_v_hi(__m512i u)
+{
+    __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, GM_R(0x7FFF)), _mm512_and_si512(_mm512_srli_epi32(u, 16), GM_R(1))),
+                                 GM_R(0xFFFF0000u));
+    __m512i sign = _mm512_and_si512(u, GM_R(0x80000000u));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, GM_R(0x7FFFFFFF)), GM_R(0x7F800000));
+    r = _mm512_mask_or_epi32(r, nan, sign, GM_R(0x7FC00000));
+    __mmask16 sub = _mm512_testn_epi32_mask(r, GM_R(0x7F800000));
+    return _mm512_mask_and_epi32(r, sub, r, GM_R(0x80000000u));
+}
+
+/* exe_mx_lo: hi(daz(x) - hi(x)), 0 where hi(x) is inf or NaN */
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i gm_v_lo(__m512i u)
+{
+    __m512i h = gm_v_hi(u);
+    __mmask16 den = _mm512_testn_epi32_mask(u, GM_R(0x7F800000));
+    __m512i d = _mm512_mask_and_epi32(u, den, u, GM_R(0x80000000u));
+    __m512i l = gm_v_hi(_mm512_castps_si512(_mm512_sub_ps(_mm512_castsi512_ps(d), _mm512_castsi512_ps(h))));
+    __mmask16 inf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(h, GM_R(0x7F800000)), GM_R(0x7F800000));
+    return _mm512_maskz_mov_epi32((__mmask16)~inf, l);
+}
+
+/* 16 pair words (x[2q] << 16 | x[2q+1]) of 32 consecutive elements at q0: kind 0 f32 part HI, 1 f32 part
+ * LO, 2 bf16 (part LO of bf16 data is zero: gm_load_pairs) */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline __m512i gm_v_pairs(int kind, const void *q0)
+{
+    if (kind == 2) {
+        __m512i v = _mm512_loadu_si512(q0);
+        __mmask32 sub = _mm512_testn_epi16_mask(v, _mm512_set1_epi16(0x7F80));
+        v = _mm512_mask_mov_epi16(v, sub, _mm512_and_si512(v, _mm512_set1_epi16((short)0x8000)));
+        return _mm512_rol_epi32(v, 16);   /* element 2q to the high half */
+    }
+    const float *f = q0;
+    __m512i u0 = _mm512_loadu_si512(f), u1 = _mm512_loadu_si512(f + 16), r0, r1;
+    if (kind == 1) r0 = gm_v_lo(u0), r1 = gm_v_lo(u1);
+    else r0 = gm_v_hi(u0), r1 = gm_v_hi(u1);
+    /* 16-bit lane 2q (low half of word q) = high half of element 2q+1 (lane 4q+3 of r0:r1), lane 2q+1 = 4q+1 */
+    const __m512i idx = _mm512_set_epi16(61, 63, 57, 59, 53, 55, 49, 51, 45, 47, 41, 43, 37, 39, 33, 35, 29, 31, 25,
+                                         27, 21, 23, 17, 19, 13, 15, 9, 11, 5, 7, 1, 3);
+    return _mm512_permutex2var_epi16(r0, idx, r1);
+}
+
+/* 16 x 16 words: r[j] becomes column j of the rows r[0..15] */
+__attribute__((target("avx512f"), always_inline)) static inline void gm_transpose16(__m512i *r)
+{
+    __m512i t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* r[4b + c] now holds, in each 128-bit lane L, column 4L + c of rows 4b..4b+3 */
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        t[c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);        /* lanes 0,2 of rows 0-3 | 0,2 of 4-7 */
+        t[4 + c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);    /* lanes 1,3 */
+        t[8 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+        t[12 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88);          /* column c      (lane 0) */
+        r[8 + c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0xDD);      /* column 8 + c  (lane 2) */
+        r[4 + c] = _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0x88); /* column 4 + c  (lane 1) */
+        r[12 + c] = _mm512_shuffle_i32x4(t[4 + c], t[12 + c], 0xDD);/* column 12 + c (lane 3) */
+    }
+}
+
+/* One 16-row block (wn rows, the rest zero) of groups [0, ng) of one kind. */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void gm_k1_block(int kind, uint32_t *dst, int64_t dld,
+                                                                                        const char *p, size_t rstride,
+                                                                                        size_t gstride, int64_t ng, int wn)
+{
+    __mmask16 m = (__mmask16)((1u << wn) - 1);
+    for (int64_t g = 0; g < ng; g++, p += gstride, dst += 16 * dld) {
+        __m512i r[16];
+        if (wn == 16) {
+#pragma GCC unroll 16
+            for (int w = 0; w < 16; w++) r[w] = gm_v_pairs(kind, p + w * rstride);
+        } else {
+            for (int w = 0; w < 16; w++) r[w] = w < wn ? gm_v_pairs(kind, p + w * rstride) : _mm512_setzero_si512();
+        }
+        gm_transpose16(r);
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; q++) _mm512_mask_storeu_epi32(dst + q * dld, m, r[q]);
+    }
+}
+
+__attribute__((target("avx512f,avx512bw"))) static int64_t gm_load_pairs_k1(uint32_t *dst, int64_t dld,
+                                                                           const exe_gemm_src *s, int64_t off,
+                                                                           int64_t ws, int64_t kc, int64_t W)
+{
+    int kind = s->dtype == TPU_BF16 ? 2 : s->part == EXE_MX_LO ? 1 : 0;
+    if (s->dtype == TPU_BF16 && s->part == EXE_MX_LO) return 0;   /* zeros: gm_load_pairs */
+    size_t es = kind == 2 ? 2 : 4;
+    int64_t ng = kc / 32;   /* groups of 16 pairs */
+    if (W > 32 || ng == 0) return 0;
+    for (int64_t w0 = 0; w0 < W; w0 += 16) {
+        int wn = (int)UT_MIN((int64_t)16, W - w0);
+        const char *p = (const char *)s->p + (size_t)(off + w0 * ws) * es;
+        size_t rs = (size_t)ws * es, gs = 32 * es;
+        if (kind == 0) gm_k1_block(0, dst + w0, dld, p, rs, gs, ng, wn);
+        else if (kind == 1) gm_k1_block(1, dst + w0, dld, p, rs, gs, ng, wn);
+        else gm_k1_block(2, dst + w0, dld, p, rs, gs, ng, wn);
+    }
+    return 16 * ng;
+}
+
+/* The same for an operand contiguous along w (ws 1: a row-major B, a transposed A) read as f32 part HI, 16 w
+ * at a time: VCVTNE2PS2BF16 rounds two rows (k, k+1) to bf16 in one instruction and a word permutation
+ * pairs them. It rounds normal numbers (inf included) to nearest even like exe_mx_hi but reads f32 subnormals
+ * as zero (exe_mx_hi rounds the largest ones up to the smallest normal) and keeps NaN payloads, so a group
+ * holding either takes the integer rounding of gm_v_hi instead: bit for bit gm_load_pairs. Returns the pairs
+ * done (all whole pairs; an odd kc leaves the last one to gm_load_pairs). */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static int64_t gm_load_pairs_w1(uint32_t *dst, int64_t dld,
+                                                                                      const exe_gemm_src *s, int64_t off,
+                                                                                      int64_t ks, int64_t kc, int64_t W)
+{
+    if (s->dtype != TPU_F32 || s->part != EXE_MX_HI) return 0;
+    const float *p = (const float *)s->p + off;
+    /* 16-bit lane 2w: element w of the second row (low half of word w), lane 2w + 1: of the first */
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    int64_t np = kc / 2;
+    for (int64_t q = 0; q < np; q++) {
+        const float *r0 = p + 2 * q * ks, *r1 = r0 + ks;
+        uint32_t *d = dst + q * dld;
+        for (int64_t w = 0; w < W; w += 16) {
+            __mmask16 m = W - w >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (W - w)) - 1);
+            __m512i a = _mm512_maskz_loadu_epi32(m, r0 + w), b = _mm512_maskz_loadu_epi32(m, r1 + w);
+            __m512i ma = _mm512_and_si512(a, GM_R(0x7FFFFFFF)), mb = _mm512_and_si512(b, GM_R(0x7FFFFFFF));
+            /* NaN (> inf) or subnormal (1 .. 0x7FFFFF: magnitude - 1 below 0x7FFFFF unsigned) */
+            __mmask16 odd = _mm512_cmpgt_epu32_mask(ma, GM_R(0x7F800000)) | _mm512_cmpgt_epu32_mask(mb, GM_R(0x7F800000)) |
+                            _mm512_cmplt_epu32_mask(_mm512_sub_epi32(ma, GM_R(1)), GM_R(0x7FFFFF)) |
+                            _mm512_cmplt_epu32_mask(_mm512_sub_epi32(mb, GM_R(1)), GM_R(0x7FFFFF));
+            __m512i v;
+            if (odd & m)
+                v = _mm512_or_si512(gm_v_hi(a), _mm512_srli_epi32(gm_v_hi(b), 16));
+            else
+                v = _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b)));
+            _mm512_mask_storeu_epi32(d + w, m, v);
+        }
+    }
+    return np;
+}
+#undef GM_R
+
 /* A panel: rows [i0, i0+mr) x k [k0, k0+kc) -> dst[(k/2) * MR + i], rows >= mr zero. */
 static void gm_pack_a16(const exe_gemm_src *A, int64_t i0, int mr, int64_t k0, int64_t kc, uint32_t *dst, int MR)
 {
-    gm_load_pairs(dst, MR, A, i0 * A->rs + k0 * A->cs, A->cs, A->rs, kc, mr, 0x8000u);
+    int64_t off = i0 * A->rs + k0 * A->cs, done = A->cs == 1 && A->rs != 1 ? gm_load_pairs_k1(dst, MR, A, off, A->rs, kc, mr)
+                                                 : A->rs == 1 ? gm_load_pairs_w1(dst, MR, A, off, A->cs, kc, mr) : 0;
+    gm_load_pairs(dst + done * MR, MR, A, off + 2 * done * A->cs, A->cs, A->rs, kc - 2 * done, mr, 0x8000u);
     if (mr < MR)
         for (int64_t q = 0; q < (kc + 1) / 2; q++) memset(dst + q * MR + mr, 0, (size_t)(MR - mr) * sizeof(uint32_t));
 }
@@ -171,7 +334,9 @@ static void gm_pack_a16(const exe_gemm_src *A, int64_t i0, int mr, int64_t k0, i
 /* B panel: k [k0, k0+kc) x cols [j0, j0+nr) -> dst[(k/2) * NR + j], cols >= nr zero. */
 static void gm_pack_b16(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int nr, uint32_t *dst, int NR)
 {
-    gm_load_pairs(dst, NR, B, k0 * B->rs + j0 * B->cs, B->rs, B->cs, kc, nr, 0u);
+    int64_t off = k0 * B->rs + j0 * B->cs, done = B->rs == 1 && B->cs != 1 ? gm_load_pairs_k1(dst, NR, B, off, B->cs, kc, nr)
+                                                 : B->cs == 1 ? gm_load_pairs_w1(dst, NR, B, off, B->rs, kc, nr) : 0;
+    gm_load_pairs(dst + done * NR, NR, B, off + 2 * done * B->rs, B->rs, B->cs, kc - 2 * done, nr, 0u);
     if (nr < NR)
         for (int64_t q = 0; q < (kc + 1) / 2; q++) memset(dst + q * NR + nr, 0, (size_t)(NR - nr) * sizeof(uint32_t));
 }
@@ -337,7 +502,7 @@ static int gm_auto(void)
 static int gm_has_bf16(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
 }
 #endif
 
@@ -687,18 +852,11 @@ static int gm_blas(int nt, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     return 1;
 }
 
-void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
-              int64_t ldc, int accumulate)
+/* Where exe_gemm sends a product (the choice depends on the shape, the operands' dtypes and parts and the
+ * mode, never on the thread count): *blas set: try OpenBLAS first; returns the packed microkernel to run (after
+ * BLAS declines), or NULL for the tiny-product path. */
+static const gm_impl *gm_route(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, int *blas)
 {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        if (!accumulate)
-            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
-        return;
-    }
-    int nt = exe_par_threads(threads);
-    if (nt > GM_MAXT) nt = GM_MAXT;
-    if ((double)M * (double)N * (double)K < 2e5) nt = 1;   /* not worth waking threads */
     int mode = atomic_load(&gm_mode);
     const gm_impl *I = gm_pick_bf16(mode, A, B, M, N, K);
     /* operands OpenBLAS cannot read as they are (bf16, rounded or split parts): below 2 GFLOP the microkernel,
@@ -708,21 +866,161 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     if (mode == GM_DEFAULT && (double)M * (double)N * (double)K < 1e9 &&
         (A->dtype != TPU_F32 || A->part != EXE_MX_AS_IS || B->dtype != TPU_F32 || B->part != EXE_MX_AS_IS))
         mode = GM_MICRO;
-    if (!I && (mode == GM_DEFAULT || mode == GM_BLAS) && M * N * K >= 512 && K >= 4 && M < INT32_MAX &&
-        N < INT32_MAX && K < INT32_MAX && gm_blas(nt, M, N, K, A, B, C, ldc, accumulate))
-        return;
+    *blas = !I && (mode == GM_DEFAULT || mode == GM_BLAS) && M * N * K >= 512 && K >= 4 && M < INT32_MAX &&
+            N < INT32_MAX && K < INT32_MAX;
     /* tiny products: packing costs more than it saves (same FMA chains either way) */
-    if (M * N * K < 4096 || (M < 4 && N < 16)) {
+    if (M * N * K < 4096 || (M < 4 && N < 16)) return NULL;
+    return I ? I : gm_pick();
+}
+
+/* Below this many multiply-adds a product runs on the calling thread: waking a worker costs microseconds, and
+ * on a busy machine a preempted worker holds the whole product up (a GRU step's 32x384x128 took 26 us on one
+ * thread, 58 us on two with the other core loaded). */
+#define GM_SERIAL 4e6
+
+/* The packed B blocks of a product, in the order the blocked loop uses them (for each NC column block, each
+ * KC block): a loop's weights packed once (exe_gemm_bpack). */
+struct exe_gemm_bpack {
+    const gm_impl *I;
+    exe_gemm_src   B;
+    int64_t        N, K;
+    float         *buf;
+    size_t         bytes;
+};
+
+/* Floats of the packed block (jc, pc): npanels panels of kw(kc) x NR words. */
+static int64_t gm_bblock_floats(const gm_impl *I, int64_t nc, int64_t kc)
+{
+    return (nc + I->NR - 1) / I->NR * I->NR * gm_kw(I, kc);
+}
+
+static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate);
+
+/* Share of the microkernel's tiles that holds real rows and columns. */
+static double gm_fill(const gm_impl *I, int64_t M, int64_t N)
+{
+    return (double)M / (double)((M + I->MR - 1) / I->MR * I->MR) * (double)N / (double)((N + I->NR - 1) / I->NR * I->NR);
+}
+
+/* A product with few columns (a convolution's 6 output features, a matrix-vector product) fills a fraction of
+ * each NR-wide tile; as C^T = B^T A^T its columns become rows, where the tile is narrower. */
+static int gm_swap_wins(const gm_impl *I, int64_t M, int64_t N)
+{
+    return N < I->NR && gm_fill(I, N, M) > 1.3 * gm_fill(I, M, N);
+}
+
+/* C = A.B as T = B^T.A^T (T = C^T in scratch), then C = T^T: every element is the same FMA chain (the
+ * products commute exactly), so the bits are gm_run_packed's. Returns 0 on no memory. */
+static int gm_run_swapped(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, float *C, int64_t ldc, int accumulate)
+{
+    tpu_tensor *h = NULL;
+    float *T = exe_scratch_alloc((size_t)(M * N) * sizeof(float) + 64, &h);
+    if (!T) return 0;
+    if (accumulate)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) T[j * M + i] = C[i * ldc + j];
+    exe_gemm_src bt = *B, at = *A;
+    bt.rs = B->cs, bt.cs = B->rs;
+    at.rs = A->cs, at.cs = A->rs;
+    gm_run_packed(nt, I, N, M, K, &bt, &at, NULL, T, M, accumulate);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) C[i * ldc + j] = T[j * M + i];
+    exe_scratch_free(h);
+    return 1;
+}
+
+static int gm_same_src(const exe_gemm_src *a, const exe_gemm_src *b)
+{
+    return a->p == b->p && a->dtype == b->dtype && a->rs == b->rs && a->cs == b->cs && a->part == b->part;
+}
+
+void exe_gemm_b(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B,
+                const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    int nt = exe_par_threads(threads);
+    if (nt > GM_MAXT) nt = GM_MAXT;
+    if ((double)M * (double)N * (double)K < GM_SERIAL) nt = 1;
+    int blas;
+    const gm_impl *I = gm_route(M, N, K, A, B, &blas);
+    if (blas && gm_blas(nt, M, N, K, A, B, C, ldc, accumulate)) return;
+    if (!I) {
         if (!gm_small(M, N, K, A, B, C, ldc, accumulate)) exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
         return;
     }
-    if (!I) I = gm_pick();
+    /* a packed B made for this very product (same kernel, sizes and source) stands in for packing it */
+    if (bp && (bp->I != I || bp->N != N || bp->K != K || !gm_same_src(&bp->B, B))) bp = NULL;
+    if (!bp && gm_swap_wins(I, M, N) && gm_run_swapped(nt, I, M, N, K, A, B, C, ldc, accumulate)) return;
+    gm_run_packed(nt, I, M, N, K, A, B, bp, C, ldc, accumulate);
+}
+
+void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
+              int64_t ldc, int accumulate)
+{
+    exe_gemm_b(threads, M, N, K, A, B, NULL, C, ldc, accumulate);
+}
+
+exe_gemm_bpack *exe_gemm_bpack_new(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B)
+{
+    int blas;
+    const gm_impl *I = M > 0 && N > 0 && K > 0 ? gm_route(M, N, K, A, B, &blas) : NULL;
+    if (!I || blas || gm_swap_wins(I, M, N)) return NULL;
+    size_t floats = 0;
+    for (int64_t jc = 0; jc < N; jc += I->NC)
+        for (int64_t pc = 0; pc < K; pc += I->KC)
+            floats += (size_t)gm_bblock_floats(I, UT_MIN((int64_t)I->NC, N - jc), UT_MIN((int64_t)I->KC, K - pc));
+    exe_gemm_bpack *bp = ut_calloc(1, sizeof *bp);
+    if (!bp || !(bp->buf = ut_malloc(floats * sizeof(float) + 64))) {
+        ut_free(bp);
+        return NULL;
+    }
+    bp->I = I;
+    bp->B = *B;
+    bp->N = N;
+    bp->K = K;
+    bp->bytes = floats * sizeof(float);
+    gm_job J;
+    memset(&J, 0, sizeof J);
+    J.I = I;
+    J.B = B;
+    float *dst = bp->buf;
+    for (int64_t jc = 0; jc < N; jc += I->NC)
+        for (int64_t pc = 0; pc < K; pc += I->KC) {
+            J.jc = jc, J.nc = UT_MIN((int64_t)I->NC, N - jc), J.pc = pc, J.kc = UT_MIN((int64_t)I->KC, K - pc);
+            J.npanels = (J.nc + I->NR - 1) / I->NR;
+            J.Bp = dst;
+            gm_pack_b_chunk(&J, 0, J.npanels, 0);
+            dst += gm_bblock_floats(I, J.nc, J.kc);
+        }
+    return bp;
+}
+
+size_t exe_gemm_bpack_bytes(const exe_gemm_bpack *bp) { return bp ? bp->bytes : 0; }
+
+void exe_gemm_bpack_free(exe_gemm_bpack *bp)
+{
+    if (!bp) return;
+    ut_free(bp->buf);
+    ut_free(bp);
+}
+
+/* The blocked product on microkernel I; B's blocks from bp when given. */
+static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+{
     int64_t ncmax = UT_MIN(N, (int64_t)I->NC);
     int64_t pmax = (ncmax + I->NR - 1) / I->NR;
     /* packing buffers from the run's pool: a loop's GEMMs would otherwise have malloc return their pages to
      * the kernel and fault them back in at every call (2000 page faults a GRU step) */
     tpu_tensor *hB = NULL, *hA[GM_MAXT];
-    float *Bp = exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB);
+    float *Bp = bp ? bp->buf : exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB);
     float *Aps[GM_MAXT];
     memset(Aps, 0, sizeof Aps);
     memset(hA, 0, sizeof hA);
@@ -737,7 +1035,6 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
     J.C = C;
     J.M = M;
     J.ldc = ldc;
-    J.Bp = Bp;
     J.Ap = Aps;
     int64_t aib[GM_MAXT];
     J.aib = aib;
@@ -749,6 +1046,7 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
         return;
     }
     J.nic = (M + I->MC - 1) / I->MC;
+    float *bnext = Bp;
     for (int64_t jc = 0; jc < N; jc += I->NC) {
         J.jc = jc;
         J.nc = UT_MIN((int64_t)I->NC, N - jc);
@@ -762,8 +1060,14 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
             J.pc = pc;
             J.kc = UT_MIN((int64_t)I->KC, K - pc);
             J.load = accumulate || pc > 0;
-            exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
-                        gm_pack_b_chunk, &J);
+            if (bp) {
+                J.Bp = bnext;
+                bnext += gm_bblock_floats(I, J.nc, J.kc);
+            } else {
+                J.Bp = Bp;
+                exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
+                            gm_pack_b_chunk, &J);
+            }
             for (int i = 0; i < nt; i++) aib[i] = -1;   /* a new k block: every Ap is stale */
             exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
         }

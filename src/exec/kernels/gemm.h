@@ -10,7 +10,10 @@
  *
  * Microkernels: AVX-512 (12x32), AVX2+FMA (6x16), portable C (4x16), picked by the CPU at run time; blocked
  * for the caches (BLIS-style: packed B block shared by all threads, packed A block per thread); the work is
- * split over exe_par threads (serially when called from a thread-pool chunk).
+ * split over exe_par threads (serially when called from a thread-pool chunk, and for products under 4M
+ * multiply-adds). A product with fewer columns than the tile width runs as C^T = B^T A^T when that fills
+ * the tiles better (same chains: the products commute exactly). A loop's B can be packed once
+ * (exe_gemm_bpack).
  *
  * avx512bf16 (12x32, VDPBF16PS; CPUs with AVX512_BF16, chosen at run time, compiled by gcc >= 10 / clang >= 9)
  * takes bf16-valued operands — bf16 data, or f32 read through part HI or LO — packed as pairs along k:
@@ -51,6 +54,18 @@ typedef struct exe_gemm_src {
 /* C (+)= A·B: A is M x K, B is K x N. accumulate: add to C (else C is overwritten). threads <= 0: all. */
 void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
               int64_t ldc, int accumulate);
+
+/* B packed once for many products with the same B (a loop's weights): the panels exe_gemm would pack for a
+ * product of these sizes and operands (A: its dtype and part decide the kernel). NULL when that product does
+ * not pack B (OpenBLAS, tiny products) or on no memory. exe_gemm_b runs exe_gemm with such a pack; one made
+ * for another kernel, size or source is ignored (B packed as usual), so it never changes a result. The caller
+ * keeps B's data unchanged while the pack is in use. */
+typedef struct exe_gemm_bpack exe_gemm_bpack;
+exe_gemm_bpack *exe_gemm_bpack_new(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B);
+void            exe_gemm_bpack_free(exe_gemm_bpack *bp);
+size_t          exe_gemm_bpack_bytes(const exe_gemm_bpack *bp);
+void exe_gemm_b(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B,
+                const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate);
 
 /* What runs: "openblas" by default ("openblas+avx512bf16" where the CPU has the bf16 kernel for the shapes
  * above), or a pinned one. exe_gemm_force("avx512" / "avx2" / "portable") pins that f32 microkernel for every
