@@ -70,6 +70,18 @@ static const kr_case kr_cases[] = {
      " k = s32[3000,2] parameter(3)\n tk = s32[3000,2] broadcast(t), dimensions={}\n i2 = s32[3000,2] subtract(k, tk)\n"
      " c = f32[3000] gather(p, i2), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}\n"
      " ROOT o = (f32[70,50], f32[70,50], f32[3000]) tuple(a, b, c)\n}\n", 0, 0},
+    /* point gathers with 3-component index vectors (an unrolled loop) and s64 ones; take_along_axis over rows
+     * long enough for the next-row prefetch, chunks starting mid-row */
+    {"gather_points_nv3_take_along_rows",
+     "HloModule g\nENTRY main {\n p = f32[9,10,11] parameter(0)\n j = s32[5000,3] parameter(1)\n"
+     " t = s32[] constant(3)\n tb = s32[5000,3] broadcast(t), dimensions={}\n i = s32[5000,3] subtract(j, tb)\n"
+     " a = f32[5000] gather(p, i), offset_dims={}, collapsed_slice_dims={0,1,2}, start_index_map={0,1,2}, index_vector_dim=1, slice_sizes={1,1,1}\n"
+     " k = s64[5000,3] parameter(2)\n"
+     " b = f32[5000] gather(p, k), offset_dims={}, collapsed_slice_dims={0,1,2}, start_index_map={2,0,1}, index_vector_dim=1, slice_sizes={1,1,1}\n"
+     " q = f32[33,1500] parameter(3)\n l = s32[33,700,1] parameter(4)\n"
+     " c = f32[33,700] gather(q, l), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
+     " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
+     " ROOT o = (f32[5000], f32[5000], f32[33,700]) tuple(a, b, c)\n}\n", 0, 0},
     /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; rows of 1, 3,
      * 4, 8 and 16 elements; s32 and s64 indices below 0 and past the end (skipped) */
     {"scatter_rows_clamped",
@@ -381,6 +393,34 @@ TEST(kernels_fast_vs_reference)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (verbose) printf("    %-32s %.3f s\n", kr_cases[i].name, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     }
+}
+
+/* exe_nd_copy's one-dimensional strided runs (a column of an [n, 2] or [n, 3] array sliced out or concatenated
+ * back: constant-stride loops, long ones split between threads) against a plain loop, every element size. */
+TEST(nd_copy_strided_runs)
+{
+    static const int64_t st[][2] = {{1, 2}, {1, 3}, {2, 1}, {3, 1}, {1, 5}, {4, 1}, {2, 2}};
+    static const int64_t lens[] = {1, 15, 16, 1000, 32768 * 2, 32768 * 3 + 17};
+    static const size_t ess[] = {1, 2, 4, 8};
+    int64_t maxn = 32768 * 3 + 17;
+    unsigned char *src = malloc((size_t)maxn * 5 * 8), *dst = malloc((size_t)maxn * 5 * 8), *want = malloc((size_t)maxn * 5 * 8);
+    REQUIRE(src && dst && want);
+    for (int64_t i = 0; i < maxn * 5 * 8; i++) src[i] = (unsigned char)(i * 131 + (i >> 9));
+    for (size_t e = 0; e < sizeof ess / sizeof ess[0]; e++)
+        for (size_t s = 0; s < sizeof st / sizeof st[0]; s++)
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                size_t es = ess[e];
+                int64_t n = lens[l], ds = st[s][0], ss = st[s][1], bytes = n * 5 * (int64_t)es;
+                memset(dst, 0xEE, (size_t)bytes);
+                memset(want, 0xEE, (size_t)bytes);
+                for (int64_t j = 0; j < n; j++) memcpy(want + j * ds * (int64_t)es, src + j * ss * (int64_t)es, es);
+                exe_nd_copy(dst, &ds, src, &ss, &n, 1, es);
+                CHECK_MSG(!memcmp(dst, want, (size_t)bytes), "nd_copy of %lld elements of %zu bytes, strides %lld <- %lld",
+                          (long long)n, es, (long long)ds, (long long)ss);
+            }
+    free(src);
+    free(dst);
+    free(want);
 }
 
 /* Malformed instructions give an error naming the instruction and the problem, never a crash. */

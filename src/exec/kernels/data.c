@@ -17,12 +17,32 @@
         for (int64_t j = 0; j < n; j++) d[j * ds] = s[j * ss];                      \
     } while (0)
 
+/* 4-byte elements with one side contiguous and the other at a stride of 2 or 3 (a column of an [n, 2] index
+ * array sliced out or concatenated back): constant strides, so the loops vectorise. Returns 0 otherwise. */
+EXE_VEC
+static int nd_inner4_small(uint32_t *d, int64_t ds, const uint32_t *s, int64_t ss, int64_t n)
+{
+    if (ds == 1 && ss == 2) {
+        for (int64_t j = 0; j < n; j++) d[j] = s[2 * j];
+    } else if (ds == 1 && ss == 3) {
+        for (int64_t j = 0; j < n; j++) d[j] = s[3 * j];
+    } else if (ss == 1 && ds == 2) {
+        for (int64_t j = 0; j < n; j++) d[2 * j] = s[j];
+    } else if (ss == 1 && ds == 3) {
+        for (int64_t j = 0; j < n; j++) d[3 * j] = s[j];
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static void nd_inner(char *dp, int64_t ds, const char *sp, int64_t ss, int64_t n, size_t es)
 {
     if (ds == 1 && ss == 1) {
         memcpy(dp, sp, (size_t)n * es);
         return;
     }
+    if (es == 4 && n >= 16 && nd_inner4_small((uint32_t *)dp, ds, (const uint32_t *)sp, ss, n)) return;
     switch (es) {
     case 1: ND_INNER(uint8_t); break;
     case 2: ND_INNER(uint16_t); break;
@@ -68,6 +88,16 @@ static void nd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
         nd_offsets(J, r - 1, o, &doff, &soff);
         nd_inner((char *)J->dst + doff * es, J->ds[r - 1], (const char *)J->src + soff * es, J->ss[r - 1], J->d[r - 1], J->es);
     }
+    (void)tid;
+}
+
+/* pieces [c0, c1) of ND_SPAN elements of a one-dimensional copy */
+#define ND_SPAN 32768
+static void nd_span(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+    const nd_job *J = ctx;
+    int64_t es = (int64_t)J->es, a = c0 * ND_SPAN, b = UT_MIN(c1 * ND_SPAN, J->d[0]);
+    nd_inner((char *)J->dst + a * J->ds[0] * es, J->ds[0], (const char *)J->src + a * J->ss[0] * es, J->ss[0], b - a, J->es);
     (void)tid;
 }
 
@@ -147,6 +177,10 @@ void exe_nd_copy(void *dst, const int64_t *dst_strides, const void *src, const i
         int64_t nt = outer * J.tr * J.tc;
         int64_t total = outer * d[r - 2] * d[r - 1];
         exe_par_for(total > 65536 ? 0 : 1, nt, UT_MAX((int64_t)1, nt / 64), nd_tiles, &J);
+        return;
+    }
+    if (r == 1 && d[0] >= 2 * ND_SPAN) {   /* one long strided run (a column): pieces for the threads */
+        exe_par_for(0, (d[0] + ND_SPAN - 1) / ND_SPAN, 1, nd_span, &J);
         return;
     }
     int64_t outer = 1;
