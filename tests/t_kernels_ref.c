@@ -82,6 +82,46 @@ static const kr_case kr_cases[] = {
      " c = f32[33,700] gather(q, l), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
      " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
      " ROOT o = (f32[5000], f32[5000], f32[33,700]) tuple(a, b, c)\n}\n", 0, 0},
+    /* jnp.argmin / argmax reduces (rd_argminmax): ties (floor), rows with NaNs, +0 and -0 mixed, subnormals
+     * (read as zero), an init that wins, indices that are not an iota (repeats), a reduce over the major dim */
+    {"reduce_argmin_argmax",
+     "HloModule a\n"
+     "amin { a = f32[] parameter(0)\n ai = s32[] parameter(1)\n b = f32[] parameter(2)\n bi = s32[] parameter(3)\n"
+     " lt = pred[] compare(a, b), direction=LT\n ne = pred[] compare(a, a), direction=NE\n c = pred[] or(lt, ne)\n"
+     " v = f32[] select(c, a, b)\n eq = pred[] compare(a, b), direction=EQ\n il = pred[] compare(ai, bi), direction=LT\n"
+     " e = pred[] and(eq, il)\n d = pred[] or(c, e)\n i = s32[] select(d, ai, bi)\n ROOT t = (f32[], s32[]) tuple(v, i) }\n"
+     "amax { a = f32[] parameter(0)\n ai = s32[] parameter(1)\n b = f32[] parameter(2)\n bi = s32[] parameter(3)\n"
+     " gt = pred[] compare(a, b), direction=GT\n ne = pred[] compare(a, a), direction=NE\n c = pred[] or(ne, gt)\n"
+     " v = f32[] select(c, a, b)\n eq = pred[] compare(a, b), direction=EQ\n il = pred[] compare(ai, bi), direction=LT\n"
+     " e = pred[] and(il, eq)\n d = pred[] or(e, c)\n i = s32[] select(d, ai, bi)\n ROOT t = (f32[], s32[]) tuple(v, i) }\n"
+     "ENTRY main {\n p = f32[300,70] parameter(0)\n p2 = f32[300,70] parameter(1)\n s = s32[300,70] parameter(2)\n"
+     " k3 = f32[] constant(3)\n k3b = f32[300,70] broadcast(k3), dimensions={}\n q = f32[300,70] floor(f32[300,70] multiply(p, k3b))\n"
+     " hi = f32[] constant(0.995)\n hib = f32[300,70] broadcast(hi), dimensions={}\n nn = f32[] constant(nan)\n"
+     " nnb = f32[300,70] broadcast(nn), dimensions={}\n c1 = pred[300,70] compare(p2, hib), direction=GT\n qn = f32[300,70] select(c1, nnb, q)\n"
+     " aq = f32[300,70] abs(q)\n z = f32[] constant(0)\n zb = f32[300,70] broadcast(z), dimensions={}\n"
+     " c2 = pred[300,70] compare(p2, zb), direction=GT\n pz = f32[300,70] select(c2, aq, f32[300,70] negate(aq))\n"
+     " sub = f32[300,70] bitcast-convert(s)\n m9 = f32[] constant(-0.9)\n m9b = f32[300,70] broadcast(m9), dimensions={}\n"
+     " c3 = pred[300,70] compare(p, m9b), direction=LT\n sn = f32[300,70] select(c3, p, sub)\n"
+     " io = s32[70] iota(), iota_dimension=0\n iob = s32[300,70] broadcast(io), dimensions={1}\n"
+     " inf = f32[] constant(inf)\n ninf = f32[] constant(-inf)\n i0 = s32[] constant(0)\n i3 = s32[] constant(3)\n"
+     " h = f32[] constant(-0.5)\n"
+     " r0 = (f32[300], s32[300]) reduce(qn, iob, inf, i0), dimensions={1}, to_apply=amin\n"
+     " r1 = (f32[300], s32[300]) reduce(qn, iob, ninf, i0), dimensions={1}, to_apply=amax\n"
+     " r2 = (f32[300], s32[300]) reduce(pz, s, inf, i3), dimensions={1}, to_apply=amin\n"
+     " r3 = (f32[300], s32[300]) reduce(pz, s, ninf, i3), dimensions={1}, to_apply=amax\n"
+     " r4 = (f32[300], s32[300]) reduce(sn, iob, inf, i0), dimensions={1}, to_apply=amin\n"
+     " r5 = (f32[300], s32[300]) reduce(sn, s, h, i3), dimensions={1}, to_apply=amax\n"
+     " r6 = (f32[300], s32[300]) reduce(p, s, h, i3), dimensions={1}, to_apply=amin\n"
+     " r7 = (f32[70], s32[70]) reduce(q, s, inf, i0), dimensions={0}, to_apply=amin\n"
+     " r8 = (f32[70], s32[70]) reduce(sub, s, ninf, i0), dimensions={0}, to_apply=amax\n"
+     " q3 = f32[300,3] slice(q), slice={[0:300], [0:3]}\n p3 = f32[300,3] slice(p), slice={[0:300], [0:3]}\n"
+     " s3 = s32[300,3] slice(s), slice={[0:300], [0:3]}\n m1 = f32[] constant(-1)\n"
+     " r9 = (f32[300], s32[300]) reduce(q3, s3, m1, i3), dimensions={1}, to_apply=amin\n"
+     " r10 = (f32[300], s32[300]) reduce(p3, s3, h, i3), dimensions={1}, to_apply=amin\n"
+     " ROOT o = ((f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]),"
+     " (f32[300], s32[300]), (f32[300], s32[300]), (f32[70], s32[70]), (f32[70], s32[70]), (f32[300], s32[300]), (f32[300], s32[300]))"
+     " tuple(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10)\n}\n",
+     0, 0},
     /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; rows of 1, 3,
      * 4, 8 and 16 elements; s32 and s64 indices below 0 and past the end (skipped) */
     {"scatter_rows_clamped",

@@ -156,30 +156,47 @@ static double rd_sum_f64(const double *x, int64_t n)
     return s;
 }
 
+/* f32 bits -> a signed key in the float order (-0 just below +0) and back: the map is its own inverse */
+static inline __attribute__((always_inline)) int32_t rd_fkey(uint32_t u)
+{
+    return (int32_t)(u ^ ((uint32_t)((int32_t)u >> 31) & 0x7FFFFFFFu));
+}
+
+/* The same key with subnormals read as zero (DAZ: +-0), as XLA:CPU's max/min see them */
+static inline __attribute__((always_inline)) int32_t rd_fkey_daz(uint32_t u)
+{
+    return rd_fkey((u & 0x7F800000u) ? u : u & 0x80000000u);
+}
+
 /* max/min of an f32 run: the ops are associative and commutative (NaN absorbs, +0 beats -0 in max and -0
- * beats +0 in min, subnormals read as zero), so the run folds in 64 lanes, branch-free */
+ * beats +0 in min, subnormals read as zero), so the run folds as the max/min of integer keys plus a NaN flag
+ * (branch-free integer vector code, no per-row combine of float lanes: k-means' rows of 256 distances spent
+ * more in that combine than in the run) */
 EXE_MX_CLONES
 static float rd_maxmin_f32(const float *x, int64_t n, int is_max, float init)
 {
-    float l[64];
-    for (int j = 0; j < 64; j++) l[j] = init;
-    int64_t m = n & ~(int64_t)63;
+    const uint32_t *u = (const uint32_t *)x;
+    uint32_t iu;
+    memcpy(&iu, &init, 4);
+    int32_t k = rd_fkey_daz(iu);
+    int nan = (iu & 0x7FFFFFFFu) > 0x7F800000u;
     if (is_max)
-        for (int64_t r = 0; r < m; r += 64)
-            for (int j = 0; j < 64; j++) {
-                float a = l[j], v = ewb_dazf(x[r + j]);
-                l[j] = a != a || v != v ? NAN : (a > v || (a == v && !signbit(a))) ? a : v;
-            }
+        for (int64_t r = 0; r < n; r++) {
+            int32_t v = rd_fkey_daz(u[r]);
+            k = v > k ? v : k;
+            nan |= (u[r] & 0x7FFFFFFFu) > 0x7F800000u;
+        }
     else
-        for (int64_t r = 0; r < m; r += 64)
-            for (int j = 0; j < 64; j++) {
-                float a = l[j], v = ewb_dazf(x[r + j]);
-                l[j] = a != a || v != v ? NAN : (a < v || (a == v && signbit(a))) ? a : v;
-            }
-    float acc = init;
-    for (int j = 0; j < 64; j++) acc = is_max ? ewb_maxf(acc, l[j]) : ewb_minf(acc, l[j]);
-    for (int64_t r = m; r < n; r++) acc = is_max ? ewb_maxf(acc, x[r]) : ewb_minf(acc, x[r]);
-    return acc;
+        for (int64_t r = 0; r < n; r++) {
+            int32_t v = rd_fkey_daz(u[r]);
+            k = v < k ? v : k;
+            nan |= (u[r] & 0x7FFFFFFFu) > 0x7F800000u;
+        }
+    if (nan) return NAN;
+    uint32_t b = (uint32_t)rd_fkey((uint32_t)k);
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
 }
 
 static void rd_rows(void *ctx, int64_t o0, int64_t o1, int tid)
@@ -642,6 +659,178 @@ static int rd_vfn(exe_state *S, const exe_scalar_fn *fn, exe_value *const *ops, 
     return 1;
 }
 
+/* ---- argmin / argmax: jnp.argmin's variadic reduce of (f32 values, s32 indices) ----
+ * The reducer, with a = (p0, p1) the accumulator and b = (p2, p3) the next element:
+ *   c = compare(p0, p2, LT) or compare(p0, p0, NE)          (GT for argmax: a better or a NaN)
+ *   v = select(c, p0, p2)
+ *   i = select(c or (compare(p0, p2, EQ) and compare(p1, p3, LT)), p1, p3)
+ * Folded in r order from the init, that is: the first NaN (value and index) if any; else the best value m
+ * with the smallest index among the elements equal to m (the init counting as one), the value taken from the
+ * last element equal to m, which is m itself unless m is zero (+0 == -0). Rows with a NaN or m == 0 take the
+ * literal fold (in double, as the reference evaluates the reducer); the others two vector passes. */
+
+static const hlo_instr *rd_arg_param(const hlo_instr *x, int k)
+{
+    return x->op == HLO_PARAMETER && x->param_no == k ? x : NULL;
+}
+
+/* compare(pa, pb, dir) with a plain (or absent) comparison type */
+static int rd_arg_cmp(const hlo_instr *x, int a, int b, const char *dir, const char *type)
+{
+    if (x->op != HLO_COMPARE || x->nops != 2 || !rd_arg_param(x->ops[0], a) || !rd_arg_param(x->ops[1], b)) return 0;
+    const char *d = hlo_attr_str(x, HK_DIRECTION), *t = hlo_attr_str(x, HK_TYPE);
+    return d && !strcmp(d, dir) && (!t || !strcmp(t, type));
+}
+
+/* or/and of (x0, x1) in either order: sets the two operands as (first, second) matching want0 first */
+static int rd_arg_pair(const hlo_instr *x, hlo_op op, const hlo_instr **p, const hlo_instr **q)
+{
+    if (x->op != op || x->nops != 2) return 0;
+    *p = x->ops[0];
+    *q = x->ops[1];
+    return 1;
+}
+
+/* c = or(compare(p0, p2, dir), compare(p0, p0, NE)) in either order */
+static int rd_arg_better(const hlo_instr *c, const char *dir)
+{
+    const hlo_instr *u, *v;
+    if (!rd_arg_pair(c, HLO_OR, &u, &v)) return 0;
+    return (rd_arg_cmp(u, 0, 2, dir, "FLOAT") && rd_arg_cmp(v, 0, 0, "NE", "FLOAT")) ||
+           (rd_arg_cmp(v, 0, 2, dir, "FLOAT") && rd_arg_cmp(u, 0, 0, "NE", "FLOAT"));
+}
+
+/* 1: argmin, 2: argmax, 0: some other reducer */
+static int rd_arg_kind(const hlo_comp *c)
+{
+    const hlo_instr *r = c->root;
+    if (c->nparams != 4 || r->op != HLO_TUPLE || r->nops != 2) return 0;
+    const hlo_instr *sv = r->ops[0], *si = r->ops[1];
+    if (sv->op != HLO_SELECT || sv->nops != 3 || !rd_arg_param(sv->ops[1], 0) || !rd_arg_param(sv->ops[2], 2)) return 0;
+    if (si->op != HLO_SELECT || si->nops != 3 || !rd_arg_param(si->ops[1], 1) || !rd_arg_param(si->ops[2], 3)) return 0;
+    int kind = rd_arg_better(sv->ops[0], "LT") ? 1 : rd_arg_better(sv->ops[0], "GT") ? 2 : 0;
+    if (!kind) return 0;
+    const char *dir = kind == 1 ? "LT" : "GT";
+    /* index condition: or(c', and(eq, lt)) with c' the value condition (the same instruction or an equal one) */
+    const hlo_instr *u, *v, *e, *l;
+    if (!rd_arg_pair(si->ops[0], HLO_OR, &u, &v)) return 0;
+    if (!(u == sv->ops[0] || rd_arg_better(u, dir))) {
+        const hlo_instr *t = u;
+        u = v;
+        v = t;
+        if (!(u == sv->ops[0] || rd_arg_better(u, dir))) return 0;
+    }
+    if (!rd_arg_pair(v, HLO_AND, &e, &l)) return 0;
+    if (!(rd_arg_cmp(e, 0, 2, "EQ", "FLOAT") && rd_arg_cmp(l, 1, 3, "LT", "SIGNED")) &&
+        !(rd_arg_cmp(l, 0, 2, "EQ", "FLOAT") && rd_arg_cmp(e, 1, 3, "LT", "SIGNED")))
+        return 0;
+    return kind;
+}
+
+typedef struct rd_arg_job {
+    const float   *x;
+    const int32_t *ix;
+    float         *ov;
+    int32_t       *oi;
+    int64_t        R;
+    int            is_max;
+    float          iv;
+    int32_t        ii;
+} rd_arg_job;
+
+/* The literal fold of one row (the reference's steps; values through double as the scalar evaluator holds
+ * them, which quiets a signalling NaN and, under DAZ, reads subnormals as zero) */
+static void rd_arg_fold(const rd_arg_job *J, const float *x, const int32_t *ix, float *ov, int32_t *oi)
+{
+    double av = (double)J->iv;
+    int32_t ai = J->ii;
+    for (int64_t r = 0; r < J->R; r++) {
+        double bv = (double)x[r];
+        int c = (J->is_max ? av > bv : av < bv) || av != av;
+        int ci = c || (av == bv && ai < ix[r]);
+        av = c ? av : bv;
+        ai = ci ? ai : ix[r];
+    }
+    *ov = (float)av;
+    *oi = ai;
+}
+
+/* rows [o0, o1): the best value's key (subnormals as zero, as the compares see them under DAZ) and a NaN flag
+ * in one integer pass, the smallest index among the elements equal to it in a second */
+EXE_VEC
+static void rd_arg_rows(void *ctx, int64_t o0, int64_t o1, int tid)
+{
+    const rd_arg_job *J = ctx;
+    int64_t R = J->R;
+    float iv = (float)(double)J->iv;   /* (the reference holds the init as a double: DAZ reads it as zero) */
+    for (int64_t o = o0; o < o1; o++) {
+        const uint32_t *u = (const uint32_t *)J->x + o * R;
+        const int32_t *ix = J->ix + o * R;
+        int32_t k = J->is_max ? INT32_MIN : INT32_MAX;
+        int nan = 0;
+        if (J->is_max)
+            for (int64_t r = 0; r < R; r++) {
+                int32_t v = rd_fkey_daz(u[r]);
+                k = v > k ? v : k;
+                nan |= (u[r] & 0x7FFFFFFFu) > 0x7F800000u;
+            }
+        else
+            for (int64_t r = 0; r < R; r++) {
+                int32_t v = rd_fkey_daz(u[r]);
+                k = v < k ? v : k;
+                nan |= (u[r] & 0x7FFFFFFFu) > 0x7F800000u;
+            }
+        uint32_t mb = (uint32_t)rd_fkey((uint32_t)k);
+        float m;
+        memcpy(&m, &mb, 4);
+        if (nan || R == 0 || k == 0 || k == -1 || iv != iv) {   /* (keys 0 and -1: +0 and -0) */
+            rd_arg_fold(J, J->x + o * R, ix, &J->ov[o], &J->oi[o]);
+            continue;
+        }
+        if (J->is_max ? iv > m : iv < m) {   /* the init is never displaced */
+            J->ov[o] = iv;
+            J->oi[o] = J->ii;
+            continue;
+        }
+        /* m is a normal number or an infinity: equal values have its bits */
+        int32_t best = INT32_MAX;
+        for (int64_t r = 0; r < R; r++) {
+            int32_t eq = -(int32_t)(u[r] == mb), c = (ix[r] & eq) | (INT32_MAX & ~eq);   /* (no branch: vectorises) */
+            best = c < best ? c : best;
+        }
+        if (iv == m && J->ii < best) best = J->ii;
+        J->ov[o] = m;
+        J->oi[o] = best;
+    }
+    (void)tid;
+}
+
+/* Returns 1 when done (st set on failure), 0 when the reduce is not an f32/s32 argmin or argmax. */
+static int rd_argminmax(exe_state *S, const exe_scalar_fn *fn, const hlo_comp *c, exe_value *const *ops, int n,
+                        const uint8_t *is_red, tpu_tensor **res, int64_t O, int64_t R, tpu_status *st)
+{
+    if (n != 2 || ops[0]->t->dtype != TPU_F32 || ops[1]->t->dtype != TPU_S32 || ops[2]->t->dtype != TPU_F32 ||
+        ops[3]->t->dtype != TPU_S32 || res[0]->dtype != TPU_F32 || res[1]->dtype != TPU_S32 ||
+        exe_scalar_fn_param_dtype(fn, 0) != TPU_F32 || exe_scalar_fn_param_dtype(fn, 1) != TPU_S32 ||
+        exe_scalar_fn_param_dtype(fn, 2) != TPU_F32 || exe_scalar_fn_param_dtype(fn, 3) != TPU_S32)
+        return 0;
+    int kind = rd_arg_kind(c);
+    if (!kind) return 0;
+    void *bufs[2] = {0};
+    int moved;
+    const void *x = rd_arrange(ops[0]->t, is_red, &bufs[0], &moved), *ix = rd_arrange(ops[1]->t, is_red, &bufs[1], &moved);
+    if (!x || !ix) {
+        *st = ut_nomem(S->ctx);
+    } else {
+        rd_arg_job J = {x, ix, res[0]->data, res[1]->data, R, kind == 2, ((const float *)ops[2]->t->data)[0],
+                        ((const int32_t *)ops[3]->t->data)[0]};
+        exe_par_for(O * R > 65536 ? S->threads : 1, O, UT_MAX((int64_t)1, 16384 / UT_MAX(R, (int64_t)1)), rd_arg_rows, &J);
+    }
+    ut_free(bufs[0]);
+    ut_free(bufs[1]);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_reduce)
 {
     int n = in->nops / 2;
@@ -691,9 +880,10 @@ EXE_KERNEL(exe_k_reduce)
     /* a bf16/f16 sum is accumulated in f32 as XLA does, not step by step in lanes */
     int lowsum = !st && n == 1 && bop == HLO_ADD && (a0->dtype == TPU_BF16 || a0->dtype == TPU_F16) &&
                  res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype;
-    int lanes = !st && !lowsum && !EXE_FORCE_REF(S) && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
+    int argm = !st && !EXE_FORCE_REF(S) && rd_argminmax(S, fn, in->called[0], ops, n, is_red, res, outer, inner, &st);
+    int lanes = !st && !argm && !lowsum && !EXE_FORCE_REF(S) && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
                 rd_vfn(S, fn, ops, n, is_red, res, outer, inner, &st);
-    for (int k = 0; k < n && !st && !lanes && !lowsum; k++) {
+    for (int k = 0; k < n && !st && !lanes && !lowsum && !argm; k++) {
         int moved;
         int64_t vo, vr, vi;
         if (n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && rd_view(a0, is_red, &vo, &vr, &vi))
@@ -702,8 +892,8 @@ EXE_KERNEL(exe_k_reduce)
             src[k] = rd_arrange(ops[k]->t, is_red, &bufs[k], &moved);
         if (!src[k]) st = ut_nomem(S->ctx);
     }
-    if (lanes) {
-        /* done through lanes (rd_vfn) */
+    if (lanes || argm) {
+        /* done through lanes (rd_vfn) or as an argmin/argmax */
     } else if (lowsum && rd_low_precision_sum(S, a0, ops[1]->t, is_red, outer, inner, res[0], &st)) {
         /* done: accumulated in f32 */
     } else if (!st && n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && res[0]->dtype == a0->dtype &&
