@@ -435,6 +435,54 @@ TEST(kernels_fast_vs_reference)
     }
 }
 
+/* f32 max/min reduces along rows (rd_maxmin_f32: integer keys and a NaN flag) against the same reduces down
+ * columns (rd_cols: the reducer's literal steps), bit for bit: NaNs, +0 and -0, subnormals (read as zero),
+ * infinities, inits that win. Outputs 2k and 2k+1 must agree. */
+TEST(reduce_maxmin_rows_vs_columns)
+{
+    static const char *hlo =
+        "HloModule m\n" KR_MAX "mn { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+        "ENTRY main {\n p = f32[40,300] parameter(0)\n p2 = f32[40,300] parameter(1)\n s = s32[40,300] parameter(2)\n"
+        " sub = f32[40,300] bitcast-convert(s)\n nsub = f32[40,300] negate(sub)\n z = f32[] constant(0)\n"
+        " zb = f32[40,300] broadcast(z), dimensions={}\n pz = f32[40,300] multiply(p, zb)\n ap = f32[40,300] abs(p)\n"
+        " nn = f32[] constant(nan)\n nnb = f32[40,300] broadcast(nn), dimensions={}\n inf = f32[] constant(inf)\n"
+        " infb = f32[40,300] broadcast(inf), dimensions={}\n"
+        " t1 = f32[] constant(0.998)\n t1b = f32[40,300] broadcast(t1), dimensions={}\n c1 = pred[40,300] compare(p2, t1b), direction=GT\n"
+        " t2 = f32[] constant(-0.997)\n t2b = f32[40,300] broadcast(t2), dimensions={}\n c2 = pred[40,300] compare(p2, t2b), direction=LT\n"
+        " c3 = pred[40,300] compare(p2, zb), direction=LT\n"
+        " w0 = f32[40,300] select(c3, pz, ap)\n w1 = f32[40,300] select(c2, infb, w0)\n a = f32[40,300] select(c1, nnb, w1)\n"
+        " b = f32[40,300] select(c3, sub, nsub)\n c = f32[40,300] select(c3, sub, pz)\n d = f32[40,300] select(c2, infb, p)\n"
+        " x = f32[160,300] concatenate(a, b, c, d), dimensions={0}\n xt = f32[300,160] transpose(x), dimensions={1,0}\n"
+        " ninf = f32[] constant(-inf)\n h = f32[] constant(0.999)\n hn = f32[] constant(-0.999)\n"
+        " r0 = f32[160] reduce(x, ninf), dimensions={1}, to_apply=max\n r1 = f32[160] reduce(xt, ninf), dimensions={0}, to_apply=max\n"
+        " r2 = f32[160] reduce(x, inf), dimensions={1}, to_apply=mn\n r3 = f32[160] reduce(xt, inf), dimensions={0}, to_apply=mn\n"
+        " r4 = f32[160] reduce(x, h), dimensions={1}, to_apply=max\n r5 = f32[160] reduce(xt, h), dimensions={0}, to_apply=max\n"
+        " r6 = f32[160] reduce(x, hn), dimensions={1}, to_apply=mn\n r7 = f32[160] reduce(xt, hn), dimensions={0}, to_apply=mn\n"
+        " ROOT o = (f32[160], f32[160], f32[160], f32[160], f32[160], f32[160], f32[160], f32[160]) tuple(r0, r1, r2, r3, r4, r5, r6, r7)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_tensor **in = NULL, **out = NULL;
+    int nin = 0, nout = 0;
+    tpu_status st = tpu_module_parse(ctx, hlo, strlen(hlo), "maxmin", &m);
+    CHECK_MSG(st == TPU_OK, "%s", tpu_errmsg(ctx));
+    if (!st) st = tpu_random_inputs(ctx, m, 11, &in, &nin);
+    for (int mode = 0; !st && mode < 2; mode++) {
+        tpu_run_opts o = tpu_run_opts_default();
+        o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+        exe_run_cfg cfg = {0};
+        st = exe_run(ctx, m, &o, &cfg, in, nin, &out, &nout);
+        CHECK_MSG(st == TPU_OK, "%s", tpu_errmsg(ctx));
+        for (int k = 0; !st && k + 1 < nout; k += 2)
+            CHECK_MSG(!memcmp(tpu_tensor_cdata(out[k]), tpu_tensor_cdata(out[k + 1]), tpu_tensor_nbytes(out[k])),
+                      "%s mode: rows (out%d) != columns (out%d)", mode ? "exact" : "tpu", k, k + 1);
+        tpu_tensors_free(out, nout);
+        out = NULL;
+    }
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
 /* exe_nd_copy's one-dimensional strided runs (a column of an [n, 2] or [n, 3] array sliced out or concatenated
  * back: constant-stride loops, long ones split between threads) against a plain loop, every element size. */
 TEST(nd_copy_strided_runs)
