@@ -258,6 +258,24 @@ static const kr_case kr_cases[] = {
      " ROOT s = (bf16[20,150], s32[20,150]) sort(k, i), dimensions={1}, is_stable=true, to_apply=cmp\n}\n", 0, 0},
     {"topk_bf16_smallest",
      "HloModule t\nENTRY main {\n x = bf16[16,300] parameter(0)\n ROOT t = (bf16[16,20], s32[16,20]) topk(x), k=20, largest=false\n}\n", 0, 0},
+    /* f32 rows through the block filter (tk_rows_f32): ties (floor), NaN and -NaN, +0 and -0, k of 1 and the
+     * whole row, rows not a multiple of the block and shorter than one */
+    {"topk_f32_ties_nan_zeros",
+     "HloModule t\nENTRY main {\n p = f32[6,1000] parameter(0)\n p2 = f32[6,1000] parameter(1)\n"
+     " k9 = f32[] constant(9)\n k9b = f32[6,1000] broadcast(k9), dimensions={}\n q = f32[6,1000] floor(f32[6,1000] multiply(p, k9b))\n"
+     " hi = f32[] constant(0.99)\n hib = f32[6,1000] broadcast(hi), dimensions={}\n c1 = pred[6,1000] compare(p2, hib), direction=GT\n"
+     " lo = f32[] constant(-0.99)\n lob = f32[6,1000] broadcast(lo), dimensions={}\n c2 = pred[6,1000] compare(p2, lob), direction=LT\n"
+     " nn = f32[] constant(nan)\n nnb = f32[6,1000] broadcast(nn), dimensions={}\n z = f32[] constant(0)\n"
+     " zb = f32[6,1000] broadcast(z), dimensions={}\n pz = f32[6,1000] multiply(p, zb)\n"
+     " mid = f32[] constant(0.3)\n midb = f32[6,1000] broadcast(mid), dimensions={}\n c3 = pred[6,1000] compare(p2, midb), direction=GT\n"
+     " w0 = f32[6,1000] select(c3, pz, q)\n w1 = f32[6,1000] select(c1, nnb, w0)\n x = f32[6,1000] select(c2, f32[6,1000] negate(nnb), w1)\n"
+     " a = (f32[6,40], s32[6,40]) topk(x), k=40, largest=true\n b = (f32[6,40], s32[6,40]) topk(x), k=40, largest=false\n"
+     " c = (f32[6,1], s32[6,1]) topk(x), k=1, largest=true\n"
+     " y = f32[6,45] slice(x), slice={[0:6], [0:45]}\n d = (f32[6,45], s32[6,45]) topk(y), k=45, largest=false\n"
+     " e = (f32[6,3], s32[6,3]) topk(y), k=3, largest=true\n"
+     " v = f32[6,20] slice(x), slice={[0:6], [100:120]}\n f = (f32[6,2], s32[6,2]) topk(v), k=2, largest=false\n"
+     " ROOT o = ((f32[6,40], s32[6,40]), (f32[6,40], s32[6,40]), (f32[6,1], s32[6,1]), (f32[6,45], s32[6,45]), (f32[6,3], s32[6,3]),"
+     " (f32[6,2], s32[6,2])) tuple(a, b, c, d, e, f)\n}\n", 0, 0},
     {"topk_f32_largest",
      "HloModule t\nENTRY main {\n x = f32[8,1000] parameter(0)\n ROOT t = (f32[8,10], s32[8,10]) topk(x), k=10, largest=true\n}\n", 0, 0},
     {"rbg_threefry_big",
