@@ -505,18 +505,18 @@ TEST(reduce_maxmin_rows_vs_columns)
  * back: constant-stride loops, long ones split between threads) against a plain loop, every element size. */
 TEST(nd_copy_strided_runs)
 {
-    static const int64_t st[][2] = {{1, 2}, {1, 3}, {2, 1}, {3, 1}, {1, 5}, {4, 1}, {2, 2}};
+    static const int64_t st[][2] = {{1, 2}, {1, 3}, {2, 1}, {3, 1}, {1, 5}, {4, 1}, {2, 2}, {1, 4}, {1, 8}, {8, 1}, {6, 1}};
     static const int64_t lens[] = {1, 15, 16, 1000, 32768 * 2, 32768 * 3 + 17};
     static const size_t ess[] = {1, 2, 4, 8};
     int64_t maxn = 32768 * 3 + 17;
-    unsigned char *src = malloc((size_t)maxn * 5 * 8), *dst = malloc((size_t)maxn * 5 * 8), *want = malloc((size_t)maxn * 5 * 8);
+    unsigned char *src = malloc((size_t)maxn * 8 * 8), *dst = malloc((size_t)maxn * 8 * 8), *want = malloc((size_t)maxn * 8 * 8);
     REQUIRE(src && dst && want);
-    for (int64_t i = 0; i < maxn * 5 * 8; i++) src[i] = (unsigned char)(i * 131 + (i >> 9));
+    for (int64_t i = 0; i < maxn * 8 * 8; i++) src[i] = (unsigned char)(i * 131 + (i >> 9));
     for (size_t e = 0; e < sizeof ess / sizeof ess[0]; e++)
         for (size_t s = 0; s < sizeof st / sizeof st[0]; s++)
             for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
                 size_t es = ess[e];
-                int64_t n = lens[l], ds = st[s][0], ss = st[s][1], bytes = n * 5 * (int64_t)es;
+                int64_t n = lens[l], ds = st[s][0], ss = st[s][1], bytes = n * 8 * (int64_t)es;
                 memset(dst, 0xEE, (size_t)bytes);
                 memset(want, 0xEE, (size_t)bytes);
                 for (int64_t j = 0; j < n; j++) memcpy(want + j * ds * (int64_t)es, src + j * ss * (int64_t)es, es);

@@ -17,23 +17,33 @@
         for (int64_t j = 0; j < n; j++) d[j * ds] = s[j * ss];                      \
     } while (0)
 
-/* 4-byte elements with one side contiguous and the other at a stride of 2 or 3 (a column of an [n, 2] index
- * array sliced out or concatenated back): constant strides, so the loops vectorise. Returns 0 otherwise. */
+/* 4-byte elements with one side contiguous and the other at a stride of 2, 3, 4 or 8 (a column of an [n, 2]
+ * index array sliced out or concatenated back, x[:, 0] of [n, 8] rows): constant strides, so the loops
+ * vectorise. Returns 0 otherwise. */
+#define ND_GATHER(S) for (int64_t j = 0; j < n; j++) d[j] = s[(S) * j]
+#define ND_SCATTER(S) for (int64_t j = 0; j < n; j++) d[(S) * j] = s[j]
 EXE_VEC
 static int nd_inner4_small(uint32_t *d, int64_t ds, const uint32_t *s, int64_t ss, int64_t n)
 {
-    if (ds == 1 && ss == 2) {
-        for (int64_t j = 0; j < n; j++) d[j] = s[2 * j];
-    } else if (ds == 1 && ss == 3) {
-        for (int64_t j = 0; j < n; j++) d[j] = s[3 * j];
-    } else if (ss == 1 && ds == 2) {
-        for (int64_t j = 0; j < n; j++) d[2 * j] = s[j];
-    } else if (ss == 1 && ds == 3) {
-        for (int64_t j = 0; j < n; j++) d[3 * j] = s[j];
-    } else {
-        return 0;
+    if (ds == 1) {
+        switch (ss) {
+        case 2: ND_GATHER(2); return 1;
+        case 3: ND_GATHER(3); return 1;
+        case 4: ND_GATHER(4); return 1;
+        case 8: ND_GATHER(8); return 1;
+        default: return 0;
+        }
     }
-    return 1;
+    if (ss == 1) {
+        switch (ds) {
+        case 2: ND_SCATTER(2); return 1;
+        case 3: ND_SCATTER(3); return 1;
+        case 4: ND_SCATTER(4); return 1;
+        case 8: ND_SCATTER(8); return 1;
+        default: return 0;
+        }
+    }
+    return 0;
 }
 
 static void nd_inner(char *dp, int64_t ds, const char *sp, int64_t ss, int64_t n, size_t es)
