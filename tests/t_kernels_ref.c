@@ -122,6 +122,26 @@ static const kr_case kr_cases[] = {
      " (f32[300], s32[300]), (f32[300], s32[300]), (f32[70], s32[70]), (f32[70], s32[70]), (f32[300], s32[300]), (f32[300], s32[300]))"
      " tuple(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10)\n}\n",
      0, 0},
+    /* reduces over dims of size 1: a copy when the init is the reducer's identity (pred and/or, s32 add/max,
+     * u32 min), the literal f(init, x) otherwise (an init of 5, pred and with false, f32 add of -0) */
+    {"reduce_size1_identity",
+     "HloModule r\n" KR_ADD
+     "land { a = pred[] parameter(0)\n b = pred[] parameter(1)\n ROOT r = pred[] and(a, b) }\n"
+     "lor { a = pred[] parameter(0)\n b = pred[] parameter(1)\n ROOT r = pred[] or(a, b) }\n"
+     "iadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
+     "imax { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] maximum(a, b) }\n"
+     "umin { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] minimum(a, b) }\n"
+     "ENTRY main {\n s = s32[70,1,30] parameter(0)\n u = u32[70,1,30] parameter(1)\n f = f32[70,30,1] parameter(2)\n"
+     " three = s32[] constant(3)\n tb = s32[70,1,30] broadcast(three), dimensions={}\n"
+     " pr = pred[70,1,30] compare(s, tb), direction=LT\n t = pred[] constant(true)\n fa = pred[] constant(false)\n"
+     " z = s32[] constant(0)\n five = s32[] constant(5)\n mn = s32[] constant(-2147483648)\n um = u32[] constant(4294967295)\n"
+     " fz = f32[] constant(-0)\n ng = f32[70,30,1] negate(f)\n"
+     " a = pred[70,30] reduce(pr, t), dimensions={1}, to_apply=land\n b = pred[70,30] reduce(pr, fa), dimensions={1}, to_apply=lor\n"
+     " c = pred[70,30] reduce(pr, fa), dimensions={1}, to_apply=land\n d = s32[70,30] reduce(s, z), dimensions={1}, to_apply=iadd\n"
+     " e = s32[70,30] reduce(s, five), dimensions={1}, to_apply=iadd\n g = s32[70,30] reduce(s, mn), dimensions={1}, to_apply=imax\n"
+     " h = u32[70,30] reduce(u, um), dimensions={1}, to_apply=umin\n k = f32[70,30] reduce(ng, fz), dimensions={2}, to_apply=add\n"
+     " ROOT o = (pred[70,30], pred[70,30], pred[70,30], s32[70,30], s32[70,30], s32[70,30], u32[70,30], f32[70,30])"
+     " tuple(a, b, c, d, e, g, h, k)\n}\n", 0, 0},
     /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; rows of 1, 3,
      * 4, 8 and 16 elements; s32 and s64 indices below 0 and past the end (skipped) */
     {"scatter_rows_clamped",

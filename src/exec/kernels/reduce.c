@@ -659,6 +659,44 @@ static int rd_vfn(exe_state *S, const exe_scalar_fn *fn, exe_value *const *ops, 
     return 1;
 }
 
+/* ---- a reduce over dims of size 1 whose init is the reducer's identity: a copy ----
+ * (take_along_axis' bounds check reduces pred[..., 1] with and/true.) Only pred and integer types: for
+ * floats, f(init, x) is not x for every x (-0 + 0 = +0, max flushes subnormals and canonicalises NaNs). */
+static int rd_identity_init(hlo_op op, const tpu_tensor *init)
+{
+    tpu_dtype t = init->dtype;
+    char k = tpu_dtype_kind(t);
+    int bits = tpu_dtype_bits(t);
+    if (k != 'p' && k != 's' && k != 'u') return 0;
+    int64_t v = ten_load_i64(t, init->data, 0);
+    int64_t smin = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1)), smax = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+    int64_t all = k == 'p' ? 1 : -1;   /* all bits set, as ten_load_i64 reads it (unsigned: sign-extended or not) */
+    switch (op) {
+    case HLO_AND: return k == 'p' ? v == 1 : (v == all || (k == 'u' && (uint64_t)v == (bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1)));
+    case HLO_OR: case HLO_XOR: return v == 0;
+    case HLO_ADD: return k != 'p' && v == 0;
+    case HLO_MULTIPLY: return k != 'p' && v == 1;
+    case HLO_MAXIMUM: return k == 'p' || k == 'u' ? v == 0 : v == smin;
+    case HLO_MINIMUM:
+        if (k == 'p') return v == 1;
+        if (k == 'u') return (uint64_t)v == (bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1) || v == all;
+        return v == smax;
+    default: return 0;
+    }
+}
+
+/* Returns 1 when done: one input, every reduced dim of size 1, an identity init. */
+static int rd_size1_copy(const exe_scalar_fn *fn, exe_value *const *ops, int n, int64_t inner, tpu_tensor *res)
+{
+    const tpu_tensor *a = ops[0]->t;
+    if (n != 1 || inner != 1 || res->dtype != a->dtype || ops[1]->t->dtype != a->dtype || res->count != a->count ||
+        exe_scalar_fn_param_dtype(fn, 0) != a->dtype || exe_scalar_fn_param_dtype(fn, 1) != a->dtype ||
+        !rd_identity_init(exe_scalar_fn_binop(fn), ops[1]->t))
+        return 0;
+    if (a->nbytes) memcpy(res->data, a->data, a->nbytes);   /* (size-1 dims: the element order is the same) */
+    return 1;
+}
+
 /* ---- argmin / argmax: jnp.argmin's variadic reduce of (f32 values, s32 indices) ----
  * The reducer, with a = (p0, p1) the accumulator and b = (p2, p3) the next element:
  *   c = compare(p0, p2, LT) or compare(p0, p0, NE)          (GT for argmax: a better or a NaN)
@@ -880,7 +918,8 @@ EXE_KERNEL(exe_k_reduce)
     /* a bf16/f16 sum is accumulated in f32 as XLA does, not step by step in lanes */
     int lowsum = !st && n == 1 && bop == HLO_ADD && (a0->dtype == TPU_BF16 || a0->dtype == TPU_F16) &&
                  res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype;
-    int argm = !st && !EXE_FORCE_REF(S) && rd_argminmax(S, fn, in->called[0], ops, n, is_red, res, outer, inner, &st);
+    int argm = !st && !EXE_FORCE_REF(S) && (rd_size1_copy(fn, ops, n, inner, res[0]) ||
+                                            rd_argminmax(S, fn, in->called[0], ops, n, is_red, res, outer, inner, &st));
     int lanes = !st && !argm && !lowsum && !EXE_FORCE_REF(S) && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
                 rd_vfn(S, fn, ops, n, is_red, res, outer, inner, &st);
     for (int k = 0; k < n && !st && !lanes && !lowsum && !argm; k++) {
@@ -893,7 +932,7 @@ EXE_KERNEL(exe_k_reduce)
         if (!src[k]) st = ut_nomem(S->ctx);
     }
     if (lanes || argm) {
-        /* done through lanes (rd_vfn) or as an argmin/argmax */
+        /* done through lanes (rd_vfn), as a copy or as an argmin/argmax */
     } else if (lowsum && rd_low_precision_sum(S, a0, ops[1]->t, is_red, outer, inner, res[0], &st)) {
         /* done: accumulated in f32 */
     } else if (!st && n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && res[0]->dtype == a0->dtype &&
