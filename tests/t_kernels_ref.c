@@ -83,7 +83,8 @@ static const kr_case kr_cases[] = {
      " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
      " ROOT o = (f32[5000], f32[5000], f32[33,700]) tuple(a, b, c)\n}\n", 0, 0},
     /* jnp.argmin / argmax reduces (rd_argminmax): ties (floor), rows with NaNs, +0 and -0 mixed, subnormals
-     * (read as zero), an init that wins, indices that are not an iota (repeats), a reduce over the major dim */
+     * (read as zero), an init that wins, indices that are not an iota (repeats), a reduce over the major dim;
+     * iota indices (broadcast or direct, not read) and an iota along the kept dim (read) */
     {"reduce_argmin_argmax",
      "HloModule a\n"
      "amin { a = f32[] parameter(0)\n ai = s32[] parameter(1)\n b = f32[] parameter(2)\n bi = s32[] parameter(3)\n"
@@ -118,9 +119,12 @@ static const kr_case kr_cases[] = {
      " s3 = s32[300,3] slice(s), slice={[0:300], [0:3]}\n m1 = f32[] constant(-1)\n"
      " r9 = (f32[300], s32[300]) reduce(q3, s3, m1, i3), dimensions={1}, to_apply=amin\n"
      " r10 = (f32[300], s32[300]) reduce(p3, s3, h, i3), dimensions={1}, to_apply=amin\n"
+     " io1 = s32[300,70] iota(), iota_dimension=1\n io0 = s32[300,70] iota(), iota_dimension=0\n"
+     " r11 = (f32[300], s32[300]) reduce(qn, io1, inf, i3), dimensions={1}, to_apply=amin\n"
+     " r12 = (f32[300], s32[300]) reduce(qn, io0, inf, i3), dimensions={1}, to_apply=amin\n"
      " ROOT o = ((f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]),"
-     " (f32[300], s32[300]), (f32[300], s32[300]), (f32[70], s32[70]), (f32[70], s32[70]), (f32[300], s32[300]), (f32[300], s32[300]))"
-     " tuple(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10)\n}\n",
+     " (f32[300], s32[300]), (f32[300], s32[300]), (f32[70], s32[70]), (f32[70], s32[70]), (f32[300], s32[300]), (f32[300], s32[300]),"
+     " (f32[300], s32[300]), (f32[300], s32[300])) tuple(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12)\n}\n",
      0, 0},
     /* reduces over dims of size 1: a copy when the init is the reducer's identity (pred and/or, s32 add/max,
      * u32 min), the literal f(init, x) otherwise (an init of 5, pred and with false, f32 add of -0) */

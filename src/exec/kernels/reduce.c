@@ -774,6 +774,7 @@ typedef struct rd_arg_job {
     int            is_max;
     float          iv;
     int32_t        ii;
+    int            iota;   /* the indices are the position along the reduced dim: ix not read (NULL) */
 } rd_arg_job;
 
 /* The literal fold of one row (the reference's steps; values through double as the scalar evaluator holds
@@ -785,9 +786,10 @@ static void rd_arg_fold(const rd_arg_job *J, const float *x, const int32_t *ix, 
     for (int64_t r = 0; r < J->R; r++) {
         double bv = (double)x[r];
         int c = (J->is_max ? av > bv : av < bv) || av != av;
-        int ci = c || (av == bv && ai < ix[r]);
+        int32_t bi = ix ? ix[r] : (int32_t)r;
+        int ci = c || (av == bv && ai < bi);
         av = c ? av : bv;
-        ai = ci ? ai : ix[r];
+        ai = ci ? ai : bi;
     }
     *ov = (float)av;
     *oi = ai;
@@ -803,7 +805,7 @@ static void rd_arg_rows(void *ctx, int64_t o0, int64_t o1, int tid)
     float iv = (float)(double)J->iv;   /* (the reference holds the init as a double: DAZ reads it as zero) */
     for (int64_t o = o0; o < o1; o++) {
         const uint32_t *u = (const uint32_t *)J->x + o * R;
-        const int32_t *ix = J->ix + o * R;
+        const int32_t *ix = J->iota ? NULL : J->ix + o * R;
         int32_t k = J->is_max ? INT32_MIN : INT32_MAX;
         int nan = 0;
         if (J->is_max)
@@ -832,10 +834,16 @@ static void rd_arg_rows(void *ctx, int64_t o0, int64_t o1, int tid)
         }
         /* m is a normal number or an infinity: equal values have its bits */
         int32_t best = INT32_MAX;
-        for (int64_t r = 0; r < R; r++) {
-            int32_t eq = -(int32_t)(u[r] == mb), c = (ix[r] & eq) | (INT32_MAX & ~eq);   /* (no branch: vectorises) */
-            best = c < best ? c : best;
-        }
+        if (ix)
+            for (int64_t r = 0; r < R; r++) {
+                int32_t eq = -(int32_t)(u[r] == mb), c = (ix[r] & eq) | (INT32_MAX & ~eq);   /* (no branch: vectorises) */
+                best = c < best ? c : best;
+            }
+        else
+            for (int32_t r = 0; r < (int32_t)R; r++) {
+                int32_t eq = -(int32_t)(u[r] == mb), c = (r & eq) | (INT32_MAX & ~eq);
+                best = c < best ? c : best;
+            }
         if (iv == m && J->ii < best) best = J->ii;
         J->ov[o] = m;
         J->oi[o] = best;
@@ -843,10 +851,31 @@ static void rd_arg_rows(void *ctx, int64_t o0, int64_t o1, int tid)
     (void)tid;
 }
 
+/* Is x (the index operand's instruction) an s32 iota, or a broadcast of one, along the one reduced dim of size > 1
+ * of a? Then index r is r itself (jnp.argmin's broadcast iota: a [65536, 256] array the kernel need not read). */
+static int rd_arg_is_iota(const hlo_instr *x, const uint8_t *is_red, const tpu_tensor *a)
+{
+    int64_t d = -1;
+    if (x->op == HLO_IOTA) {
+        d = hlo_attr_int(x, HK_IOTA_DIMENSION, -1);
+    } else if (x->op == HLO_BROADCAST && x->nops == 1 && x->ops[0]->op == HLO_IOTA) {
+        const int64_t *bd;
+        int nb = hlo_attr_ints(x, HK_DIMENSIONS, &bd);
+        int64_t e = hlo_attr_int(x->ops[0], HK_IOTA_DIMENSION, -1);
+        if (e < 0 || e >= nb || nb != x->ops[0]->shape.rank) return 0;
+        d = bd[e];
+    }
+    if (x->shape.dtype != TPU_S32 || x->shape.rank != a->rank || d < 0 || d >= a->rank || !is_red[d]) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (x->shape.dims[i] != a->dims[i] || (is_red[i] && a->dims[i] > 1 && i != d)) return 0;
+    return a->dims[d] <= INT32_MAX;
+}
+
 /* Returns 1 when done (st set on failure), 0 when the reduce is not an f32/s32 argmin or argmax. */
-static int rd_argminmax(exe_state *S, const exe_scalar_fn *fn, const hlo_comp *c, exe_value *const *ops, int n,
+static int rd_argminmax(exe_state *S, const hlo_instr *in, const exe_scalar_fn *fn, exe_value *const *ops, int n,
                         const uint8_t *is_red, tpu_tensor **res, int64_t O, int64_t R, tpu_status *st)
 {
+    const hlo_comp *c = in->called[0];
     if (n != 2 || ops[0]->t->dtype != TPU_F32 || ops[1]->t->dtype != TPU_S32 || ops[2]->t->dtype != TPU_F32 ||
         ops[3]->t->dtype != TPU_S32 || res[0]->dtype != TPU_F32 || res[1]->dtype != TPU_S32 ||
         exe_scalar_fn_param_dtype(fn, 0) != TPU_F32 || exe_scalar_fn_param_dtype(fn, 1) != TPU_S32 ||
@@ -856,12 +885,14 @@ static int rd_argminmax(exe_state *S, const exe_scalar_fn *fn, const hlo_comp *c
     if (!kind) return 0;
     void *bufs[2] = {0};
     int moved;
-    const void *x = rd_arrange(ops[0]->t, is_red, &bufs[0], &moved), *ix = rd_arrange(ops[1]->t, is_red, &bufs[1], &moved);
-    if (!x || !ix) {
+    int iota = rd_arg_is_iota(in->ops[1], is_red, ops[0]->t);
+    const void *x = rd_arrange(ops[0]->t, is_red, &bufs[0], &moved);
+    const void *ix = iota ? NULL : rd_arrange(ops[1]->t, is_red, &bufs[1], &moved);
+    if (!x || (!ix && !iota)) {
         *st = ut_nomem(S->ctx);
     } else {
         rd_arg_job J = {x, ix, res[0]->data, res[1]->data, R, kind == 2, ((const float *)ops[2]->t->data)[0],
-                        ((const int32_t *)ops[3]->t->data)[0]};
+                        ((const int32_t *)ops[3]->t->data)[0], iota};
         exe_par_for(O * R > 65536 ? S->threads : 1, O, UT_MAX((int64_t)1, 16384 / UT_MAX(R, (int64_t)1)), rd_arg_rows, &J);
     }
     ut_free(bufs[0]);
@@ -919,7 +950,7 @@ EXE_KERNEL(exe_k_reduce)
     int lowsum = !st && n == 1 && bop == HLO_ADD && (a0->dtype == TPU_BF16 || a0->dtype == TPU_F16) &&
                  res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype;
     int argm = !st && !EXE_FORCE_REF(S) && (rd_size1_copy(fn, ops, n, inner, res[0]) ||
-                                            rd_argminmax(S, fn, in->called[0], ops, n, is_red, res, outer, inner, &st));
+                                            rd_argminmax(S, in, fn, ops, n, is_red, res, outer, inner, &st));
     int lanes = !st && !argm && !lowsum && !EXE_FORCE_REF(S) && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
                 rd_vfn(S, fn, ops, n, is_red, res, outer, inner, &st);
     for (int k = 0; k < n && !st && !lanes && !lowsum && !argm; k++) {
