@@ -721,16 +721,17 @@ static inline __attribute__((always_inline)) uint32_t tk_key32(uint32_t b)
     return (b & 0x80000000u) ? ~b : b | 0x80000000u;
 }
 
-/* Does any of u[0..TK_BLK) beat the threshold key (strictly: later positions lose ties)? */
+/* Which of u[0..TK_BLK) beat the threshold key (strictly: later positions lose ties)? hit[i] = 0 or 1; returns
+ * whether any does. */
 #define TK_BLK 32
-static inline __attribute__((always_inline)) int tk_block_hits(const uint32_t *u, uint32_t thr, int largest)
+static inline __attribute__((always_inline)) int tk_block_hits(const uint32_t *u, uint32_t thr, int largest, uint8_t *hit)
 {
-    int hit = 0;
+    int any = 0;
     if (largest)
-        for (int i = 0; i < TK_BLK; i++) hit |= tk_key32(u[i]) > thr;
+        for (int i = 0; i < TK_BLK; i++) any |= hit[i] = tk_key32(u[i]) > thr;
     else
-        for (int i = 0; i < TK_BLK; i++) hit |= tk_key32(u[i]) < thr;
-    return hit;
+        for (int i = 0; i < TK_BLK; i++) any |= hit[i] = tk_key32(u[i]) < thr;
+    return any;
 }
 
 /* tk_rows for f32 rows: the same heap and order, with blocks of TK_BLK elements that cannot enter (all but a
@@ -758,7 +759,24 @@ static void tk_rows_f32(void *ctx, int64_t r0, int64_t r1, int tid)
         for (int64_t i = n / 2 - 1; i >= 0; i--) tk_sift_down(h, n, i);
         while (j < len && k > 0) {
             uint32_t thr = (uint32_t)(largest ? ~h[0].key : h[0].key);
-            if (j + TK_BLK <= len && !tk_block_hits(u + j, thr, largest)) {
+            if (j + TK_BLK <= len) {
+                /* only the elements that beat the threshold at the block's start can enter (it only rises):
+                 * the set bytes of hit[], a word at a time */
+                _Alignas(8) uint8_t hit[TK_BLK];
+                if (tk_block_hits(u + j, thr, largest, hit))
+                    for (int w = 0; w < TK_BLK / 8; w++) {
+                        uint64_t m;
+                        memcpy(&m, hit + 8 * w, 8);
+                        for (; m; m &= m - 1) {
+                            int64_t jj = j + 8 * w + __builtin_ctzll(m) / 8;
+                            uint64_t key = tk_key32(u[jj]);
+                            st_pair c = {largest ? ~key : key, jj};
+                            if (tk_less(&c, &h[0])) {
+                                h[0] = c;
+                                tk_sift_down(h, n, 0);
+                            }
+                        }
+                    }
                 j += TK_BLK;
                 continue;
             }
