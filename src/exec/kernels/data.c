@@ -31,7 +31,7 @@ static int64_t nd_deinterleave2(uint32_t *d, const uint32_t *s, int64_t n)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
+    for (; j + 17 <= n; j += 16) {   /* (a step reads s[2j .. 2j + 31]: never past the last element, s[2n - 2]) */
         __m512i a = _mm512_loadu_si512(s + 2 * j), b = _mm512_loadu_si512(s + 2 * j + 16);
         _mm512_storeu_si512(d + j, _mm512_permutex2var_epi32(a, even, b));
     }
