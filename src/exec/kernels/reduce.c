@@ -720,7 +720,7 @@ static int rd_arg_cmp(const hlo_instr *x, int a, int b, const char *dir, const c
     return d && !strcmp(d, dir) && (!t || !strcmp(t, type));
 }
 
-/* or/and of (x0, x1) in either order: sets the two operands as (first, second) matching want0 first */
+/* x = op(p, q) (or, and): its two operands, for the callers to try in either order */
 static int rd_arg_pair(const hlo_instr *x, hlo_op op, const hlo_instr **p, const hlo_instr **q)
 {
     if (x->op != op || x->nops != 2) return 0;
