@@ -70,6 +70,82 @@ static const kr_case kr_cases[] = {
      " k = s32[3000,2] parameter(3)\n tk = s32[3000,2] broadcast(t), dimensions={}\n i2 = s32[3000,2] subtract(k, tk)\n"
      " c = f32[3000] gather(p, i2), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}\n"
      " ROOT o = (f32[70,50], f32[70,50], f32[3000]) tuple(a, b, c)\n}\n", 0, 0},
+    /* point gathers with 3-component index vectors (an unrolled loop) and s64 ones; take_along_axis over rows
+     * long enough for the next-row prefetch, chunks starting mid-row */
+    {"gather_points_nv3_take_along_rows",
+     "HloModule g\nENTRY main {\n p = f32[9,10,11] parameter(0)\n j = s32[5000,3] parameter(1)\n"
+     " t = s32[] constant(3)\n tb = s32[5000,3] broadcast(t), dimensions={}\n i = s32[5000,3] subtract(j, tb)\n"
+     " a = f32[5000] gather(p, i), offset_dims={}, collapsed_slice_dims={0,1,2}, start_index_map={0,1,2}, index_vector_dim=1, slice_sizes={1,1,1}\n"
+     " k = s64[5000,3] parameter(2)\n"
+     " b = f32[5000] gather(p, k), offset_dims={}, collapsed_slice_dims={0,1,2}, start_index_map={2,0,1}, index_vector_dim=1, slice_sizes={1,1,1}\n"
+     " q = f32[33,1500] parameter(3)\n l = s32[33,700,1] parameter(4)\n"
+     " c = f32[33,700] gather(q, l), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
+     " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
+     " ROOT o = (f32[5000], f32[5000], f32[33,700]) tuple(a, b, c)\n}\n", 0, 0},
+    /* jnp.argmin / argmax reduces (rd_argminmax): ties (floor), rows with NaNs, +0 and -0 mixed, subnormals
+     * (read as zero), an init that wins, indices that are not an iota (repeats), a reduce over the major dim;
+     * iota indices (broadcast or direct, not read) and an iota along the kept dim (read) */
+    {"reduce_argmin_argmax",
+     "HloModule a\n"
+     "amin { a = f32[] parameter(0)\n ai = s32[] parameter(1)\n b = f32[] parameter(2)\n bi = s32[] parameter(3)\n"
+     " lt = pred[] compare(a, b), direction=LT\n ne = pred[] compare(a, a), direction=NE\n c = pred[] or(lt, ne)\n"
+     " v = f32[] select(c, a, b)\n eq = pred[] compare(a, b), direction=EQ\n il = pred[] compare(ai, bi), direction=LT\n"
+     " e = pred[] and(eq, il)\n d = pred[] or(c, e)\n i = s32[] select(d, ai, bi)\n ROOT t = (f32[], s32[]) tuple(v, i) }\n"
+     "amax { a = f32[] parameter(0)\n ai = s32[] parameter(1)\n b = f32[] parameter(2)\n bi = s32[] parameter(3)\n"
+     " gt = pred[] compare(a, b), direction=GT\n ne = pred[] compare(a, a), direction=NE\n c = pred[] or(ne, gt)\n"
+     " v = f32[] select(c, a, b)\n eq = pred[] compare(a, b), direction=EQ\n il = pred[] compare(ai, bi), direction=LT\n"
+     " e = pred[] and(il, eq)\n d = pred[] or(e, c)\n i = s32[] select(d, ai, bi)\n ROOT t = (f32[], s32[]) tuple(v, i) }\n"
+     "ENTRY main {\n p = f32[300,70] parameter(0)\n p2 = f32[300,70] parameter(1)\n s = s32[300,70] parameter(2)\n"
+     " k3 = f32[] constant(3)\n k3b = f32[300,70] broadcast(k3), dimensions={}\n q = f32[300,70] floor(f32[300,70] multiply(p, k3b))\n"
+     " hi = f32[] constant(0.995)\n hib = f32[300,70] broadcast(hi), dimensions={}\n nn = f32[] constant(nan)\n"
+     " nnb = f32[300,70] broadcast(nn), dimensions={}\n c1 = pred[300,70] compare(p2, hib), direction=GT\n qn = f32[300,70] select(c1, nnb, q)\n"
+     " aq = f32[300,70] abs(q)\n z = f32[] constant(0)\n zb = f32[300,70] broadcast(z), dimensions={}\n"
+     " c2 = pred[300,70] compare(p2, zb), direction=GT\n pz = f32[300,70] select(c2, aq, f32[300,70] negate(aq))\n"
+     " sub = f32[300,70] bitcast-convert(s)\n m9 = f32[] constant(-0.9)\n m9b = f32[300,70] broadcast(m9), dimensions={}\n"
+     " c3 = pred[300,70] compare(p, m9b), direction=LT\n sn = f32[300,70] select(c3, p, sub)\n"
+     " io = s32[70] iota(), iota_dimension=0\n iob = s32[300,70] broadcast(io), dimensions={1}\n"
+     " inf = f32[] constant(inf)\n ninf = f32[] constant(-inf)\n i0 = s32[] constant(0)\n i3 = s32[] constant(3)\n"
+     " h = f32[] constant(-0.5)\n"
+     " r0 = (f32[300], s32[300]) reduce(qn, iob, inf, i0), dimensions={1}, to_apply=amin\n"
+     " r1 = (f32[300], s32[300]) reduce(qn, iob, ninf, i0), dimensions={1}, to_apply=amax\n"
+     " r2 = (f32[300], s32[300]) reduce(pz, s, inf, i3), dimensions={1}, to_apply=amin\n"
+     " r3 = (f32[300], s32[300]) reduce(pz, s, ninf, i3), dimensions={1}, to_apply=amax\n"
+     " r4 = (f32[300], s32[300]) reduce(sn, iob, inf, i0), dimensions={1}, to_apply=amin\n"
+     " r5 = (f32[300], s32[300]) reduce(sn, s, h, i3), dimensions={1}, to_apply=amax\n"
+     " r6 = (f32[300], s32[300]) reduce(p, s, h, i3), dimensions={1}, to_apply=amin\n"
+     " r7 = (f32[70], s32[70]) reduce(q, s, inf, i0), dimensions={0}, to_apply=amin\n"
+     " r8 = (f32[70], s32[70]) reduce(sub, s, ninf, i0), dimensions={0}, to_apply=amax\n"
+     " q3 = f32[300,3] slice(q), slice={[0:300], [0:3]}\n p3 = f32[300,3] slice(p), slice={[0:300], [0:3]}\n"
+     " s3 = s32[300,3] slice(s), slice={[0:300], [0:3]}\n m1 = f32[] constant(-1)\n"
+     " r9 = (f32[300], s32[300]) reduce(q3, s3, m1, i3), dimensions={1}, to_apply=amin\n"
+     " r10 = (f32[300], s32[300]) reduce(p3, s3, h, i3), dimensions={1}, to_apply=amin\n"
+     " io1 = s32[300,70] iota(), iota_dimension=1\n io0 = s32[300,70] iota(), iota_dimension=0\n"
+     " r11 = (f32[300], s32[300]) reduce(qn, io1, inf, i3), dimensions={1}, to_apply=amin\n"
+     " r12 = (f32[300], s32[300]) reduce(qn, io0, inf, i3), dimensions={1}, to_apply=amin\n"
+     " ROOT o = ((f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]), (f32[300], s32[300]),"
+     " (f32[300], s32[300]), (f32[300], s32[300]), (f32[70], s32[70]), (f32[70], s32[70]), (f32[300], s32[300]), (f32[300], s32[300]),"
+     " (f32[300], s32[300]), (f32[300], s32[300])) tuple(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12)\n}\n",
+     0, 0},
+    /* reduces over dims of size 1: a copy when the init is the reducer's identity (pred and/or, s32 add/max,
+     * u32 min), the literal f(init, x) otherwise (an init of 5, pred and with false, f32 add of -0) */
+    {"reduce_size1_identity",
+     "HloModule r\n" KR_ADD
+     "land { a = pred[] parameter(0)\n b = pred[] parameter(1)\n ROOT r = pred[] and(a, b) }\n"
+     "lor { a = pred[] parameter(0)\n b = pred[] parameter(1)\n ROOT r = pred[] or(a, b) }\n"
+     "iadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
+     "imax { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] maximum(a, b) }\n"
+     "umin { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] minimum(a, b) }\n"
+     "ENTRY main {\n s = s32[70,1,30] parameter(0)\n u = u32[70,1,30] parameter(1)\n f = f32[70,30,1] parameter(2)\n"
+     " three = s32[] constant(3)\n tb = s32[70,1,30] broadcast(three), dimensions={}\n"
+     " pr = pred[70,1,30] compare(s, tb), direction=LT\n t = pred[] constant(true)\n fa = pred[] constant(false)\n"
+     " z = s32[] constant(0)\n five = s32[] constant(5)\n mn = s32[] constant(-2147483648)\n um = u32[] constant(4294967295)\n"
+     " fz = f32[] constant(-0)\n ng = f32[70,30,1] negate(f)\n"
+     " a = pred[70,30] reduce(pr, t), dimensions={1}, to_apply=land\n b = pred[70,30] reduce(pr, fa), dimensions={1}, to_apply=lor\n"
+     " c = pred[70,30] reduce(pr, fa), dimensions={1}, to_apply=land\n d = s32[70,30] reduce(s, z), dimensions={1}, to_apply=iadd\n"
+     " e = s32[70,30] reduce(s, five), dimensions={1}, to_apply=iadd\n g = s32[70,30] reduce(s, mn), dimensions={1}, to_apply=imax\n"
+     " h = u32[70,30] reduce(u, um), dimensions={1}, to_apply=umin\n k = f32[70,30] reduce(ng, fz), dimensions={2}, to_apply=add\n"
+     " ROOT o = (pred[70,30], pred[70,30], pred[70,30], s32[70,30], s32[70,30], s32[70,30], u32[70,30], f32[70,30])"
+     " tuple(a, b, c, d, e, g, h, k)\n}\n", 0, 0},
     /* the row scatters: f32 add (1-D, and a window that keeps dim 0 at size 1), max, min, s32 add; rows of 1, 3,
      * 4, 8 and 16 elements; s32 and s64 indices below 0 and past the end (skipped) */
     {"scatter_rows_clamped",
@@ -206,6 +282,24 @@ static const kr_case kr_cases[] = {
      " ROOT s = (bf16[20,150], s32[20,150]) sort(k, i), dimensions={1}, is_stable=true, to_apply=cmp\n}\n", 0, 0},
     {"topk_bf16_smallest",
      "HloModule t\nENTRY main {\n x = bf16[16,300] parameter(0)\n ROOT t = (bf16[16,20], s32[16,20]) topk(x), k=20, largest=false\n}\n", 0, 0},
+    /* f32 rows through the block filter (tk_rows_f32): ties (floor), NaN and -NaN, +0 and -0, k of 1 and the
+     * whole row, rows not a multiple of the block and shorter than one */
+    {"topk_f32_ties_nan_zeros",
+     "HloModule t\nENTRY main {\n p = f32[6,1000] parameter(0)\n p2 = f32[6,1000] parameter(1)\n"
+     " k9 = f32[] constant(9)\n k9b = f32[6,1000] broadcast(k9), dimensions={}\n q = f32[6,1000] floor(f32[6,1000] multiply(p, k9b))\n"
+     " hi = f32[] constant(0.99)\n hib = f32[6,1000] broadcast(hi), dimensions={}\n c1 = pred[6,1000] compare(p2, hib), direction=GT\n"
+     " lo = f32[] constant(-0.99)\n lob = f32[6,1000] broadcast(lo), dimensions={}\n c2 = pred[6,1000] compare(p2, lob), direction=LT\n"
+     " nn = f32[] constant(nan)\n nnb = f32[6,1000] broadcast(nn), dimensions={}\n z = f32[] constant(0)\n"
+     " zb = f32[6,1000] broadcast(z), dimensions={}\n pz = f32[6,1000] multiply(p, zb)\n"
+     " mid = f32[] constant(0.3)\n midb = f32[6,1000] broadcast(mid), dimensions={}\n c3 = pred[6,1000] compare(p2, midb), direction=GT\n"
+     " w0 = f32[6,1000] select(c3, pz, q)\n w1 = f32[6,1000] select(c1, nnb, w0)\n x = f32[6,1000] select(c2, f32[6,1000] negate(nnb), w1)\n"
+     " a = (f32[6,40], s32[6,40]) topk(x), k=40, largest=true\n b = (f32[6,40], s32[6,40]) topk(x), k=40, largest=false\n"
+     " c = (f32[6,1], s32[6,1]) topk(x), k=1, largest=true\n"
+     " y = f32[6,45] slice(x), slice={[0:6], [0:45]}\n d = (f32[6,45], s32[6,45]) topk(y), k=45, largest=false\n"
+     " e = (f32[6,3], s32[6,3]) topk(y), k=3, largest=true\n"
+     " v = f32[6,20] slice(x), slice={[0:6], [100:120]}\n f = (f32[6,2], s32[6,2]) topk(v), k=2, largest=false\n"
+     " ROOT o = ((f32[6,40], s32[6,40]), (f32[6,40], s32[6,40]), (f32[6,1], s32[6,1]), (f32[6,45], s32[6,45]), (f32[6,3], s32[6,3]),"
+     " (f32[6,2], s32[6,2])) tuple(a, b, c, d, e, f)\n}\n", 0, 0},
     {"topk_f32_largest",
      "HloModule t\nENTRY main {\n x = f32[8,1000] parameter(0)\n ROOT t = (f32[8,10], s32[8,10]) topk(x), k=10, largest=true\n}\n", 0, 0},
     {"rbg_threefry_big",
@@ -381,6 +475,88 @@ TEST(kernels_fast_vs_reference)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (verbose) printf("    %-32s %.3f s\n", kr_cases[i].name, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     }
+}
+
+/* f32 max/min reduces along rows (rd_maxmin_f32: integer keys and a NaN flag) against the same reduces down
+ * columns (rd_cols: the reducer's literal steps), bit for bit: NaNs, +0 and -0, subnormals (read as zero),
+ * infinities, inits that win. Outputs 2k and 2k+1 must agree. */
+TEST(reduce_maxmin_rows_vs_columns)
+{
+    static const char *hlo =
+        "HloModule m\n" KR_MAX "mn { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] minimum(a, b) }\n"
+        "ENTRY main {\n p = f32[40,300] parameter(0)\n p2 = f32[40,300] parameter(1)\n s = s32[40,300] parameter(2)\n"
+        " sub = f32[40,300] bitcast-convert(s)\n nsub = f32[40,300] negate(sub)\n z = f32[] constant(0)\n"
+        " zb = f32[40,300] broadcast(z), dimensions={}\n pz = f32[40,300] multiply(p, zb)\n ap = f32[40,300] abs(p)\n"
+        " nn = f32[] constant(nan)\n nnb = f32[40,300] broadcast(nn), dimensions={}\n inf = f32[] constant(inf)\n"
+        " infb = f32[40,300] broadcast(inf), dimensions={}\n"
+        " t1 = f32[] constant(0.998)\n t1b = f32[40,300] broadcast(t1), dimensions={}\n c1 = pred[40,300] compare(p2, t1b), direction=GT\n"
+        " t2 = f32[] constant(-0.997)\n t2b = f32[40,300] broadcast(t2), dimensions={}\n c2 = pred[40,300] compare(p2, t2b), direction=LT\n"
+        " c3 = pred[40,300] compare(p2, zb), direction=LT\n"
+        " w0 = f32[40,300] select(c3, pz, ap)\n w1 = f32[40,300] select(c2, infb, w0)\n a = f32[40,300] select(c1, nnb, w1)\n"
+        " b = f32[40,300] select(c3, sub, nsub)\n c = f32[40,300] select(c3, sub, pz)\n d = f32[40,300] select(c2, infb, p)\n"
+        " x = f32[160,300] concatenate(a, b, c, d), dimensions={0}\n xt = f32[300,160] transpose(x), dimensions={1,0}\n"
+        " ninf = f32[] constant(-inf)\n h = f32[] constant(0.999)\n hn = f32[] constant(-0.999)\n"
+        " r0 = f32[160] reduce(x, ninf), dimensions={1}, to_apply=max\n r1 = f32[160] reduce(xt, ninf), dimensions={0}, to_apply=max\n"
+        " r2 = f32[160] reduce(x, inf), dimensions={1}, to_apply=mn\n r3 = f32[160] reduce(xt, inf), dimensions={0}, to_apply=mn\n"
+        " r4 = f32[160] reduce(x, h), dimensions={1}, to_apply=max\n r5 = f32[160] reduce(xt, h), dimensions={0}, to_apply=max\n"
+        " r6 = f32[160] reduce(x, hn), dimensions={1}, to_apply=mn\n r7 = f32[160] reduce(xt, hn), dimensions={0}, to_apply=mn\n"
+        " ROOT o = (f32[160], f32[160], f32[160], f32[160], f32[160], f32[160], f32[160], f32[160]) tuple(r0, r1, r2, r3, r4, r5, r6, r7)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    tpu_tensor **in = NULL, **out = NULL;
+    int nin = 0, nout = 0;
+    tpu_status st = tpu_module_parse(ctx, hlo, strlen(hlo), "maxmin", &m);
+    CHECK_MSG(st == TPU_OK, "%s", tpu_errmsg(ctx));
+    if (!st) st = tpu_random_inputs(ctx, m, 11, &in, &nin);
+    for (int mode = 0; !st && mode < 2; mode++) {
+        tpu_run_opts o = tpu_run_opts_default();
+        o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+        exe_run_cfg cfg = {0};
+        st = exe_run(ctx, m, &o, &cfg, in, nin, &out, &nout);
+        CHECK_MSG(st == TPU_OK, "%s", tpu_errmsg(ctx));
+        for (int k = 0; !st && k + 1 < nout; k += 2)
+            CHECK_MSG(!memcmp(tpu_tensor_cdata(out[k]), tpu_tensor_cdata(out[k + 1]), tpu_tensor_nbytes(out[k])),
+                      "%s mode: rows (out%d) != columns (out%d)", mode ? "exact" : "tpu", k, k + 1);
+        tpu_tensors_free(out, nout);
+        out = NULL;
+    }
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
+/* exe_nd_copy's one-dimensional strided runs (a column of an [n, 2] or [n, 3] array sliced out or concatenated
+ * back: constant-stride loops, long ones split between threads) against a plain loop, every element size. */
+TEST(nd_copy_strided_runs)
+{
+    static const int64_t st[][2] = {{1, 2}, {1, 3}, {2, 1}, {3, 1}, {1, 5}, {4, 1}, {2, 2}, {1, 4}, {1, 8}, {8, 1}, {6, 1}};
+    static const int64_t lens[] = {1, 15, 16, 1000, 32768 * 2, 32768 * 3 + 17};
+    static const size_t ess[] = {1, 2, 4, 8};
+    int64_t maxn = 32768 * 3 + 17;
+    unsigned char *src = malloc((size_t)maxn * 8 * 8), *dst = malloc((size_t)maxn * 8 * 8), *want = malloc((size_t)maxn * 8 * 8);
+    REQUIRE(src && dst && want);
+    for (int64_t i = 0; i < maxn * 8 * 8; i++) src[i] = (unsigned char)(i * 131 + (i >> 9));
+    for (size_t e = 0; e < sizeof ess / sizeof ess[0]; e++)
+        for (size_t s = 0; s < sizeof st / sizeof st[0]; s++)
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                size_t es = ess[e];
+                int64_t n = lens[l], ds = st[s][0], ss = st[s][1], bytes = n * 8 * (int64_t)es;
+                memset(dst, 0xEE, (size_t)bytes);
+                memset(want, 0xEE, (size_t)bytes);
+                /* the source run ends where its allocation does (a sanitizer sees any read past it) */
+                size_t sb = (size_t)((n - 1) * ss + 1) * es;
+                unsigned char *s1 = malloc(sb);
+                REQUIRE(s1);
+                memcpy(s1, src, sb);
+                for (int64_t j = 0; j < n; j++) memcpy(want + j * ds * (int64_t)es, s1 + j * ss * (int64_t)es, es);
+                exe_nd_copy(dst, &ds, s1, &ss, &n, 1, es);
+                free(s1);
+                CHECK_MSG(!memcmp(dst, want, (size_t)bytes), "nd_copy of %lld elements of %zu bytes, strides %lld <- %lld",
+                          (long long)n, es, (long long)ds, (long long)ss);
+            }
+    free(src);
+    free(dst);
+    free(want);
 }
 
 /* Malformed instructions give an error naming the instruction and the problem, never a crash. */

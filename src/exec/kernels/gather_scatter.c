@@ -264,13 +264,16 @@ static int gat_points1(const gat_job *J, int64_t b0, int64_t b1, int64_t hi, int
     int64_t nl = (hi + 1) * 4 / 64;
     if (g->nob && st == 1 && (hi + 1) * 4 <= 65536 && inner * 4 >= nl && nl > 0) {
         for (int64_t b = b0; b < b1;) {
-            int64_t row = b / inner, e = UT_MIN(b1, (row + 1) * inner), pf = (b - row * inner) * nl / inner;
+            int64_t row = b / inner, e = UT_MIN(b1, (row + 1) * inner), pos = b - row * inner;
             const uint32_t *base = src + b / bdiv % bdim * bst;
             const char *next = (const char *)(src + ((row + 1) * inner / bdiv % bdim) * bst);
             int more = e < b1 || (row + 1) * inner < J->t->count;
+            /* line pf of the next row is due once (pf + 1) * inner <= (pos + 1) * nl: a running remainder
+             * (acc = pos * nl - pf * inner) instead of a division per position (that division was 15% of the
+             * gather) */
+            int64_t pf = more ? pos * nl / inner : nl, acc = pos * nl - pf * inner;
             for (; b < e; b++) {
-                int64_t want = (b - row * inner + 1) * nl / inner;
-                for (; more && pf < want; pf++) __builtin_prefetch(next + pf * 64);
+                for (acc += nl; acc >= inner && pf < nl; acc -= inner) __builtin_prefetch(next + pf++ * 64);
                 int64_t s = ix[b];
                 s = s < 0 ? 0 : s > hi ? hi : s;
                 dst[b] = base[s];
@@ -292,6 +295,30 @@ static int gat_points1(const gat_job *J, int64_t b0, int64_t b1, int64_t hi, int
         }
     }
     return 1;
+}
+
+/* Random reads across a large operand (x[pts[:, 0], pts[:, 1]]): 4-byte elements, s32 index vectors of nv
+ * components, each read prefetched 64 positions ahead so that many misses are in flight. Inlined with nv a
+ * constant, the offset computation unrolls (200000 reads from f32[1024,4096]: 0.47 ms instead of 0.83). */
+static inline __attribute__((always_inline)) void gat_points_s32(const int32_t *ix, const uint32_t *src, uint32_t *dst,
+                                                                 int64_t b0, int64_t b1, int nv, const int64_t *hi,
+                                                                 const int64_t *st)
+{
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t off = 0, po = 0;
+        if (b + 64 < b1) {
+            for (int k = 0; k < nv; k++) {
+                int64_t s = ix[(b + 64) * nv + k];
+                po += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
+            }
+            __builtin_prefetch(src + po);
+        }
+        for (int k = 0; k < nv; k++) {
+            int64_t s = ix[b * nv + k];
+            off += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
+        }
+        dst[b] = src[off];
+    }
 }
 
 /* Point gathers (one element per batch position, results in position order, index vectors innermost, no
@@ -324,26 +351,10 @@ static int gat_points(const gat_job *J, int64_t b0, int64_t b1)
     }
     for (int i = 0; i < g->nob; i++) bst[i] = J->ostr[g->obd[i]];
     if (!g->nob && idx->dtype == TPU_S32 && es == 4) {
-        /* random reads across a large operand (x[pts[:, 0], pts[:, 1]]): each read prefetched 64 positions
-         * ahead, so that many misses are in flight */
-        const int32_t *ix = idx->data;
-        const uint32_t *s32 = op->data;
-        uint32_t *d32 = J->t->data;
-        for (int64_t b = b0; b < b1; b++) {
-            int64_t off = 0, po = 0;
-            if (b + 64 < b1) {
-                for (int k = 0; k < nv; k++) {
-                    int64_t s = ix[(b + 64) * nv + k];
-                    po += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
-                }
-                __builtin_prefetch(s32 + po);
-            }
-            for (int k = 0; k < nv; k++) {
-                int64_t s = ix[b * nv + k];
-                off += (s < 0 ? 0 : s > hi[k] ? hi[k] : s) * st[k];
-            }
-            d32[b] = s32[off];
-        }
+        /* the vector length as a constant where it is a common one: the offset is a few instructions */
+        if (nv == 2) gat_points_s32(idx->data, op->data, J->t->data, b0, b1, 2, hi, st);
+        else if (nv == 3) gat_points_s32(idx->data, op->data, J->t->data, b0, b1, 3, hi, st);
+        else gat_points_s32(idx->data, op->data, J->t->data, b0, b1, nv, hi, st);
         return 1;
     }
     for (int64_t b = b0; b < b1; b++, g->nob ? gs_next(bpos, J->bdims, g->nbatch) : 0) {

@@ -53,7 +53,51 @@ typedef struct gs8_job {
     const int64_t *amo, *ako, *bko, *bno;
     int64_t        K;
     int32_t       *C;
+    int            b_cols;      /* bno[j] == j: a row of B is contiguous (row-major B) */
 } gs8_job;
+
+/* Is off[i] == i for i < n (a contiguous run)? */
+static int gs8_unit(const int64_t *off, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (off[i] != i) return 0;
+    return 1;
+}
+
+/* A full panel of 32 contiguous columns of B: 4 rows of 32 bytes interleaved into [32][4] per k/4 with byte
+ * and word unpacks (rows past K read as zeros) */
+static void gs8_pack_panel_rows(const gs8_job *J, int64_t j0, uint8_t *Bp)
+{
+    static const int8_t zeros[32];
+    for (int64_t k4 = 0; k4 < J->K4; k4++) {
+        const int8_t *r[4];
+        for (int q = 0; q < 4; q++) r[q] = 4 * k4 + q < J->K ? J->B + J->bko[4 * k4 + q] + j0 : zeros;
+        for (int h = 0; h < 2; h++) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(r[0] + 16 * h)), b = _mm_loadu_si128((const __m128i *)(r[1] + 16 * h));
+            __m128i c = _mm_loadu_si128((const __m128i *)(r[2] + 16 * h)), d = _mm_loadu_si128((const __m128i *)(r[3] + 16 * h));
+            __m128i ablo = _mm_unpacklo_epi8(a, b), abhi = _mm_unpackhi_epi8(a, b);
+            __m128i cdlo = _mm_unpacklo_epi8(c, d), cdhi = _mm_unpackhi_epi8(c, d);
+            __m128i *o = (__m128i *)(Bp + k4 * 128 + h * 64);
+            _mm_storeu_si128(o, _mm_unpacklo_epi16(ablo, cdlo));
+            _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ablo, cdlo));
+            _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(abhi, cdhi));
+            _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(abhi, cdhi));
+        }
+    }
+}
+
+/* corr[j] = 128 * (sum over k of the packed panel's column j), by VPDPBUSD with ones */
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+static void gs8_panel_corr(int64_t K4, const uint8_t *Bp, int32_t *corr)
+{
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, ones = _mm512_set1_epi8(1);
+    for (int64_t k = 0; k < K4; k++) {
+        s0 = _mm512_dpbusd_epi32(s0, ones, _mm512_loadu_si512(Bp + k * 128));
+        s1 = _mm512_dpbusd_epi32(s1, ones, _mm512_loadu_si512(Bp + k * 128 + 64));
+    }
+    _mm512_storeu_si512(corr, _mm512_slli_epi32(s0, 7));
+    _mm512_storeu_si512(corr + 16, _mm512_slli_epi32(s1, 7));
+}
 
 /* 8 rows x 32 columns over all of k; rows >= mr and columns >= nr are not stored. */
 __attribute__((target("avx512f,avx512bw,avx512vnni")))
@@ -112,18 +156,23 @@ static void gs8_panels(void *ctx, int64_t p0, int64_t p1, int tid)
     for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * GS8_NR;
         int nr = (int)(J->N - j0 < GS8_NR ? J->N - j0 : GS8_NR);
-        memset(Bp, 0, bsz);
-        int32_t sum[GS8_NR] = {0};
-        for (int64_t k = 0; k < J->K; k++) {   /* along rows of B: row-major B reads 32 bytes at a time */
-            const int8_t *row = J->B + J->bko[k];
-            uint8_t *d = Bp + (k >> 2) * 128 + (k & 3);
-            for (int jj = 0; jj < nr; jj++) {
-                int8_t v = row[J->bno[j0 + jj]];
-                d[jj * 4] = (uint8_t)v;
-                sum[jj] += v;
+        if (J->b_cols && nr == GS8_NR) {
+            gs8_pack_panel_rows(J, j0, Bp);
+            gs8_panel_corr(J->K4, Bp, corr);
+        } else {
+            memset(Bp, 0, bsz);
+            int32_t sum[GS8_NR] = {0};
+            for (int64_t k = 0; k < J->K; k++) {   /* along rows of B: row-major B reads 32 bytes at a time */
+                const int8_t *row = J->B + J->bko[k];
+                uint8_t *d = Bp + (k >> 2) * 128 + (k & 3);
+                for (int jj = 0; jj < nr; jj++) {
+                    int8_t v = row[J->bno[j0 + jj]];
+                    d[jj * 4] = (uint8_t)v;
+                    sum[jj] += v;
+                }
             }
+            for (int jj = 0; jj < GS8_NR; jj++) corr[jj] = (int32_t)((uint32_t)sum[jj] * 128u);
         }
-        for (int jj = 0; jj < GS8_NR; jj++) corr[jj] = (int32_t)((uint32_t)sum[jj] * 128u);
         for (int64_t i0 = 0; i0 < J->M; i0 += GS8_MR) {
             int mr = (int)(J->M - i0 < GS8_MR ? J->M - i0 : GS8_MR);
             gs8_kernel(J->K4, J->Ap + i0 / GS8_MR * J->K4 * 32, Bp, corr, J->C + i0 * J->N + j0, J->N, mr, nr);
@@ -141,12 +190,21 @@ static int gs8_run(int threads, int64_t M, int64_t N, int64_t K, const int8_t *A
     if (!Ap) return 0;
     /* A + 128 as unsigned bytes: [row block][k / 4][8 rows][4]; padding (rows past M, k past K) 128, i.e. 0 */
     memset(Ap, 128, (size_t)(Mb * K4 * 32));
+    int a_rows = gs8_unit(ako, K);   /* row-major A: 4 bytes of a row at a time */
     for (int64_t i = 0; i < M; i++) {
         uint8_t *blk = Ap + i / GS8_MR * K4 * 32 + (i % GS8_MR) * 4;
         const int8_t *row = A + amo[i];
-        for (int64_t k = 0; k < K; k++) blk[(k >> 2) * 32 + (k & 3)] = (uint8_t)(row[ako[k]] ^ 0x80);
+        int64_t k = 0;
+        if (a_rows)
+            for (; k + 4 <= K; k += 4) {
+                uint32_t w;
+                memcpy(&w, row + k, 4);
+                w ^= 0x80808080u;
+                memcpy(blk + k * 8, &w, 4);
+            }
+        for (; k < K; k++) blk[(k >> 2) * 32 + (k & 3)] = (uint8_t)(row[ako[k]] ^ 0x80);
     }
-    gs8_job J = {M, N, K4, Ap, A, B, amo, ako, bko, bno, K, C};
+    gs8_job J = {M, N, K4, Ap, A, B, amo, ako, bko, bno, K, C, gs8_unit(bno, N)};
     int64_t np = (N + GS8_NR - 1) / GS8_NR;
     exe_par_for((double)M * (double)N * (double)K > 2e6 ? threads : 1, np, 1, gs8_panels, &J);
     ut_free(Ap);

@@ -157,6 +157,18 @@ static double rd_sum_f64(const double *x, int64_t n)
     return s;
 }
 
+/* f32 bits -> a signed key in the float order (-0 just below +0) and back: the map is its own inverse */
+static inline __attribute__((always_inline)) int32_t rd_fkey(uint32_t u)
+{
+    return (int32_t)(u ^ ((uint32_t)((int32_t)u >> 31) & 0x7FFFFFFFu));
+}
+
+/* The same key with subnormals read as zero (DAZ: +-0), as XLA:CPU's max/min see them */
+static inline __attribute__((always_inline)) int32_t rd_fkey_daz(uint32_t u)
+{
+    return rd_fkey((u & 0x7F800000u) ? u : u & 0x80000000u);
+}
+
 /* max/min of an f32 run: the ops are associative and commutative (NaN absorbs, +0 beats -0 in max and -0
  * beats +0 in min, subnormals read as zero), so the run folds in 64 lanes, branch-free. The reference of
  * rd_maxmin_f32 below (EXE_REF_KERNELS runs it). */
@@ -684,6 +696,247 @@ static int rd_vfn(exe_state *S, const exe_scalar_fn *fn, exe_value *const *ops, 
     return 1;
 }
 
+/* ---- a reduce over dims of size 1 whose init is the reducer's identity: a copy ----
+ * (take_along_axis' bounds check reduces pred[..., 1] with and/true.) Only pred and integer types: for
+ * floats, f(init, x) is not x for every x (-0 + 0 = +0, max flushes subnormals and canonicalises NaNs). */
+static int rd_identity_init(hlo_op op, const tpu_tensor *init)
+{
+    tpu_dtype t = init->dtype;
+    char k = tpu_dtype_kind(t);
+    int bits = tpu_dtype_bits(t);
+    if (k != 'p' && k != 's' && k != 'u') return 0;
+    int64_t v = ten_load_i64(t, init->data, 0);
+    int64_t smin = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1)), smax = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+    int64_t all = k == 'p' ? 1 : -1;   /* all bits set, as ten_load_i64 reads it (unsigned: sign-extended or not) */
+    switch (op) {
+    case HLO_AND: return k == 'p' ? v == 1 : (v == all || (k == 'u' && (uint64_t)v == (bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1)));
+    case HLO_OR: case HLO_XOR: return v == 0;
+    case HLO_ADD: return k != 'p' && v == 0;
+    case HLO_MULTIPLY: return k != 'p' && v == 1;
+    case HLO_MAXIMUM: return k == 'p' || k == 'u' ? v == 0 : v == smin;
+    case HLO_MINIMUM:
+        if (k == 'p') return v == 1;
+        if (k == 'u') return (uint64_t)v == (bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1) || v == all;
+        return v == smax;
+    default: return 0;
+    }
+}
+
+/* Returns 1 when done: one input, every reduced dim of size 1, an identity init. */
+static int rd_size1_copy(const exe_scalar_fn *fn, exe_value *const *ops, int n, int64_t inner, tpu_tensor *res)
+{
+    const tpu_tensor *a = ops[0]->t;
+    if (n != 1 || inner != 1 || res->dtype != a->dtype || ops[1]->t->dtype != a->dtype || res->count != a->count ||
+        exe_scalar_fn_param_dtype(fn, 0) != a->dtype || exe_scalar_fn_param_dtype(fn, 1) != a->dtype ||
+        !rd_identity_init(exe_scalar_fn_binop(fn), ops[1]->t))
+        return 0;
+    if (a->nbytes) memcpy(res->data, a->data, a->nbytes);   /* (size-1 dims: the element order is the same) */
+    return 1;
+}
+
+/* ---- argmin / argmax: jnp.argmin's variadic reduce of (f32 values, s32 indices) ----
+ * The reducer, with a = (p0, p1) the accumulator and b = (p2, p3) the next element:
+ *   c = compare(p0, p2, LT) or compare(p0, p0, NE)          (GT for argmax: a better or a NaN)
+ *   v = select(c, p0, p2)
+ *   i = select(c or (compare(p0, p2, EQ) and compare(p1, p3, LT)), p1, p3)
+ * Folded in r order from the init, that is: the first NaN (value and index) if any; else the best value m
+ * with the smallest index among the elements equal to m (the init counting as one), the value taken from the
+ * last element equal to m, which is m itself unless m is zero (+0 == -0). Rows with a NaN or m == 0 take the
+ * literal fold (in double, as the reference evaluates the reducer); the others two vector passes. */
+
+static const hlo_instr *rd_arg_param(const hlo_instr *x, int k)
+{
+    return x->op == HLO_PARAMETER && x->param_no == k ? x : NULL;
+}
+
+/* compare(pa, pb, dir) with a plain (or absent) comparison type */
+static int rd_arg_cmp(const hlo_instr *x, int a, int b, const char *dir, const char *type)
+{
+    if (x->op != HLO_COMPARE || x->nops != 2 || !rd_arg_param(x->ops[0], a) || !rd_arg_param(x->ops[1], b)) return 0;
+    const char *d = hlo_attr_str(x, HK_DIRECTION), *t = hlo_attr_str(x, HK_TYPE);
+    return d && !strcmp(d, dir) && (!t || !strcmp(t, type));
+}
+
+/* x = op(p, q) (or, and): its two operands, for the callers to try in either order */
+static int rd_arg_pair(const hlo_instr *x, hlo_op op, const hlo_instr **p, const hlo_instr **q)
+{
+    if (x->op != op || x->nops != 2) return 0;
+    *p = x->ops[0];
+    *q = x->ops[1];
+    return 1;
+}
+
+/* c = or(compare(p0, p2, dir), compare(p0, p0, NE)) in either order */
+static int rd_arg_better(const hlo_instr *c, const char *dir)
+{
+    const hlo_instr *u, *v;
+    if (!rd_arg_pair(c, HLO_OR, &u, &v)) return 0;
+    return (rd_arg_cmp(u, 0, 2, dir, "FLOAT") && rd_arg_cmp(v, 0, 0, "NE", "FLOAT")) ||
+           (rd_arg_cmp(v, 0, 2, dir, "FLOAT") && rd_arg_cmp(u, 0, 0, "NE", "FLOAT"));
+}
+
+/* 1: argmin, 2: argmax, 0: some other reducer */
+static int rd_arg_kind(const hlo_comp *c)
+{
+    const hlo_instr *r = c->root;
+    if (c->nparams != 4 || r->op != HLO_TUPLE || r->nops != 2) return 0;
+    const hlo_instr *sv = r->ops[0], *si = r->ops[1];
+    if (sv->op != HLO_SELECT || sv->nops != 3 || !rd_arg_param(sv->ops[1], 0) || !rd_arg_param(sv->ops[2], 2)) return 0;
+    if (si->op != HLO_SELECT || si->nops != 3 || !rd_arg_param(si->ops[1], 1) || !rd_arg_param(si->ops[2], 3)) return 0;
+    int kind = rd_arg_better(sv->ops[0], "LT") ? 1 : rd_arg_better(sv->ops[0], "GT") ? 2 : 0;
+    if (!kind) return 0;
+    const char *dir = kind == 1 ? "LT" : "GT";
+    /* index condition: or(c', and(eq, lt)) with c' the value condition (the same instruction or an equal one) */
+    const hlo_instr *u, *v, *e, *l;
+    if (!rd_arg_pair(si->ops[0], HLO_OR, &u, &v)) return 0;
+    if (!(u == sv->ops[0] || rd_arg_better(u, dir))) {
+        const hlo_instr *t = u;
+        u = v;
+        v = t;
+        if (!(u == sv->ops[0] || rd_arg_better(u, dir))) return 0;
+    }
+    if (!rd_arg_pair(v, HLO_AND, &e, &l)) return 0;
+    if (!(rd_arg_cmp(e, 0, 2, "EQ", "FLOAT") && rd_arg_cmp(l, 1, 3, "LT", "SIGNED")) &&
+        !(rd_arg_cmp(l, 0, 2, "EQ", "FLOAT") && rd_arg_cmp(e, 1, 3, "LT", "SIGNED")))
+        return 0;
+    return kind;
+}
+
+typedef struct rd_arg_job {
+    const float   *x;
+    const int32_t *ix;
+    float         *ov;
+    int32_t       *oi;
+    int64_t        R;
+    int            is_max;
+    float          iv;
+    int32_t        ii;
+    int            iota;   /* the indices are the position along the reduced dim: ix not read (NULL) */
+} rd_arg_job;
+
+/* The literal fold of one row (the reference's steps; values through double as the scalar evaluator holds
+ * them, which quiets a signalling NaN and, under DAZ, reads subnormals as zero) */
+static void rd_arg_fold(const rd_arg_job *J, const float *x, const int32_t *ix, float *ov, int32_t *oi)
+{
+    double av = (double)J->iv;
+    int32_t ai = J->ii;
+    for (int64_t r = 0; r < J->R; r++) {
+        double bv = (double)x[r];
+        int c = (J->is_max ? av > bv : av < bv) || av != av;
+        int32_t bi = ix ? ix[r] : (int32_t)r;
+        int ci = c || (av == bv && ai < bi);
+        av = c ? av : bv;
+        ai = ci ? ai : bi;
+    }
+    *ov = (float)av;
+    *oi = ai;
+}
+
+/* rows [o0, o1): the best value's key (subnormals as zero, as the compares see them under DAZ) and a NaN flag
+ * in one integer pass, the smallest index among the elements equal to it in a second */
+EXE_VEC
+static void rd_arg_rows(void *ctx, int64_t o0, int64_t o1, int tid)
+{
+    const rd_arg_job *J = ctx;
+    int64_t R = J->R;
+    float iv = (float)(double)J->iv;   /* (the reference holds the init as a double: DAZ reads it as zero) */
+    for (int64_t o = o0; o < o1; o++) {
+        const uint32_t *u = (const uint32_t *)J->x + o * R;
+        const int32_t *ix = J->iota ? NULL : J->ix + o * R;
+        int32_t k = J->is_max ? INT32_MIN : INT32_MAX;
+        int nan = 0;
+        if (J->is_max)
+            for (int64_t r = 0; r < R; r++) {
+                int32_t v = rd_fkey_daz(u[r]);
+                k = v > k ? v : k;
+                nan |= (u[r] & 0x7FFFFFFFu) > 0x7F800000u;
+            }
+        else
+            for (int64_t r = 0; r < R; r++) {
+                int32_t v = rd_fkey_daz(u[r]);
+                k = v < k ? v : k;
+                nan |= (u[r] & 0x7FFFFFFFu) > 0x7F800000u;
+            }
+        uint32_t mb = (uint32_t)rd_fkey((uint32_t)k);
+        float m;
+        memcpy(&m, &mb, 4);
+        if (nan || R == 0 || k == 0 || k == -1 || iv != iv) {   /* (keys 0 and -1: +0 and -0) */
+            rd_arg_fold(J, J->x + o * R, ix, &J->ov[o], &J->oi[o]);
+            continue;
+        }
+        if (J->is_max ? iv > m : iv < m) {   /* the init is never displaced */
+            J->ov[o] = iv;
+            J->oi[o] = J->ii;
+            continue;
+        }
+        /* m is a normal number or an infinity: equal values have its bits */
+        int32_t best = INT32_MAX;
+        if (ix)
+            for (int64_t r = 0; r < R; r++) {
+                int32_t eq = -(int32_t)(u[r] == mb), c = (ix[r] & eq) | (INT32_MAX & ~eq);   /* (no branch: vectorises) */
+                best = c < best ? c : best;
+            }
+        else
+            for (int32_t r = 0; r < (int32_t)R; r++) {
+                int32_t eq = -(int32_t)(u[r] == mb), c = (r & eq) | (INT32_MAX & ~eq);
+                best = c < best ? c : best;
+            }
+        if (iv == m && J->ii < best) best = J->ii;
+        J->ov[o] = m;
+        J->oi[o] = best;
+    }
+    (void)tid;
+}
+
+/* Is x (the index operand's instruction) an s32 iota, or a broadcast of one, along the one reduced dim of size > 1
+ * of a? Then index r is r itself (jnp.argmin's broadcast iota: a [65536, 256] array the kernel need not read). */
+static int rd_arg_is_iota(const hlo_instr *x, const uint8_t *is_red, const tpu_tensor *a)
+{
+    int64_t d = -1;
+    if (x->op == HLO_IOTA) {
+        d = hlo_attr_int(x, HK_IOTA_DIMENSION, -1);
+    } else if (x->op == HLO_BROADCAST && x->nops == 1 && x->ops[0]->op == HLO_IOTA) {
+        const int64_t *bd;
+        int nb = hlo_attr_ints(x, HK_DIMENSIONS, &bd);
+        int64_t e = hlo_attr_int(x->ops[0], HK_IOTA_DIMENSION, -1);
+        if (e < 0 || e >= nb || nb != x->ops[0]->shape.rank) return 0;
+        d = bd[e];
+    }
+    if (x->shape.dtype != TPU_S32 || x->shape.rank != a->rank || d < 0 || d >= a->rank || !is_red[d]) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (x->shape.dims[i] != a->dims[i] || (is_red[i] && a->dims[i] > 1 && i != d)) return 0;
+    return a->dims[d] <= INT32_MAX;
+}
+
+/* Returns 1 when done (st set on failure), 0 when the reduce is not an f32/s32 argmin or argmax. */
+static int rd_argminmax(exe_state *S, const hlo_instr *in, const exe_scalar_fn *fn, exe_value *const *ops, int n,
+                        const uint8_t *is_red, tpu_tensor **res, int64_t O, int64_t R, tpu_status *st)
+{
+    const hlo_comp *c = in->called[0];
+    if (n != 2 || ops[0]->t->dtype != TPU_F32 || ops[1]->t->dtype != TPU_S32 || ops[2]->t->dtype != TPU_F32 ||
+        ops[3]->t->dtype != TPU_S32 || res[0]->dtype != TPU_F32 || res[1]->dtype != TPU_S32 ||
+        exe_scalar_fn_param_dtype(fn, 0) != TPU_F32 || exe_scalar_fn_param_dtype(fn, 1) != TPU_S32 ||
+        exe_scalar_fn_param_dtype(fn, 2) != TPU_F32 || exe_scalar_fn_param_dtype(fn, 3) != TPU_S32)
+        return 0;
+    int kind = rd_arg_kind(c);
+    if (!kind) return 0;
+    void *bufs[2] = {0};
+    int moved;
+    int iota = rd_arg_is_iota(in->ops[1], is_red, ops[0]->t);
+    const void *x = rd_arrange(ops[0]->t, is_red, &bufs[0], &moved);
+    const void *ix = iota ? NULL : rd_arrange(ops[1]->t, is_red, &bufs[1], &moved);
+    if (!x || (!ix && !iota)) {
+        *st = ut_nomem(S->ctx);
+    } else {
+        rd_arg_job J = {x, ix, res[0]->data, res[1]->data, R, kind == 2, ((const float *)ops[2]->t->data)[0],
+                        ((const int32_t *)ops[3]->t->data)[0], iota};
+        exe_par_for(O * R > 65536 ? S->threads : 1, O, UT_MAX((int64_t)1, 16384 / UT_MAX(R, (int64_t)1)), rd_arg_rows, &J);
+    }
+    ut_free(bufs[0]);
+    ut_free(bufs[1]);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_reduce)
 {
     int n = in->nops / 2;
@@ -739,9 +992,11 @@ EXE_KERNEL(exe_k_reduce)
     /* a bf16/f16 sum is accumulated in f32 as XLA does, not step by step in lanes */
     int lowsum = !st && n == 1 && bop == HLO_ADD && (a0->dtype == TPU_BF16 || a0->dtype == TPU_F16) &&
                  res[0]->dtype == a0->dtype && ops[1]->t->dtype == a0->dtype;
-    int lanes = !st && !lowsum && !EXE_FORCE_REF(S) && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
+    int argm = !st && !EXE_FORCE_REF(S) && (rd_size1_copy(fn, ops, n, inner, res[0]) ||
+                                            rd_argminmax(S, in, fn, ops, n, is_red, res, outer, inner, &st));
+    int lanes = !st && !argm && !lowsum && !EXE_FORCE_REF(S) && !(n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64)) && !(n == 1 && rd_int_ok(a0, bop)) &&
                 rd_vfn(S, fn, ops, n, is_red, res, outer, inner, &st);
-    for (int k = 0; k < n && !st && !lanes && !lowsum; k++) {
+    for (int k = 0; k < n && !st && !lanes && !lowsum && !argm; k++) {
         int moved;
         int64_t vo, vr, vi;
         if (n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && rd_view(a0, is_red, &vo, &vr, &vi))
@@ -750,8 +1005,8 @@ EXE_KERNEL(exe_k_reduce)
             src[k] = rd_arrange(ops[k]->t, is_red, &bufs[k], &moved);
         if (!src[k]) st = ut_nomem(S->ctx);
     }
-    if (lanes) {
-        /* done through lanes (rd_vfn) */
+    if (lanes || argm) {
+        /* done through lanes (rd_vfn), as a copy or as an argmin/argmax */
     } else if (lowsum && rd_low_precision_sum(S, a0, ops[1]->t, is_red, outer, inner, res[0], &st)) {
         /* done: accumulated in f32 */
     } else if (!st && n == 1 && (a0->dtype == TPU_F32 || a0->dtype == TPU_F64) && res[0]->dtype == a0->dtype &&

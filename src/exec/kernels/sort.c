@@ -715,6 +715,87 @@ static void tk_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     (void)tid;
 }
 
+/* f32 key of st_key(SK_TOTAL) as 32 bits: sign-magnitude -> offset binary (NaNs by their bits) */
+static inline __attribute__((always_inline)) uint32_t tk_key32(uint32_t b)
+{
+    return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+
+/* Which of u[0..TK_BLK) beat the threshold key (strictly: later positions lose ties)? hit[i] = 0 or 1; returns
+ * whether any does. */
+#define TK_BLK 32
+static inline __attribute__((always_inline)) int tk_block_hits(const uint32_t *u, uint32_t thr, int largest, uint8_t *hit)
+{
+    int any = 0;
+    if (largest)
+        for (int i = 0; i < TK_BLK; i++) any |= hit[i] = tk_key32(u[i]) > thr;
+    else
+        for (int i = 0; i < TK_BLK; i++) any |= hit[i] = tk_key32(u[i]) < thr;
+    return any;
+}
+
+/* tk_rows for f32 rows: the same heap and order, with blocks of TK_BLK elements that cannot enter (all but a
+ * few hundred of a long row once the heap holds good candidates) rejected by one vector test against the
+ * heap's worst key instead of a key and a comparison per element. */
+EXE_VEC
+static void tk_rows_f32(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    tk_job *J = ctx;
+    tk_plan *p = J->p;
+    int64_t k = p->k, len = p->len;
+    int largest = p->largest;
+    st_pair *h = ut_malloc((size_t)(k ? k : 1) * sizeof *h);
+    if (!h) {
+        atomic_store(&J->failed, 1);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const uint32_t *u = (const uint32_t *)p->x->data + r * len;
+        int64_t n = 0, j = 0;
+        for (; j < len && n < k; j++) {
+            uint64_t key = tk_key32(u[j]);
+            h[n++] = (st_pair){largest ? ~key : key, j};
+        }
+        for (int64_t i = n / 2 - 1; i >= 0; i--) tk_sift_down(h, n, i);
+        while (j < len && k > 0) {
+            uint32_t thr = (uint32_t)(largest ? ~h[0].key : h[0].key);
+            if (j + TK_BLK <= len) {
+                /* only the elements that beat the threshold at the block's start can enter (it only rises):
+                 * the set bytes of hit[], a word at a time */
+                _Alignas(8) uint8_t hit[TK_BLK];
+                if (tk_block_hits(u + j, thr, largest, hit))
+                    for (int w = 0; w < TK_BLK / 8; w++) {
+                        uint64_t m;
+                        memcpy(&m, hit + 8 * w, 8);
+                        for (; m; m &= m - 1) {
+                            int64_t jj = j + 8 * w + __builtin_ctzll(m) / 8;
+                            uint64_t key = tk_key32(u[jj]);
+                            st_pair c = {largest ? ~key : key, jj};
+                            if (tk_less(&c, &h[0])) {
+                                h[0] = c;
+                                tk_sift_down(h, n, 0);
+                            }
+                        }
+                    }
+                j += TK_BLK;
+                continue;
+            }
+            for (int64_t e = UT_MIN(len, j + TK_BLK); j < e; j++) {
+                uint64_t key = tk_key32(u[j]);
+                st_pair c = {largest ? ~key : key, j};
+                if (tk_less(&c, &h[0])) {
+                    h[0] = c;
+                    tk_sift_down(h, n, 0);
+                }
+            }
+        }
+        qsort(h, (size_t)n, sizeof *h, st_pair_cmp);
+        for (int64_t i = 0; i < k; i++) tk_store(p, r, i, h[i].pos);
+    }
+    ut_free(h);
+    (void)tid;
+}
+
 EXE_KERNEL(exe_k_topk)
 {
     if (EXE_FORCE_REF(S)) return exe_k_topk_ref(S, in, ops, out);
@@ -723,7 +804,7 @@ EXE_KERNEL(exe_k_topk)
     if (st) return st;
     tk_job J = {&p, st_is_float(p.x->dtype) ? SK_TOTAL : SK_INT, 0};
     exe_par_for(p.rows * p.len > 65536 ? S->threads : 1, p.rows, UT_MAX((int64_t)1, 65536 / UT_MAX(p.len, (int64_t)1)),
-                tk_rows, &J);
+                p.x->dtype == TPU_F32 ? tk_rows_f32 : tk_rows, &J);
     if (atomic_load(&J.failed)) {
         tpu_tensor_free(p.vals);
         tpu_tensor_free(p.idx);
