@@ -227,6 +227,17 @@ static const kr_case kr_cases[] = {
      " c = f32[] reduce(l, lo), dimensions={0}, to_apply=max\n d = f32[] reduce(s, lo), dimensions={0}, to_apply=max\n"
      " e = f32[] reduce(s, hi), dimensions={0}, to_apply=min\n"
      " ROOT r = (f32[], f32[], f32[], f32[], f32[]) tuple(a, b, c, d, e)\n}\n", 0, 0},
+    /* column reductions (kept dims innermost) read with prefetches RD_PF_ROWS rows ahead: bf16 sums in place
+     * (rd_lp_block) against the widened, transposed reference; rows fewer than, and many more than, the
+     * prefetch distance; odd widths */
+    {"reduce_cols_prefetched",
+     "HloModule r\nbadd { a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n ROOT r = bf16[] add(a, b) }\n" KR_ADD KR_MAX
+     "ENTRY main {\n x = bf16[3,301,67] parameter(0)\n y = bf16[5,67] parameter(1)\n f = f32[2,517,37] parameter(2)\n"
+     " z = bf16[] constant(0)\n c = f32[] constant(0)\n m = f32[] constant(-inf)\n"
+     " a = bf16[67] reduce(x, z), dimensions={0,1}, to_apply=badd\n b = bf16[3,67] reduce(x, z), dimensions={1}, to_apply=badd\n"
+     " d = bf16[67] reduce(y, z), dimensions={0}, to_apply=badd\n e = f32[37] reduce(f, c), dimensions={0,1}, to_apply=add\n"
+     " g = f32[2,37] reduce(f, m), dimensions={1}, to_apply=max\n"
+     " ROOT r = (bf16[67], bf16[3,67], bf16[67], f32[37], f32[2,37]) tuple(a, b, d, e, g)\n}\n", 0, 0},
     {"reduce_window_rows_sum_1d",
      "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[5000] parameter(0)\n c = f32[] constant(0)\n"
      " ROOT r = f32[1662] reduce-window(x, c), window={size=32 stride=3 pad=7_9}, to_apply=add\n}\n", 0, 0},

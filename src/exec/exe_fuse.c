@@ -12,6 +12,7 @@
 #include "exe_ops.h"
 #include "kernels/ew_block.h"
 #include "kernels/ew_int.h"
+#include "kernels/stream.h"
 #include "exe_par.h"
 
 #include <stdatomic.h>
@@ -1060,22 +1061,37 @@ typedef struct fu_job {
     fu_buf           *stack_mb;
     int64_t           blk;       /* elements per block (the buffers' capacity) */
     const int        *reuse;     /* per output: the input it is written into, or -1 */
+    const uint8_t    *direct;    /* per member: fu_writes_direct */
+    const uint8_t    *stream;    /* per output: written with streaming stores (fu_streamed) */
+    int               any_stream;
     uint8_t           filled[PAR_T];   /* per thread: its scratch's fixed slots hold their values */
     _Atomic int       failed;
 } fu_job;
 
-/* Output k's block (in the member's scratch) to its tensor. */
+/* Output k's block (in the member's scratch) to its tensor; `stream`: with streaming stores (the bf16 form
+ * made in a small buffer first). */
 EXE_VEC
-static void fu_store(tpu_tensor *t, const fu_buf *b, int64_t o, int len)
+static void fu_store(tpu_tensor *t, const fu_buf *b, int64_t o, int len, int stream)
 {
     if (t->dtype == TPU_BF16) {
         const float *x = b->p;
-        uint16_t *z = (uint16_t *)t->data + o;
+        uint16_t tmp[FU_BLOCK], *z = stream && len <= FU_BLOCK ? tmp : (uint16_t *)t->data + o;
         for (int i = 0; i < len; i++) z[i] = fp_f32_to_bf16_inline(x[i]);
+        if (z == tmp) exe_stream_copy((uint16_t *)t->data + o, tmp, (size_t)len * sizeof *tmp);
         return;
     }
     size_t es = fu_esize(b->cls);
-    memcpy((char *)t->data + (size_t)o * es, b->p, (size_t)len * es);
+    if (stream) exe_stream_copy((char *)t->data + (size_t)o * es, b->p, (size_t)len * es);
+    else memcpy((char *)t->data + (size_t)o * es, b->p, (size_t)len * es);
+}
+
+/* Is output tensor t written with streaming stores? When it is far larger than the caches (most of its
+ * lines would be gone before the next op reads them: layernorm_gelu_train's f32[16,512,1024] results, 9%
+ * less CPU time; only the results of a run, 0%) and not received in place (an input's lines are in the
+ * cache already). Not in reference runs: they keep the plain stores. */
+static int fu_streamed(const exe_state *S, const tpu_tensor *t, int reused)
+{
+    return !reused && !(S->ref & (EXE_REF_KERNELS | EXE_REF_ELEMENTWISE)) && t->nbytes >= EXE_STREAM_MIN_BYTES && exe_stream_ok();
 }
 
 /* Does member k write its block straight into its output tensor (whose storage is the block's)? The last
@@ -1084,7 +1100,8 @@ static void fu_store(tpu_tensor *t, const fu_buf *b, int64_t o, int len)
 static int fu_writes_direct(const fu_job *J, int k)
 {
     const exe_fmember *m = &J->G->members[k];
-    return m->out >= 0 && fu_direct(J->outs[m->out]->dtype) && (k == J->G->nmembers - 1 || J->reuse[m->out] < 0);
+    return m->out >= 0 && fu_direct(J->outs[m->out]->dtype) && (k == J->G->nmembers - 1 || J->reuse[m->out] < 0) &&
+           !J->stream[m->out];   /* a streamed output goes through the block (its stores leave from there) */
 }
 
 static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, int fill)
@@ -1119,7 +1136,7 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
         mb[k].splat = 0;
         mb[k].p = scratch + off[k];
         /* the last member writes straight into its result when the block's storage is the result's */
-        int direct = fu_writes_direct(J, k);
+        int direct = J->direct[k];
         if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
         if (m->in->op == HLO_BROADCAST) {
             const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
@@ -1146,8 +1163,8 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
     /* the other outputs leave after every member has read its inputs (an input may receive an output) */
     for (int k = 0; k < nm; k++) {
         const exe_fmember *m = &G->members[k];
-        if (m->out < 0 || fu_writes_direct(J, k)) continue;
-        fu_store(J->outs[m->out], &mb[k], o, len);
+        if (m->out < 0 || J->direct[k]) continue;
+        fu_store(J->outs[m->out], &mb[k], o, len, J->stream[m->out]);
     }
 }
 
@@ -1173,6 +1190,7 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
         fu_block(J, scratch, mb, o, (int)(J->n - o < J->blk ? J->n - o : J->blk), !J->filled[tid]);
         J->filled[tid] = 1;
     }
+    if (J->any_stream) exe_stream_fence();
 }
 
 int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
@@ -1237,6 +1255,21 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     J.off = off;
     J.blk = L;
     J.reuse = reuse;
+    /* per output: streamed; per member: writes its result in place (both fixed for the whole run) */
+    uint8_t flagv[FU_STACK_SLOTS + 64], *flags = G->nmembers + G->noutputs <= FU_STACK_SLOTS + 64 ? flagv
+                                                 : ut_malloc((size_t)(G->nmembers + G->noutputs));
+    if (!flags) {
+        if (off != offv && off != G->lay_off) ut_free(off);
+        st = ut_nomem(S->ctx);
+        goto done;
+    }
+    for (int k = 0; k < G->noutputs; k++) {
+        flags[G->nmembers + k] = (uint8_t)fu_streamed(S, t[k], reuse[k] >= 0);
+        J.any_stream |= flags[G->nmembers + k];
+    }
+    J.stream = flags + G->nmembers;
+    for (int k = 0; k < G->nmembers; k++) flags[k] = (uint8_t)fu_writes_direct(&J, k);
+    J.direct = flags;
     _Alignas(64) char stack_scratch[FU_STACK_BYTES];
     fu_buf stack_mb[FU_STACK_SLOTS];
     if (nblocks == 1 && slots <= FU_STACK_SLOTS && off[slots] <= FU_STACK_BYTES) {
@@ -1266,6 +1299,7 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     }
     if (atomic_load(&J.failed)) st = ut_nomem(S->ctx);
     if (off != offv && off != G->lay_off) ut_free(off);
+    if (flags != flagv) ut_free(flags);
 done:
     for (int k = 0; k < G->noutputs; k++) {
         if (st || k >= no) {

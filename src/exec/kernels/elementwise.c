@@ -9,6 +9,7 @@
 #include "ew_block.h"
 #include "ew_int.h"
 #include "ref.h"
+#include "stream.h"
 #include "util/fp.h"
 #include "exec/exe_par.h"
 
@@ -67,12 +68,14 @@ struct ew_job {
     int          sx, sw;   /* scalar operands (index 0) */
     int          uns, es;  /* integer ops: unsigned, element bytes (4 or 8); convert: from, to */
     tpu_dtype    from, to;
+    int          stream;   /* the result is written with streaming stores (convert: ew_streamed) */
 };
 
 static void ew_chunk(void *ctx, int64_t i0, int64_t i1, int tid)
 {
     const ew_job *J = ctx;
     J->fn(J, i0, i1);
+    if (J->stream) exe_stream_fence();
     (void)tid;
 }
 
@@ -398,17 +401,33 @@ EXE_KERNEL(exe_k_clamp)
 
 /* d: 0 bf16 -> f32, 1 f32 -> bf16 (subnormal results flushed, TPU mode), 2 f32 -> bf16 (plain RNE) */
 EXE_VEC
-static void ew_convert_range(const ew_job *J, int64_t i0, int64_t i1)
+static void ew_convert_plain(int d, const void *xv, void *zv, int64_t i0, int64_t i1)
 {
-    if (J->d == 0) {
-        const uint16_t *x = J->x;
-        float *z = J->z;
+    if (d == 0) {
+        const uint16_t *x = xv;
+        float *z = zv;
         for (int64_t i = i0; i < i1; i++) z[i] = fp_bf16_to_f32_inline(x[i]);
     } else {
-        const float *x = J->x;
-        uint16_t *z = J->z;
-        if (J->d == 1) for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_ftz_inline(x[i]);   /* vectorises */
+        const float *x = xv;
+        uint16_t *z = zv;
+        if (d == 1) for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_ftz_inline(x[i]);   /* vectorises */
         else for (int64_t i = i0; i < i1; i++) z[i] = fp_f32_to_bf16_inline(x[i]);
+    }
+}
+
+/* a streamed result is converted a block at a time into a buffer that stays in L1, then streamed out */
+static void ew_convert_range(const ew_job *J, int64_t i0, int64_t i1)
+{
+    if (!J->stream) {
+        ew_convert_plain(J->d, J->x, J->z, i0, i1);
+        return;
+    }
+    _Alignas(64) float buf[1024];
+    size_t fs = J->d == 0 ? 2 : 4, ts = J->d == 0 ? 4 : 2;
+    for (int64_t o = i0; o < i1; o += 1024) {
+        int64_t len = i1 - o < 1024 ? i1 - o : 1024;
+        ew_convert_plain(J->d, (const char *)J->x + (size_t)o * fs, buf, 0, len);
+        exe_stream_copy((char *)J->z + (size_t)o * ts, buf, (size_t)len * ts);
     }
 }
 
@@ -433,7 +452,7 @@ EXE_KERNEL(exe_k_convert)
     }
     if (EW_FAST && ((from == TPU_F32 && to == TPU_BF16) || (from == TPU_BF16 && to == TPU_F32))) {
         ew_job J = {.fn = ew_convert_range, .d = from == TPU_F32 ? (S->numerics == TPU_NUMERICS_TPU ? 1 : 2) : 0,
-                    .x = a->data, .z = t->data};
+                    .x = a->data, .z = t->data, .stream = t->nbytes >= EXE_STREAM_MIN_BYTES && exe_stream_ok()};
         ew_par(S, n, &J);
         return exe_out_array(S, t, out);
     }
