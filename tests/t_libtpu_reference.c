@@ -111,6 +111,14 @@ TEST(libtpu_ref_json_is_complete)
         }
         CHECK(ref_num(real, "hbm_bytes") > 0);
         CHECK(ref_num(real, "argument_bytes") >= 0);
+        /* the real HBM figure is the usage report's HBM space (default, plus v4's "hbm"), what libtpu's
+         * out-of-memory check totals (tests/reference/libtpu_oom_fragmentation.md), not memory_analysis'
+         * args + outputs + temp - aliased, whose temp counts the heap's fragmentation twice */
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(real, "memory_spaces");
+        double hbm_space = ref_num(ms, "default") + (ref_num(ms, "hbm") > 0 ? ref_num(ms, "hbm") : 0);
+        CHECK_MSG(ref_num(ms, "default") > 0 && ref_num(real, "hbm_bytes") == hbm_space,
+                  "%s: hbm_bytes %.0f, usage report's HBM space %.0f", ref_str(p, "program"), ref_num(real, "hbm_bytes"),
+                  hbm_space);
         const char *h = ref_str(p, "hlo"), *oh = ref_str(p, "opt_hlo");
         REQUIRE(h && oh);
         FILE *f = fopen(h, "r");
