@@ -790,8 +790,27 @@ def pct(a, b):
     return None if not b else round(100.0 * (a - b) / b, 1)
 
 
+def real_hbm(real):
+    """What the program needs in HBM: the memory-usage report's HBM space (default, plus on v4 a space named
+    `hbm` where it puts temporaries), which is what libtpu's out-of-memory check totals ("Used X of Y hbm":
+    tests/reference/libtpu_oom_fragmentation.md). memory_analysis' arguments + outputs + temp - aliased is
+    larger wherever the heap is fragmented: its temp_size_in_bytes is the heap plus the heap's fragmentation
+    again. (peak_memory_in_bytes also counts VMEM buffers on v5e and later: no HBM figure there.)"""
+    ms = real.get("memory_spaces") or {}
+    if "default" in ms:
+        return ms["default"] + ms.get("hbm", 0)
+    return real["argument_bytes"] + real["output_bytes"] + real["temp_bytes"] - real["alias_bytes"]
+
+
+def analysis_hbm(real):
+    """memory_analysis' sum (the heap's fragmentation counted twice), for comparison."""
+    return (real["argument_bytes"] + real["output_bytes"] + real["temp_bytes"] - real["alias_bytes"] +
+            (real.get("memory_spaces") or {}).get("hbm", 0))
+
+
 def add_errors(rec):
     real = rec["real"]
+    real["hbm_bytes"] = real_hbm(real)
     for k in ("tpusim_pre", "tpusim_opt"):
         t = rec[k]
         if "error" not in t:
@@ -799,8 +818,7 @@ def add_errors(rec):
             t["args_err_pct"] = pct(t["argument_bytes"], real["argument_bytes"])
             # tpusim's program bytes = its heap of temporaries and outputs; the real one's temp
             # excludes outputs, so compare temp+output (less aliased outputs) on both sides
-            t["program_err_pct"] = pct(t["program_bytes"],
-                                       real["temp_bytes"] + real["output_bytes"] - real["alias_bytes"])
+            t["program_err_pct"] = pct(t["program_bytes"], real["hbm_bytes"] - real["argument_bytes"])
 
 
 def refresh_tpusim(out, tpusim):
@@ -1040,13 +1058,8 @@ def main():
                     "alias_bytes": ma.alias_size_in_bytes, "temp_bytes": ma.temp_size_in_bytes,
                     "generated_code_bytes": ma.generated_code_size_in_bytes,
                     "peak_bytes": ma.peak_memory_in_bytes}
-            # what must sit in HBM: the OOM check adds these (peak_memory_in_bytes also counts VMEM
-            # buffers on v5e and later, so it is not an HBM figure there)
             real["memory_spaces"] = read_usage_report(mod)
-            # v4 places temporaries in a memory space of its own named "hbm" (memory_analysis leaves it out of
-            # temp_size_in_bytes): it is HBM all the same
-            real["hbm_bytes"] = (real["argument_bytes"] + real["output_bytes"] + real["temp_bytes"] -
-                                 real["alias_bytes"] + (real["memory_spaces"] or {}).get("hbm", 0))
+            real["hbm_bytes"] = real_hbm(real)
             chip = TOPOLOGIES[gen][1]
             rel = "tests/reference/hlo"
             rec = {"program": tag, "gen": gen, "topology": TOPOLOGIES[gen][0], "chip": chip,
@@ -1128,13 +1141,13 @@ def summary_lines(out):
                 continue
             lines.append(f"| {label} | {gen} | {len(errs)} | {statistics.median(errs):.1f}% | {max(errs):.1f}% "
                          f"| {sum(e <= 10 for e in errs)} | {sum(e <= 30 for e in errs)} |")
-    # memory_analysis' temp counts the heap's fragmentation twice (heap + fragmentation, libtpu's log); the
-    # usage report's HBM space (default, plus v4's hbm) holds the heap once: the same comparison against it
-    for key, label in (("tpusim_pre", "before optimization, against the usage report's HBM space"),):
+    # the former reference: memory_analysis' arguments + outputs + temp - aliased, whose temp counts the heap's
+    # fragmentation twice (libtpu's log: temp = heap + fragmentation); not what the out-of-memory check adds up
+    for key, label in (("tpusim_pre", "before optimization, against memory_analysis' sum (fragmentation twice)"),):
         errs = []
         for r in rows:
-            ms, t = r["real"].get("memory_spaces") or {}, r.get(key) or {}
-            hbm = ms.get("default", 0) + ms.get("hbm", 0)
+            t = r.get(key) or {}
+            hbm = analysis_hbm(r["real"])
             if hbm and t.get("peak_bytes") is not None and not r.get("constrained"):
                 errs.append(abs(100.0 * (t["peak_bytes"] - hbm) / hbm))
         if errs:
@@ -1154,10 +1167,13 @@ def write_table(out):
              "each program is compiled by XLA:TPU for one device of a TPU topology on a CPU-only machine "
              "(no TPU attached), and `tpusim memory` runs on the same program before optimization (*pre*) "
              "and on the compiler's optimized program (*opt*). Sizes per device, 1024-based. "
-             "*real HBM* = arguments + outputs + temporaries - aliased outputs from memory_analysis() (what the "
-             "compiler's own out-of-memory check adds up), plus on v4 the memory space the compiler calls `hbm` "
-             "where it puts temporaries; *peak_memory* (peak_memory_in_bytes) also counts VMEM buffers on v5e and "
-             "later. tpusim's figure is its peak_bytes (arguments + heap of temporaries and outputs). "
+             "*real HBM* = the HBM space of the compiler's memory-usage report (`default`, plus on v4 the space "
+             "it calls `hbm` where it puts temporaries): arguments, outputs not aliased, the heap of temporaries "
+             "once, constants; what the compiler's own out-of-memory check totals (`Used X of Y hbm`, "
+             "tests/reference/libtpu_oom_fragmentation.md). *real args/temp/out* are memory_analysis()'s; its temp "
+             "is the heap plus the heap's fragmentation again, so args + out + temp - aliased exceeds real HBM "
+             "wherever the heap is fragmented. *peak_memory* (peak_memory_in_bytes) also counts VMEM buffers on "
+             "v5e and later. tpusim's figure is its peak_bytes (arguments + heap of temporaries and outputs). "
              "Error = (tpusim - real) / real.", "",
              "| program | chip | real HBM | real args | real temp | real out | real peak_memory | tpusim pre (err) "
              "| pre args (err) | tpusim opt (err) | opt args (err) |",
