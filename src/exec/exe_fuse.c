@@ -764,12 +764,27 @@ static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, 
 
 /* dst[i] <- src[idx[i]] for i < len, elements of the block's class (not bf16) */
 EXE_VEC
-static void fu_gather(void *dst, int cls, const void *src, const int32_t *idx, int len)
+static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len)
 {
     switch (fu_esize(cls)) {
-    case 1: for (int i = 0; i < len; i++) ((uint8_t *)dst)[i] = ((const uint8_t *)src)[idx[i]]; break;
-    case 4: for (int i = 0; i < len; i++) ((uint32_t *)dst)[i] = ((const uint32_t *)src)[idx[i]]; break;
-    default: for (int i = 0; i < len; i++) ((uint64_t *)dst)[i] = ((const uint64_t *)src)[idx[i]]; break;
+    case 1: {
+        uint8_t *restrict z = dst;
+        const uint8_t *restrict x = src;
+        for (int i = 0; i < len; i++) z[i] = x[idx[i]];
+        break;
+    }
+    case 4: {
+        uint32_t *restrict z = dst;
+        const uint32_t *restrict x = src;
+        for (int i = 0; i < len; i++) z[i] = x[idx[i]];
+        break;
+    }
+    default: {
+        uint64_t *restrict z = dst;
+        const uint64_t *restrict x = src;
+        for (int i = 0; i < len; i++) z[i] = x[idx[i]];
+        break;
+    }
     }
 }
 

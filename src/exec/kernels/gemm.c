@@ -774,10 +774,13 @@ void exe_gemm(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src *
             for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof(float));
         return;
     }
+    int mode = atomic_load(&gm_mode);
+    /* tiny products on AVX-512 CPUs go to gm_tiny below whatever the kernel choice but OpenBLAS: straight there
+     * (a loop body runs thousands) */
+    if (M * N * K < 4096 && mode != GM_BLAS && gm_tiny(M, N, K, A, B, C, ldc, accumulate)) return;
     int nt = exe_par_threads(threads);
     if (nt > GM_MAXT) nt = GM_MAXT;
     if ((double)M * (double)N * (double)K < 2e5) nt = 1;   /* not worth waking threads */
-    int mode = atomic_load(&gm_mode);
     const gm_impl *I = gm_pick_bf16(mode, A, B, M, N, K);
     /* operands OpenBLAS cannot read as they are (bf16, rounded or split parts): below 2 GFLOP the microkernel,
      * which converts while it packs, beats converting copies for sgemm (LSTM step in TPU numerics 87 -> 80 ms);
