@@ -762,10 +762,41 @@ static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, 
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#include <immintrin.h>
+/* 32-bit elements, 16 at a time with VPGATHERDD: GCC keeps the plain loop scalar for a small group's 64
+ * elements (its cost model), where it was a tenth of a scan step's time */
+__attribute__((target("avx512f"))) static void fu_gather32_512(uint32_t *z, const uint32_t *x, const int32_t *idx, int len)
+{
+    int i = 0;
+    for (; i + 16 <= len; i += 16)
+        _mm512_storeu_si512((void *)(z + i), _mm512_i32gather_epi32(_mm512_loadu_si512((const void *)(idx + i)), (const void *)x, 4));
+    for (; i < len; i++) z[i] = x[idx[i]];
+}
+
+static int fu_has_avx512(void)
+{
+    static _Atomic int has = -1;
+    int h = atomic_load(&has);
+    if (h < 0) {
+        __builtin_cpu_init();
+        atomic_store(&has, h = __builtin_cpu_supports("avx512f") != 0);
+    }
+    return h;
+}
+#define FU_GATHER512 1
+#endif
+
 /* dst[i] <- src[idx[i]] for i < len, elements of the block's class (not bf16) */
 EXE_VEC
 static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len)
 {
+#ifdef FU_GATHER512
+    if (fu_esize(cls) == 4 && fu_has_avx512()) {
+        fu_gather32_512(dst, src, idx, len);
+        return;
+    }
+#endif
     switch (fu_esize(cls)) {
     case 1: {
         uint8_t *restrict z = dst;
