@@ -522,3 +522,89 @@ TEST(fusion_dynamic_slice_windows_match_unfused)
     fused_matches_unfused(hlo, "dynamic_slice", 1);
     fused_matches_unfused(hlo, "dynamic_slice", 2);
 }
+
+/* One-block groups (a loop body's small fused ops) run on the calling thread and read array broadcasts through
+ * tables planned once (exe_fmember.bidx): broadcasts along each dimension of a matrix, a 3-d one skipping a
+ * dimension, s32, u64 and pred operands, a bf16 one (no table: converted per element), a group over several
+ * blocks (no table), and the same in a loop. Each runs fused with the tables, fused without them
+ * (EXE_REF_ELEMENTWISE: fu_broadcast) and unfused with the reference kernels: the same bytes. */
+TEST(fusion_small_group_broadcast_tables_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\n"
+        "body { p = (s32[], f32[8,8], f32[8]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " a = f32[8,8] get-tuple-element(p), index=1\n v = f32[8] get-tuple-element(p), index=2\n"
+        " b0 = f32[8,8] broadcast(v), dimensions={0}\n b1 = f32[8,8] broadcast(v), dimensions={1}\n"
+        " c = f32[] constant(0.5)\n bc = f32[8,8] broadcast(c), dimensions={}\n m = f32[8,8] multiply(b0, b1)\n"
+        " s = f32[8,8] multiply(a, bc)\n n = f32[8,8] add(s, m)\n t = f32[8,8] tanh(n)\n"
+        " one = s32[] constant(1)\n j = s32[] add(i, one)\n ROOT r = (s32[], f32[8,8], f32[8]) tuple(j, t, v) }\n"
+        "cond { p = (s32[], f32[8,8], f32[8]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " k = s32[] constant(30)\n ROOT lt = pred[] compare(i, k), direction=LT }\n"
+        "ENTRY main {\n v = f32[8] parameter(0)\n w = f32[4,6] parameter(1)\n iv = s32[7] parameter(2)\n"
+        " u = u64[3] parameter(3)\n h = bf16[8] parameter(4)\n pv = pred[5] parameter(5)\n mm = f32[8,8] parameter(6)\n"
+        " r = f32[100] parameter(7)\n x3 = f32[3] parameter(8)\n"
+        " b0 = f32[8,8] broadcast(v), dimensions={0}\n b1 = f32[8,8] broadcast(v), dimensions={1}\n"
+        " e0 = f32[8,8] multiply(b0, b1)\n e1 = f32[8,8] subtract(e0, mm)\n"
+        " bw = f32[4,5,6] broadcast(w), dimensions={0,2}\n e2 = f32[4,5,6] multiply(bw, bw)\n e3 = f32[4,5,6] add(e2, bw)\n"
+        " bx = f32[2,3,4] broadcast(x3), dimensions={1}\n e4 = f32[2,3,4] exponential(bx)\n"
+        " bi = s32[3,7] broadcast(iv), dimensions={1}\n bi2 = s32[3,7] broadcast(iv), dimensions={1}\n"
+        " e5 = s32[3,7] multiply(bi, bi2)\n"
+        " bu = u64[3,4] broadcast(u), dimensions={0}\n e6 = u64[3,4] xor(bu, bu)\n e7 = u64[3,4] add(e6, bu)\n"
+        " bh = bf16[8,8] broadcast(h), dimensions={1}\n e8 = bf16[8,8] multiply(bh, bh)\n"
+        " bp = pred[5,2] broadcast(pv), dimensions={0}\n e9 = pred[5,2] not(bp)\n"
+        " br = f32[100,50] broadcast(r), dimensions={0}\n e10 = f32[100,50] multiply(br, br)\n"
+        " z = s32[] constant(0)\n init = (s32[], f32[8,8], f32[8]) tuple(z, mm, v)\n"
+        " wl = (s32[], f32[8,8], f32[8]) while(init), condition=cond, body=body\n"
+        " loop = f32[8,8] get-tuple-element(wl), index=1\n"
+        " ROOT t = tuple(e1, e3, e4, e5, e7, e8, e9, e10, loop)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, hlo, strlen(hlo), "bcast_tables", &m) == TPU_OK);
+    /* the plan: tables for the array broadcasts of the one-block groups (none in the group of 5000 elements) */
+    const hlo_comp *entry = m->entry;
+    uint8_t *live = malloc((size_t)entry->ninstrs);
+    int *gof = malloc((size_t)entry->ninstrs * sizeof *gof);
+    REQUIRE(live && gof);
+    memset(live, 1, (size_t)entry->ninstrs);
+    exe_fgroup *groups = NULL;
+    int ng = 0, tables = 0, big = 0;
+    REQUIRE(exe_fuse_plan(ctx, entry, 1, live, gof, &groups, &ng) == TPU_OK);
+    for (int g = 0; g < ng; g++)
+        for (int k = 0; k < groups[g].nmembers; k++) {
+            const exe_fmember *fm = &groups[g].members[k];
+            tables += fm->bidx != NULL;
+            big += fm->bidx != NULL && !strcmp(fm->in->name, "br");
+        }
+    exe_fuse_free(groups, ng);
+    free(live);
+    free(gof);
+    CHECK_MSG(tables >= 7 && big == 0, "%d broadcast tables planned (%d for the multi-block group)", tables, big);
+    tpu_tensor **ins = NULL;
+    int nin = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 13, &ins, &nin) == TPU_OK);
+    for (int mode = 0; mode < 2; mode++) {
+        tpu_run_opts o = tpu_run_opts_default();
+        o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+        exe_run_cfg unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
+        tpu_tensor **ref = NULL;
+        int nref = 0;
+        REQUIRE(exe_run(ctx, m, &o, &unfused, ins, nin, &ref, &nref) == TPU_OK);
+        for (int way = 0; way < 2; way++) {
+            exe_run_cfg cfg = {.ref = way ? EXE_REF_ELEMENTWISE : 0};
+            tpu_tensor **a = NULL;
+            int na = 0;
+            CHECK(exe_run(ctx, m, &o, &cfg, ins, nin, &a, &na) == TPU_OK);
+            CHECK_EQ_INT(na, nref);
+            for (int i = 0; i < na && i < nref; i++)
+                CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(ref[i]) &&
+                          !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(ref[i]), tpu_tensor_nbytes(a[i])),
+                          "mode %d, %s: output %d differs from the unfused reference", mode,
+                          way ? "fused without tables" : "fused", i);
+            tpu_tensors_free(a, na);
+        }
+        tpu_tensors_free(ref, nref);
+    }
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

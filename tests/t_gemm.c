@@ -219,6 +219,59 @@ TEST(gemm_signed_zeros)
     exe_gemm_force(NULL);
 }
 
+/* Tiny products (what exe_gemm gives M*N*K < 4096: loop bodies' 8x8 dots): the register-blocked AVX-512
+ * kernel and the stack-block one against exe_gemm_ref bit for bit, on every row-block edge (8, 4, 1 rows),
+ * column widths on both sides of 16, all operand layouts, dtypes, parts, accumulate 0/1, signed zeros and
+ * values whose products round (the hi/lo parts); C's padding columns stay as they were. */
+TEST(gemm_tiny_vs_ref)
+{
+    gt_rng r = {9001};
+    static const exe_mx_part parts[] = {EXE_MX_AS_IS, EXE_MX_HI, EXE_MX_LO};
+    int ran[2] = {0, 0}, fails = 0;
+    for (int c = 0; c < 400 && fails < 5; c++) {
+        int64_t M = gt_int(&r, 1, 19), N = gt_int(&r, 1, 35), K = gt_int(&r, 1, 24);
+        if (c < 4) M = N = K = 8;   /* the scan body's dot */
+        int abf = (int)gt_int(&r, 0, 1), bbf = (int)gt_int(&r, 0, 1), acc = (int)gt_int(&r, 0, 1);
+        exe_mx_part ap = parts[gt_int(&r, 0, 2)], bp = parts[gt_int(&r, 0, 2)];
+        int64_t ldc = N + gt_int(&r, 0, 2);
+        gt_op A, B;
+        memset(&A, 0, sizeof A);
+        memset(&B, 0, sizeof B);
+        float *C0 = malloc((size_t)(M * ldc) * sizeof(float)), *Cr = malloc((size_t)(M * ldc) * sizeof(float));
+        float *Ck = malloc((size_t)(M * ldc) * sizeof(float));
+        REQUIRE(C0 && Cr && Ck && gt_make(&r, &A, M, K, abf, ap, (int)gt_int(&r, 0, 3)) &&
+                gt_make(&r, &B, K, N, bbf, bp, (int)gt_int(&r, 0, 3)));
+        for (int64_t i = 0; i < M * ldc; i++) C0[i] = gt_val(&r);
+        memcpy(Cr, C0, (size_t)(M * ldc) * sizeof(float));
+        exe_gemm_ref(M, N, K, &A.s, &B.s, Cr, ldc, acc);
+        for (int which = 0; which < 3; which++) {
+            memcpy(Ck, C0, (size_t)(M * ldc) * sizeof(float));
+            if (which < 2 && !exe_gemm_tiny(which, M, N, K, &A.s, &B.s, Ck, ldc, acc)) continue;
+            if (which == 2) exe_gemm(1, M, N, K, &A.s, &B.s, Ck, ldc, acc);
+            else ran[which]++;
+            int nbad = 0;
+            for (int64_t i = 0; i < M * ldc; i++) nbad += memcmp(&Ck[i], &Cr[i], sizeof(float)) != 0;
+            if (nbad) {
+                fails++;
+                test_fail(__FILE__, __LINE__, "%s: M=%lld N=%lld K=%lld acc %d parts %d/%d: %d of %lld differ",
+                          which == 0 ? "tiny" : which == 1 ? "small" : "exe_gemm", (long long)M, (long long)N,
+                          (long long)K, acc, (int)ap, (int)bp, nbad, (long long)(M * ldc));
+            }
+        }
+        free(A.buf);
+        free(B.buf);
+        free(C0);
+        free(Cr);
+        free(Ck);
+    }
+    CHECK_EQ_INT(fails, 0);
+    CHECK(ran[1] == 400);
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) CHECK(ran[0] == 400);   /* the fast kernel did run */
+#endif
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 /* Partial sums at the subnormal boundary under FTZ/DAZ (as tpu_run runs): the microkernels, VDPBF16PS (which

@@ -114,6 +114,7 @@ static int fu_bcast_candidate(const hlo_instr *in)
 void exe_fuse_free(exe_fgroup *g, int n)
 {
     for (int i = 0; i < n; i++) {
+        for (int k = 0; g[i].members && k < g[i].nmembers; k++) ut_free(g[i].members[k].bidx);
         ut_free(g[i].members);
         ut_free(g[i].inputs);
         ut_free(g[i].outputs);
@@ -500,6 +501,41 @@ static int fu_offsets(const exe_fgroup *G, int64_t L, size_t *off)
     return 0;
 }
 
+/* A one-block group's broadcast of an array (not a scalar): the operand element each output element reads,
+ * as fu_broadcast walks them (loop bodies run their small groups thousands of times). Returns non-zero on no
+ * memory. */
+#define FU_BIDX_MAX 4096
+static int fu_plan_bidx(exe_fmember *m, int64_t n)
+{
+    const hlo_shape *s = &m->in->shape, *ss = m->in->nops == 1 ? &m->in->ops[0]->shape : NULL;
+    if (m->in->op != HLO_BROADCAST || !ss || !hlo_shape_is_array(ss) || ss->dyn_mask || s->dyn_mask || s->rank == 0 ||
+        hlo_shape_count(ss) <= 1 || hlo_shape_count(s) != n)
+        return 0;
+    int64_t ostride[TPU_MAX_RANK], sstride[TPU_MAX_RANK] = {0}, srcs[TPU_MAX_RANK], acc = 1;
+    for (int d = s->rank - 1; d >= 0; d--) {
+        ostride[d] = acc;
+        acc *= s->dims[d];
+    }
+    acc = 1;
+    for (int d = ss->rank - 1; d >= 0; d--) {
+        srcs[d] = acc;
+        acc *= ss->dims[d];
+    }
+    const int64_t *bd;
+    int nbd = hlo_attr_ints(m->in, HK_DIMENSIONS, &bd);
+    for (int i = 0; i < nbd && i < ss->rank; i++)
+        if (bd[i] >= 0 && bd[i] < s->rank) sstride[bd[i]] = srcs[i];
+    m->bidx = ut_malloc((size_t)n * sizeof *m->bidx);
+    if (!m->bidx) return 1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < s->rank; d++) off += (i / ostride[d]) % s->dims[d] * sstride[d];
+        m->bidx[i] = (int32_t)off;
+    }
+    m->bidx_n = hlo_shape_count(ss);
+    return 0;
+}
+
 /* The layout a group's shapes fix, worked out once (a loop body's groups run thousands of times). Returns
  * non-zero on no memory. */
 static int fu_plan_layout(exe_fgroup *G)
@@ -508,7 +544,10 @@ static int fu_plan_layout(exe_fgroup *G)
     G->lay_n = hlo_shape_count(&G->last->shape);
     G->lay_blk = fu_block_len(G, G->lay_n);
     G->lay_off = ut_malloc((size_t)(G->nmembers + G->ninputs + 1) * sizeof *G->lay_off);
-    return !G->lay_off || fu_offsets(G, G->lay_blk, G->lay_off);
+    if (!G->lay_off || fu_offsets(G, G->lay_blk, G->lay_off)) return 1;
+    for (int k = 0; k < G->nmembers && G->lay_blk == G->lay_n && G->lay_n <= FU_BIDX_MAX; k++)
+        if (fu_plan_bidx(&G->members[k], G->lay_n)) return 1;
+    return 0;
 }
 
 tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uint8_t *live, int *group_of, exe_fgroup **out, int *nout)
@@ -722,6 +761,74 @@ static void fu_broadcast(const hlo_instr *in, const tpu_tensor *src, int64_t o, 
             idx[d] = 0;
         }
     }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#include <immintrin.h>
+/* 32-bit elements, 16 at a time with VPGATHERDD: GCC keeps the plain loop scalar for a small group's 64
+ * elements (its cost model), where it was a tenth of a scan step's time */
+__attribute__((target("avx512f"))) static void fu_gather32_512(uint32_t *z, const uint32_t *x, const int32_t *idx, int len)
+{
+    int i = 0;
+    for (; i + 16 <= len; i += 16)
+        _mm512_storeu_si512((void *)(z + i), _mm512_i32gather_epi32(_mm512_loadu_si512((const void *)(idx + i)), (const void *)x, 4));
+    for (; i < len; i++) z[i] = x[idx[i]];
+}
+
+static int fu_has_avx512(void)
+{
+    static _Atomic int has = -1;
+    int h = atomic_load(&has);
+    if (h < 0) {
+        __builtin_cpu_init();
+        atomic_store(&has, h = __builtin_cpu_supports("avx512f") != 0);
+    }
+    return h;
+}
+#define FU_GATHER512 1
+#endif
+
+/* dst[i] <- src[idx[i]] for i < len, elements of the block's class (not bf16) */
+EXE_VEC
+static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len)
+{
+#ifdef FU_GATHER512
+    if (fu_esize(cls) == 4 && fu_has_avx512()) {
+        fu_gather32_512(dst, src, idx, len);
+        return;
+    }
+#endif
+    switch (fu_esize(cls)) {
+    case 1: {
+        uint8_t *restrict z = dst;
+        const uint8_t *restrict x = src;
+        for (int i = 0; i < len; i++) z[i] = x[idx[i]];
+        break;
+    }
+    case 4: {
+        uint32_t *restrict z = dst;
+        const uint32_t *restrict x = src;
+        for (int i = 0; i < len; i++) z[i] = x[idx[i]];
+        break;
+    }
+    default: {
+        uint64_t *restrict z = dst;
+        const uint64_t *restrict x = src;
+        for (int i = 0; i < len; i++) z[i] = x[idx[i]];
+        break;
+    }
+    }
+}
+
+/* A broadcast member's elements [o, o+len): through its planned table when it has one (fu_plan_bidx) and the
+ * operand is the array the plan saw, else fu_broadcast (which the tests compare it with: EXE_REF_ELEMENTWISE). */
+static void fu_bcast_member(const exe_state *S, const exe_fmember *m, const tpu_tensor *src, int64_t o, int len, int cls,
+                            void *dst)
+{
+    if (m->bidx && src->count == m->bidx_n && src->dtype != TPU_BF16 && !(S->ref & EXE_REF_ELEMENTWISE))
+        fu_gather(dst, cls, src->data, m->bidx + o, len);
+    else
+        fu_broadcast(m->in, src, o, len, cls, dst);
 }
 
 /* Dynamic-slice member: output elements [o, o+len) of the window, copied from the operand a run along the
@@ -1141,7 +1248,7 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
         if (m->in->op == HLO_BROADCAST) {
             const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
             mb[k].splat = m->in->shape.rank == 0 || src->count == 1;   /* (fu_broadcast's first case) */
-            if (!G->fixed[k] || direct) fu_broadcast(m->in, src, o, len, m->cls, mb[k].p);
+            if (!G->fixed[k] || direct) fu_bcast_member(J->S, m, src, o, len, m->cls, mb[k].p);
             else if (fill) fu_broadcast(m->in, src, 0, (int)J->blk, m->cls, mb[k].p);
             continue;
         }
@@ -1193,6 +1300,29 @@ static void fu_chunk(void *ctx, int64_t b0, int64_t b1, int tid)
     if (J->any_stream) exe_stream_fence();
 }
 
+/* A one-block group of planned layout (n elements, scratch on the stack), run by the calling thread: what
+ * exe_fuse_run's general path does for it, without the job's thread and scratch set-up. */
+static void fu_one_block(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, tpu_tensor **outs, const int *reuse,
+                         char *scratch, fu_buf *mb)
+{
+    fu_job J;
+    memset(&J, 0, sizeof J);
+    J.S = S;
+    J.G = G;
+    J.inputs = inputs;
+    J.outs = outs;
+    J.n = G->lay_n;
+    J.off = G->lay_off;
+    J.blk = G->lay_blk;
+    J.reuse = reuse;
+    /* one block is far below the streaming size: no output streams (the caller keeps nmembers <= FU_STACK_SLOTS) */
+    uint8_t stream[FU_STACK_SLOTS] = {0}, direct[FU_STACK_SLOTS];
+    J.stream = stream;
+    for (int k = 0; k < G->nmembers; k++) direct[k] = (uint8_t)fu_writes_direct(&J, k);
+    J.direct = direct;
+    fu_block(&J, scratch, mb, 0, (int)G->lay_n, 1);
+}
+
 int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
 {
     const hlo_shape *rs = &G->outputs[k]->shape;
@@ -1205,6 +1335,8 @@ int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
 
 tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inputs, const int *reuse, exe_value **outs)
 {
+    _Alignas(64) char stack_scratch[FU_STACK_BYTES];
+    fu_buf stack_mb[FU_STACK_SLOTS];
     tpu_tensor *tv[64], **t = G->noutputs <= 64 ? tv : ut_calloc((size_t)G->noutputs, sizeof *t);
     tpu_status st = TPU_OK;
     if (!t) return ut_nomem(S->ctx);
@@ -1227,6 +1359,11 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     }
     int64_t n = G->lay_off ? G->lay_n : hlo_shape_count(&G->last->shape);
     int slots = G->nmembers + G->ninputs;
+    if (G->lay_off && G->lay_blk == n && n <= FU_BLOCK && slots <= FU_STACK_SLOTS && G->lay_off[slots] <= FU_STACK_BYTES &&
+        !(S->ref & EXE_REF_ELEMENTWISE)) {
+        fu_one_block(S, G, inputs, t, reuse, stack_scratch, stack_mb);   /* a loop body's small group */
+        goto done;
+    }
     int64_t L = G->lay_off ? G->lay_blk : fu_block_len(G, n);
     int64_t nblocks = (n + L - 1) / L;
     int nt = n >= 8 * FU_BLOCK ? exe_par_threads(S->threads) : 1;
@@ -1270,8 +1407,6 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     J.stream = flags + G->nmembers;
     for (int k = 0; k < G->nmembers; k++) flags[k] = (uint8_t)fu_writes_direct(&J, k);
     J.direct = flags;
-    _Alignas(64) char stack_scratch[FU_STACK_BYTES];
-    fu_buf stack_mb[FU_STACK_SLOTS];
     if (nblocks == 1 && slots <= FU_STACK_SLOTS && off[slots] <= FU_STACK_BYTES) {
         J.stack_scratch = stack_scratch;
         J.stack_mb = stack_mb;

@@ -21,6 +21,10 @@ typedef struct exe_fmember {
     uint8_t          madd;    /* f32 add/subtract of a folded multiply: rop = other operand, p, q; 1: op(x, p*q),
                                * 2: op(p*q, x) */
     int              rop[3];
+    /* a broadcast of an array in a one-block group of static shape: for output element i, the element of its
+     * operand (of bidx_n elements) it reads (fu_plan_layout); NULL: worked out per block */
+    int32_t         *bidx;
+    int64_t          bidx_n;
 } exe_fmember;
 
 typedef struct exe_fgroup {

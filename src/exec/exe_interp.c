@@ -1487,7 +1487,9 @@ tpu_status exe_call_owned(exe_state *S, const hlo_comp *c, exe_value *const *arg
         if (st) break;
         for (int f = sp->free0; f < sp->free1; f++) {
             exe_value **slot = &vals[ci->free_list[f]];
-            exe_value_unref(*slot);
+            exe_value *v = *slot;
+            if (v && v->refs > 1) v->refs--;   /* still held elsewhere: no call (most values of a loop body) */
+            else exe_value_unref(v);
             *slot = NULL;
         }
     }

@@ -96,7 +96,8 @@ typedef tpu_status (*exe_kernel)(exe_state *S, const hlo_instr *in, exe_value *c
  * program both ways and compare; TPUSIM_NO_FUSION=1 in the environment sets EXE_NO_FUSION. */
 enum {
     EXE_REF_KERNELS     = 1,   /* the kernels of kernels/ref.h run their naive references */
-    EXE_REF_ELEMENTWISE = 2,   /* the elementwise kernels skip every fast path (per-element reference loops) */
+    EXE_REF_ELEMENTWISE = 2,   /* the elementwise kernels skip every fast path (per-element reference loops);
+                                * fused groups run without their one-block path and broadcast tables */
     EXE_NO_FUSION       = 4,   /* no fused elementwise groups (exe_fuse_plan) */
     EXE_NO_INLINE       = 8,   /* run the module as written: calls inside loops stay calls (exe_inlined) */
     EXE_NO_HOIST        = 16,  /* loop-invariant values are computed again every iteration (exe_hoist_plan) */

@@ -730,6 +730,84 @@ static int gm_small(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, cons
     return 1;
 }
 
+#ifdef GM_X86
+/* gm_tiny's register blocks: R rows of C x 16 columns (mask m), each row one accumulator, per k one FMA per row
+ * (R independent chains in flight, where gm_small runs one) */
+#define GM_T_LOAD(r) __m512 c##r = acc ? _mm512_maskz_loadu_ps(m, C + (i + r) * ldc + j0) : _mm512_setzero_ps();
+#define GM_T_FMA(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(a[(i + r) * K + k]), bk, c##r);
+#define GM_T_STORE(r) _mm512_mask_storeu_ps(C + (i + r) * ldc + j0, m, c##r);
+#define GM_T_ROWS(R, EACH)                                                                          \
+    for (; i + R <= M; i += R) {                                                                    \
+        EACH(GM_T_LOAD)                                                                             \
+        for (int64_t k = 0; k < K; k++) {                                                           \
+            __m512 bk = _mm512_maskz_loadu_ps(m, b + k * N + j0);                                   \
+            EACH(GM_T_FMA)                                                                          \
+        }                                                                                           \
+        EACH(GM_T_STORE)                                                                            \
+    }
+#define GM_T_8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define GM_T_4(X) X(0) X(1) X(2) X(3)
+#define GM_T_1(X) X(0)
+
+/* a: M x K, b: K x N, both row-major f32 (converted) */
+__attribute__((target("avx512f"))) static void gm_tiny512(int64_t M, int64_t N, int64_t K, const float *a, const float *b,
+                                                          float *C, int64_t ldc, int acc)
+{
+    for (int64_t j0 = 0; j0 < N; j0 += 16) {
+        __mmask16 m = (__mmask16)(N - j0 >= 16 ? 0xFFFFu : (1u << (N - j0)) - 1);
+        int64_t i = 0;
+        GM_T_ROWS(8, GM_T_8)
+        GM_T_ROWS(4, GM_T_4)
+        GM_T_ROWS(1, GM_T_1)
+    }
+}
+
+static int gm_has_avx512(void)
+{
+    static _Atomic int has = -1;
+    int h = atomic_load(&has);
+    if (h < 0) {
+        __builtin_cpu_init();
+        atomic_store(&has, h = __builtin_cpu_supports("avx512f") != 0);
+    }
+    return h;
+}
+#endif
+
+/* A converted operand, rows x cols row-major: one flat loop when the source is contiguous. */
+static void gm_tiny_load(float *dst, const exe_gemm_src *s, int64_t rows, int64_t cols)
+{
+    if (s->cs == 1 && s->rs == cols) gm_load_block(dst, rows * cols, s, 0, rows * cols, 1, 1, rows * cols);
+    else gm_load_block(dst, cols, s, 0, s->rs, s->cs, rows, cols);
+}
+
+/* Tiny products on AVX-512 (the 8x8 dots of loop bodies): both operands converted once into f32 blocks on the
+ * stack, then register blocks of 8, 4 and 1 rows (gm_tiny512), no packing. Every C element is the same FMA
+ * chain in k order as exe_gemm_ref (same bits as gm_small and the microkernels). Returns 0 without AVX-512
+ * or when an operand is larger than GM_SMALL elements. */
+static int gm_tiny(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
+                   int accumulate)
+{
+#ifdef GM_X86
+    if (M * K > GM_SMALL || K * N > GM_SMALL || !gm_has_avx512()) return 0;
+    _Alignas(64) float a[GM_SMALL], b[GM_SMALL];
+    gm_tiny_load(a, A, M, K);
+    gm_tiny_load(b, B, K, N);
+    gm_tiny512(M, N, K, a, b, C, ldc, accumulate);
+    return 1;
+#else
+    (void)M, (void)N, (void)K, (void)A, (void)B, (void)C, (void)ldc, (void)accumulate;
+    return 0;
+#endif
+}
+
+int exe_gemm_tiny(int which, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
+                  int64_t ldc, int accumulate)
+{
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    return which == 0 ? gm_tiny(M, N, K, A, B, C, ldc, accumulate) : gm_small(M, N, K, A, B, C, ldc, accumulate);
+}
+
 /* ---- the OpenBLAS path ----
  * OpenBLAS's sgemm (its SkylakeX AVX-512 kernels) measured faster than the microkernels above for every f32
  * shape we tried but a few skinny ones (bench/gemm_bench: ~145-155 vs ~115-130 GFLOP/s on one core at 4096^3;
@@ -948,11 +1026,15 @@ void exe_gemm_b(int threads, int64_t M, int64_t N, int64_t K, const exe_gemm_src
     int nt = exe_par_threads(threads);
     if (nt > GM_MAXT) nt = GM_MAXT;
     if ((double)M * (double)N * (double)K < GM_SERIAL) nt = 1;
+    /* tiny products on AVX-512 CPUs go to gm_tiny whatever the kernel choice but OpenBLAS: straight there (a
+     * loop body runs thousands) */
+    if (M * N * K < 4096 && atomic_load(&gm_mode) != GM_BLAS && gm_tiny(M, N, K, A, B, C, ldc, accumulate)) return;
     int blas;
     const gm_impl *I = gm_route(M, N, K, A, B, &blas);
     if (blas && gm_blas(nt, M, N, K, A, B, C, ldc, accumulate)) return;
     if (!I) {
-        if (!gm_small(M, N, K, A, B, C, ldc, accumulate)) exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
+        if (!gm_tiny(M, N, K, A, B, C, ldc, accumulate) && !gm_small(M, N, K, A, B, C, ldc, accumulate))
+            exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
         return;
     }
     /* a packed B made for this very product (same kernel, sizes and source) stands in for packing it */

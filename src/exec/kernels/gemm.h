@@ -77,6 +77,12 @@ const char *exe_gemm_kernel_name(void);
 int         exe_gemm_micro_default(void);
 void        exe_gemm_force(const char *name);
 
+/* The kernels of tiny products (M*N*K < 4096, what exe_gemm gives them; tests): which 0 the register-blocked
+ * AVX-512 one (gm_tiny), 1 the stack-block one (gm_small); each returns 0 when it does not take the product
+ * (no AVX-512, an operand over 2048 elements). Both give exe_gemm_ref's bits. */
+int  exe_gemm_tiny(int which, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C,
+                   int64_t ldc, int accumulate);
+
 /* Naive reference: the same FMA chain per element, one element at a time (for tests). */
 void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
                   int accumulate);
