@@ -5,6 +5,8 @@
  * 1 or 2 threads; plus signed zeros with an odd K (the bf16 kernel's pad) and the kernel names. */
 #include "test.h"
 #include "exec/kernels/gemm.h"
+#include "exec/kernels/mxu.h"
+#include "util/fp.h"
 
 #include <stdlib.h>
 
@@ -428,3 +430,40 @@ TEST(gemm_pairs_packed_along_k)
     exe_gemm_force(NULL);
 }
 #endif
+
+/* exe_mx_store of a bf16 result, contiguous (the vectorised loop of selects) and strided (the scalar loop),
+ * against fp_f32_to_bf16_ftz of the flushed value: rounding ties both ways, carries into the exponent and
+ * into inf, NaNs (payloads, both signs), f32 and bf16 subnormals, signed zeros, at every length and offset
+ * up to a few vectors (the loop's head and tail). */
+TEST(gemm_store_bf16_vs_ref)
+{
+    enum { N = 300 };
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x80808000u,
+                                       0x007FFFFFu, 0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0xBF80FFFFu, 0x7F7FFFFFu,
+                                       0xFF7F8000u, 0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC12345u, 0x7FFFFFFFu,
+                                       0x00FF8000u, 0x80FFFFFFu, 0x0080FFFFu, 0x3F800000u};
+    enum { NS = sizeof special / sizeof special[0] };
+    gt_rng r = {7};
+    float src[N];
+    uint16_t want[N], got[N + 8], gs[2 * N];
+    for (int i = 0; i < N; i++) {
+        uint32_t u = (i % 3 == 0) ? special[(i / 3) % NS] : (uint32_t)gt_next(&r);
+        if (i % 3 == 1) u = (u & 0xFFFF0000u) | ((i & 4) ? 0x8000u : 0x7FFFu);   /* ties and near-ties */
+        memcpy(&src[i], &u, 4);
+        uint32_t d = (u & 0x7F800000u) ? u : (u & 0x80000000u);   /* the flush of exe_mx_daz */
+        float f;
+        memcpy(&f, &d, 4);
+        want[i] = fp_f32_to_bf16_ftz(f);
+    }
+    int nbad = 0;
+    for (int64_t i0 = 0; i0 < 4; i0++)
+        for (int64_t n = 0; n + i0 <= N; n += (n < 80 ? 1 : 37)) {
+            memset(got, 0xAB, sizeof got);
+            exe_mx_store(NULL, TPU_BF16, got, i0, 1, src + i0, 0, n, 0);
+            for (int64_t j = 0; j < n; j++) nbad += got[i0 + j] != want[i0 + j];
+            nbad += n + i0 < N + 8 && got[n + i0] != 0xABAB;   /* nothing past the end */
+        }
+    exe_mx_store(NULL, TPU_BF16, gs, 0, 2, src, 0, N, 0);
+    for (int j = 0; j < N; j++) nbad += gs[2 * j] != want[j];
+    CHECK_MSG(nbad == 0, "%d bf16 stores differ from fp_f32_to_bf16_ftz", nbad);
+}
