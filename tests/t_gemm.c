@@ -371,7 +371,8 @@ TEST(gemm_bpack_vs_gemm)
  * row-major B: gm_load_pairs_w1, VCVTNE2PS2BF16 for f32 part HI) still give exe_gemm_ref's bits, for f32
  * parts HI and LO and bf16 data, with rounding ties, f32 subnormals (the largest round up to the smallest
  * normal in exe_mx_hi, VCVTNE2PS2BF16 reads them as zero) and signed zeros among the values, K odd and even
- * over several groups of 32 plus a tail, and panels of fewer rows than the tile. */
+ * over several groups of 32 plus a tail, and panels of fewer rows than the tile; bf16 data with bf16
+ * subnormals also through gm_load_pairs_w1_bf16 (a row-major bf16 B, a column-major bf16 A). */
 #if defined(__x86_64__) && defined(__GNUC__)
 TEST(gemm_pairs_packed_along_k)
 {
@@ -403,6 +404,13 @@ TEST(gemm_pairs_packed_along_k)
                           : (i % 9 == 6) ? 0x80000000u : (i % 9 == 7) ? 0x007FFFFFu : u;
                         memcpy(&v[i], &u, 4);
                     }
+                }
+                /* bf16 subnormals (read as signed zero) among bf16 data */
+                for (int op = 0; op < 2 && bf; op++) {
+                    uint16_t *v = op ? (uint16_t *)B.buf : (uint16_t *)A.buf;
+                    int64_t n = op ? K * N : M * K;
+                    for (int64_t i = op; i < n; i += 5 + op)
+                        v[i] = (uint16_t)((i % 3 == 0 ? 0x0001u : i % 3 == 1 ? 0x007Fu : 0x0040u) | (i & 8 ? 0x8000u : 0));
                 }
                 /* row 0 of A all the largest subnormal against 2^60 in column 0 of B: exe_mx_hi makes the
                  * smallest normal of it, so C[0][0] = K * 2^-66, not 0 */
@@ -466,4 +474,48 @@ TEST(gemm_store_bf16_vs_ref)
     exe_mx_store(NULL, TPU_BF16, gs, 0, 2, src, 0, N, 0);
     for (int j = 0; j < N; j++) nbad += gs[2 * j] != want[j];
     CHECK_MSG(nbad == 0, "%d bf16 stores differ from fp_f32_to_bf16_ftz", nbad);
+}
+
+/* The AVX-512 pair packers of B (gm_load_pairs_k1, _w1, _w1_bf16) word for word against the scalar one on
+ * the raw panels, where a flush the kernel would repeat anyway (bf16 subnormals read as zero) still shows:
+ * bf16 data and f32 parts HI and LO, row- and column-major, with subnormals, ties, NaNs and signed zeros,
+ * odd and even kc, panels of 32, 17 and 5 columns at offsets. */
+TEST(gemm_pairs_packers_vs_scalar)
+{
+    gt_rng r = {5};
+    static const exe_mx_part parts[] = {EXE_MX_HI, EXE_MX_LO, EXE_MX_AS_IS};
+    static const int64_t kcs[] = {70, 33, 96, 2};
+    static const int ws[] = {32, 17, 5};
+    int ran = 0;
+    for (int bf = 0; bf < 2; bf++)
+        for (int pa = 0; pa < 3; pa++)
+            for (int lay = 0; lay < 2; lay++) {
+                if (!bf && parts[pa] == EXE_MX_AS_IS) continue;   /* not bf16-valued: no pairs */
+                enum { K = 110, N = 70 };
+                gt_op B;
+                REQUIRE(gt_make(&r, &B, K, N, bf, parts[pa], lay));
+                for (int64_t i = 0; i < K * N; i += 3) {
+                    if (bf) {
+                        ((uint16_t *)B.buf)[i] = (uint16_t)((i % 4 == 0 ? 0x0001u : i % 4 == 1 ? 0x007Fu : i % 4 == 2 ? 0x7FC1u : 0x0000u) |
+                                                            (i & 8 ? 0x8000u : 0));
+                    } else {
+                        uint32_t u;
+                        memcpy(&u, &((float *)B.buf)[i], 4);
+                        u = i % 4 == 0 ? (u & 0xFFFF0000u) | 0x8000u : i % 4 == 1 ? (u & 0x807FFFFFu)
+                          : i % 4 == 2 ? 0xFFC01234u : 0x80000000u;
+                        memcpy(&((float *)B.buf)[i], &u, 4);
+                    }
+                }
+                for (int a = 0; a < 4; a++)
+                    for (int b = 0; b < 3; b++) {
+                        int64_t k0 = (a * 7) % (K - kcs[a]), j0 = (b * 11) % (N - ws[b]);
+                        int64_t d = exe_gemm_pairs_diff(&B.s, k0, kcs[a], j0, ws[b]);
+                        if (d < 0) continue;
+                        ran++;
+                        CHECK_MSG(d == 0, "%s part %d layout %d kc %lld W %d: %lld words differ", bf ? "bf16" : "f32",
+                                  (int)parts[pa], lay, (long long)kcs[a], ws[b], (long long)d);
+                    }
+                free(B.buf);
+            }
+    CHECK(ran > 0 || !gt_have("avx512bf16"));
 }

@@ -76,6 +76,8 @@ const char *exe_gemm_kernel_name(void);
 /* Does the default run f32 products on the microkernels (AVX-512 CPUs) rather than OpenBLAS? */
 int         exe_gemm_micro_default(void);
 void        exe_gemm_force(const char *name);
+/* For tests: words of a B panel where the AVX-512 bf16 pair packers and the scalar one differ (-1: none here). */
+int64_t     exe_gemm_pairs_diff(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int W);
 
 /* Naive reference: the same FMA chain per element, one element at a time (for tests). */
 void exe_gemm_ref(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const exe_gemm_src *B, float *C, int64_t ldc,
