@@ -5,6 +5,8 @@
  * 1 or 2 threads; plus signed zeros with an odd K (the bf16 kernel's pad) and the kernel names. */
 #include "test.h"
 #include "exec/kernels/gemm.h"
+#include "exec/kernels/mxu.h"
+#include "util/fp.h"
 
 #include <stdlib.h>
 
@@ -422,7 +424,8 @@ TEST(gemm_bpack_vs_gemm)
  * row-major B: gm_load_pairs_w1, VCVTNE2PS2BF16 for f32 part HI) still give exe_gemm_ref's bits, for f32
  * parts HI and LO and bf16 data, with rounding ties, f32 subnormals (the largest round up to the smallest
  * normal in exe_mx_hi, VCVTNE2PS2BF16 reads them as zero) and signed zeros among the values, K odd and even
- * over several groups of 32 plus a tail, and panels of fewer rows than the tile. */
+ * over several groups of 32 plus a tail, and panels of fewer rows than the tile; bf16 data with bf16
+ * subnormals also through gm_load_pairs_w1_bf16 (a row-major bf16 B, a column-major bf16 A). */
 #if defined(__x86_64__) && defined(__GNUC__)
 TEST(gemm_pairs_packed_along_k)
 {
@@ -455,6 +458,13 @@ TEST(gemm_pairs_packed_along_k)
                         memcpy(&v[i], &u, 4);
                     }
                 }
+                /* bf16 subnormals (read as signed zero) among bf16 data */
+                for (int op = 0; op < 2 && bf; op++) {
+                    uint16_t *v = op ? (uint16_t *)B.buf : (uint16_t *)A.buf;
+                    int64_t n = op ? K * N : M * K;
+                    for (int64_t i = op; i < n; i += 5 + op)
+                        v[i] = (uint16_t)((i % 3 == 0 ? 0x0001u : i % 3 == 1 ? 0x007Fu : 0x0040u) | (i & 8 ? 0x8000u : 0));
+                }
                 /* row 0 of A all the largest subnormal against 2^60 in column 0 of B: exe_mx_hi makes the
                  * smallest normal of it, so C[0][0] = K * 2^-66, not 0 */
                 for (int64_t k = 0; k < K && !bf && parts[pa] == EXE_MX_HI && parts[(pa + 1) % 3] == EXE_MX_HI; k++) {
@@ -481,3 +491,84 @@ TEST(gemm_pairs_packed_along_k)
     exe_gemm_force(NULL);
 }
 #endif
+
+/* exe_mx_store of a bf16 result, contiguous (the vectorised loop of selects) and strided (the scalar loop),
+ * against fp_f32_to_bf16_ftz of the flushed value: rounding ties both ways, carries into the exponent and
+ * into inf, NaNs (payloads, both signs), f32 and bf16 subnormals, signed zeros, at every length and offset
+ * up to a few vectors (the loop's head and tail). */
+TEST(gemm_store_bf16_vs_ref)
+{
+    enum { N = 300 };
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x80808000u,
+                                       0x007FFFFFu, 0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0xBF80FFFFu, 0x7F7FFFFFu,
+                                       0xFF7F8000u, 0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC12345u, 0x7FFFFFFFu,
+                                       0x00FF8000u, 0x80FFFFFFu, 0x0080FFFFu, 0x3F800000u};
+    enum { NS = sizeof special / sizeof special[0] };
+    gt_rng r = {7};
+    float src[N];
+    uint16_t want[N], got[N + 8], gs[2 * N];
+    for (int i = 0; i < N; i++) {
+        uint32_t u = (i % 3 == 0) ? special[(i / 3) % NS] : (uint32_t)gt_next(&r);
+        if (i % 3 == 1) u = (u & 0xFFFF0000u) | ((i & 4) ? 0x8000u : 0x7FFFu);   /* ties and near-ties */
+        memcpy(&src[i], &u, 4);
+        uint32_t d = (u & 0x7F800000u) ? u : (u & 0x80000000u);   /* the flush of exe_mx_daz */
+        float f;
+        memcpy(&f, &d, 4);
+        want[i] = fp_f32_to_bf16_ftz(f);
+    }
+    int nbad = 0;
+    for (int64_t i0 = 0; i0 < 4; i0++)
+        for (int64_t n = 0; n + i0 <= N; n += (n < 80 ? 1 : 37)) {
+            memset(got, 0xAB, sizeof got);
+            exe_mx_store(NULL, TPU_BF16, got, i0, 1, src + i0, 0, n, 0);
+            for (int64_t j = 0; j < n; j++) nbad += got[i0 + j] != want[i0 + j];
+            nbad += n + i0 < N + 8 && got[n + i0] != 0xABAB;   /* nothing past the end */
+        }
+    exe_mx_store(NULL, TPU_BF16, gs, 0, 2, src, 0, N, 0);
+    for (int j = 0; j < N; j++) nbad += gs[2 * j] != want[j];
+    CHECK_MSG(nbad == 0, "%d bf16 stores differ from fp_f32_to_bf16_ftz", nbad);
+}
+
+/* The AVX-512 pair packers of B (gm_load_pairs_k1, _w1, _w1_bf16) word for word against the scalar one on
+ * the raw panels, where a flush the kernel would repeat anyway (bf16 subnormals read as zero) still shows:
+ * bf16 data and f32 parts HI and LO, row- and column-major, with subnormals, ties, NaNs and signed zeros,
+ * odd and even kc, panels of 32, 17 and 5 columns at offsets. */
+TEST(gemm_pairs_packers_vs_scalar)
+{
+    gt_rng r = {5};
+    static const exe_mx_part parts[] = {EXE_MX_HI, EXE_MX_LO, EXE_MX_AS_IS};
+    static const int64_t kcs[] = {70, 33, 96, 2};
+    static const int ws[] = {32, 17, 5};
+    int ran = 0;
+    for (int bf = 0; bf < 2; bf++)
+        for (int pa = 0; pa < 3; pa++)
+            for (int lay = 0; lay < 2; lay++) {
+                if (!bf && parts[pa] == EXE_MX_AS_IS) continue;   /* not bf16-valued: no pairs */
+                enum { K = 110, N = 70 };
+                gt_op B;
+                REQUIRE(gt_make(&r, &B, K, N, bf, parts[pa], lay));
+                for (int64_t i = 0; i < K * N; i += 3) {
+                    if (bf) {
+                        ((uint16_t *)B.buf)[i] = (uint16_t)((i % 4 == 0 ? 0x0001u : i % 4 == 1 ? 0x007Fu : i % 4 == 2 ? 0x7FC1u : 0x0000u) |
+                                                            (i & 8 ? 0x8000u : 0));
+                    } else {
+                        uint32_t u;
+                        memcpy(&u, &((float *)B.buf)[i], 4);
+                        u = i % 4 == 0 ? (u & 0xFFFF0000u) | 0x8000u : i % 4 == 1 ? (u & 0x807FFFFFu)
+                          : i % 4 == 2 ? 0xFFC01234u : 0x80000000u;
+                        memcpy(&((float *)B.buf)[i], &u, 4);
+                    }
+                }
+                for (int a = 0; a < 4; a++)
+                    for (int b = 0; b < 3; b++) {
+                        int64_t k0 = (a * 7) % (K - kcs[a]), j0 = (b * 11) % (N - ws[b]);
+                        int64_t d = exe_gemm_pairs_diff(&B.s, k0, kcs[a], j0, ws[b]);
+                        if (d < 0) continue;
+                        ran++;
+                        CHECK_MSG(d == 0, "%s part %d layout %d kc %lld W %d: %lld words differ", bf ? "bf16" : "f32",
+                                  (int)parts[pa], lay, (long long)kcs[a], ws[b], (long long)d);
+                    }
+                free(B.buf);
+            }
+    CHECK(ran > 0 || !gt_have("avx512bf16"));
+}

@@ -76,6 +76,8 @@ const char *exe_gemm_kernel_name(void);
 /* Does the default run f32 products on the microkernels (AVX-512 CPUs) rather than OpenBLAS? */
 int         exe_gemm_micro_default(void);
 void        exe_gemm_force(const char *name);
+/* For tests: words of a B panel where the AVX-512 bf16 pair packers and the scalar one differ (-1: none here). */
+int64_t     exe_gemm_pairs_diff(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int W);
 
 /* The kernels of tiny products (M*N*K < 4096, what exe_gemm gives them; tests): which 0 the register-blocked
  * AVX-512 one (gm_tiny), 1 the stack-block one (gm_small); each returns 0 when it does not take the product
