@@ -621,3 +621,57 @@ TEST(dot_loop_plans_cached)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* Small f32 dots inside a loop decode their attributes once (dot.c dot_tiny_memo, 16 slots mapped by
+ * instruction): 24 distinct tiny dots — every pair of contracting dims, default, high and highest precision,
+ * so slots are shared and a mixed-up entry would give other terms — run 3 times give the same bits as the
+ * general path (EXE_REF_KERNELS), in both modes. */
+TEST(dot_loop_tiny_memo)
+{
+    static const char *prec[3] = {"", ", operand_precision={high,high}", ", operand_precision={highest,highest}"};
+    char text[16384];
+    int w = 0;
+    w += snprintf(text + w, sizeof text - (size_t)w,
+                  "HloModule tiny\ncond {\n p = (s32[], f32[8,8]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+                  " n = s32[] constant(3)\n ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+                  "body {\n p = (s32[], f32[8,8]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+                  " h = f32[8,8] get-tuple-element(p), index=1\n one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+                  " acc0 = f32[8,8] multiply(h, h)\n");
+    for (int k = 0; k < 24; k++)
+        w += snprintf(text + w, sizeof text - (size_t)w,
+                      " d%d = f32[8,8] dot(h, acc%d), lhs_contracting_dims={%d}, rhs_contracting_dims={%d}%s\n"
+                      " t%d = f32[8,8] tanh(d%d)\n acc%d = f32[8,8] add(acc%d, t%d)\n",
+                      k, k, (k >> 1) & 1, k & 1, prec[(k / 4) % 3], k, k, k + 1, k, k);
+    w += snprintf(text + w, sizeof text - (size_t)w,
+                  " ROOT r = (s32[], f32[8,8]) tuple(i1, acc24)\n}\n"
+                  "ENTRY e {\n h0 = f32[8,8] parameter(0)\n z = s32[] constant(0)\n t = (s32[], f32[8,8]) tuple(z, h0)\n"
+                  " l = (s32[], f32[8,8]) while(t), condition=cond, body=body\n ROOT h = f32[8,8] get-tuple-element(l), index=1\n}\n");
+    REQUIRE(w < (int)sizeof text - 16);
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = mxt_parse(ctx, text);
+    REQUIRE(m);
+    tpu_tensor **in = NULL;
+    int nin = 0;
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 9, &in, &nin));
+    for (int md = 0; md < 2; md++) {
+        tpu_tensor **out[2] = {NULL, NULL};
+        int nout[2] = {0, 0};
+        for (int ref = 0; ref < 2; ref++) {
+            tpu_run_opts o = tpu_run_opts_default();
+            o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+            exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+            CHECK_OK(ctx, exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]));
+        }
+        if (nout[0] == 1 && nout[1] == 1) {
+            CHECK_MSG(!memcmp(tpu_tensor_cdata(out[0][0]), tpu_tensor_cdata(out[1][0]), tpu_tensor_nbytes(out[0][0])),
+                      "mode %d: the loop's tiny dots differ from the general path", md);
+            double s = 0;
+            for (int64_t i = 0; i < tpu_tensor_count(out[0][0]); i++) s += fabs(tpu_tensor_get_f64(out[0][0], i));
+            CHECK_MSG(s > 0.5 && s == s, "sum %g", s);
+        }
+        for (int ref = 0; ref < 2; ref++) tpu_tensors_free(out[ref], nout[ref]);
+    }
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

@@ -399,6 +399,15 @@ static const kr_case kr_cases[] = {
     {"reduce_f32_sum_leading",
      "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[3,4096,40] parameter(0)\n c = f32[] constant(0.5)\n"
      " ROOT r = f32[40] reduce(x, c), dimensions={0,1}, to_apply=add\n}\n", 0, 0},
+    /* f32 sums of a whole array to one element (rd_sum_all_f32, a loop body's small sums): the general path's
+     * value, init included, bit for bit; lengths with and without a tail of the 8 lanes, kept dims of size 1,
+     * dims listed out of order */
+    {"reduce_sum_all_f32",
+     "HloModule r\n" KR_ADD "ENTRY main {\n x = f32[64] parameter(0)\n y = f32[61] parameter(1)\n z = f32[1,5,13] parameter(2)\n"
+     " w = f32[7,9] parameter(3)\n c = f32[] constant(0.75)\n k = f32[] constant(-3e+07)\n"
+     " a = f32[] reduce(x, c), dimensions={0}, to_apply=add\n b = f32[] reduce(y, k), dimensions={0}, to_apply=add\n"
+     " d = f32[1] reduce(z, c), dimensions={2,1}, to_apply=add\n e = f32[] reduce(w, k), dimensions={1,0}, to_apply=add\n"
+     " ROOT t = (f32[], f32[], f32[1], f32[]) tuple(a, b, d, e)\n}\n", 0, 0},
     {"reduce_int_folds",
      "HloModule r\nadd { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b) }\n"
      "mx { a = u32[] parameter(0)\n b = u32[] parameter(1)\n ROOT r = u32[] maximum(a, b) }\n"

@@ -512,7 +512,16 @@ typedef struct dot_cached {
     int64_t         *tab;
 } dot_cached;
 
+/* dot_tiny's decoding of one dot's attributes (ok 0: not of its kind), kept for a loop's thousands of calls */
+typedef struct dot_tiny_memo {
+    const hlo_instr *in;
+    int              ok, lc, rc;
+    exe_mx_num       nm;
+} dot_tiny_memo;
+#define DOT_TINY_MEMO 16   /* direct-mapped by instruction: a collision only decodes again */
+
 struct exe_dot_cache {
+    dot_tiny_memo tiny[DOT_TINY_MEMO];
     int           n;
     size_t        bytes;
     dot_cache_ent e[DOT_CACHE_MAX];
@@ -722,32 +731,58 @@ static double dot_int_max(tpu_dtype t)
  * thousands of: straight to exe_gemm with the operands in place, the same terms dot_f32_batch hands it
  * (so the same values), without the general path's plan, offset tables and workspace. Returns 0 when the
  * dot is not of that kind (the general path then runs it). */
+/* dot_tiny's attributes of `in`: the contracting dims (*lc, *rc, each 0 or 1, no batch dims) and its numerics
+ * for f32 operands (they do not depend on the contracted length, which matters for integers only). Returns 1,
+ * 0 when the dot is not of dot_tiny's kind, -1 on an error (*st). */
+static int dot_tiny_decode(exe_state *S, const hlo_instr *in, int *lc, int *rc, exe_mx_num *nm, tpu_status *st)
+{
+    if (in->nattrs > 8 || hlo_attr_find(in, HK_SPARSITY) || hlo_attr_find(in, HK_LHS_RAGGED_DIMS)) return 0;
+    const int64_t *lb, *l, *r;
+    if (hlo_attr_ints(in, HK_LHS_BATCH_DIMS, &lb) || hlo_attr_ints(in, HK_RHS_BATCH_DIMS, &lb) ||
+        hlo_attr_ints(in, HK_LHS_CONTRACTING_DIMS, &l) != 1 || hlo_attr_ints(in, HK_RHS_CONTRACTING_DIMS, &r) != 1 ||
+        (l[0] != 0 && l[0] != 1) || (r[0] != 0 && r[0] != 1))
+        return 0;
+    if ((*st = exe_mx_numerics(S, in, TPU_F32, TPU_F32, TPU_F32, 1, nm))) return -1;
+    if (nm->dbl || nm->int_exact || nm->acc == EXE_MX_I64) return 0;
+    *lc = (int)l[0], *rc = (int)r[0];
+    return 1;
+}
+
+/* A small f32 matrix product [M,K] x [K,N] (either operand may be stored transposed), as a loop body runs
+ * thousands of: straight to exe_gemm with the operands in place, the same terms dot_f32_batch hands it
+ * (so the same values), without the general path's plan, offset tables and workspace; inside a loop its
+ * attributes are decoded once (dot_tiny_memo). Returns 0 when the dot is not of that kind (the general path
+ * then runs it). */
 static int dot_tiny(exe_state *S, const hlo_instr *in, const tpu_tensor *l, const tpu_tensor *r, exe_value **out,
                     tpu_status *st)
 {
     if (S->cur_dot_out || l->dtype != TPU_F32 || r->dtype != TPU_F32 || in->shape.dtype != TPU_F32 || l->rank != 2 ||
-        r->rank != 2 || in->nattrs > 8 || hlo_attr_find(in, HK_SPARSITY) || hlo_attr_find(in, HK_LHS_RAGGED_DIMS))
+        r->rank != 2 || in->shape.rank != 2)
         return 0;
-    const int64_t *lb, *lc, *rc;
-    if (hlo_attr_ints(in, HK_LHS_BATCH_DIMS, &lb) || hlo_attr_ints(in, HK_RHS_BATCH_DIMS, &lb) ||
-        hlo_attr_ints(in, HK_LHS_CONTRACTING_DIMS, &lc) != 1 || hlo_attr_ints(in, HK_RHS_CONTRACTING_DIMS, &rc) != 1 ||
-        (lc[0] != 0 && lc[0] != 1) || (rc[0] != 0 && rc[0] != 1))
-        return 0;
-    int64_t M = l->dims[1 - lc[0]], K = l->dims[lc[0]], N = r->dims[1 - rc[0]];
-    if (r->dims[rc[0]] != K || M < 1 || N < 1 || K < 1 || M * N * K >= 4096 || in->shape.rank != 2 ||
-        in->shape.dims[0] != M || in->shape.dims[1] != N)
-        return 0;
+    dot_tiny_memo *mm = NULL;
+    if (S->loop_depth > 0 && !(S->ref & EXE_REF_KERNELS) &&
+        (S->dot_cache || (S->dot_cache = ut_calloc(1, sizeof *S->dot_cache))))
+        mm = &S->dot_cache->tiny[(((uint64_t)(uintptr_t)in >> 4) * 0x9E3779B97F4A7C15ull) >> 60];
+    int lc = 0, rc = 0, ok;
     exe_mx_num nm;
-    if ((*st = exe_mx_numerics(S, in, l->dtype, r->dtype, TPU_F32, K, &nm))) return 1;
-    if (nm.dbl || nm.int_exact || nm.acc == EXE_MX_I64) return 0;
+    if (mm && mm->in == in) {
+        ok = mm->ok, lc = mm->lc, rc = mm->rc, nm = mm->nm;
+    } else {
+        if ((ok = dot_tiny_decode(S, in, &lc, &rc, &nm, st)) < 0) return 1;
+        if (mm) mm->in = in, mm->ok = ok, mm->lc = lc, mm->rc = rc, mm->nm = nm;
+    }
+    if (!ok) return 0;
+    int64_t M = l->dims[1 - lc], K = l->dims[lc], N = r->dims[1 - rc];
+    if (r->dims[rc] != K || M < 1 || N < 1 || K < 1 || M * N * K >= 4096 || in->shape.dims[0] != M || in->shape.dims[1] != N)
+        return 0;
     tpu_tensor *t;
     if ((*st = exe_alloc(S, in, &t))) return 1;
     int acc = 0;
     for (int term = 0; term < 3; term++) {
         exe_mx_part pl, pr;
         if (exe_mx_term_part(&nm, term, 0, &pl) || exe_mx_term_part(&nm, term, 1, &pr)) continue;
-        exe_gemm_src ga = {l->data, TPU_F32, lc[0] == 1 ? K : 1, lc[0] == 1 ? 1 : M, pl};
-        exe_gemm_src gb = {r->data, TPU_F32, rc[0] == 0 ? N : 1, rc[0] == 0 ? 1 : K, pr};
+        exe_gemm_src ga = {l->data, TPU_F32, lc == 1 ? K : 1, lc == 1 ? 1 : M, pl};
+        exe_gemm_src gb = {r->data, TPU_F32, rc == 0 ? N : 1, rc == 0 ? 1 : K, pr};
         exe_gemm(1, M, N, K, &ga, &gb, (float *)t->data, N, acc);
         acc = 1;
     }

@@ -949,6 +949,27 @@ static int rd_argminmax(exe_state *S, const hlo_instr *in, const exe_scalar_fn *
     return 1;
 }
 
+/* The f32 sum of a whole array to one element (a loop body's sum of a small vector, thousands of times): the
+ * value rd_rows gives (init + rd_sum_f32 in double, rounded once), without the job, arrangement and
+ * thread set-up that cost more than a 64-element sum. Returns 0 when the reduce is not of that kind. */
+static int rd_sum_all_f32(exe_state *S, const hlo_instr *in, const exe_scalar_fn *fn, const tpu_tensor *a,
+                          const tpu_tensor *init, int64_t n, exe_value **out, tpu_status *st)
+{
+    if (a->dtype != TPU_F32 || !init || init->dtype != TPU_F32 || exe_scalar_fn_binop(fn) != HLO_ADD ||
+        hlo_shape_is_tuple(&in->shape) || in->shape.dtype != TPU_F32)
+        return 0;
+    tpu_tensor *t;
+    if ((*st = exe_alloc_shape(S, &in->shape, &t))) return 1;
+    if (t->count != 1) {
+        tpu_tensor_free(t);
+        return 0;
+    }
+    double i0 = ((const float *)init->data)[0];
+    ((float *)t->data)[0] = (float)(n ? i0 + rd_sum_f32((const float *)a->data, n) : i0);
+    *st = exe_out_array(S, t, out);
+    return 1;
+}
+
 EXE_KERNEL(exe_k_reduce)
 {
     int n = in->nops / 2;
@@ -974,6 +995,7 @@ EXE_KERNEL(exe_k_reduce)
     if (st) return st;
     if (exe_scalar_fn_nparams(fn) != 2 * n || exe_scalar_fn_nresults(fn) != n)
         return exe_fail(S, in, TPU_ERR_SHAPE, "to_apply must take %d and return %d values", 2 * n, n);
+    if (n == 1 && outer == 1 && !EXE_FORCE_REF(S) && rd_sum_all_f32(S, in, fn, a0, ops[1]->t, inner, out, &st)) return st;
 
     /* results */
     tpu_tensor *res[32];
