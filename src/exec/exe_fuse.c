@@ -775,16 +775,6 @@ __attribute__((target("avx512f"))) static void fu_gather32_512(uint32_t *z, cons
     for (; i < len; i++) z[i] = x[idx[i]];
 }
 
-static int fu_has_avx512(void)
-{
-    static _Atomic int has = -1;
-    int h = atomic_load(&has);
-    if (h < 0) {
-        __builtin_cpu_init();
-        atomic_store(&has, h = __builtin_cpu_supports("avx512f") != 0);
-    }
-    return h;
-}
 #define FU_GATHER512 1
 #endif
 
@@ -793,7 +783,7 @@ EXE_VEC
 static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len)
 {
 #ifdef FU_GATHER512
-    if (fu_esize(cls) == 4 && fu_has_avx512()) {
+    if (fu_esize(cls) == 4 && __builtin_cpu_supports("avx512f")) {
         fu_gather32_512(dst, src, idx, len);
         return;
     }

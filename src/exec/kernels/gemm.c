@@ -834,16 +834,6 @@ __attribute__((target("avx512f"))) static void gm_tiny512(int64_t M, int64_t N, 
     }
 }
 
-static int gm_has_avx512(void)
-{
-    static _Atomic int has = -1;
-    int h = atomic_load(&has);
-    if (h < 0) {
-        __builtin_cpu_init();
-        atomic_store(&has, h = __builtin_cpu_supports("avx512f") != 0);
-    }
-    return h;
-}
 #endif
 
 /* A converted operand, rows x cols row-major: one flat loop when the source is contiguous. */
@@ -861,7 +851,7 @@ static int gm_tiny(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, const
                    int accumulate)
 {
 #ifdef GM_X86
-    if (M * K > GM_SMALL || K * N > GM_SMALL || !gm_has_avx512()) return 0;
+    if (M * K > GM_SMALL || K * N > GM_SMALL || !__builtin_cpu_supports("avx512f")) return 0;
     _Alignas(64) float a[GM_SMALL], b[GM_SMALL];
     gm_tiny_load(a, A, M, K);
     gm_tiny_load(b, B, K, N);

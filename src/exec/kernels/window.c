@@ -647,6 +647,14 @@ static void rwl_chunk(void *ctx, int64_t o0, int64_t o1, int tid)
     }
 }
 
+/* The outputs [*oa, *ob] (of F) that tap offset off reads inside the input: 0 <= o*st + off < in */
+static inline void wn_out_range(int64_t off, int64_t st, int64_t in, int64_t F, int64_t *oa, int64_t *ob)
+{
+    *oa = off >= 0 ? 0 : (-off + st - 1) / st;
+    *ob = in - 1 - off < 0 ? -1 : (in - 1 - off) / st;
+    if (*ob >= F) *ob = F - 1;
+}
+
 /* Output rows [r0, r1) (all dims but the last) of an f32 add/max/min window whose last dim has no lhs
  * dilation: every output of the row folds the same taps in the same order as rwl_chunk (outer taps in
  * row-major order, then the last dim's), but a tap is applied to the whole row at once (the outputs that see
@@ -673,9 +681,8 @@ static void rwl_rows(void *ctx, int64_t r0, int64_t r1, int tid)
             int ok = wn_tap_base(J->tab, J->istr, w, L, opos, k, &base);
             if (!ok) continue;
             for (int64_t kl = 0; kl < w->size[L]; kl++) {
-                /* outputs o with 0 <= o*st + kl*rd - lo < in */
-                int64_t off = kl * rd - lo, oa = off >= 0 ? 0 : (-off + st - 1) / st, ob = in - 1 - off < 0 ? -1 : (in - 1 - off) / st;
-                if (ob >= F) ob = F - 1;
+                int64_t off = kl * rd - lo, oa, ob;
+                wn_out_range(off, st, in, F, &oa, &ob);
                 const float *xs = x + base + off;
                 switch (P->binop) {
                 case HLO_ADD:
@@ -737,9 +744,8 @@ static void rwl_lane_rows(void *ctx, int64_t r0, int64_t r1, int tid)
             int ok = wn_tap_base(J->tab, J->istr, w, L, opos, k, &base);
             if (!ok) continue;
             for (int64_t kl = 0; kl < w->size[L]; kl++) {
-                /* outputs o with 0 <= o*st + kl*rd - lo < in */
-                int64_t off = kl * rd - lo, oa = off >= 0 ? 0 : (-off + st - 1) / st, ob = in - 1 - off < 0 ? -1 : (in - 1 - off) / st;
-                if (ob >= F) ob = F - 1;
+                int64_t off = kl * rd - lo, oa, ob;
+                wn_out_range(off, st, in, F, &oa, &ob);
                 if (oa > ob) continue;
                 const float *xs = x + base + off * C;
                 float *ac = acc + oa * C;
