@@ -12,6 +12,7 @@ secs=${1:-60}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 fail=0
 found=0
+crashed=()   # "target: log" of each failure, repeated at the end so a log's tail names them
 for bin in build/fuzz/fuzz_*; do
     [ -x "$bin" ] || continue
     found=1
@@ -28,6 +29,7 @@ for bin in build/fuzz/fuzz_*; do
         -artifact_prefix="$art/" -print_final_stats=1 2>"$art/log.txt"; then
         echo "!! $name crashed; input and log in $art/ (tail follows)"
         tail -40 "$art/log.txt"
+        crashed+=("$name: $art/log.txt")
         fail=1
     else
         grep -E "stat::number_of_executed_units|cov:" "$art/log.txt" | tail -2
@@ -40,9 +42,17 @@ for bin in build/fuzz/fuzz_*; do
         if ! "$bin" "${regress[@]}" >"$art/regress.txt" 2>&1; then
             echo "!! $name crashed on a regression file (log: $art/regress.txt)"
             tail -40 "$art/regress.txt"
+            crashed+=("$name: $art/regress.txt")
             fail=1
         fi
     fi
 done
 [ "$found" = 1 ] || { echo "no fuzz targets in build/fuzz/ (run 'make fuzz' first)"; exit 2; }
+# a CI log keeps only its tail: name each failure again, with the crash report and the input's bytes
+for c in "${crashed[@]}"; do
+    log=${c#*: }
+    echo "!! fuzz failure in ${c%%: *}; the crash report:"
+    grep -A25 -m1 -E "^==[0-9]+==|ERROR: libFuzzer|runtime error|SUMMARY|deadly signal|out-of-memory|timeout" "$log" | head -40
+    grep -E "^(INFO: Seed:|Test unit written to|Base64:)" "$log" | tail -3
+done
 exit $fail
