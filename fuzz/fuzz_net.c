@@ -56,9 +56,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (msg) {
         fuzz_walk(m, msg);
         size_t len = 0;
-        /* what the decoder accepted encodes and validates again (unknown fields, kept verbatim by protobuf-c,
-         * may be ones no encoder writes, such as field 0: not compared) */
-        uint8_t *again = msg->n_unknown_fields ? NULL : tn_msg_pack(msg, &len);
+        /* what the decoder accepted encodes and validates again (unknown fields too: protobuf-c keeps them
+         * verbatim, and the decoder refuses the one it could not write back, field 0, at any depth) */
+        uint8_t *again = tn_msg_pack(msg, &len);
         if (again) {
             ProtobufCMessage *back = tn_decode(m, again, len, first, &e);
             if (!back) __builtin_trap();   /* it validated once: it must validate again */

@@ -172,6 +172,23 @@ TEST(net_decoder_names_the_field)
     const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x12};
     CHECK(tn_decode(TN_M_COMPILE, junk, sizeof junk, 1, &e) == NULL);
     CHECK(strstr(tn_err_msg(&e), "do not decode"));
+    /* a field numbered 0 (protobuf-c keeps it as an unknown field) is refused at any depth: here inside the
+     * ExecuteRequest of an ExecuteStreamRequest, after a valid session, executable and argument list */
+    uint8_t nested[64], *q = nested;
+    *q++ = 0x0a, *q++ = 0;                    /* ExecuteStreamRequest.execute, length below */
+    *q++ = 0x0a, *q++ = 32;                   /* ExecuteRequest.session */
+    memcpy(q, sid, 32), q += 32;
+    *q++ = 0x10, *q++ = 1;                    /* executable 1 */
+    *q++ = 0x1a, *q++ = 0;                    /* arguments: one empty list */
+    const uint8_t field0[] = {0x81, 0x00, 0, 0x60, 0x40, 0, 2, 0x50, 0x90, 2};   /* field 0, fixed64 */
+    memcpy(q, field0, sizeof field0), q += sizeof field0;
+    nested[1] = (uint8_t)(q - nested - 2);
+    CHECK(tn_decode(TN_M_EXECUTE_STREAM, nested, (size_t)(nested[1] + 2), 1, &e) == NULL);
+    CHECK(strstr(tn_err_msg(&e), "field numbered 0"));
+    nested[1] -= sizeof field0;                /* without it the same request decodes */
+    ProtobufCMessage *ok = tn_decode(TN_M_EXECUTE_STREAM, nested, (size_t)(nested[1] + 2), 1, &e);
+    CHECK(ok != NULL);
+    tn_msg_free(ok);
     CHECK_EQ_INT(tn_method_from_path("/tpusim.v1.Tpu/Execute", 22), TN_M_EXECUTE);
     CHECK_EQ_INT(tn_method_from_path("/tpusim.v1.Tpu/Nope", 19), -1);
     tn_err_clear(&e);

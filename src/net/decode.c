@@ -217,6 +217,34 @@ static int tn_validate(tn_method m, const ProtobufCMessage *msg, int first, tn_e
     return tn_fail(e, TN_UNIMPLEMENTED, "unknown method");
 }
 
+/* protobuf-c accepts a field numbered 0 (which the wire format does not allow) as an unknown field and would
+ * write it back in a form it then refuses; such a request is malformed, at any depth. The schema has no
+ * recursive messages, so the depth stays that of the schema. */
+static int tn_has_field0(const ProtobufCMessage *msg, int depth)
+{
+    if (!msg || depth > 16) return 0;
+    for (unsigned i = 0; i < msg->n_unknown_fields; i++)
+        if (msg->unknown_fields[i].tag == 0) return 1;
+    const ProtobufCMessageDescriptor *d = msg->descriptor;
+    for (unsigned f = 0; f < d->n_fields; f++) {
+        const ProtobufCFieldDescriptor *fd = &d->fields[f];
+        if (fd->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        if ((fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(const uint32_t *)((const char *)msg + fd->quantifier_offset) != fd->id)
+            continue;   /* another member of its oneof holds the storage */
+        const char *base = (const char *)msg + fd->offset;
+        if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *)((const char *)msg + fd->quantifier_offset);
+            ProtobufCMessage *const *sub = *(ProtobufCMessage *const *const *)base;
+            for (size_t k = 0; k < n; k++)
+                if (tn_has_field0(sub[k], depth + 1)) return 1;
+        } else if (tn_has_field0(*(ProtobufCMessage *const *)base, depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 ProtobufCMessage *tn_decode(tn_method m, const uint8_t *buf, size_t len, int first, tn_err *e)
 {
     if ((unsigned)m >= TN_M_COUNT) {
@@ -231,6 +259,11 @@ ProtobufCMessage *tn_decode(tn_method m, const uint8_t *buf, size_t len, int fir
     ProtobufCMessage *msg = protobuf_c_message_unpack(d, NULL, len, buf);
     if (!msg) {
         tn_fail(e, TN_INVALID_ARGUMENT, "%s: %zu bytes that do not decode as one (a malformed or foreign message)", d->short_name, len);
+        return NULL;
+    }
+    if (tn_has_field0(msg, 0)) {
+        tn_fail(e, TN_INVALID_ARGUMENT, "%s: a field numbered 0 (not valid protobuf; a malformed message)", d->short_name);
+        tn_msg_free(msg);
         return NULL;
     }
     if (tn_validate(m, msg, first, e)) {
