@@ -1157,6 +1157,21 @@ static tpu_status cmp_cross_program_prefetch(cmp_state *C, cmp_plan *plan, int *
     return TPU_OK;
 }
 
+/* Tuple index tables (a tuple-shaped value's table of element addresses) in libtpu's HBM heap on the chips with
+ * memory-space assignment: every buffer assignment dumped on v5e/v6e (rank1_degenerate, mlp_train, a small SGD
+ * step) holds one per `copy-start` of an argument prefetched into VMEM and one per sort (a stable one becomes a
+ * sort of the keys and an s32 iota), 512 B on v5e (32 B on v6e), each in a 16 KiB slot of its own that no other
+ * table reuses even where their live ranges do not meet: tpusim gives each a buffer live over the whole plan.
+ * The arguments' `copy-start` count is one per argument prefetched (8 for the SGD step's 8 non-scalar arguments),
+ * not one per tpusim prefetch window; a scalar argument is copied into scalar memory without a table. */
+#define CMP_TUPLE_TABLE_BYTES 512
+
+static cmp_buf cmp_tuple_table(const cmp_plan *plan)
+{
+    return (cmp_buf){-1, CMP_TUPLE_TABLE_BYTES, 0, plan->nops, 0};
+}
+
+/* bufs has room for one more buffer per op input (the prefetches' tuple tables). */
 static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
 {
     cmp_program *p = C->p;
@@ -1203,7 +1218,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     for (int q = 0; q <= xlast && q < np && xarg >= 0; q++) used[q] += p->values[xarg].padded;
     if (st == TPU_OK) st = cmp_prefetch_cands(C, plan, cand, &nc);
     qsort(cand, (size_t)nc, sizeof *cand, cmp_vcand_cmp);
-    int keep = 0;
+    int keep = 0, ntab = 0;
     for (int i = 0; i < nc && st == TPU_OK; i++) {
         cmp_buf b = cand[i].b;
         int pre = cand[i].arg >= 0;
@@ -1220,7 +1235,12 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
             if (tused[q] > plan->vmem_peak) plan->vmem_peak = tused[q];
         }
         if (!pre) p->values[b.v].vmem = 1;
+        else if (p->values[cand[i].arg].shape.rank > 0 && !(membound[cand[i].arg] & 4)) {
+            membound[cand[i].arg] |= 4;   /* one table per argument prefetched (cand[0..i] are consumed) */
+            cand[ntab++].b = cmp_tuple_table(plan);
+        }
     }
+    for (int i = 0; i < ntab; i++) bufs[keep++] = cand[i].b;
     *n = keep;
     ut_free(membound);
     ut_free(used);
@@ -2199,6 +2219,17 @@ static tpu_status cmp_live_peak(cmp_state *C, cmp_plan *plan, const cmp_buf *buf
     return TPU_OK;
 }
 
+/* A sort whose result libtpu makes a tuple (several operands, or a stable sort, which it gives an iota of
+ * indices): it takes a tuple table (CMP_TUPLE_TABLE_BYTES). */
+static int cmp_op_sorts(const cmp_op *op)
+{
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *in = op->instrs[m];
+        if (in->op == HLO_SORT && (in->nops > 1 || hlo_attr_bool(in, HK_IS_STABLE, 0))) return 1;
+    }
+    return 0;
+}
+
 /* 6. Heap: this plan's temps and outputs (values from first_value on), plus the sub-plans' peaks while
  * control ops run. */
 static tpu_status cmp_plan_heap(cmp_state *C, const hlo_comp *c, cmp_plan *plan, int first_value)
@@ -2210,9 +2241,13 @@ static tpu_status cmp_plan_heap(cmp_state *C, const hlo_comp *c, cmp_plan *plan,
         if (val->alias >= 0 || val->comp != c->id) continue;
         if (val->kind == CMP_V_TEMP || val->kind == CMP_V_OUTPUT) nb++;
     }
-    for (int k = 0; k < plan->nops; k++)
-        if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0) nb++;
-    cmp_buf *bufs = ut_calloc((size_t)(nb ? nb : 1), sizeof *bufs);
+    int msa = !C->compiled && C->chip->vmem_temp_bytes > 0, room = nb;
+    for (int k = 0; k < plan->nops; k++) {
+        if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0) nb++, room++;
+        if (msa && cmp_op_sorts(&plan->ops[k])) room++;
+        room += plan->ops[k].nin;   /* the prefetches' tables (cmp_vmem_assign) */
+    }
+    cmp_buf *bufs = ut_calloc((size_t)(room ? room : 1), sizeof *bufs);
     if (!bufs) return ut_nomem(C->ctx);
     int b = 0;
     for (int v = first_value; v < C->nvalues; v++) {
@@ -2227,7 +2262,9 @@ static tpu_status cmp_plan_heap(cmp_state *C, const hlo_comp *c, cmp_plan *plan,
         if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0)
             bufs[b++] = (cmp_buf){-1, plan->ops[k].sub_peak, k, k, 0};
     tpu_status st = TPU_OK;
-    if (!C->compiled && C->chip->vmem_temp_bytes > 0) st = cmp_vmem_assign(C, plan, bufs, &nb);
+    if (msa) st = cmp_vmem_assign(C, plan, bufs, &nb);
+    for (int k = 0; k < plan->nops && msa; k++)
+        if (cmp_op_sorts(&plan->ops[k])) bufs[nb++] = cmp_tuple_table(plan);
     if (!st) st = cmp_assign_heap(C, plan, bufs, nb);
     if (!st) st = cmp_live_peak(C, plan, bufs, nb);
     ut_free(bufs);
