@@ -232,6 +232,9 @@ TEST(memory_policy_mixed_bfloat16)
     CHECK_EQ_INT(tpu_module_num_params(r), tpu_module_num_params(m));
     tpu_memory *a = plan(ctx, m, "v5e", NULL), *b = plan(ctx, m, "v5e", "mixed_bfloat16");
     REQUIRE(a && b);
+    /* (libtpu compiles this step and its bf16-compute form for v5e to 276.5 and 260.5 KiB of HBM: both prefetch
+     * the same 8 arguments, one table each; tpusim's tables follow the arguments prefetched, not its prefetch
+     * windows, of which the bf16 form has more) */
     CHECK_MSG(tpu_memory_peak_bytes(b) <= tpu_memory_peak_bytes(a), "mixed policy uses more: %lld > %lld",
               (long long)tpu_memory_peak_bytes(b), (long long)tpu_memory_peak_bytes(a));
     /* run both on the same inputs: same output types, values within bf16 accuracy */
@@ -384,6 +387,16 @@ static double vmem_mib(const char *hlo, const char *chip)
     return r;
 }
 
+/* MiB of n tuple index tables at the top of the HBM heap on v5e and later: each argument prefetched into VMEM is
+ * an async copy whose table (512 B on v5e, 32 B on v6e and v7) libtpu keeps in a 16 KiB heap slot of its own for
+ * the whole program, so n of them above the heap's other buffers raise its top by n - 1 slots and one table
+ * (compile.c, cmp_tuple_tables). The checks below that moved when tpusim added them name the arguments
+ * prefetched. */
+static double tables_mib(int n, const char *chip)
+{
+    return n ? ((n - 1) * 16384.0 + (strcmp(chip, "v5e") ? 32 : 512)) / (1 << 20) : 0;
+}
+
 /* Three bf16 layers as in mlp_infer_bf16: w2 (32 MiB), the largest argument only matmuls read, is the
  * cross-program prefetch, in VMEM from the start until its reader. */
 static const char *mlp3 =
@@ -422,16 +435,16 @@ TEST(memory_vmem_compute_bound_temporaries_come_last)
         "  h = bf16[4096,4096]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "  ROOT o = bf16[4096,128]{1,0} dot(h, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
         "}\n";
-    /* arguments 64 MiB + output 32, h in VMEM */
-    CHECK(fabs(peak_mib(fat, "v5e") - 96) < 1e-9);
-    CHECK(fabs(peak_mib(fat, "v6e") - 96) < 1e-9);
-    /* arguments 64 MiB + h1 and h2 (64 each, both alive at the second layer) in HBM */
-    CHECK(fabs(peak_mib(mlp3, "v5e") - 192) < 1e-9);
-    CHECK(fabs(peak_mib(mlp3, "v6e") - 192) < 1e-9);
+    /* arguments 64 MiB + output 32, h in VMEM; b prefetched for the second matmul (one table) */
+    CHECK(fabs(peak_mib(fat, "v5e") - (96 + tables_mib(1, "v5e"))) < 1e-9);
+    CHECK(fabs(peak_mib(fat, "v6e") - (96 + tables_mib(1, "v6e"))) < 1e-9);
+    /* arguments 64 MiB + h1 and h2 (64 each, both alive at the second layer) in HBM; w2 and w3 prefetched */
+    CHECK(fabs(peak_mib(mlp3, "v5e") - (192 + tables_mib(2, "v5e"))) < 1e-9);
+    CHECK(fabs(peak_mib(mlp3, "v6e") - (192 + tables_mib(2, "v6e"))) < 1e-9);
     CHECK(fabs(vmem_mib(mlp3, "v5e")) < 1e-9);
     CHECK(fabs(vmem_mib(mlp3, "v6e")) < 1e-9);
-    /* arguments 3 MiB + output 1: h in VMEM */
-    CHECK(fabs(peak_mib(thin, "v5e") - 4) < 1e-9);
+    /* arguments 3 MiB + output 1: h in VMEM; c prefetched */
+    CHECK(fabs(peak_mib(thin, "v5e") - (4 + tables_mib(1, "v5e"))) < 1e-9);
 }
 
 /* Whether a matmul is compute-bound counts everything its op reads and writes, as MSA's cost analysis times a
@@ -494,6 +507,8 @@ TEST(memory_vmem_argument_prefetch_takes_room)
     CHECK(vmem_mib(hidden, "v5e") < 1);
     CHECK(fabs(vmem_mib(small, "v5e") - 64) < 1);
     CHECK(vmem_mib(hidden, "v3") == 0);
+    /* arguments 132 MiB, t 64 MiB (o reuses its space), b's table above t (b is prefetched once) */
+    CHECK(fabs(peak_mib(hidden, "v5e") - (196 + tables_mib(1, "v5e"))) < 1e-9);
 }
 
 /* An elementwise value two matmuls read, combining two full-size arrays, is written once (8 MiB) on v3;
@@ -525,9 +540,9 @@ TEST(memory_operand_of_two_matmuls_written_once)
         "  dk = bf16[2048,128]{1,0} dot(d, q), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
         "  ROOT r = (bf16[2048,128]{1,0}, bf16[2048,128]{1,0}) tuple(dq, dk)\n"
         "}\n";
-    /* arguments 17 MiB, outputs 1 MiB, d 8 MiB */
+    /* arguments 17 MiB, outputs 1 MiB, d 8 MiB; on v5e s, p and q are prefetched (three tables) */
     CHECK(fabs(peak_mib(two, "v3") - 26) < 1e-9);
-    CHECK(fabs(peak_mib(two, "v5e") - 18) < 1e-9);
+    CHECK(fabs(peak_mib(two, "v5e") - (18 + tables_mib(3, "v5e"))) < 1e-9);
     CHECK(fabs(peak_mib(one, "v3") - 10) < 1e-9);
 }
 
@@ -552,12 +567,36 @@ TEST(memory_operand_of_two_matmuls_by_matmul_width)
                  "  ROOT t = (bf16[8192,%d]{1,0}, bf16[8192,%d]{1,0}) tuple(dq, dk)\n"
                  "}\n", w, w, w, w, w, w);
     }
-    /* arguments 256 MiB + q, k; outputs dq, dk; d 128 MiB when written */
-    CHECK(fabs(peak_mib(narrow, "v6e") - (260 + 4 + 128)) < 1e-9);
-    CHECK(fabs(peak_mib(wide, "v6e") - (264 + 8)) < 1e-9);
-    CHECK(fabs(peak_mib(narrow, "v5e") - (260 + 4)) < 1e-9);
+    /* arguments 256 MiB + q, k; outputs dq, dk; d 128 MiB when written; prefetched: q and k where d is written
+     * (the first matmul runs after it), q alone where d is recomputed (k is read by the first op) */
+    CHECK(fabs(peak_mib(narrow, "v6e") - (260 + 4 + 128 + tables_mib(2, "v6e"))) < 1e-9);
+    CHECK(fabs(peak_mib(wide, "v6e") - (264 + 8 + tables_mib(1, "v6e"))) < 1e-9);
+    CHECK(fabs(peak_mib(narrow, "v5e") - (260 + 4 + tables_mib(1, "v5e"))) < 1e-9);
     CHECK(fabs(peak_mib(wide, "v3") - (264 + 8 + 128)) < 1e-9);
-    CHECK(fabs(peak_mib(narrow, "v7") - (260 + 4 + 128)) < 1e-9);   /* v7 as v6e (256-wide MXU) */
+    CHECK(fabs(peak_mib(narrow, "v7") - (260 + 4 + 128 + tables_mib(2, "v7"))) < 1e-9);   /* v7 as v6e (256-wide MXU) */
+}
+
+/* A stable sort becomes, in libtpu's programs, a sort of the keys and an s32 iota: a tuple result whose index table
+ * takes a 16 KiB slot of the HBM heap (rank1_degenerate's buffer assignments on v5e and v6e); tpusim adds it on
+ * the chips with memory-space assignment. Alone in the heap beside the output (an allocation outside libtpu's
+ * heap) it adds one table: 512 B on v5e, 32 B on v6e. An unstable sort of one operand keeps an array result;
+ * v3 has no tables in tpusim. */
+TEST(memory_stable_sort_takes_a_tuple_table)
+{
+    static const char *stable =
+        "HloModule s\n"
+        "cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT lt = pred[] compare(a, b), direction=LT\n}\n"
+        "ENTRY main {\n"
+        "  x = f32[1000]{0} parameter(0)\n"
+        "  ROOT s = f32[1000]{0} sort(x), dimensions={0}, is_stable=true, to_apply=cmp\n"
+        "}\n";
+    char unstable[1024];
+    const char *at = strstr(stable, ", is_stable=true");
+    REQUIRE(at != NULL);
+    snprintf(unstable, sizeof unstable, "%.*s%s", (int)(at - stable), stable, at + strlen(", is_stable=true"));
+    CHECK(fabs(peak_mib(stable, "v5e") - peak_mib(unstable, "v5e") - tables_mib(1, "v5e")) < 1e-9);
+    CHECK(fabs(peak_mib(stable, "v6e") - peak_mib(unstable, "v6e") - tables_mib(1, "v6e")) < 1e-9);
+    CHECK(fabs(peak_mib(stable, "v3") - peak_mib(unstable, "v3")) < 1e-9);
 }
 
 /* libtpu's HBM heap puts every temporary at a multiple of 16 KiB. A chain of four small matmuls on v3: the

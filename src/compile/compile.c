@@ -899,6 +899,9 @@ static int cmp_buf_cmp(const void *a, const void *b)
  * take 16 KiB each. */
 #define CMP_HEAP_ALIGN 16384
 
+/* cmp_buf.v of the block of a plan's tuple tables (cmp_tuple_tables): placed at any offset */
+#define CMP_BUF_TABLES (-2)
+
 /* Best fit by decreasing size (like XLA's heap simulator): each buffer goes to the lowest aligned offset where
  * it overlaps no placed buffer that is live at the same time. */
 static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int n)
@@ -929,7 +932,8 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
             conf[j + 1] = x;
         }
         /* entry outputs are allocations of their own in libtpu, not heap buffers: no alignment */
-        int64_t align = b->v >= 0 && C->p->values[b->v].kind == CMP_V_OUTPUT ? 1 : CMP_HEAP_ALIGN;
+        int out = b->v >= 0 && C->p->values[b->v].kind == CMP_V_OUTPUT;
+        int64_t align = out || b->v == CMP_BUF_TABLES ? 1 : CMP_HEAP_ALIGN;
         int64_t best = -1, best_gap = INT64_MAX, cur = 0;
         for (int k = 0; k <= nc; k++) {
             int64_t next = k < nc ? conf[k]->offset : INT64_MAX;
@@ -1157,7 +1161,29 @@ static tpu_status cmp_cross_program_prefetch(cmp_state *C, cmp_plan *plan, int *
     return TPU_OK;
 }
 
-static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n)
+/* Tuple index tables (a tuple-shaped value's table of element addresses) in libtpu's HBM heap on the chips with
+ * memory-space assignment: every buffer assignment dumped on v5e/v6e (rank1_degenerate, mlp_train, a small SGD
+ * step) holds one per `copy-start` of an argument prefetched into VMEM and one per sort (a stable one becomes a
+ * sort of the keys and an s32 iota), 512 B on v5e and 32 B on v6e (v5p, v7: not measured; taken as v5e, v6e),
+ * each in a 16 KiB slot of its own that no other table reuses even where their live ranges do not meet. tpusim
+ * gives a plan's n tables one block live over the whole plan: n - 1 slots and the last table, at any offset
+ * (libtpu's heap starts its slots at an aligned base, and the entry outputs tpusim's heap holds beside them are
+ * allocations outside libtpu's heap: odd_shapes_bf16's 849 KiB are its arguments, outputs and one table).
+ * The arguments' `copy-start` count is one per argument prefetched (8 for the SGD step's 8 non-scalar arguments),
+ * not one per tpusim prefetch window; a scalar argument is copied into scalar memory without a table. */
+static int64_t cmp_tuple_table_bytes(const chp_chip *chip)
+{
+    return chip->generation >= 6 ? 32 : 512;
+}
+
+static cmp_buf cmp_tuple_tables(const cmp_state *C, const cmp_plan *plan, int n)
+{
+    int64_t bytes = (int64_t)(n - 1) * CMP_HEAP_ALIGN + cmp_tuple_table_bytes(C->chip);
+    return (cmp_buf){CMP_BUF_TABLES, bytes, 0, plan->nops, 0};
+}
+
+/* Adds to *ntables the tuple tables of the prefetches made. */
+static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n, int *ntables)
 {
     cmp_program *p = C->p;
     int np = plan->nops + 1;
@@ -1203,7 +1229,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     for (int q = 0; q <= xlast && q < np && xarg >= 0; q++) used[q] += p->values[xarg].padded;
     if (st == TPU_OK) st = cmp_prefetch_cands(C, plan, cand, &nc);
     qsort(cand, (size_t)nc, sizeof *cand, cmp_vcand_cmp);
-    int keep = 0;
+    int keep = 0, ntab = 0;
     for (int i = 0; i < nc && st == TPU_OK; i++) {
         cmp_buf b = cand[i].b;
         int pre = cand[i].arg >= 0;
@@ -1220,8 +1246,13 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
             if (tused[q] > plan->vmem_peak) plan->vmem_peak = tused[q];
         }
         if (!pre) p->values[b.v].vmem = 1;
+        else if (p->values[cand[i].arg].shape.rank > 0 && !(membound[cand[i].arg] & 4)) {
+            membound[cand[i].arg] |= 4;   /* one table per argument prefetched */
+            ntab++;
+        }
     }
     *n = keep;
+    *ntables += ntab;
     ut_free(membound);
     ut_free(used);
     ut_free(reads);
@@ -2199,6 +2230,17 @@ static tpu_status cmp_live_peak(cmp_state *C, cmp_plan *plan, const cmp_buf *buf
     return TPU_OK;
 }
 
+/* A sort whose result libtpu makes a tuple (several operands, or a stable sort, which it gives an iota of
+ * indices): it takes a tuple table (cmp_tuple_tables). */
+static int cmp_op_sorts(const cmp_op *op)
+{
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *in = op->instrs[m];
+        if (in->op == HLO_SORT && (in->nops > 1 || hlo_attr_bool(in, HK_IS_STABLE, 0))) return 1;
+    }
+    return 0;
+}
+
 /* 6. Heap: this plan's temps and outputs (values from first_value on), plus the sub-plans' peaks while
  * control ops run. */
 static tpu_status cmp_plan_heap(cmp_state *C, const hlo_comp *c, cmp_plan *plan, int first_value)
@@ -2210,9 +2252,10 @@ static tpu_status cmp_plan_heap(cmp_state *C, const hlo_comp *c, cmp_plan *plan,
         if (val->alias >= 0 || val->comp != c->id) continue;
         if (val->kind == CMP_V_TEMP || val->kind == CMP_V_OUTPUT) nb++;
     }
+    int msa = !C->compiled && C->chip->vmem_temp_bytes > 0, ntab = 0;
     for (int k = 0; k < plan->nops; k++)
         if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0) nb++;
-    cmp_buf *bufs = ut_calloc((size_t)(nb ? nb : 1), sizeof *bufs);
+    cmp_buf *bufs = ut_calloc((size_t)nb + 1, sizeof *bufs);   /* and the tables' block */
     if (!bufs) return ut_nomem(C->ctx);
     int b = 0;
     for (int v = first_value; v < C->nvalues; v++) {
@@ -2227,7 +2270,9 @@ static tpu_status cmp_plan_heap(cmp_state *C, const hlo_comp *c, cmp_plan *plan,
         if (plan->ops[k].kind == CMP_CONTROL && plan->ops[k].sub_peak > 0)
             bufs[b++] = (cmp_buf){-1, plan->ops[k].sub_peak, k, k, 0};
     tpu_status st = TPU_OK;
-    if (!C->compiled && C->chip->vmem_temp_bytes > 0) st = cmp_vmem_assign(C, plan, bufs, &nb);
+    if (msa) st = cmp_vmem_assign(C, plan, bufs, &nb, &ntab);
+    for (int k = 0; k < plan->nops && msa; k++) ntab += cmp_op_sorts(&plan->ops[k]);
+    if (ntab > 0) bufs[nb++] = cmp_tuple_tables(C, plan, ntab);
     if (!st) st = cmp_assign_heap(C, plan, bufs, nb);
     if (!st) st = cmp_live_peak(C, plan, bufs, nb);
     ut_free(bufs);
