@@ -500,7 +500,7 @@ static const chp_gen chp_gens[] = {
         .hbm_reserved_bytes = 260 * MiB,     /* [OOM-v6e] "reserved 260.00M" */
         .hbm_bw = 1638e9,                    /* [DOC-v6e] 1638 GBps */
         .vmem_bytes = 128 * MiB,             /* [JAX-info] */
-        .vmem_temp_bytes = 96 * MiB,         /* [LIBTPU-REF] temporaries in VMEM up to 95.9 MiB (128 less the
+        .vmem_temp_bytes = 95 * MiB + 920 * KiB, /* [LIBTPU-REF] temporaries in VMEM up to 95.9 MiB (128 less the
                                               * 32 MiB scoped default); a 98 MiB buffer stays in HBM, one 49 fits */
         .mxu_recompute_operands = 2,         /* [LIBTPU-REF] by the reading matmuls' width: attention's dS
                                               * written once (attention_train_bf16, long_attention_train_bf16,

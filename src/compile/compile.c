@@ -12,6 +12,7 @@
  * Values inside an op never touch HBM; each op writes its root's result. */
 #include "compile.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -960,12 +961,11 @@ static tpu_status cmp_assign_heap(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
 
 /* Memory-space assignment (XLA's MSA on v5e and later): temporaries go to VMEM while the VMEM they occupy at
  * every point of their live range stays within the chip's budget for them (chip->vmem_temp_bytes); what is
- * left is the HBM heap. Candidates are taken densest first — the most reads per position of the live range,
- * the benefit of fast memory per byte it holds (MSA sorts by memory boundedness) — then larger first. A
- * temporary that only compute-bound matmuls write and read comes after all others (MSA's benefit of it is
- * negative): it takes what VMEM is left. Argument prefetches compete with the temporaries
- * (cmp_prefetch_cands); the cross-program prefetch holds its VMEM before any of them
- * (cmp_cross_program_prefetch). Entry outputs, loop state a sub-plan writes and sub-plan reservations stay in
+ * left is the HBM heap. Candidates are taken in MSA's order: its benefit of the buffer over the square root of
+ * its size, then larger first (cmp_vmem_benefits). A temporary that only compute-bound matmuls write and read
+ * comes after all others (MSA's benefit of it is negative): it takes what VMEM is left. Argument prefetches
+ * compete with the temporaries (cmp_prefetch_cands); the cross-program prefetch holds its VMEM before any of
+ * them (cmp_cross_program_prefetch). Entry outputs, loop state a sub-plan writes and sub-plan reservations stay in
  * HBM. Removes the chosen buffers from bufs (*n shrinks). */
 typedef struct cmp_vcand {
     cmp_buf b;
@@ -1057,10 +1057,11 @@ static int cmp_op_reads_copy(const cmp_state *C, const cmp_op *op, int v)
 /* Prefetches (MSA's copy-start of an entry argument into VMEM before an op reads it): they hold VMEM that
  * temporaries then cannot have. A prefetch is only worth it when the copy hides behind the ops before the
  * reader, so it starts at the latest op from which they take at least as long as copying the argument over
- * HBM, and one that cannot hide (an argument the first ops read) is not made. It competes with the temporaries
- * in the same order, as a buffer written once and read once over that window, and goes first among equals:
- * embedding_train on v6e prefetches its 49 MiB table (in slices) for the update and writes the scatter's
- * table, as dense and as large, to HBM. The cross-program prefetch's argument may have one too (mlp_infer_bf16:
+ * HBM, and one that cannot hide (an argument the first ops read) is not made. Consecutive readers whose windows
+ * meet share one. It competes with the temporaries by its argument's benefit (cmp_vmem_benefits) and goes first
+ * among equals: embedding_train on v6e prefetches its 49 MiB table (in slices) for the update and writes the
+ * scatter's zero table, of the same size and benefit (the scatter's updates and the update's read, against the
+ * gather's rows and the update's read), to HBM. The cross-program prefetch's argument may have one too (mlp_infer_bf16:
  * libtpu's program holds two VMEM copies of w2). Appends to cand from *nc. */
 static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *cand, int *nc)
 {
@@ -1102,6 +1103,14 @@ static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *ca
                 if (before[k] - before[mid] >= need) lo = mid;
                 else hi = mid - 1;
             }
+            /* one copy serves consecutive readers whose windows meet (libtpu's layernorm_train.v6e: one
+             * `copy-start` of the batch for all its readers) */
+            int j = *nc - 1;
+            while (j >= 0 && cand[j].arg >= 0 && cand[j].arg != v) j--;
+            if (j >= 0 && cand[j].arg == v && lo <= cand[j].b.end) {
+                cand[j].b.end = k;
+                continue;
+            }
             cmp_vcand *c = &cand[(*nc)++];
             memset(c, 0, sizeof *c);
             c->arg = v;
@@ -1109,7 +1118,6 @@ static tpu_status cmp_prefetch_cands(cmp_state *C, cmp_plan *plan, cmp_vcand *ca
             c->b.size = p->values[v].padded;
             c->b.start = lo;
             c->b.end = k;
-            c->density = 2.0 / (k - lo + 1.0);
         }
     }
     ut_free(copied);
@@ -1182,39 +1190,109 @@ static cmp_buf cmp_tuple_tables(const cmp_state *C, const cmp_plan *plan, int n)
     return (cmp_buf){CMP_BUF_TABLES, bytes, 0, plan->nops, 0};
 }
 
+/* Bytes of value v that op moves when it reads it (out = 0) or writes it (out = 1), as XLA's cost analysis
+ * counts them: a gather or dynamic-slice reads of its operand only what it returns, a scatter or
+ * dynamic-update-slice in place reads and writes only its updates (embedding_train: the table's rows). Other
+ * readers and writers move the whole value, but a fill (a scalar broadcast) none: XLA fuses it into its reader,
+ * libtpu's scatter writes the zero table it updates. */
+static double cmp_use_bytes(cmp_state *C, const cmp_op *op, int v, int out)
+{
+    const cmp_value *val = &C->p->values[v];
+    double whole = (double)val->padded, sum = 0;
+    int any = 0;
+    if (out && op->root->op == HLO_BROADCAST && op->root->nops == 1 && op->root->ops[0]->shape.rank == 0)
+        return 0;   /* a fill: fused into its reader (embedding_train's zero table into the scatter) */
+    for (int m = 0; m < op->ninstrs; m++) {
+        const hlo_instr *in = op->instrs[m];
+        if (out ? in != op->root : 1) {
+            int reads = 0;
+            for (int j = 0; j < in->nops && !out; j++) reads |= in->ops[j] == val->def;
+            if (!reads) continue;
+        }
+        const hlo_shape *part = NULL;
+        if ((in->op == HLO_GATHER || in->op == HLO_DYNAMIC_SLICE) && !out && in->nops > 0 && in->ops[0] == val->def)
+            part = &in->shape;
+        else if (in->op == HLO_DYNAMIC_UPDATE_SLICE && in->nops > 1 && (out || in->ops[0] == val->def))
+            part = &in->ops[1]->shape;
+        else if (in->op == HLO_SCATTER && in->nops == 3 && (out || in->ops[0] == val->def))
+            part = &in->ops[2]->shape;
+        if (!part || !hlo_shape_is_array(part)) return whole;
+        sum += (double)cmp_padded_bytes(C->chip, part);
+        any = 1;
+    }
+    return any && sum < whole ? sum : whole;
+}
+
+/* MSA's benefit of keeping each buffer in VMEM (ben, by value; a buffer's is its owner's): each use (the op
+ * writing it, each op reading it) adds, for a memory-bound op, the HBM time of the bytes it moves of the
+ * buffer; a compute-bound op's use is its memory time less its compute time, negative, and only counts while
+ * the sum is not positive. Compiler copies of arguments count as written by a memory-bound op. */
+static void cmp_vmem_benefits(cmp_state *C, const cmp_plan *plan, double *ben)
+{
+    cmp_program *p = C->p;
+    double bw = cmp_device_hbm_bw(C->chip);
+    char *seen = ut_calloc((size_t)C->nvalues + 1, 1);
+    if (!seen || bw <= 0) {
+        ut_free(seen);
+        return;
+    }
+    for (int v = 0; v < C->nvalues; v++)
+        if (p->values[v].copy_of) {
+            ben[v] = (double)p->values[v].padded / bw;
+            seen[v] = 1;
+        }
+    for (int k = 0; k < plan->nops; k++) {
+        const cmp_op *op = &plan->ops[k];
+        double cpt, mem;
+        cmp_op_times(C, op, &cpt, &mem);
+        for (int io = 0; io < 2; io++) {
+            int n = io ? op->nin : op->nout;
+            for (int q = 0; q < n; q++) {
+                int v = io ? op->in[q] : op->out[q];
+                if (v < 0 || v >= C->nvalues) continue;
+                int w = cmp_owner(p, v);
+                if (!io && seen[w]) continue;   /* written in place: the buffer's first writer defines it */
+                double u = mem > cpt ? cmp_use_bytes(C, op, v, !io) / bw : mem - cpt;
+                if (!seen[w]) ben[w] = u;
+                else if (ben[w] > 0 && u > 0) ben[w] += u;
+                else if (u > ben[w]) ben[w] = u;
+                seen[w] = 1;
+            }
+        }
+    }
+    ut_free(seen);
+}
+
 /* Adds to *ntables the tuple tables of the prefetches made. */
 static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, int *n, int *ntables)
 {
     cmp_program *p = C->p;
     int np = plan->nops + 1;
     int64_t *used = ut_calloc((size_t)np * 2, sizeof *used), *tused = used ? used + np : NULL;
-    int *reads = ut_calloc((size_t)C->nvalues + 1, sizeof *reads);
+    double *ben = ut_calloc((size_t)C->nvalues + 1, sizeof *ben);   /* cmp_vmem_benefits */
     int nreads = 0;   /* room for one prefetch per read */
     for (int k = 0; k < plan->nops; k++) nreads += plan->ops[k].nin;
     cmp_vcand *cand = ut_malloc((size_t)(*n + nreads + 1) * sizeof *cand);
-    if (!used || !reads || !cand) {
+    if (!used || !ben || !cand) {
         ut_free(used);
-        ut_free(reads);
+        ut_free(ben);
         ut_free(cand);
         return ut_nomem(C->ctx);
     }
-    /* reads[v]: reads by ops; membound[v]: 1 when ops write or read v, 3 when one of them is not compute-bound
+    /* membound[v]: 1 when ops write or read v, 3 when one of them is not compute-bound
      * (values no op lists, such as the compiler's copies of operands, count as memory-bound; only ops of
      * compute-bound matmuls touching v make it a candidate of last resort) */
     char *membound = ut_calloc((size_t)C->nvalues + 1, 1);
     if (!membound) {
         ut_free(used);
-        ut_free(reads);
+        ut_free(ben);
         ut_free(cand);
         return ut_nomem(C->ctx);
     }
     for (int k = 0; k < plan->nops; k++) {
         char mb = cmp_op_compute_bound(C, &plan->ops[k]) ? 1 : 3;
         for (int q = 0; q < plan->ops[k].nin; q++)
-            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) {
-                reads[plan->ops[k].in[q]]++;
-                membound[plan->ops[k].in[q]] |= mb;
-            }
+            if (plan->ops[k].in[q] >= 0 && plan->ops[k].in[q] < C->nvalues) membound[plan->ops[k].in[q]] |= mb;
         for (int q = 0; q < plan->ops[k].nout; q++)
             if (plan->ops[k].out[q] >= 0 && plan->ops[k].out[q] < C->nvalues) membound[plan->ops[k].out[q]] |= mb;
     }
@@ -1222,12 +1300,16 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
         cand[i].b = bufs[i];
         cand[i].arg = -1;
         cand[i].last = bufs[i].v >= 0 && membound[bufs[i].v] == 1;
-        cand[i].density = bufs[i].v >= 0 ? (reads[bufs[i].v] + 1.0) / (bufs[i].end - bufs[i].start + 1.0) : 0;
     }
     int nc = *n, xarg, xlast;
     tpu_status st = cmp_cross_program_prefetch(C, plan, &xarg, &xlast);
     for (int q = 0; q <= xlast && q < np && xarg >= 0; q++) used[q] += p->values[xarg].padded;
     if (st == TPU_OK) st = cmp_prefetch_cands(C, plan, cand, &nc);
+    cmp_vmem_benefits(C, plan, ben);
+    for (int i = 0; i < nc; i++) {   /* a prefetch: its argument's benefit */
+        int v = cand[i].arg >= 0 ? cand[i].arg : cand[i].b.v;
+        cand[i].density = v >= 0 && cand[i].b.size > 0 ? ben[v] / sqrt((double)cand[i].b.size) : 0;
+    }
     qsort(cand, (size_t)nc, sizeof *cand, cmp_vcand_cmp);
     int keep = 0, ntab = 0;
     for (int i = 0; i < nc && st == TPU_OK; i++) {
@@ -1255,7 +1337,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     *ntables += ntab;
     ut_free(membound);
     ut_free(used);
-    ut_free(reads);
+    ut_free(ben);
     ut_free(cand);
     return st;
 }
@@ -1476,6 +1558,19 @@ static int cmp_read_after(cmp_state *C, const hlo_instr *def, const hlo_instr *v
     return 0;
 }
 
+/* The working arrays of one computation's plan, indexed by instruction id (creation order) or op (group). */
+typedef struct cmp_fusion {
+    int       n;              /* instructions */
+    int       ngroups;        /* ops, numbered by creation */
+    int      *group;          /* op of each instruction; -1 when duplicated into its consumers */
+    int      *root_of;        /* per op: root instruction id */
+    uint8_t  *gkind;          /* per op: cmp_op_kind */
+    int      *pos_of_group;   /* per op: its position in the schedule */
+    uint8_t  *dup;            /* duplicated into its consumers: no op, no value */
+    int     **effs;           /* per duplicated instruction: the ops it is recomputed in (neff of them) */
+    int      *neff;
+} cmp_fusion;
+
 /* Whether every reader of `in`'s value, following it through the elementwise and layout instructions that
  * are recomputed in their consumers (dup), is a dot or convolution that rounds its operands to bf16 (one MXU
  * pass) or a comparison (a ReLU mask: the sign survives rounding). Then the TPU compiler stores the value as
@@ -1498,9 +1593,21 @@ static int cmp_on_mxu(const hlo_instr *u)
     return 1;
 }
 
-static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup, int depth)
+/* Whether a convolution dilates its input (a transposed convolution): libtpu writes its result as computed, f32,
+ * with nothing fused into it, although its readers round it to bf16 (conv_transpose_train's first layer,
+ * `fusion.11` on v3, v5e and v6e; the cause is not known). */
+static int cmp_conv_lhs_dilated(const hlo_instr *in)
 {
-    if (depth > 12 || in == in->parent->root) return 0;
+    const hlo_attr *wa = in->op == HLO_CONVOLUTION ? hlo_attr_find(in, HK_WINDOW) : NULL;
+    const hlo_window *w = wa && wa->kind == HA_WINDOW ? wa->v.window : NULL;
+    for (int i = 0; w && i < w->rank; i++)
+        if (w->d[i].lhs_dilate > 1) return 1;
+    return 0;
+}
+
+static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const cmp_fusion *F, int depth)
+{
+    if (depth > 12 || in == in->parent->root || cmp_conv_lhs_dilated(in)) return 0;
     const hlo_comp *c = in->parent;
     int gi = cmp_gid(C, in), any = 0;
     for (int k = 0; k < C->users_n[gi]; k++) {
@@ -1515,7 +1622,11 @@ static int cmp_bf16_enough(cmp_state *C, const hlo_instr *in, const uint8_t *dup
         int flows = uc == HLO_CLASS_EW1 || uc == HLO_CLASS_EW2 || uc == HLO_CLASS_EW3 || u->op == HLO_BROADCAST ||
                     u->op == HLO_RESHAPE || u->op == HLO_TRANSPOSE || u->op == HLO_SLICE || u->op == HLO_COPY;
         if (u->op == HLO_CONVERT && u->shape.dtype == TPU_BF16) continue;
-        if (!flows || !dup[u->id] || !cmp_bf16_enough(C, u, dup, depth + 1)) return 0;
+        /* u recomputed in its consumers, or a select fused into the op that reads it (conv_transpose_train's
+         * ReLU-gradient mask: libtpu fuses it into the convolution writing the gradient, stored as bf16) */
+        int inside = F->dup[u->id] || (u->op == HLO_SELECT && F->group[u->id] >= 0 &&
+                                       F->root_of[F->group[u->id]] != u->id);
+        if (!flows || !inside || !cmp_bf16_enough(C, u, F, depth + 1)) return 0;
     }
     return any;
 }
@@ -1604,19 +1715,6 @@ static int cmp_while_copies(cmp_state *C, const hlo_instr *w, int k, const int *
     }
     return 1;
 }
-
-/* The working arrays of one computation's plan, indexed by instruction id (creation order) or op (group). */
-typedef struct cmp_fusion {
-    int       n;              /* instructions */
-    int       ngroups;        /* ops, numbered by creation */
-    int      *group;          /* op of each instruction; -1 when duplicated into its consumers */
-    int      *root_of;        /* per op: root instruction id */
-    uint8_t  *gkind;          /* per op: cmp_op_kind */
-    int      *pos_of_group;   /* per op: its position in the schedule */
-    uint8_t  *dup;            /* duplicated into its consumers: no op, no value */
-    int     **effs;           /* per duplicated instruction: the ops it is recomputed in (neff of them) */
-    int      *neff;
-} cmp_fusion;
 
 static tpu_status cmp_fusion_init(cmp_state *C, cmp_fusion *F, int n)
 {
@@ -2015,7 +2113,7 @@ static tpu_status cmp_values_op(cmp_state *C, const hlo_comp *c, const cmp_fusio
     if (placed < 0) return ut_nomem(C->ctx);
     if (placed) return TPU_OK;
     if (!cmp_define_all(C, r, CMP_V_TEMP)) return ut_nomem(C->ctx);
-    if (!C->compiled && hlo_shape_is_array(&r->shape) && r->shape.dtype == TPU_F32 && cmp_bf16_enough(C, r, F->dup, 0)) {
+    if (!C->compiled && hlo_shape_is_array(&r->shape) && r->shape.dtype == TPU_F32 && cmp_bf16_enough(C, r, F, 0)) {
         cmp_value *v = &C->p->values[cmp_leaves(C, r)[0]];
         v->shape.dtype = TPU_BF16;
         v->unpadded = cmp_unpadded_bytes(&v->shape);
