@@ -260,8 +260,8 @@ TEST(libtpu_ref_usable_hbm_and_oom)
  * "Summary"), before optimization (what users give tpusim: it chooses layouts, fusion, schedule and VMEM
  * placement itself) and on libtpu's optimized programs (layouts, fusion and schedule given). The bounds are
  * ratchets at today's measurement: a change that makes the set worse fails; one that makes it better lowers them
- * here. The issue's goal (issue 13) is a median of 10% and a maximum of 30% before optimization; the median is met,
- * the maximum is not (vit_patch_train on v5e, where VMEM placement differs: docs/libtpu-reference.md; the tiny
+ * here. The issue's goal (issue 13) is a median of 10% and a maximum of 30% before optimization: both are met since
+ * VMEM candidates go in MSA's benefit order (vit_patch_train on v5e, +43.9% before, is -12.4%; the tiny
  * rank1_degenerate on v5e/v6e, -57% before tpusim put tuple index tables in the heap, is -23%). */
 /* The real figure is the HBM space of the compiler's memory-usage report (what its out-of-memory check totals:
  * tests/reference/libtpu_oom_fragmentation.md); before, memory_analysis' args + outputs + temp - aliased, whose temp
@@ -269,12 +269,16 @@ TEST(libtpu_ref_usable_hbm_and_oom)
  * 10% and 30%; v3 median 2.0%; optimized median 0.1%, max 55.4%, 132 and 142). The medians rose because the HBM
  * space also holds what memory_analysis leaves out: tuple index tables and scalars in the 16 KiB-aligned heap
  * of v5e/v6e programs whose temporaries are otherwise all in VMEM (0.2-1.7 MiB). */
-#define REF_PRE_MEDIAN          0.011   /* all compiles: 1.03% (1.38% before the tuple index tables) */
+#define REF_PRE_MEDIAN          0.012   /* all compiles: 1.20% (1.03% before MSA's benefit order, which traded
+                                         * small errors near the median for the maximum: conv1d_train on v5e/v6e
+                                         * places the buffer libtpu does and lands at -1.2%, the output sharing
+                                         * the heap; 1.38% before the tuple index tables) */
 #define REF_PRE_MEDIAN_V3       0.033   /* v3, where every temporary is in HBM: 3.24% */
-#define REF_PRE_MAX             0.44    /* 43.9% (vit_patch_train on v5e); 57.1% before the tuple index tables
+#define REF_PRE_MAX             0.26    /* 25.1% (resnet_block_train on v6e); 43.9% (vit_patch_train on v5e)
+                                         * before MSA's benefit order, 57.1% before the tuple index tables
                                          * (rank1_degenerate on v5e, 0.09 MiB, now -23.0%) */
-#define REF_PRE_WITHIN_10       122     /* of 143 within 10% */
-#define REF_PRE_WITHIN_30       142     /* of 143 within 30% */
+#define REF_PRE_WITHIN_10       123     /* of 143 within 10% (122 before MSA's benefit order) */
+#define REF_PRE_WITHIN_30       143     /* of 143 within 30% (142) */
 #define REF_OPT_MEDIAN          0.0055  /* 0.51% */
 #define REF_OPT_MAX             0.33    /* 32.9% (rank1_degenerate on v3) */
 #define REF_OPT_WITHIN_10       140
