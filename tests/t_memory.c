@@ -414,9 +414,10 @@ static const char *mlp3 =
 /* Memory-space assignment (v5e and later) gives a temporary whose producer and readers are all compute-bound
  * matmuls (MXU time over their HBM time) what VMEM the others leave (MSA's benefit of it is negative). Alone
  * (fat) h takes VMEM on v5e; on v6e (95.9 MiB) the cross-program prefetch of a, b's prefetch and h would take
- * 96 MiB (three 32 MiB values do not fit there: libtpu's batchnorm_nchw_train), so h is in HBM; in mlp3 the cross-program prefetch of w2 and the prefetches leave no room for the 64 MiB
- * activations, which stay in HBM as mlp_infer_bf16's do in libtpu's programs. A thin contraction
- * (memory-bound) keeps its 32 MiB temporary in VMEM. */
+ * 96 MiB (three 32 MiB values do not fit there: libtpu's batchnorm_nchw_train), so h is in HBM. In mlp3 the
+ * cross-program prefetch of w2 and the prefetches leave no room for the 64 MiB activations, which stay in HBM
+ * as mlp_infer_bf16's do in libtpu's programs. A thin contraction (memory-bound) keeps its 32 MiB temporary
+ * in VMEM. */
 TEST(memory_vmem_compute_bound_temporaries_come_last)
 {
     static const char *fat =

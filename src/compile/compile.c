@@ -1572,10 +1572,10 @@ typedef struct cmp_fusion {
 } cmp_fusion;
 
 /* Whether every reader of `in`'s value, following it through the elementwise and layout instructions that
- * are recomputed in their consumers (dup), is a dot or convolution that rounds its operands to bf16 (one MXU
- * pass) or a comparison (a ReLU mask: the sign survives rounding). Then the TPU compiler stores the value as
- * bf16, the rounding the MXU does anyway (libtpu keeps f32 activations saved for the backward pass as bf16:
- * cnn_nhwc_train, transformer_train in tests/reference). */
+ * are recomputed in their consumers (dup) and selects fused into their reader, is a dot or convolution that
+ * rounds its operands to bf16 (one MXU pass) or a comparison (a ReLU mask: the sign survives rounding). Then
+ * the TPU compiler stores the value as bf16, the rounding the MXU does anyway (libtpu keeps f32 activations
+ * saved for the backward pass as bf16: cnn_nhwc_train, transformer_train in tests/reference). */
 /* Whether a dot or convolution runs on the MXU (rounding its operands to bf16 at one pass). Depthwise
  * convolutions (groups of fewer than 8 input features, or batch groups: their weight gradient) run on the
  * vector unit in f32, so their operands stay f32 (depthwise_train: libtpu keeps the 98 MiB expanded
