@@ -449,6 +449,36 @@ TEST(memory_vmem_compute_bound_temporaries_come_last)
     CHECK(fabs(peak_mib(thin, "v5e") - (4 + tables_mib(1, "v5e"))) < 1e-9);
 }
 
+/* MSA's benefit counts the bytes each use moves, as XLA's cost analysis does: the gather reads 8 MiB of rows of
+ * the 48.8 MiB table t, the scatter in place reads and writes its 8 MiB of updates of the zero table zt, and the
+ * fill writing zt moves nothing (XLA fuses it into the scatter). Both then have the same benefit (8 MiB and the
+ * update's 48.8 MiB read) and t's prefetch goes first among equals: on v6e (95.9 MiB) zt no longer fits and stays
+ * in HBM, as the scatter's table does in libtpu's embedding_train. Counting whole arrays would put zt (written,
+ * updated and read: three uses) in VMEM instead (57 MiB of VMEM temporaries, peak 98 MiB). */
+TEST(memory_vmem_benefit_counts_bytes_accessed)
+{
+    static const char *emb =
+        "HloModule emb\n"
+        "add {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT s = f32[] add(p, q)\n}\n"
+        "ENTRY main {\n"
+        "  t = f32[100000,128]{1,0} parameter(0)\n"
+        "  i = s32[16384,1]{1,0} parameter(1)\n"
+        "  g = f32[16384,128]{1,0} gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, "
+        "index_vector_dim=1, slice_sizes={1,128}\n"
+        "  gg = f32[16384,128]{1,0} multiply(g, g)\n"
+        "  z = f32[] constant(0)\n"
+        "  zt = f32[100000,128]{1,0} broadcast(z), dimensions={}\n"
+        "  sc = f32[100000,128]{1,0} scatter(zt, i, gg), update_window_dims={1}, inserted_window_dims={0}, "
+        "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+        "  c = f32[] constant(0.01)\n"
+        "  cb = f32[100000,128]{1,0} broadcast(c), dimensions={}\n"
+        "  m = f32[100000,128]{1,0} multiply(sc, cb)\n"
+        "  ROOT o = f32[100000,128]{1,0} subtract(t, m)\n"
+        "}\n";
+    CHECK(fabs(vmem_mib(emb, "v6e") - 8) < 0.1);   /* the gathered rows only */
+    CHECK(peak_mib(emb, "v6e") > 146);             /* t, zt and the output in HBM */
+}
+
 /* Whether a matmul is compute-bound counts everything its op reads and writes, as MSA's cost analysis times a
  * fusion: in mlp3 every op is compute-bound, but adding to h2 four 64 MiB slices of a 256 MiB argument (too
  * large to prefetch) makes the second layer's op memory-bound, and a 64 MiB activation gets VMEM. */
@@ -763,4 +793,41 @@ TEST(memory_depthwise_convolution_operands_stay_f32)
         "  ROOT r = f32[] reduce(d, z), dimensions={0,1,2,3}, to_apply=add\n"
         "}\n";
     CHECK_EQ_INT(program_bytes(dw, "v3") - program_bytes(full, "v3"), 49 << 20);
+}
+
+/* Stored as bf16 through a ReLU-gradient select fused into the convolution reading it (libtpu fuses the select
+ * into the gradient's convolution: conv_transpose_train's `convolution_select_fusion`, bf16): g is 8 MiB, not
+ * 16. A transposed convolution's result (lhs dilation) stays f32 although a convolution reads it (that
+ * program's `fusion.11`, f32 on v3, v5e and v6e): c is 64 MiB, not 32. On v3 every temporary is in HBM. */
+TEST(memory_stored_dtype_through_select_not_transposed_conv)
+{
+    static const char *sel =
+        "HloModule sel\n"
+        "ENTRY main {\n"
+        "  a = f32[8,64,64,128]{3,2,1,0} parameter(0)\n"
+        "  k = f32[3,3,128,128]{3,2,1,0} parameter(1)\n"
+        "  m = f32[8,64,64,128]{3,2,1,0} parameter(2)\n"
+        "  g = f32[8,64,64,128]{3,2,1,0} convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+        "  z = f32[] constant(0)\n"
+        "  zb = f32[8,64,64,128]{3,2,1,0} broadcast(z), dimensions={}\n"
+        "  p = pred[8,64,64,128]{3,2,1,0} compare(m, zb), direction=GT\n"
+        "  s = f32[8,64,64,128]{3,2,1,0} select(p, g, zb)\n"
+        "  ROOT r = f32[8,64,64,128]{3,2,1,0} convolution(s, k), window={size=3x3 pad=1_1x1_1}, "
+        "dim_labels=b01f_01io->b01f\n"
+        "}\n";
+    static const char *tc =
+        "HloModule tc\n"
+        "ENTRY main {\n"
+        "  x = f32[8,64,64,128]{3,2,1,0} parameter(0)\n"
+        "  w = f32[4,4,128,128]{3,2,1,0} parameter(1)\n"
+        "  v = f32[3,3,128,128]{3,2,1,0} parameter(2)\n"
+        "  c = f32[8,128,128,128]{3,2,1,0} convolution(x, w), window={size=4x4 pad=2_2x2_2 lhs_dilate=2x2}, "
+        "dim_labels=b01f_01io->b01f\n"
+        "  ROOT r = f32[8,64,64,128]{3,2,1,0} convolution(c, v), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+        "dim_labels=b01f_01io->b01f\n"
+        "}\n";
+    /* arguments 32.5625 MiB, output 16, g 8 */
+    CHECK(fabs(peak_mib(sel, "v3") - 56.5625) < 1e-9);
+    /* arguments 17.5625 MiB, output 16, c 64 */
+    CHECK(fabs(peak_mib(tc, "v3") - 97.5625) < 1e-9);
 }
