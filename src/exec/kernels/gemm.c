@@ -55,7 +55,18 @@ static inline __attribute__((always_inline)) float gm_get(const exe_gemm_src *s,
 }
 
 /* A 2-D block: dst[r * dld + c] = conv(src element (r0 + r, c0 + c)) for r < rows, c < cols, where element
- * (r, c) of the source is at off + r*rs + c*cs. The loop runs along whichever side is contiguous. */
+ * (r, c) of the source is at off + r*rs + c*cs. The loop runs along whichever side is contiguous. pf != 0:
+ * each row of contiguous elements also prefetches the same span pf elements on (the packers: GM_PF rows
+ * ahead, past `rows` too, into the next panel's rows): a skinny product's packing streams its big operand
+ * from memory once, and waiting on each row's lines in turn (short runs at a large stride, which the
+ * hardware prefetcher does not follow) took a third of 64x4096x4096 and 4096x64x4096. Prefetches never
+ * fault, wherever they point. */
+#ifndef GM_PF
+#define GM_PF 6   /* rows ahead, packing A (and B panel by panel) */
+#endif
+#ifndef GM_PFK
+#define GM_PFK 2   /* B packed row by row (gm_pack_b_rows): rows ahead */
+#endif
 #define GM_BLOCK(CONV, T)                                                                           \
     do {                                                                                            \
         const T *p = (const T *)s->p + off;                                                         \
@@ -63,6 +74,9 @@ static inline __attribute__((always_inline)) float gm_get(const exe_gemm_src *s,
             for (int64_t r = 0; r < rows; r++) {                                                    \
                 const T *q = p + r * rs;                                                            \
                 float *d = dst + r * dld;                                                           \
+                if (cs == 1 && pf)                                                                  \
+                    for (int64_t c = 0; c < cols; c += 64 / (int64_t)sizeof(T))                     \
+                        __builtin_prefetch(q + pf + c);                                             \
                 if (cs == 1) for (int64_t c = 0; c < cols; c++) d[c] = CONV(q[c]);                  \
                 else for (int64_t c = 0; c < cols; c++) d[c] = CONV(q[c * cs]);                     \
             }                                                                                       \
@@ -78,7 +92,7 @@ static inline __attribute__((always_inline)) float gm_get(const exe_gemm_src *s,
 
 EXE_MX_CLONES
 static void gm_load_block(float *dst, int64_t dld, const exe_gemm_src *s, int64_t off, int64_t rs, int64_t cs, int64_t rows,
-                          int64_t cols)
+                          int64_t cols, int64_t pf)
 {
     if (s->dtype == TPU_BF16) {
         if (s->part == EXE_MX_LO) GM_BLOCK(GM_ZERO, uint16_t);
@@ -93,14 +107,34 @@ static void gm_load_block(float *dst, int64_t dld, const exe_gemm_src *s, int64_
 /* A panel, row-major: rows [i0, i0+mr) x k [k0, k0+kc) -> dst[i*kc + k], rows >= mr zero. */
 static void gm_pack_a(const exe_gemm_src *A, int64_t i0, int mr, int64_t k0, int64_t kc, float *dst, int MR)
 {
-    gm_load_block(dst, kc, A, i0 * A->rs + k0 * A->cs, A->rs, A->cs, mr, kc);
+    gm_load_block(dst, kc, A, i0 * A->rs + k0 * A->cs, A->rs, A->cs, mr, kc, GM_PF * A->rs);
     if (mr < MR) memset(dst + (int64_t)mr * kc, 0, (size_t)((MR - mr) * kc) * sizeof(float));
+}
+
+/* Panels p0 <= p < p1 of B's block (k [k0, k0+kc), cols from j0 + p*NR, nr = at most NR, to jend), k-major,
+ * when B is contiguous along its columns: read row by row across all the panels (each row one run of
+ * (p1-p0)*NR elements, which the hardware prefetcher follows) rather than panel by panel (NR elements per
+ * row at B's row stride: every row a new page). dst: panel p at dst + p*kc*NR; columns past jend zero. */
+static void gm_pack_b_rows(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int64_t jend, int64_t p0,
+                           int64_t p1, float *dst, int NR)
+{
+    int64_t pw = kc * NR, full = UT_MIN(p1, (jend - j0) / NR);   /* panels p0 <= p < full are whole */
+    for (int64_t k = 0; k < kc; k++) {
+        int64_t off = (k0 + k) * B->rs + (j0 + p0 * NR) * B->cs;
+        if (full > p0) gm_load_block(dst + p0 * pw + k * NR, pw, B, off, NR * B->cs, B->cs, full - p0, NR, GM_PFK * B->rs);
+        for (int64_t p = UT_MAX(full, p0); p < p1; p++) {
+            int64_t nr = UT_MIN((int64_t)NR, jend - (j0 + p * NR));
+            float *d = dst + p * pw + k * NR;
+            gm_load_block(d, NR, B, (k0 + k) * B->rs + (j0 + p * NR) * B->cs, B->rs, B->cs, 1, nr, GM_PFK * B->rs);
+            memset(d + nr, 0, (size_t)(NR - nr) * sizeof(float));
+        }
+    }
 }
 
 /* B panel, k-major: k [k0, k0+kc) x cols [j0, j0+nr) -> dst[k*NR + j], cols >= nr zero. */
 static void gm_pack_b(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int nr, float *dst, int NR)
 {
-    gm_load_block(dst, NR, B, k0 * B->rs + j0 * B->cs, B->rs, B->cs, kc, nr);
+    gm_load_block(dst, NR, B, k0 * B->rs + j0 * B->cs, B->rs, B->cs, kc, nr, GM_PF * B->rs);
     if (nr < NR)
         for (int64_t k = 0; k < kc; k++) memset(dst + k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
 }
@@ -480,6 +514,45 @@ __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const voi
     GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
 }
 
+/* The same tile with only the first R < 12 rows (the rows of a product's last panel: M = 64 is 5 x 12 + 4,
+ * and the 12-row kernel spent an eighth of 64 x N x K on zero rows); each row's chains are the 12-row
+ * kernel's. Instantiated per R (gm_k_avx512_rows), so the unused rows compile away. */
+#define GM_ROWR(i) if (R > i) { GM_ROW512(i) }
+#define GM_LOADR(i) if (R > i) { GM_LOAD512(i) }
+#define GM_STORER(i) if (R > i) { GM_STORE512(i) }
+__attribute__((target("avx512f"), always_inline)) static inline void gm_k_avx512_r(int R, int64_t kc, const float *Ap,
+                                                                                  const float *Bp, float *C, int64_t ldc,
+                                                                                  int load, const float *Cn)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+           c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00,
+           c81 = c00, c90 = c00, c91 = c00, c100 = c00, c101 = c00;
+    GM_LOADR(0) GM_LOADR(1) GM_LOADR(2) GM_LOADR(3) GM_LOADR(4) GM_LOADR(5)
+    GM_LOADR(6) GM_LOADR(7) GM_LOADR(8) GM_LOADR(9) GM_LOADR(10)
+    for (int64_t k = 0; k < kc; k++, Bp += 32) {
+        if (Cn && k < 2 * R) _mm_prefetch((const char *)(Cn + (k >> 1) * ldc + (k & 1) * 16), _MM_HINT_T0);
+        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;
+        GM_ROWR(0) GM_ROWR(1) GM_ROWR(2) GM_ROWR(3) GM_ROWR(4) GM_ROWR(5)
+        GM_ROWR(6) GM_ROWR(7) GM_ROWR(8) GM_ROWR(9) GM_ROWR(10)
+    }
+    GM_STORER(0) GM_STORER(1) GM_STORER(2) GM_STORER(3) GM_STORER(4) GM_STORER(5)
+    GM_STORER(6) GM_STORER(7) GM_STORER(8) GM_STORER(9) GM_STORER(10)
+}
+
+/* A tile of mr < 12 rows and all 32 columns, straight into C. */
+__attribute__((target("avx512f"))) static void gm_k_avx512_rows(int mr, int64_t kc, const void *Ap_, const void *Bp_,
+                                                                float *C, int64_t ldc, int load, const float *Cn)
+{
+    const float *Ap = Ap_, *Bp = Bp_;
+    switch (mr) {
+#define GM_RCASE(r) case r: gm_k_avx512_r(r, kc, Ap, Bp, C, ldc, load, Cn); break;
+        GM_RCASE(1) GM_RCASE(2) GM_RCASE(3) GM_RCASE(4) GM_RCASE(5) GM_RCASE(6)
+        GM_RCASE(7) GM_RCASE(8) GM_RCASE(9) GM_RCASE(10) GM_RCASE(11)
+#undef GM_RCASE
+    default: break;
+    }
+}
+
 #ifdef GM_BF16
 /* 12x32 tile with VDPBF16PS: per k pair one word of A per row (broadcast) and two zmm of B pairs; each
  * instruction does 32 exact bf16 products added in k order (above). Ap: (kc+1)/2 x 12 words, Bp: (kc+1)/2 x 32. */
@@ -513,9 +586,14 @@ __attribute__((target("avx512f,avx512bf16"))) static void gm_k_avx512bf16(int64_
 
 /* ---- kernel choice ---- */
 
+/* A tile of mr < MR rows and NR columns (NULL: the full kernel on a copy of the tile) */
+typedef void (*gm_kernel_rows)(int mr, int64_t kc, const void *Ap, const void *Bp, float *C, int64_t ldc, int load,
+                               const float *Cn);
+
 typedef struct gm_impl {
     const char *name;
     gm_kernel   k;
+    gm_kernel_rows kr;
     int         MR, NR, MC, NC, KC;
     int         bf16;   /* packs bf16 pairs (bf16-valued operands only) */
 } gm_impl;
@@ -523,15 +601,15 @@ typedef struct gm_impl {
 /* f32 microkernels, best first */
 static const gm_impl gm_impls[] = {
 #ifdef GM_X86
-    {"avx512", gm_k_avx512, 12, 32, GM_MC512, GM_NC, GM_KC, 0},
-    {"avx2", gm_k_avx2, 6, 16, 120, GM_NC, GM_KC, 0},
+    {"avx512", gm_k_avx512, gm_k_avx512_rows, 12, 32, GM_MC512, GM_NC, GM_KC, 0},
+    {"avx2", gm_k_avx2, NULL, 6, 16, 120, GM_NC, GM_KC, 0},
 #endif
-    {"portable", gm_k_portable, 4, 16, 64, 2048, GM_KC, 0},
+    {"portable", gm_k_portable, NULL, 4, 16, 64, 2048, GM_KC, 0},
 };
 #define GM_NIMPL ((int)(sizeof gm_impls / sizeof gm_impls[0]))
 
 #ifdef GM_BF16
-static const gm_impl gm_impl_bf16 = {"avx512bf16", gm_k_avx512bf16, 12, 32, GM_MC512, GM_NC, GM_KC16, 1};
+static const gm_impl gm_impl_bf16 = {"avx512bf16", gm_k_avx512bf16, NULL, 12, 32, GM_MC512, GM_NC, GM_KC16, 1};
 #endif
 
 /* What exe_gemm_force set: default (OpenBLAS, the bf16 kernel for bf16-valued operands where it is faster),
@@ -690,6 +768,10 @@ static void gm_pack_b_chunk(void *ctx, int64_t p0, int64_t p1, int tid)
     gm_job *J = ctx;
     const gm_impl *I = J->I;
     int64_t pw = gm_kw(I, J->kc) * I->NR;
+    if (!I->bf16 && J->B->cs == 1) {
+        gm_pack_b_rows(J->B, J->pc, J->kc, J->jc, J->jc + J->nc, p0, p1, J->Bp, I->NR);
+        return;
+    }
     for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * I->NR;
         int nr = (int)UT_MIN((int64_t)I->NR, J->nc - j0);
@@ -746,6 +828,10 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
                     I->k(J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn);
                     continue;
                 }
+                if (nr == I->NR && I->kr) {
+                    I->kr(mr, J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn);
+                    continue;
+                }
                 if (J->load)
                     for (int r = 0; r < mr; r++) memcpy(ct + r * I->NR, C + r * J->ldc, (size_t)nr * sizeof(float));
                 I->k(J->kc, Ap + q * aw, Bp, ct, I->NR, J->load, NULL);
@@ -781,8 +867,8 @@ static int gm_small(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, cons
     if (M * K > GM_SMALL || K * Np > GM_SMALL) return 0;
     float a[GM_SMALL], b[GM_SMALL];
     /* the block loaders convert as gm_get does, with the type and part tested once, not per element */
-    gm_load_block(a, K, A, 0, A->rs, A->cs, M, K);
-    gm_load_block(b, Np, B, 0, B->rs, B->cs, K, N);
+    gm_load_block(a, K, A, 0, A->rs, A->cs, M, K, 0);
+    gm_load_block(b, Np, B, 0, B->rs, B->cs, K, N, 0);
     if (Np > N)
         for (int64_t k = 0; k < K; k++) memset(b + k * Np + N, 0, (size_t)(Np - N) * sizeof(float));
     for (int64_t i = 0; i < M; i++) {
@@ -839,8 +925,8 @@ __attribute__((target("avx512f"))) static void gm_tiny512(int64_t M, int64_t N, 
 /* A converted operand, rows x cols row-major: one flat loop when the source is contiguous. */
 static void gm_tiny_load(float *dst, const exe_gemm_src *s, int64_t rows, int64_t cols)
 {
-    if (s->cs == 1 && s->rs == cols) gm_load_block(dst, rows * cols, s, 0, rows * cols, 1, 1, rows * cols);
-    else gm_load_block(dst, cols, s, 0, s->rs, s->cs, rows, cols);
+    if (s->cs == 1 && s->rs == cols) gm_load_block(dst, rows * cols, s, 0, rows * cols, 1, 1, rows * cols, 0);
+    else gm_load_block(dst, cols, s, 0, s->rs, s->cs, rows, cols, 0);
 }
 
 /* Tiny products on AVX-512 (the 8x8 dots of loop bodies): both operands converted once into f32 blocks on the
@@ -934,7 +1020,7 @@ typedef struct gm_conv_job {
 static void gm_conv_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
 {
     const gm_conv_job *J = ctx;
-    gm_load_block(J->dst + r0 * J->cols, J->cols, J->s, r0 * J->s->rs, J->s->rs, J->s->cs, r1 - r0, J->cols);
+    gm_load_block(J->dst + r0 * J->cols, J->cols, J->s, r0 * J->s->rs, J->s->rs, J->s->cs, r1 - r0, J->cols, 0);
     (void)tid;
 }
 
