@@ -432,13 +432,21 @@ static void gm_pack_b16(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j
 
 /* Cn: the next tile's C (or NULL), prefetched during the k loop: C rows are far apart (often 4 KiB-aliased),
  * and loading them cold at the start of each tile cost a third of the speed. */
+/* pf: source lines of the next block to prefetch during the k loop (NULL: none), line k < n at
+ * p + (k / 16) * s + (k % 16) * 64: a skinny product's big operand streams from memory while the tiles
+ * compute, instead of stalling its packing (gm_task). */
+typedef struct gm_pf {
+    const char *p;
+    int64_t     s, n;
+} gm_pf;
 typedef void (*gm_kernel)(int64_t kc, const void *Ap, const void *Bp, float *C, int64_t ldc, int load,
-                          const float *Cn);
+                          const float *Cn, const gm_pf *pf);
 
-static void gm_k_portable(int64_t kc, const void *Ap_, const void *Bp_, float *C, int64_t ldc, int load, const float *Cn)
+static void gm_k_portable(int64_t kc, const void *Ap_, const void *Bp_, float *C, int64_t ldc, int load, const float *Cn,
+                          const gm_pf *pf)
 {
     const float *Ap = Ap_, *Bp = Bp_;
-    (void)Cn;
+    (void)Cn, (void)pf;
     enum { MR = 4, NR = 16 };
     float c[MR][NR];
     for (int i = 0; i < MR; i++)
@@ -452,9 +460,10 @@ static void gm_k_portable(int64_t kc, const void *Ap_, const void *Bp_, float *C
 
 #ifdef GM_X86
 __attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const void *Ap_, const void *Bp_, float *C,
-                                                          int64_t ldc, int load, const float *Cn)
+                                                          int64_t ldc, int load, const float *Cn, const gm_pf *pf)
 {
     const float *Ap = Ap_, *Bp = Bp_;
+    (void)pf;
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
         c00 = _mm256_loadu_ps(C), c01 = _mm256_loadu_ps(C + 8);
@@ -497,9 +506,10 @@ __attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const void
     _mm512_storeu_ps(C + i * ldc + 16, c##i##1);
 
 __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const void *Ap_, const void *Bp_, float *C,
-                                                           int64_t ldc, int load, const float *Cn)
+                                                           int64_t ldc, int load, const float *Cn, const gm_pf *pf)
 {
     const float *Ap = Ap_, *Bp = Bp_;
+    (void)pf;
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
     __m512 c100, c101, c110, c111;
     GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
@@ -514,6 +524,35 @@ __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const voi
     GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
 }
 
+/* The same with pf's prefetches in the first pf->n (> 0) iterations: a second function (gm_impl.kpf), as a
+ * test in gm_k_avx512, or a call from it, cost 7% of 4096x4096x64 (short tiles). */
+__attribute__((target("avx512f"))) static void gm_k_avx512_pf(int64_t kc, const void *Ap_, const void *Bp_, float *C,
+                                                              int64_t ldc, int load, const float *Cn, const gm_pf *pf)
+{
+    const float *Ap = Ap_, *Bp = Bp_;
+    const char *pfp = pf->p;
+    int64_t pfs = pf->s, pfn = UT_MIN(pf->n, kc), k = 0;
+    __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
+    __m512 c100, c101, c110, c111;
+    GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
+    GM_LOAD512(6) GM_LOAD512(7) GM_LOAD512(8) GM_LOAD512(9) GM_LOAD512(10) GM_LOAD512(11)
+#define GM_K512_STEP                                                                                   \
+    if (Cn && k < 24) _mm_prefetch((const char *)(Cn + (k >> 1) * ldc + (k & 1) * 16), _MM_HINT_T0);  \
+    __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;                                \
+    GM_ROW512(0) GM_ROW512(1) GM_ROW512(2) GM_ROW512(3) GM_ROW512(4) GM_ROW512(5)                     \
+    GM_ROW512(6) GM_ROW512(7) GM_ROW512(8) GM_ROW512(9) GM_ROW512(10) GM_ROW512(11)
+    for (; k < pfn; k++, Bp += 32) {
+        _mm_prefetch(pfp + (k >> 4) * pfs + (k & 15) * 64, _MM_HINT_T0);
+        GM_K512_STEP
+    }
+    for (; k < kc; k++, Bp += 32) {
+        GM_K512_STEP
+    }
+#undef GM_K512_STEP
+    GM_STORE512(0) GM_STORE512(1) GM_STORE512(2) GM_STORE512(3) GM_STORE512(4) GM_STORE512(5)
+    GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
+}
+
 /* The same tile with only the first R < 12 rows (the rows of a product's last panel: M = 64 is 5 x 12 + 4,
  * and the 12-row kernel spent an eighth of 64 x N x K on zero rows); each row's chains are the 12-row
  * kernel's. Instantiated per R (gm_k_avx512_rows), so the unused rows compile away. */
@@ -522,7 +561,9 @@ __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const voi
 #define GM_STORER(i) if (R > i) { GM_STORE512(i) }
 __attribute__((target("avx512f"), always_inline)) static inline void gm_k_avx512_r(int R, int64_t kc, const float *Ap,
                                                                                   const float *Bp, float *C, int64_t ldc,
-                                                                                  int load, const float *Cn)
+                                                                                  int load, const float *Cn,
+                                                                                  const char *pfp, int64_t pfs,
+                                                                                  int64_t pfn)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
            c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00,
@@ -531,6 +572,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void gm_k_avx512
     GM_LOADR(6) GM_LOADR(7) GM_LOADR(8) GM_LOADR(9) GM_LOADR(10)
     for (int64_t k = 0; k < kc; k++, Bp += 32) {
         if (Cn && k < 2 * R) _mm_prefetch((const char *)(Cn + (k >> 1) * ldc + (k & 1) * 16), _MM_HINT_T0);
+        if (k < pfn) _mm_prefetch(pfp + (k >> 4) * pfs + (k & 15) * 64, _MM_HINT_T0);
         __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;
         GM_ROWR(0) GM_ROWR(1) GM_ROWR(2) GM_ROWR(3) GM_ROWR(4) GM_ROWR(5)
         GM_ROWR(6) GM_ROWR(7) GM_ROWR(8) GM_ROWR(9) GM_ROWR(10)
@@ -541,11 +583,14 @@ __attribute__((target("avx512f"), always_inline)) static inline void gm_k_avx512
 
 /* A tile of mr < 12 rows and all 32 columns, straight into C. */
 __attribute__((target("avx512f"))) static void gm_k_avx512_rows(int mr, int64_t kc, const void *Ap_, const void *Bp_,
-                                                                float *C, int64_t ldc, int load, const float *Cn)
+                                                                float *C, int64_t ldc, int load, const float *Cn,
+                                                                const gm_pf *pf)
 {
     const float *Ap = Ap_, *Bp = Bp_;
+    const char *pfp = pf ? pf->p : NULL;
+    int64_t pfs = pf ? pf->s : 0, pfn = pf ? pf->n : 0;
     switch (mr) {
-#define GM_RCASE(r) case r: gm_k_avx512_r(r, kc, Ap, Bp, C, ldc, load, Cn); break;
+#define GM_RCASE(r) case r: gm_k_avx512_r(r, kc, Ap, Bp, C, ldc, load, Cn, pfp, pfs, pfn); break;
         GM_RCASE(1) GM_RCASE(2) GM_RCASE(3) GM_RCASE(4) GM_RCASE(5) GM_RCASE(6)
         GM_RCASE(7) GM_RCASE(8) GM_RCASE(9) GM_RCASE(10) GM_RCASE(11)
 #undef GM_RCASE
@@ -563,8 +608,9 @@ __attribute__((target("avx512f"))) static void gm_k_avx512_rows(int mr, int64_t 
 
 __attribute__((target("avx512f,avx512bf16"))) static void gm_k_avx512bf16(int64_t kc, const void *Ap, const void *Bp,
                                                                           float *C, int64_t ldc, int load,
-                                                                          const float *Cn)
+                                                                          const float *Cn, const gm_pf *pf)
 {
+    (void)pf;
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
     __m512 c100, c101, c110, c111;
     GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
@@ -588,11 +634,12 @@ __attribute__((target("avx512f,avx512bf16"))) static void gm_k_avx512bf16(int64_
 
 /* A tile of mr < MR rows and NR columns (NULL: the full kernel on a copy of the tile) */
 typedef void (*gm_kernel_rows)(int mr, int64_t kc, const void *Ap, const void *Bp, float *C, int64_t ldc, int load,
-                               const float *Cn);
+                               const float *Cn, const gm_pf *pf);
 
 typedef struct gm_impl {
     const char *name;
     gm_kernel   k;
+    gm_kernel   kpf;   /* k with gm_pf prefetches (NULL: k ignores them) */
     gm_kernel_rows kr;
     int         MR, NR, MC, NC, KC;
     int         bf16;   /* packs bf16 pairs (bf16-valued operands only) */
@@ -601,15 +648,15 @@ typedef struct gm_impl {
 /* f32 microkernels, best first */
 static const gm_impl gm_impls[] = {
 #ifdef GM_X86
-    {"avx512", gm_k_avx512, gm_k_avx512_rows, 12, 32, GM_MC512, GM_NC, GM_KC, 0},
-    {"avx2", gm_k_avx2, NULL, 6, 16, 120, GM_NC, GM_KC, 0},
+    {"avx512", gm_k_avx512, gm_k_avx512_pf, gm_k_avx512_rows, 12, 32, GM_MC512, GM_NC, GM_KC, 0},
+    {"avx2", gm_k_avx2, NULL, NULL, 6, 16, 120, GM_NC, GM_KC, 0},
 #endif
-    {"portable", gm_k_portable, NULL, 4, 16, 64, 2048, GM_KC, 0},
+    {"portable", gm_k_portable, NULL, NULL, 4, 16, 64, 2048, GM_KC, 0},
 };
 #define GM_NIMPL ((int)(sizeof gm_impls / sizeof gm_impls[0]))
 
 #ifdef GM_BF16
-static const gm_impl gm_impl_bf16 = {"avx512bf16", gm_k_avx512bf16, NULL, 12, 32, GM_MC512, GM_NC, GM_KC16, 1};
+static const gm_impl gm_impl_bf16 = {"avx512bf16", gm_k_avx512bf16, NULL, NULL, 12, 32, GM_MC512, GM_NC, GM_KC16, 1};
 #endif
 
 /* What exe_gemm_force set: default (OpenBLAS, the bf16 kernel for bf16-valued operands where it is faster),
@@ -665,8 +712,8 @@ static int gm_bf16_wins(void)
         for (int k = 0; k < 2; k++) {
             double t0 = ut_now();
             for (int r = 0; r < REPS; r++) {
-                if (k) gm_k_avx512bf16(KC / 2, Ap, Bp, C, 32, 0, C);   /* KC/2 pairs: the same flops */
-                else gm_k_avx512(KC, Ap, Bp, C, 32, 0, C);
+                if (k) gm_k_avx512bf16(KC / 2, Ap, Bp, C, 32, 0, C, NULL);   /* KC/2 pairs: the same flops */
+                else gm_k_avx512(KC, Ap, Bp, C, 32, 0, C, NULL);
             }
             double t = ut_now() - t0;
             if (t < best[k]) best[k] = t;
@@ -755,6 +802,9 @@ typedef struct gm_job {
     float              *Bp;          /* packed B block: panels of kc x NR */
     int64_t             npanels;
     int64_t             nic, ngr, gw;   /* tasks: row blocks x panel groups of gw panels */
+    int                 pfa, pfb;    /* prefetch the next block of A / of B during the tiles (gm_task) */
+    const char         *pfb_p;       /* the next B block: its first row, row stride, rows, lines per row */
+    int64_t             pfb_rs, pfb_rows, pfb_lines;
     float             **Ap;          /* per thread: MC x kc */
     int64_t            *aib;         /* per thread: the row block its Ap holds in this pass (-1: none) */
     _Atomic int         nomem;
@@ -786,6 +836,26 @@ static void gm_pack_b_chunk(void *ctx, int64_t p0, int64_t p1, int tid)
     (void)tid;
 }
 
+/* What tile u of this task (tile v of the pass) prefetches: rows pfr0 + u * pfr of A (pfr at most, before
+ * pfr1), or row v of B's next block (gm_prefetch_plan). NULL: nothing. */
+static __attribute__((noinline)) const gm_pf *gm_tile_pf(const gm_job *J, gm_pf *pf, int64_t pfr0, int64_t pfr1,
+                                                         int64_t pfr, int64_t u, int64_t v)
+{
+    if (pfr) {
+        int64_t pr = pfr0 + u * pfr, es = J->A->dtype == TPU_BF16 ? 2 : 4;
+        if (pr >= pfr1) return NULL;
+        pf->p = (const char *)J->A->p + (pr * J->A->rs + J->pc * J->A->cs) * es;
+        pf->s = J->A->rs * es;
+        pf->n = UT_MIN(pfr, pfr1 - pr) * 16;
+        return pf;
+    }
+    if (v >= J->pfb_rows) return NULL;
+    pf->p = J->pfb_p + v * J->pfb_rs;
+    pf->s = 1024;
+    pf->n = UT_MIN(J->pfb_lines, J->kc);
+    return pf;
+}
+
 /* One (row block, panel group) task: pack A's block, then every tile. */
 static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
 {
@@ -812,6 +882,13 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
         }
         J->aib[tid] = ib;
         int64_t p0 = g * J->gw, p1 = UT_MIN(J->npanels, p0 + J->gw);
+        /* the next row block of A (this task's share of its rows), pfr rows per tile */
+        int64_t pfr0 = 0, pfr1 = 0, pfr = 0;
+        if (J->pfa && ib + 1 < J->nic) {
+            int64_t n0 = (ib + 1) * I->MC, n1 = UT_MIN(J->M, n0 + I->MC), sh = (n1 - n0 + J->ngr - 1) / J->ngr;
+            pfr0 = n0 + g * sh, pfr1 = UT_MIN(n1, pfr0 + sh);
+            pfr = UT_MIN((int64_t)16, (pfr1 - pfr0 + (p1 - p0) * np - 1) / ((p1 - p0) * np));
+        }
         for (int64_t p = p0; p < p1; p++) {
             int64_t j = J->jc + p * I->NR;
             int nr = (int)UT_MIN((int64_t)I->NR, J->jc + J->nc - j);
@@ -824,17 +901,20 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
                 const float *Cn = NULL;
                 if (q + 1 < np && mc - (q + 1) * I->MR >= I->MR) Cn = C + I->MR * J->ldc;
                 else if (q + 1 == np && p + 1 < p1 && nr == I->NR) Cn = J->C + i0 * J->ldc + j + I->NR;
+                gm_pf pf = {NULL, 0, 0};
+                const gm_pf *pfp = NULL;
+                if (pfr || J->pfb) pfp = gm_tile_pf(J, &pf, pfr0, pfr1, pfr, (p - p0) * np + q, p * np + q);
                 if (mr == I->MR && nr == I->NR) {
-                    I->k(J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn);
+                    (pfp ? I->kpf : I->k)(J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn, pfp);
                     continue;
                 }
                 if (nr == I->NR && I->kr) {
-                    I->kr(mr, J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn);
+                    I->kr(mr, J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn, pfp);
                     continue;
                 }
                 if (J->load)
                     for (int r = 0; r < mr; r++) memcpy(ct + r * I->NR, C + r * J->ldc, (size_t)nr * sizeof(float));
-                I->k(J->kc, Ap + q * aw, Bp, ct, I->NR, J->load, NULL);
+                I->k(J->kc, Ap + q * aw, Bp, ct, I->NR, J->load, NULL, NULL);
                 for (int r = 0; r < mr; r++) memcpy(C + r * J->ldc, ct + r * I->NR, (size_t)nr * sizeof(float));
             }
         }
@@ -1241,6 +1321,29 @@ void exe_gemm_bpack_free(exe_gemm_bpack *bp)
     ut_free(bp);
 }
 
+/* Which operand the tiles of this pass prefetch the next block of (gm_pf): the one each element of which is
+ * used least, from memory that it streams once. B's when one row block uses it (M <= MC: B's elements are
+ * reused M times, and packing it waited on memory: 64x4096x4096), A's when the columns fit a few panels
+ * (N <= 4 NR) and its packed rows are 16 lines (KC 256 f32). Sources contiguous along the side packed
+ * only; not the bf16 kernel, nor a B packed beforehand. */
+static void gm_prefetch_plan(gm_job *J, const gm_impl *I, int64_t N, int64_t K, int bpacked)
+{
+    const exe_gemm_src *A = J->A, *B = J->B;
+    J->pfa = I->kpf && J->nic > 1 && J->npanels <= 4 && A->cs == 1 &&
+             J->kc * (A->dtype == TPU_BF16 ? 2 : 4) == 1024;
+    J->pfb = 0;
+    if (!I->kpf || bpacked || J->nic != 1 || B->cs != 1) return;
+    int64_t jn = J->jc, kn = J->pc + J->kc, nn = J->nc;   /* the next block: (jn, kn), nn columns */
+    if (kn >= K) jn = J->jc + J->nc, kn = 0, nn = UT_MIN((int64_t)I->NC, N - jn);
+    if (jn >= N) return;
+    int64_t es = B->dtype == TPU_BF16 ? 2 : 4;
+    J->pfb = 1;
+    J->pfb_p = (const char *)B->p + (kn * B->rs + jn) * es;
+    J->pfb_rs = B->rs * es;
+    J->pfb_rows = UT_MIN((int64_t)I->KC, K - kn);
+    J->pfb_lines = (nn * es + 63) / 64 + 1;
+}
+
 /* The blocked product on microkernel I; B's blocks from bp when given. */
 static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
                           const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
@@ -1298,6 +1401,7 @@ static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_
                 exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
                             gm_pack_b_chunk, &J);
             }
+            gm_prefetch_plan(&J, I, N, K, bp != NULL);
             for (int i = 0; i < nt; i++) aib[i] = -1;   /* a new k block: every Ap is stale */
             exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
         }
