@@ -1344,22 +1344,11 @@ static void gm_prefetch_plan(gm_job *J, const gm_impl *I, int64_t N, int64_t K, 
     J->pfb_lines = (nn * es + 63) / 64 + 1;
 }
 
-/* The blocked product on microkernel I; B's blocks from bp when given. */
-static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
-                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+/* The blocked loop on nt threads with packing buffers Bp (B's block, unless bp) and Aps[nt]. */
+static void gm_blocked(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                       const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate,
+                       float *Bp, float **Aps)
 {
-    int64_t ncmax = UT_MIN(N, (int64_t)I->NC);
-    int64_t pmax = (ncmax + I->NR - 1) / I->NR;
-    /* packing buffers from the run's pool: a loop's GEMMs would otherwise have malloc return their pages to
-     * the kernel and fault them back in at every call (2000 page faults a GRU step) */
-    tpu_tensor *hB = NULL, *hA[GM_MAXT];
-    float *Bp = bp ? bp->buf : exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB);
-    float *Aps[GM_MAXT];
-    memset(Aps, 0, sizeof Aps);
-    memset(hA, 0, sizeof hA);
-    int ok = Bp != NULL;
-    for (int i = 0; i < nt && ok; i++)
-        ok = (Aps[i] = exe_scratch_alloc((size_t)(I->MC * gm_kw(I, I->KC)) * sizeof(float) + 64, &hA[i])) != NULL;
     gm_job J;
     memset(&J, 0, sizeof J);
     J.I = I;
@@ -1371,13 +1360,6 @@ static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_
     J.Ap = Aps;
     int64_t aib[GM_MAXT];
     J.aib = aib;
-    if (!ok) {
-        /* no memory for the packed blocks: the reference computes the same values */
-        for (int i = 0; i < nt; i++) exe_scratch_free(hA[i]);
-        exe_scratch_free(hB);
-        exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
-        return;
-    }
     J.nic = (M + I->MC - 1) / I->MC;
     float *bnext = Bp;
     for (int64_t jc = 0; jc < N; jc += I->NC) {
@@ -1406,6 +1388,81 @@ static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_
             exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
         }
     }
-    for (int i = 0; i < nt; i++) exe_scratch_free(hA[i]);
-    exe_scratch_free(hB);
+}
+
+/* A skinny product split into nt independent ones along its long side, each with its own buffers. */
+typedef struct gm_split {
+    const gm_impl      *I;
+    const exe_gemm_src *A, *B;
+    float              *C;
+    int64_t             M, N, K, ldc, step;   /* rows (bycols 0) or columns per part */
+    int                 accumulate, bycols;
+    float             **Bps, **Aps;
+} gm_split;
+
+static void gm_split_chunk(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+    const gm_split *S = ctx;
+    (void)tid;
+    for (int64_t c = c0; c < c1; c++) {
+        exe_gemm_src a = *S->A, b = *S->B;
+        int64_t lo = c * S->step, n = UT_MIN(S->step, (S->bycols ? S->N : S->M) - lo);
+        if (n <= 0) continue;
+        if (S->bycols) {
+            b.p = (const char *)b.p + lo * b.cs * (b.dtype == TPU_BF16 ? 2 : 4);
+            gm_blocked(1, S->I, S->M, n, S->K, &a, &b, NULL, S->C + lo, S->ldc, S->accumulate, S->Bps[c], S->Aps + c);
+        } else {
+            a.p = (const char *)a.p + lo * a.rs * (a.dtype == TPU_BF16 ? 2 : 4);
+            gm_blocked(1, S->I, n, S->N, S->K, &a, &b, NULL, S->C + lo * S->ldc, S->ldc, S->accumulate, S->Bps[c],
+                       S->Aps + c);
+        }
+    }
+}
+
+/* The blocked product on microkernel I; B's blocks from bp when given. On several threads, a product with
+ * one row block (M <= MC) and many columns runs as one product per thread on a share of the columns, and
+ * one with few columns (N <= 4 NR) and many rows as one per thread on a share of the rows: no barrier per
+ * block (two per KC x NC block otherwise), which on a shared machine cost 64x4096x4096 a third of its
+ * 2-thread time (each C element is the same chain either way). */
+static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+{
+    int bycols = M <= I->MC && N >= 4 * nt * I->NR, byrows = N <= 4 * I->NR && M >= 2 * nt * I->MC;
+    int split = nt > 1 && !bp && (bycols || byrows);
+    int nb = split ? nt : 1;
+    int64_t step = 0;
+    if (split) {
+        int64_t unit = bycols ? I->NR : I->MR, len = bycols ? N : M;
+        step = ((len + nt - 1) / nt + unit - 1) / unit * unit;
+    }
+    int64_t ncmax = UT_MIN(split && bycols ? step : N, (int64_t)I->NC);
+    int64_t pmax = (ncmax + I->NR - 1) / I->NR;
+    /* packing buffers from the run's pool: a loop's GEMMs would otherwise have malloc return their pages to
+     * the kernel and fault them back in at every call (2000 page faults a GRU step) */
+    tpu_tensor *hB[GM_MAXT], *hA[GM_MAXT];
+    float *Bps[GM_MAXT], *Aps[GM_MAXT];
+    memset(Bps, 0, sizeof Bps);
+    memset(Aps, 0, sizeof Aps);
+    memset(hB, 0, sizeof hB);
+    memset(hA, 0, sizeof hA);
+    int ok = 1;
+    if (bp) Bps[0] = bp->buf;
+    else
+        for (int i = 0; i < nb && ok; i++)
+            ok = (Bps[i] = exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB[i])) != NULL;
+    for (int i = 0; i < nt && ok; i++)
+        ok = (Aps[i] = exe_scratch_alloc((size_t)(I->MC * gm_kw(I, I->KC)) * sizeof(float) + 64, &hA[i])) != NULL;
+    if (!ok) {
+        /* no memory for the packed blocks: the reference computes the same values */
+        exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
+    } else if (split) {
+        gm_split S = {I, A, B, C, M, N, K, ldc, step, accumulate, bycols, Bps, Aps};
+        exe_par_for(nt, nt, 1, gm_split_chunk, &S);
+    } else {
+        gm_blocked(nt, I, M, N, K, A, B, bp, C, ldc, accumulate, Bps[0], Aps);
+    }
+    for (int i = 0; i < GM_MAXT; i++) {
+        exe_scratch_free(hA[i]);
+        exe_scratch_free(hB[i]);
+    }
 }
