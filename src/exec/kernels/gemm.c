@@ -9,6 +9,12 @@
  *
  * The avx512bf16 kernel is the same loop nest over bf16 pairs (KC 512 pairs of k: the same bytes per panel).
  *
+ * Skinny products (64x4096x4096, 4096x64x4096) read their big operand from memory once, so packing it is
+ * bound by memory: B is packed row by row when its rows are contiguous, the packers prefetch rows ahead,
+ * and the tiles prefetch the next block of the streamed operand while they compute (gm_prefetch_plan); the
+ * last row panel runs a kernel of its own height (M = 64 is 5 x 12 + 4); on several threads such a product
+ * is split into one blocked product per thread (gm_run_packed).
+ *
  * Measured with bench/gemm_bench (figures in bench/README.md). */
 #include "gemm.h"
 #include "exec/exec.h"
