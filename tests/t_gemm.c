@@ -188,6 +188,27 @@ TEST(gemm_kernels_vs_ref)
     CHECK(strncmp(exe_gemm_kernel_name(), "openblas", 8) == 0 || strncmp(exe_gemm_kernel_name(), "avx512", 6) == 0);
 }
 
+/* Skinny products (gemm.c's row-by-row B packing split over threads, its partial-row tiles of the AVX-512
+ * kernel, prefetching packers): few rows with many columns and the reverse, M not a multiple of the tile
+ * height, N with a partial last panel and over NC, K over KC (the tiles that prefetch the next block of B,
+ * or of A; on 2 threads, the split into one product per thread); each shape 3 times (random layouts, parts, threads, accumulate), every microkernel bit for bit
+ * with exe_gemm_ref. */
+TEST(gemm_skinny_vs_ref)
+{
+    int have[GT_NK];
+    for (int k = 0; k < GT_NK; k++) have[k] = gt_have(gt_kernels[k]);
+    gt_rng r = {20261128};
+    static const int64_t sh[][3] = {{64, 320, 300}, {64, 100, 520}, {5, 330, 260},  {11, 64, 513},  {100, 97, 600},
+                                    {29, 3105, 270}, {257, 70, 300}, {64, 4100, 40}, {250, 64, 700}, {1, 300, 300},
+                                    {23, 33, 257},  {247, 32, 100}, {300, 64, 512}, {490, 100, 260},
+                                    {260, 33, 256}, {1000, 64, 300}, {1210, 33, 260}, {100, 1000, 100}};
+    int fails = 0;
+    for (int c = 0; c < (int)(sizeof sh / sizeof sh[0]); c++)
+        for (int rep = 0; rep < 3; rep++) fails += gt_case(&r, sh[c][0], sh[c][1], sh[c][2], have, 0) != 0;
+    CHECK_EQ_INT(fails, 0);
+    exe_gemm_force(NULL);
+}
+
 /* Signed zeros through every microkernel, K odd and even: C = -0 accumulated with zero products keeps its sign
  * exactly as the FMA chain does (the bf16 kernel pads odd K with -0 * +0, which adds nothing). */
 TEST(gemm_signed_zeros)

@@ -9,6 +9,12 @@
  *
  * The avx512bf16 kernel is the same loop nest over bf16 pairs (KC 512 pairs of k: the same bytes per panel).
  *
+ * Skinny products (64x4096x4096, 4096x64x4096) read their big operand from memory once, so packing it is
+ * bound by memory: B is packed row by row when its rows are contiguous, the packers prefetch rows ahead,
+ * and the tiles prefetch the next block of the streamed operand while they compute (gm_prefetch_plan); the
+ * last row panel runs a kernel of its own height (M = 64 is 5 x 12 + 4); on several threads such a product
+ * is split into one blocked product per thread (gm_run_packed).
+ *
  * Measured with bench/gemm_bench (figures in bench/README.md). */
 #include "gemm.h"
 #include "exec/exec.h"
@@ -55,7 +61,18 @@ static inline __attribute__((always_inline)) float gm_get(const exe_gemm_src *s,
 }
 
 /* A 2-D block: dst[r * dld + c] = conv(src element (r0 + r, c0 + c)) for r < rows, c < cols, where element
- * (r, c) of the source is at off + r*rs + c*cs. The loop runs along whichever side is contiguous. */
+ * (r, c) of the source is at off + r*rs + c*cs. The loop runs along whichever side is contiguous. pf != 0:
+ * each row of contiguous elements also prefetches the same span pf elements on (the packers: GM_PF rows
+ * ahead, past `rows` too, into the next panel's rows): a skinny product's packing streams its big operand
+ * from memory once, and waiting on each row's lines in turn (short runs at a large stride, which the
+ * hardware prefetcher does not follow) took a third of 64x4096x4096 and 4096x64x4096. Prefetches never
+ * fault, wherever they point. */
+#ifndef GM_PF
+#define GM_PF 6   /* rows ahead, packing A (and B panel by panel) */
+#endif
+#ifndef GM_PFK
+#define GM_PFK 2   /* B packed row by row (gm_pack_b_rows): rows ahead */
+#endif
 #define GM_BLOCK(CONV, T)                                                                           \
     do {                                                                                            \
         const T *p = (const T *)s->p + off;                                                         \
@@ -63,6 +80,9 @@ static inline __attribute__((always_inline)) float gm_get(const exe_gemm_src *s,
             for (int64_t r = 0; r < rows; r++) {                                                    \
                 const T *q = p + r * rs;                                                            \
                 float *d = dst + r * dld;                                                           \
+                if (cs == 1 && pf)                                                                  \
+                    for (int64_t c = 0; c < cols; c += 64 / (int64_t)sizeof(T))                     \
+                        __builtin_prefetch(q + pf + c);                                             \
                 if (cs == 1) for (int64_t c = 0; c < cols; c++) d[c] = CONV(q[c]);                  \
                 else for (int64_t c = 0; c < cols; c++) d[c] = CONV(q[c * cs]);                     \
             }                                                                                       \
@@ -78,7 +98,7 @@ static inline __attribute__((always_inline)) float gm_get(const exe_gemm_src *s,
 
 EXE_MX_CLONES
 static void gm_load_block(float *dst, int64_t dld, const exe_gemm_src *s, int64_t off, int64_t rs, int64_t cs, int64_t rows,
-                          int64_t cols)
+                          int64_t cols, int64_t pf)
 {
     if (s->dtype == TPU_BF16) {
         if (s->part == EXE_MX_LO) GM_BLOCK(GM_ZERO, uint16_t);
@@ -93,14 +113,34 @@ static void gm_load_block(float *dst, int64_t dld, const exe_gemm_src *s, int64_
 /* A panel, row-major: rows [i0, i0+mr) x k [k0, k0+kc) -> dst[i*kc + k], rows >= mr zero. */
 static void gm_pack_a(const exe_gemm_src *A, int64_t i0, int mr, int64_t k0, int64_t kc, float *dst, int MR)
 {
-    gm_load_block(dst, kc, A, i0 * A->rs + k0 * A->cs, A->rs, A->cs, mr, kc);
+    gm_load_block(dst, kc, A, i0 * A->rs + k0 * A->cs, A->rs, A->cs, mr, kc, GM_PF * A->rs);
     if (mr < MR) memset(dst + (int64_t)mr * kc, 0, (size_t)((MR - mr) * kc) * sizeof(float));
+}
+
+/* Panels p0 <= p < p1 of B's block (k [k0, k0+kc), cols from j0 + p*NR, nr = at most NR, to jend), k-major,
+ * when B is contiguous along its columns: read row by row across all the panels (each row one run of
+ * (p1-p0)*NR elements, which the hardware prefetcher follows) rather than panel by panel (NR elements per
+ * row at B's row stride: every row a new page). dst: panel p at dst + p*kc*NR; columns past jend zero. */
+static void gm_pack_b_rows(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int64_t jend, int64_t p0,
+                           int64_t p1, float *dst, int NR)
+{
+    int64_t pw = kc * NR, full = UT_MIN(p1, (jend - j0) / NR);   /* panels p0 <= p < full are whole */
+    for (int64_t k = 0; k < kc; k++) {
+        int64_t off = (k0 + k) * B->rs + (j0 + p0 * NR) * B->cs;
+        if (full > p0) gm_load_block(dst + p0 * pw + k * NR, pw, B, off, NR * B->cs, B->cs, full - p0, NR, GM_PFK * B->rs);
+        for (int64_t p = UT_MAX(full, p0); p < p1; p++) {
+            int64_t nr = UT_MIN((int64_t)NR, jend - (j0 + p * NR));
+            float *d = dst + p * pw + k * NR;
+            gm_load_block(d, NR, B, (k0 + k) * B->rs + (j0 + p * NR) * B->cs, B->rs, B->cs, 1, nr, GM_PFK * B->rs);
+            memset(d + nr, 0, (size_t)(NR - nr) * sizeof(float));
+        }
+    }
 }
 
 /* B panel, k-major: k [k0, k0+kc) x cols [j0, j0+nr) -> dst[k*NR + j], cols >= nr zero. */
 static void gm_pack_b(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j0, int nr, float *dst, int NR)
 {
-    gm_load_block(dst, NR, B, k0 * B->rs + j0 * B->cs, B->rs, B->cs, kc, nr);
+    gm_load_block(dst, NR, B, k0 * B->rs + j0 * B->cs, B->rs, B->cs, kc, nr, GM_PF * B->rs);
     if (nr < NR)
         for (int64_t k = 0; k < kc; k++) memset(dst + k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
 }
@@ -398,13 +438,21 @@ static void gm_pack_b16(const exe_gemm_src *B, int64_t k0, int64_t kc, int64_t j
 
 /* Cn: the next tile's C (or NULL), prefetched during the k loop: C rows are far apart (often 4 KiB-aliased),
  * and loading them cold at the start of each tile cost a third of the speed. */
+/* pf: source lines of the next block to prefetch during the k loop (NULL: none), line k < n at
+ * p + (k / 16) * s + (k % 16) * 64: a skinny product's big operand streams from memory while the tiles
+ * compute, instead of stalling its packing (gm_task). */
+typedef struct gm_pf {
+    const char *p;
+    int64_t     s, n;
+} gm_pf;
 typedef void (*gm_kernel)(int64_t kc, const void *Ap, const void *Bp, float *C, int64_t ldc, int load,
-                          const float *Cn);
+                          const float *Cn, const gm_pf *pf);
 
-static void gm_k_portable(int64_t kc, const void *Ap_, const void *Bp_, float *C, int64_t ldc, int load, const float *Cn)
+static void gm_k_portable(int64_t kc, const void *Ap_, const void *Bp_, float *C, int64_t ldc, int load, const float *Cn,
+                          const gm_pf *pf)
 {
     const float *Ap = Ap_, *Bp = Bp_;
-    (void)Cn;
+    (void)Cn, (void)pf;
     enum { MR = 4, NR = 16 };
     float c[MR][NR];
     for (int i = 0; i < MR; i++)
@@ -418,9 +466,10 @@ static void gm_k_portable(int64_t kc, const void *Ap_, const void *Bp_, float *C
 
 #ifdef GM_X86
 __attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const void *Ap_, const void *Bp_, float *C,
-                                                          int64_t ldc, int load, const float *Cn)
+                                                          int64_t ldc, int load, const float *Cn, const gm_pf *pf)
 {
     const float *Ap = Ap_, *Bp = Bp_;
+    (void)pf;
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
         c00 = _mm256_loadu_ps(C), c01 = _mm256_loadu_ps(C + 8);
@@ -463,9 +512,10 @@ __attribute__((target("avx2,fma"))) static void gm_k_avx2(int64_t kc, const void
     _mm512_storeu_ps(C + i * ldc + 16, c##i##1);
 
 __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const void *Ap_, const void *Bp_, float *C,
-                                                           int64_t ldc, int load, const float *Cn)
+                                                           int64_t ldc, int load, const float *Cn, const gm_pf *pf)
 {
     const float *Ap = Ap_, *Bp = Bp_;
+    (void)pf;
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
     __m512 c100, c101, c110, c111;
     GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
@@ -480,6 +530,80 @@ __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const voi
     GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
 }
 
+/* The same with pf's prefetches in the first pf->n (> 0) iterations: a second function (gm_impl.kpf), as a
+ * test in gm_k_avx512, or a call from it, cost 7% of 4096x4096x64 (short tiles). */
+__attribute__((target("avx512f"))) static void gm_k_avx512_pf(int64_t kc, const void *Ap_, const void *Bp_, float *C,
+                                                              int64_t ldc, int load, const float *Cn, const gm_pf *pf)
+{
+    const float *Ap = Ap_, *Bp = Bp_;
+    const char *pfp = pf->p;
+    int64_t pfs = pf->s, pfn = UT_MIN(pf->n, kc), k = 0;
+    __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
+    __m512 c100, c101, c110, c111;
+    GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
+    GM_LOAD512(6) GM_LOAD512(7) GM_LOAD512(8) GM_LOAD512(9) GM_LOAD512(10) GM_LOAD512(11)
+#define GM_K512_STEP                                                                                   \
+    if (Cn && k < 24) _mm_prefetch((const char *)(Cn + (k >> 1) * ldc + (k & 1) * 16), _MM_HINT_T0);  \
+    __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;                                \
+    GM_ROW512(0) GM_ROW512(1) GM_ROW512(2) GM_ROW512(3) GM_ROW512(4) GM_ROW512(5)                     \
+    GM_ROW512(6) GM_ROW512(7) GM_ROW512(8) GM_ROW512(9) GM_ROW512(10) GM_ROW512(11)
+    for (; k < pfn; k++, Bp += 32) {
+        _mm_prefetch(pfp + (k >> 4) * pfs + (k & 15) * 64, _MM_HINT_T0);
+        GM_K512_STEP
+    }
+    for (; k < kc; k++, Bp += 32) {
+        GM_K512_STEP
+    }
+#undef GM_K512_STEP
+    GM_STORE512(0) GM_STORE512(1) GM_STORE512(2) GM_STORE512(3) GM_STORE512(4) GM_STORE512(5)
+    GM_STORE512(6) GM_STORE512(7) GM_STORE512(8) GM_STORE512(9) GM_STORE512(10) GM_STORE512(11)
+}
+
+/* The same tile with only the first R < 12 rows (the rows of a product's last panel: M = 64 is 5 x 12 + 4,
+ * and the 12-row kernel spent an eighth of 64 x N x K on zero rows); each row's chains are the 12-row
+ * kernel's. Instantiated per R (gm_k_avx512_rows), so the unused rows compile away. */
+#define GM_ROWR(i) if (R > i) { GM_ROW512(i) }
+#define GM_LOADR(i) if (R > i) { GM_LOAD512(i) }
+#define GM_STORER(i) if (R > i) { GM_STORE512(i) }
+__attribute__((target("avx512f"), always_inline)) static inline void gm_k_avx512_r(int R, int64_t kc, const float *Ap,
+                                                                                  const float *Bp, float *C, int64_t ldc,
+                                                                                  int load, const float *Cn,
+                                                                                  const char *pfp, int64_t pfs,
+                                                                                  int64_t pfn)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+           c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00,
+           c81 = c00, c90 = c00, c91 = c00, c100 = c00, c101 = c00;
+    GM_LOADR(0) GM_LOADR(1) GM_LOADR(2) GM_LOADR(3) GM_LOADR(4) GM_LOADR(5)
+    GM_LOADR(6) GM_LOADR(7) GM_LOADR(8) GM_LOADR(9) GM_LOADR(10)
+    for (int64_t k = 0; k < kc; k++, Bp += 32) {
+        if (Cn && k < 2 * R) _mm_prefetch((const char *)(Cn + (k >> 1) * ldc + (k & 1) * 16), _MM_HINT_T0);
+        if (k < pfn) _mm_prefetch(pfp + (k >> 4) * pfs + (k & 15) * 64, _MM_HINT_T0);
+        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;
+        GM_ROWR(0) GM_ROWR(1) GM_ROWR(2) GM_ROWR(3) GM_ROWR(4) GM_ROWR(5)
+        GM_ROWR(6) GM_ROWR(7) GM_ROWR(8) GM_ROWR(9) GM_ROWR(10)
+    }
+    GM_STORER(0) GM_STORER(1) GM_STORER(2) GM_STORER(3) GM_STORER(4) GM_STORER(5)
+    GM_STORER(6) GM_STORER(7) GM_STORER(8) GM_STORER(9) GM_STORER(10)
+}
+
+/* A tile of mr < 12 rows and all 32 columns, straight into C. */
+__attribute__((target("avx512f"))) static void gm_k_avx512_rows(int mr, int64_t kc, const void *Ap_, const void *Bp_,
+                                                                float *C, int64_t ldc, int load, const float *Cn,
+                                                                const gm_pf *pf)
+{
+    const float *Ap = Ap_, *Bp = Bp_;
+    const char *pfp = pf ? pf->p : NULL;
+    int64_t pfs = pf ? pf->s : 0, pfn = pf ? pf->n : 0;
+    switch (mr) {
+#define GM_RCASE(r) case r: gm_k_avx512_r(r, kc, Ap, Bp, C, ldc, load, Cn, pfp, pfs, pfn); break;
+        GM_RCASE(1) GM_RCASE(2) GM_RCASE(3) GM_RCASE(4) GM_RCASE(5) GM_RCASE(6)
+        GM_RCASE(7) GM_RCASE(8) GM_RCASE(9) GM_RCASE(10) GM_RCASE(11)
+#undef GM_RCASE
+    default: break;
+    }
+}
+
 #ifdef GM_BF16
 /* 12x32 tile with VDPBF16PS: per k pair one word of A per row (broadcast) and two zmm of B pairs; each
  * instruction does 32 exact bf16 products added in k order (above). Ap: (kc+1)/2 x 12 words, Bp: (kc+1)/2 x 32. */
@@ -490,8 +614,9 @@ __attribute__((target("avx512f"))) static void gm_k_avx512(int64_t kc, const voi
 
 __attribute__((target("avx512f,avx512bf16"))) static void gm_k_avx512bf16(int64_t kc, const void *Ap, const void *Bp,
                                                                           float *C, int64_t ldc, int load,
-                                                                          const float *Cn)
+                                                                          const float *Cn, const gm_pf *pf)
 {
+    (void)pf;
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71, c80, c81, c90, c91;
     __m512 c100, c101, c110, c111;
     GM_LOAD512(0) GM_LOAD512(1) GM_LOAD512(2) GM_LOAD512(3) GM_LOAD512(4) GM_LOAD512(5)
@@ -513,9 +638,15 @@ __attribute__((target("avx512f,avx512bf16"))) static void gm_k_avx512bf16(int64_
 
 /* ---- kernel choice ---- */
 
+/* A tile of mr < MR rows and NR columns (NULL: the full kernel on a copy of the tile) */
+typedef void (*gm_kernel_rows)(int mr, int64_t kc, const void *Ap, const void *Bp, float *C, int64_t ldc, int load,
+                               const float *Cn, const gm_pf *pf);
+
 typedef struct gm_impl {
     const char *name;
     gm_kernel   k;
+    gm_kernel   kpf;   /* k with gm_pf prefetches (NULL: k ignores them) */
+    gm_kernel_rows kr;
     int         MR, NR, MC, NC, KC;
     int         bf16;   /* packs bf16 pairs (bf16-valued operands only) */
 } gm_impl;
@@ -523,15 +654,15 @@ typedef struct gm_impl {
 /* f32 microkernels, best first */
 static const gm_impl gm_impls[] = {
 #ifdef GM_X86
-    {"avx512", gm_k_avx512, 12, 32, GM_MC512, GM_NC, GM_KC, 0},
-    {"avx2", gm_k_avx2, 6, 16, 120, GM_NC, GM_KC, 0},
+    {"avx512", gm_k_avx512, gm_k_avx512_pf, gm_k_avx512_rows, 12, 32, GM_MC512, GM_NC, GM_KC, 0},
+    {"avx2", gm_k_avx2, NULL, NULL, 6, 16, 120, GM_NC, GM_KC, 0},
 #endif
-    {"portable", gm_k_portable, 4, 16, 64, 2048, GM_KC, 0},
+    {"portable", gm_k_portable, NULL, NULL, 4, 16, 64, 2048, GM_KC, 0},
 };
 #define GM_NIMPL ((int)(sizeof gm_impls / sizeof gm_impls[0]))
 
 #ifdef GM_BF16
-static const gm_impl gm_impl_bf16 = {"avx512bf16", gm_k_avx512bf16, 12, 32, GM_MC512, GM_NC, GM_KC16, 1};
+static const gm_impl gm_impl_bf16 = {"avx512bf16", gm_k_avx512bf16, NULL, NULL, 12, 32, GM_MC512, GM_NC, GM_KC16, 1};
 #endif
 
 /* What exe_gemm_force set: default (OpenBLAS, the bf16 kernel for bf16-valued operands where it is faster),
@@ -587,8 +718,8 @@ static int gm_bf16_wins(void)
         for (int k = 0; k < 2; k++) {
             double t0 = ut_now();
             for (int r = 0; r < REPS; r++) {
-                if (k) gm_k_avx512bf16(KC / 2, Ap, Bp, C, 32, 0, C);   /* KC/2 pairs: the same flops */
-                else gm_k_avx512(KC, Ap, Bp, C, 32, 0, C);
+                if (k) gm_k_avx512bf16(KC / 2, Ap, Bp, C, 32, 0, C, NULL);   /* KC/2 pairs: the same flops */
+                else gm_k_avx512(KC, Ap, Bp, C, 32, 0, C, NULL);
             }
             double t = ut_now() - t0;
             if (t < best[k]) best[k] = t;
@@ -677,6 +808,9 @@ typedef struct gm_job {
     float              *Bp;          /* packed B block: panels of kc x NR */
     int64_t             npanels;
     int64_t             nic, ngr, gw;   /* tasks: row blocks x panel groups of gw panels */
+    int                 pfa, pfb;    /* prefetch the next block of A / of B during the tiles (gm_task) */
+    const char         *pfb_p;       /* the next B block: its first row, row stride, rows, lines per row */
+    int64_t             pfb_rs, pfb_rows, pfb_lines;
     float             **Ap;          /* per thread: MC x kc */
     int64_t            *aib;         /* per thread: the row block its Ap holds in this pass (-1: none) */
     _Atomic int         nomem;
@@ -690,6 +824,10 @@ static void gm_pack_b_chunk(void *ctx, int64_t p0, int64_t p1, int tid)
     gm_job *J = ctx;
     const gm_impl *I = J->I;
     int64_t pw = gm_kw(I, J->kc) * I->NR;
+    if (!I->bf16 && J->B->cs == 1) {
+        gm_pack_b_rows(J->B, J->pc, J->kc, J->jc, J->jc + J->nc, p0, p1, J->Bp, I->NR);
+        return;
+    }
     for (int64_t p = p0; p < p1; p++) {
         int64_t j0 = p * I->NR;
         int nr = (int)UT_MIN((int64_t)I->NR, J->nc - j0);
@@ -702,6 +840,26 @@ static void gm_pack_b_chunk(void *ctx, int64_t p0, int64_t p1, int tid)
         gm_pack_b(J->B, J->pc, J->kc, J->jc + j0, nr, J->Bp + p * pw, I->NR);
     }
     (void)tid;
+}
+
+/* What tile u of this task (tile v of the pass) prefetches: rows pfr0 + u * pfr of A (pfr at most, before
+ * pfr1), or row v of B's next block (gm_prefetch_plan). NULL: nothing. */
+static __attribute__((noinline)) const gm_pf *gm_tile_pf(const gm_job *J, gm_pf *pf, int64_t pfr0, int64_t pfr1,
+                                                         int64_t pfr, int64_t u, int64_t v)
+{
+    if (pfr) {
+        int64_t pr = pfr0 + u * pfr, es = J->A->dtype == TPU_BF16 ? 2 : 4;
+        if (pr >= pfr1) return NULL;
+        pf->p = (const char *)J->A->p + (pr * J->A->rs + J->pc * J->A->cs) * es;
+        pf->s = J->A->rs * es;
+        pf->n = UT_MIN(pfr, pfr1 - pr) * 16;
+        return pf;
+    }
+    if (v >= J->pfb_rows) return NULL;
+    pf->p = J->pfb_p + v * J->pfb_rs;
+    pf->s = 1024;
+    pf->n = UT_MIN(J->pfb_lines, J->kc);
+    return pf;
 }
 
 /* One (row block, panel group) task: pack A's block, then every tile. */
@@ -730,6 +888,13 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
         }
         J->aib[tid] = ib;
         int64_t p0 = g * J->gw, p1 = UT_MIN(J->npanels, p0 + J->gw);
+        /* the next row block of A (this task's share of its rows), pfr rows per tile */
+        int64_t pfr0 = 0, pfr1 = 0, pfr = 0;
+        if (J->pfa && ib + 1 < J->nic) {
+            int64_t n0 = (ib + 1) * I->MC, n1 = UT_MIN(J->M, n0 + I->MC), sh = (n1 - n0 + J->ngr - 1) / J->ngr;
+            pfr0 = n0 + g * sh, pfr1 = UT_MIN(n1, pfr0 + sh);
+            pfr = UT_MIN((int64_t)16, (pfr1 - pfr0 + (p1 - p0) * np - 1) / ((p1 - p0) * np));
+        }
         for (int64_t p = p0; p < p1; p++) {
             int64_t j = J->jc + p * I->NR;
             int nr = (int)UT_MIN((int64_t)I->NR, J->jc + J->nc - j);
@@ -742,13 +907,20 @@ static void gm_task(void *ctx, int64_t t0, int64_t t1, int tid)
                 const float *Cn = NULL;
                 if (q + 1 < np && mc - (q + 1) * I->MR >= I->MR) Cn = C + I->MR * J->ldc;
                 else if (q + 1 == np && p + 1 < p1 && nr == I->NR) Cn = J->C + i0 * J->ldc + j + I->NR;
+                gm_pf pf = {NULL, 0, 0};
+                const gm_pf *pfp = NULL;
+                if (pfr || J->pfb) pfp = gm_tile_pf(J, &pf, pfr0, pfr1, pfr, (p - p0) * np + q, p * np + q);
                 if (mr == I->MR && nr == I->NR) {
-                    I->k(J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn);
+                    (pfp ? I->kpf : I->k)(J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn, pfp);
+                    continue;
+                }
+                if (nr == I->NR && I->kr) {
+                    I->kr(mr, J->kc, Ap + q * aw, Bp, C, J->ldc, J->load, Cn, pfp);
                     continue;
                 }
                 if (J->load)
                     for (int r = 0; r < mr; r++) memcpy(ct + r * I->NR, C + r * J->ldc, (size_t)nr * sizeof(float));
-                I->k(J->kc, Ap + q * aw, Bp, ct, I->NR, J->load, NULL);
+                I->k(J->kc, Ap + q * aw, Bp, ct, I->NR, J->load, NULL, NULL);
                 for (int r = 0; r < mr; r++) memcpy(C + r * J->ldc, ct + r * I->NR, (size_t)nr * sizeof(float));
             }
         }
@@ -781,8 +953,8 @@ static int gm_small(int64_t M, int64_t N, int64_t K, const exe_gemm_src *A, cons
     if (M * K > GM_SMALL || K * Np > GM_SMALL) return 0;
     float a[GM_SMALL], b[GM_SMALL];
     /* the block loaders convert as gm_get does, with the type and part tested once, not per element */
-    gm_load_block(a, K, A, 0, A->rs, A->cs, M, K);
-    gm_load_block(b, Np, B, 0, B->rs, B->cs, K, N);
+    gm_load_block(a, K, A, 0, A->rs, A->cs, M, K, 0);
+    gm_load_block(b, Np, B, 0, B->rs, B->cs, K, N, 0);
     if (Np > N)
         for (int64_t k = 0; k < K; k++) memset(b + k * Np + N, 0, (size_t)(Np - N) * sizeof(float));
     for (int64_t i = 0; i < M; i++) {
@@ -839,8 +1011,8 @@ __attribute__((target("avx512f"))) static void gm_tiny512(int64_t M, int64_t N, 
 /* A converted operand, rows x cols row-major: one flat loop when the source is contiguous. */
 static void gm_tiny_load(float *dst, const exe_gemm_src *s, int64_t rows, int64_t cols)
 {
-    if (s->cs == 1 && s->rs == cols) gm_load_block(dst, rows * cols, s, 0, rows * cols, 1, 1, rows * cols);
-    else gm_load_block(dst, cols, s, 0, s->rs, s->cs, rows, cols);
+    if (s->cs == 1 && s->rs == cols) gm_load_block(dst, rows * cols, s, 0, rows * cols, 1, 1, rows * cols, 0);
+    else gm_load_block(dst, cols, s, 0, s->rs, s->cs, rows, cols, 0);
 }
 
 /* Tiny products on AVX-512 (the 8x8 dots of loop bodies): both operands converted once into f32 blocks on the
@@ -934,7 +1106,7 @@ typedef struct gm_conv_job {
 static void gm_conv_chunk(void *ctx, int64_t r0, int64_t r1, int tid)
 {
     const gm_conv_job *J = ctx;
-    gm_load_block(J->dst + r0 * J->cols, J->cols, J->s, r0 * J->s->rs, J->s->rs, J->s->cs, r1 - r0, J->cols);
+    gm_load_block(J->dst + r0 * J->cols, J->cols, J->s, r0 * J->s->rs, J->s->rs, J->s->cs, r1 - r0, J->cols, 0);
     (void)tid;
 }
 
@@ -1155,22 +1327,34 @@ void exe_gemm_bpack_free(exe_gemm_bpack *bp)
     ut_free(bp);
 }
 
-/* The blocked product on microkernel I; B's blocks from bp when given. */
-static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
-                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+/* Which operand the tiles of this pass prefetch the next block of (gm_pf): the one each element of which is
+ * used least, from memory that it streams once. B's when one row block uses it (M <= MC: B's elements are
+ * reused M times, and packing it waited on memory: 64x4096x4096), A's when the columns fit a few panels
+ * (N <= 4 NR) and its packed rows are 16 lines (KC 256 f32). Sources contiguous along the side packed
+ * only; not the bf16 kernel, nor a B packed beforehand. */
+static void gm_prefetch_plan(gm_job *J, const gm_impl *I, int64_t N, int64_t K, int bpacked)
 {
-    int64_t ncmax = UT_MIN(N, (int64_t)I->NC);
-    int64_t pmax = (ncmax + I->NR - 1) / I->NR;
-    /* packing buffers from the run's pool: a loop's GEMMs would otherwise have malloc return their pages to
-     * the kernel and fault them back in at every call (2000 page faults a GRU step) */
-    tpu_tensor *hB = NULL, *hA[GM_MAXT];
-    float *Bp = bp ? bp->buf : exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB);
-    float *Aps[GM_MAXT];
-    memset(Aps, 0, sizeof Aps);
-    memset(hA, 0, sizeof hA);
-    int ok = Bp != NULL;
-    for (int i = 0; i < nt && ok; i++)
-        ok = (Aps[i] = exe_scratch_alloc((size_t)(I->MC * gm_kw(I, I->KC)) * sizeof(float) + 64, &hA[i])) != NULL;
+    const exe_gemm_src *A = J->A, *B = J->B;
+    J->pfa = I->kpf && J->nic > 1 && J->npanels <= 4 && A->cs == 1 &&
+             J->kc * (A->dtype == TPU_BF16 ? 2 : 4) == 1024;
+    J->pfb = 0;
+    if (!I->kpf || bpacked || J->nic != 1 || B->cs != 1) return;
+    int64_t jn = J->jc, kn = J->pc + J->kc, nn = J->nc;   /* the next block: (jn, kn), nn columns */
+    if (kn >= K) jn = J->jc + J->nc, kn = 0, nn = UT_MIN((int64_t)I->NC, N - jn);
+    if (jn >= N) return;
+    int64_t es = B->dtype == TPU_BF16 ? 2 : 4;
+    J->pfb = 1;
+    J->pfb_p = (const char *)B->p + (kn * B->rs + jn) * es;
+    J->pfb_rs = B->rs * es;
+    J->pfb_rows = UT_MIN((int64_t)I->KC, K - kn);
+    J->pfb_lines = (nn * es + 63) / 64 + 1;
+}
+
+/* The blocked loop on nt threads with packing buffers Bp (B's block, unless bp) and Aps[nt]. */
+static void gm_blocked(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                       const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate,
+                       float *Bp, float **Aps)
+{
     gm_job J;
     memset(&J, 0, sizeof J);
     J.I = I;
@@ -1182,13 +1366,6 @@ static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_
     J.Ap = Aps;
     int64_t aib[GM_MAXT];
     J.aib = aib;
-    if (!ok) {
-        /* no memory for the packed blocks: the reference computes the same values */
-        for (int i = 0; i < nt; i++) exe_scratch_free(hA[i]);
-        exe_scratch_free(hB);
-        exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
-        return;
-    }
     J.nic = (M + I->MC - 1) / I->MC;
     float *bnext = Bp;
     for (int64_t jc = 0; jc < N; jc += I->NC) {
@@ -1212,10 +1389,86 @@ static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_
                 exe_par_for(J.npanels * J.kc * I->NR > 65536 ? nt : 1, J.npanels, UT_MAX((int64_t)1, J.npanels / (4 * nt)),
                             gm_pack_b_chunk, &J);
             }
+            gm_prefetch_plan(&J, I, N, K, bp != NULL);
             for (int i = 0; i < nt; i++) aib[i] = -1;   /* a new k block: every Ap is stale */
             exe_par_for(nt, J.nic * J.ngr, 1, gm_task, &J);
         }
     }
-    for (int i = 0; i < nt; i++) exe_scratch_free(hA[i]);
-    exe_scratch_free(hB);
+}
+
+/* A skinny product split into nt independent ones along its long side, each with its own buffers. */
+typedef struct gm_split {
+    const gm_impl      *I;
+    const exe_gemm_src *A, *B;
+    float              *C;
+    int64_t             M, N, K, ldc, step;   /* rows (bycols 0) or columns per part */
+    int                 accumulate, bycols;
+    float             **Bps, **Aps;
+} gm_split;
+
+static void gm_split_chunk(void *ctx, int64_t c0, int64_t c1, int tid)
+{
+    const gm_split *S = ctx;
+    (void)tid;
+    for (int64_t c = c0; c < c1; c++) {
+        exe_gemm_src a = *S->A, b = *S->B;
+        int64_t lo = c * S->step, n = UT_MIN(S->step, (S->bycols ? S->N : S->M) - lo);
+        if (n <= 0) continue;
+        if (S->bycols) {
+            b.p = (const char *)b.p + lo * b.cs * (b.dtype == TPU_BF16 ? 2 : 4);
+            gm_blocked(1, S->I, S->M, n, S->K, &a, &b, NULL, S->C + lo, S->ldc, S->accumulate, S->Bps[c], S->Aps + c);
+        } else {
+            a.p = (const char *)a.p + lo * a.rs * (a.dtype == TPU_BF16 ? 2 : 4);
+            gm_blocked(1, S->I, n, S->N, S->K, &a, &b, NULL, S->C + lo * S->ldc, S->ldc, S->accumulate, S->Bps[c],
+                       S->Aps + c);
+        }
+    }
+}
+
+/* The blocked product on microkernel I; B's blocks from bp when given. On several threads, a product with
+ * one row block (M <= MC) and many columns runs as one product per thread on a share of the columns, and
+ * one with few columns (N <= 4 NR) and many rows as one per thread on a share of the rows: no barrier per
+ * block (two per KC x NC block otherwise), which on a shared machine cost 64x4096x4096 a third of its
+ * 2-thread time (each C element is the same chain either way). */
+static void gm_run_packed(int nt, const gm_impl *I, int64_t M, int64_t N, int64_t K, const exe_gemm_src *A,
+                          const exe_gemm_src *B, const exe_gemm_bpack *bp, float *C, int64_t ldc, int accumulate)
+{
+    int bycols = M <= I->MC && N >= 4 * nt * I->NR, byrows = N <= 4 * I->NR && M >= 2 * nt * I->MC;
+    int split = nt > 1 && !bp && (bycols || byrows);
+    int nb = split ? nt : 1;
+    int64_t step = 0;
+    if (split) {
+        int64_t unit = bycols ? I->NR : I->MR, len = bycols ? N : M;
+        step = ((len + nt - 1) / nt + unit - 1) / unit * unit;
+    }
+    int64_t ncmax = UT_MIN(split && bycols ? step : N, (int64_t)I->NC);
+    int64_t pmax = (ncmax + I->NR - 1) / I->NR;
+    /* packing buffers from the run's pool: a loop's GEMMs would otherwise have malloc return their pages to
+     * the kernel and fault them back in at every call (2000 page faults a GRU step) */
+    tpu_tensor *hB[GM_MAXT], *hA[GM_MAXT];
+    float *Bps[GM_MAXT], *Aps[GM_MAXT];
+    memset(Bps, 0, sizeof Bps);
+    memset(Aps, 0, sizeof Aps);
+    memset(hB, 0, sizeof hB);
+    memset(hA, 0, sizeof hA);
+    int ok = 1;
+    if (bp) Bps[0] = bp->buf;
+    else
+        for (int i = 0; i < nb && ok; i++)
+            ok = (Bps[i] = exe_scratch_alloc((size_t)(pmax * I->NR * gm_kw(I, I->KC)) * sizeof(float) + 64, &hB[i])) != NULL;
+    for (int i = 0; i < nt && ok; i++)
+        ok = (Aps[i] = exe_scratch_alloc((size_t)(I->MC * gm_kw(I, I->KC)) * sizeof(float) + 64, &hA[i])) != NULL;
+    if (!ok) {
+        /* no memory for the packed blocks: the reference computes the same values */
+        exe_gemm_ref(M, N, K, A, B, C, ldc, accumulate);
+    } else if (split) {
+        gm_split S = {I, A, B, C, M, N, K, ldc, step, accumulate, bycols, Bps, Aps};
+        exe_par_for(nt, nt, 1, gm_split_chunk, &S);
+    } else {
+        gm_blocked(nt, I, M, N, K, A, B, bp, C, ldc, accumulate, Bps[0], Aps);
+    }
+    for (int i = 0; i < GM_MAXT; i++) {
+        exe_scratch_free(hA[i]);
+        exe_scratch_free(hB[i]);
+    }
 }
