@@ -1227,15 +1227,13 @@ static double cmp_use_bytes(cmp_state *C, const cmp_op *op, int v, int out)
  * writing it, each op reading it) adds, for a memory-bound op, the HBM time of the bytes it moves of the
  * buffer; a compute-bound op's use is its memory time less its compute time, negative, and only counts while
  * the sum is not positive. Compiler copies of arguments count as written by a memory-bound op. */
-static void cmp_vmem_benefits(cmp_state *C, const cmp_plan *plan, double *ben)
+static tpu_status cmp_vmem_benefits(cmp_state *C, const cmp_plan *plan, double *ben)
 {
     cmp_program *p = C->p;
     double bw = cmp_device_hbm_bw(C->chip);
+    if (bw <= 0) return TPU_OK;   /* no HBM figure: every benefit 0, candidates by size */
     char *seen = ut_calloc((size_t)C->nvalues + 1, 1);
-    if (!seen || bw <= 0) {
-        ut_free(seen);
-        return;
-    }
+    if (!seen) return ut_nomem(C->ctx);
     for (int v = 0; v < C->nvalues; v++)
         if (p->values[v].copy_of) {
             ben[v] = (double)p->values[v].padded / bw;
@@ -1261,6 +1259,7 @@ static void cmp_vmem_benefits(cmp_state *C, const cmp_plan *plan, double *ben)
         }
     }
     ut_free(seen);
+    return TPU_OK;
 }
 
 /* Adds to *ntables the tuple tables of the prefetches made. */
@@ -1305,7 +1304,7 @@ static tpu_status cmp_vmem_assign(cmp_state *C, cmp_plan *plan, cmp_buf *bufs, i
     tpu_status st = cmp_cross_program_prefetch(C, plan, &xarg, &xlast);
     for (int q = 0; q <= xlast && q < np && xarg >= 0; q++) used[q] += p->values[xarg].padded;
     if (st == TPU_OK) st = cmp_prefetch_cands(C, plan, cand, &nc);
-    cmp_vmem_benefits(C, plan, ben);
+    if (st == TPU_OK) st = cmp_vmem_benefits(C, plan, ben);
     for (int i = 0; i < nc; i++) {   /* a prefetch: its argument's benefit */
         int v = cand[i].arg >= 0 ? cand[i].arg : cand[i].b.v;
         cand[i].density = v >= 0 && cand[i].b.size > 0 ? ben[v] / sqrt((double)cand[i].b.size) : 0;
