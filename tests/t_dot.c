@@ -484,6 +484,42 @@ TEST(dot_transposed_result_written_directly)
     tpu_ctx_free(ctx);
 }
 
+/* Runs the one-output program `text` on random inputs (seed) with the fast kernels and with the reference ones
+ * (EXE_REF_KERNELS), in both numerics modes, on 1 to max_threads threads: the bits must match (`what` says what
+ * differed) and the result's sum of magnitudes must exceed min_sum (not all zeros) and not be NaN. */
+static void dot_loop_fast_vs_ref(const char *text, int seed, int max_threads, double min_sum, const char *what)
+{
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = mxt_parse(ctx, text);
+    REQUIRE(m);
+    tpu_tensor **in = NULL;
+    int nin = 0;
+    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, seed, &in, &nin));
+    for (int md = 0; md < 2; md++)
+        for (int th = 1; th <= max_threads; th++) {
+            tpu_tensor **out[2] = {NULL, NULL};
+            int nout[2] = {0, 0};
+            for (int ref = 0; ref < 2; ref++) {
+                tpu_run_opts o = tpu_run_opts_default();
+                o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+                if (max_threads > 1) o.threads = th;
+                exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
+                CHECK_OK(ctx, exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]));
+            }
+            if (nout[0] == 1 && nout[1] == 1) {
+                CHECK_MSG(!memcmp(tpu_tensor_cdata(out[0][0]), tpu_tensor_cdata(out[1][0]), tpu_tensor_nbytes(out[0][0])),
+                          "mode %d, %d threads: %s", md, th, what);
+                double sum = 0;
+                for (int64_t i = 0; i < tpu_tensor_count(out[0][0]); i++) sum += fabs(tpu_tensor_get_f64(out[0][0], i));
+                CHECK_MSG(sum > min_sum && sum == sum, "sum %g", sum);
+            }
+            for (int ref = 0; ref < 2; ref++) tpu_tensors_free(out[ref], nout[ref]);
+        }
+    tpu_tensors_free(in, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}
+
 /* A while loop's weights are packed once (dot.c's loop cache): the loop gives the same bits as the run that
  * packs B at every product (EXE_REF_KERNELS turns the cache off), in both modes and on 1 and 2 threads. The
  * body has an invariant B read as is (w), the same one read transposed (rhs contracting dim 1) and through a
@@ -511,69 +547,7 @@ TEST(dot_loop_weights_packed_once)
         " z = s32[] constant(0)\n t = (s32[], f32[32,64], f32[64,96], f32[96,64]) tuple(z, h0, w, v)\n"
         " l = (s32[], f32[32,64], f32[64,96], f32[96,64]) while(t), condition=cond, body=body\n"
         " ROOT h = f32[32,64] get-tuple-element(l), index=1\n}\n";
-    tpu_ctx *ctx = tpu_ctx_new();
-    tpu_module *m = mxt_parse(ctx, text);
-    REQUIRE(m);
-    tpu_tensor **in = NULL;
-    int nin = 0;
-    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, 5, &in, &nin));
-    for (int md = 0; md < 2; md++)
-        for (int th = 1; th <= 2; th++) {
-            tpu_tensor **out[2] = {NULL, NULL};
-            int nout[2] = {0, 0};
-            for (int ref = 0; ref < 2; ref++) {
-                tpu_run_opts o = tpu_run_opts_default();
-                o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
-                o.threads = th;
-                exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
-                CHECK_OK(ctx, exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]));
-            }
-            if (nout[0] == 1 && nout[1] == 1) {
-                CHECK_MSG(!memcmp(tpu_tensor_cdata(out[0][0]), tpu_tensor_cdata(out[1][0]), tpu_tensor_nbytes(out[0][0])),
-                          "mode %d, %d threads: the loop with packed weights differs from packing every time", md, th);
-                double s = 0;
-                for (int64_t i = 0; i < tpu_tensor_count(out[0][0]); i++) s += fabs(tpu_tensor_get_f64(out[0][0], i));
-                CHECK(s > 1);   /* not all zeros */
-            }
-            for (int ref = 0; ref < 2; ref++) tpu_tensors_free(out[ref], nout[ref]);
-        }
-    tpu_tensors_free(in, nin);
-    tpu_module_free(m);
-    tpu_ctx_free(ctx);
-}
-
-/* Runs the one-output program `text` on random inputs (seed) with the fast kernels and with the reference ones
- * (EXE_REF_KERNELS), in both numerics modes: the bits must match (`what` says what differed) and the result
- * must be neither zero nor NaN. */
-static void dot_loop_fast_vs_ref(const char *text, int seed, const char *what)
-{
-    tpu_ctx *ctx = tpu_ctx_new();
-    tpu_module *m = mxt_parse(ctx, text);
-    REQUIRE(m);
-    tpu_tensor **in = NULL;
-    int nin = 0;
-    REQUIRE_OK(ctx, tpu_random_inputs(ctx, m, seed, &in, &nin));
-    for (int md = 0; md < 2; md++) {
-        tpu_tensor **out[2] = {NULL, NULL};
-        int nout[2] = {0, 0};
-        for (int ref = 0; ref < 2; ref++) {
-            tpu_run_opts o = tpu_run_opts_default();
-            o.numerics = md ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
-            exe_run_cfg cfg = {.ref = ref ? EXE_REF_KERNELS : 0};
-            CHECK_OK(ctx, exe_run(ctx, m, &o, &cfg, in, nin, &out[ref], &nout[ref]));
-        }
-        if (nout[0] == 1 && nout[1] == 1) {
-            CHECK_MSG(!memcmp(tpu_tensor_cdata(out[0][0]), tpu_tensor_cdata(out[1][0]), tpu_tensor_nbytes(out[0][0])),
-                      "mode %d: %s", md, what);
-            double s = 0;
-            for (int64_t i = 0; i < tpu_tensor_count(out[0][0]); i++) s += fabs(tpu_tensor_get_f64(out[0][0], i));
-            CHECK_MSG(s > 0.5 && s == s, "sum %g", s);
-        }
-        for (int ref = 0; ref < 2; ref++) tpu_tensors_free(out[ref], nout[ref]);
-    }
-    tpu_tensors_free(in, nin);
-    tpu_module_free(m);
-    tpu_ctx_free(ctx);
+    dot_loop_fast_vs_ref(text, 5, 2, 1.0, "the loop with packed weights differs from packing every time");
 }
 
 /* Dots inside a loop keep their plans for the run (dot.c dot_prepare_cached, an open-addressing table that
@@ -627,7 +601,7 @@ TEST(dot_loop_plans_cached)
                   "ENTRY e {\n h0 = f32[16,24] parameter(0)\n z = s32[] constant(0)\n t = (s32[], f32[16,24]) tuple(z, h0)\n"
                   " l = (s32[], f32[16,24]) while(t), condition=cond, body=body\n ROOT h = f32[16,24] get-tuple-element(l), index=1\n}\n");
     REQUIRE(w < (int)sizeof text - 16);
-    dot_loop_fast_vs_ref(text, 8, "the loop with cached plans differs from building them every time");
+    dot_loop_fast_vs_ref(text, 8, 1, 0.5, "the loop with cached plans differs from building them every time");
 }
 
 /* Small f32 dots inside a loop decode their attributes once (dot.c dot_tiny_memo, 16 slots mapped by
@@ -655,5 +629,5 @@ TEST(dot_loop_tiny_memo)
                   "ENTRY e {\n h0 = f32[8,8] parameter(0)\n z = s32[] constant(0)\n t = (s32[], f32[8,8]) tuple(z, h0)\n"
                   " l = (s32[], f32[8,8]) while(t), condition=cond, body=body\n ROOT h = f32[8,8] get-tuple-element(l), index=1\n}\n");
     REQUIRE(w < (int)sizeof text - 16);
-    dot_loop_fast_vs_ref(text, 9, "the loop's tiny dots differ from the general path");
+    dot_loop_fast_vs_ref(text, 9, 1, 0.5, "the loop's tiny dots differ from the general path");
 }
