@@ -101,8 +101,122 @@ static int fu_ds_candidate(const hlo_instr *in)
     return 1;
 }
 
-/* Members that read their input tensors themselves (not through the block loader): broadcasts, dynamic-slices. */
-static int fu_reads_tensors(const exe_fmember *m) { return m->in->op == HLO_BROADCAST || m->in->op == HLO_DYNAMIC_SLICE; }
+/* Members that read their input tensors themselves (not through the block loader): broadcasts, dynamic-slices,
+ * views. */
+static int fu_reads_tensors(const exe_fmember *m)
+{
+    return m->view || m->in->op == HLO_BROADCAST || m->in->op == HLO_DYNAMIC_SLICE;
+}
+
+/* ---- views: static moves read through an index map ----
+ * A loop body's small groups read values that slices, reshapes and transposes rearrange first (jnp.outer(h[:8],
+ * h[:8]): a slice under each broadcast). Each such move, materialised, costs an interpreter step and an array
+ * per iteration; a view member instead reads the bottom of the chain through one table, element i of the view
+ * being element bidx[i] of the bottom. Only small views (the table is planned once for every element). */
+#define FU_VIEW_MAX 4096
+#define FU_VIEW_RUN 16    /* runs of the bottom at least this long are copied as runs, not gathered */
+
+/* A static move whose index map fu_view_index can compose: one array operand of the same element type, a
+ * supported class, attributes that fit the shapes (checked here: an ill-formed one stays a kernel, which
+ * reports it). */
+static int fu_view_op(const hlo_instr *in)
+{
+    if (in->nops != 1 || in->nctrl || !hlo_shape_is_array(&in->shape) || in->shape.dyn_mask ||
+        fu_class((tpu_dtype)in->shape.dtype) < 0)
+        return 0;
+    const hlo_shape *s = &in->shape, *x = &in->ops[0]->shape;
+    if (!hlo_shape_is_array(x) || x->dyn_mask || x->dtype != s->dtype || hlo_shape_count(x) >= INT32_MAX) return 0;
+    const int64_t *d;
+    int nd;
+    switch ((hlo_op)in->op) {
+    case HLO_RESHAPE: return hlo_shape_count(x) == hlo_shape_count(s);
+    case HLO_SLICE: {
+        const hlo_attr *sa = hlo_attr_find(in, HK_SLICE);
+        if (!sa || sa->kind != HA_SLICE || sa->v.slice->rank != x->rank || s->rank != x->rank) return 0;
+        const hlo_slice *sl = sa->v.slice;
+        for (int i = 0; i < x->rank; i++) {
+            if (sl->stride[i] < 1 || sl->start[i] < 0 || sl->limit[i] > x->dims[i]) return 0;
+            int64_t n = (sl->limit[i] - sl->start[i] + sl->stride[i] - 1) / sl->stride[i];
+            if (n != s->dims[i] || (n > 0 && sl->start[i] >= x->dims[i])) return 0;
+        }
+        return 1;
+    }
+    case HLO_TRANSPOSE: {
+        nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+        if (nd != s->rank || nd != x->rank) return 0;
+        unsigned seen = 0;
+        for (int k = 0; k < nd; k++) {
+            if (d[k] < 0 || d[k] >= nd || (seen >> d[k] & 1) || x->dims[d[k]] != s->dims[k]) return 0;
+            seen |= 1u << d[k];
+        }
+        return 1;
+    }
+    case HLO_BROADCAST: {
+        nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+        if (nd != x->rank) return 0;
+        unsigned seen = 0;
+        for (int k = 0; k < nd; k++) {
+            if (d[k] < 0 || d[k] >= s->rank || (seen >> d[k] & 1) || x->dims[k] != s->dims[d[k]]) return 0;
+            seen |= 1u << d[k];
+        }
+        return 1;
+    }
+    case HLO_REVERSE: {
+        nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+        if (s->rank != x->rank) return 0;
+        for (int k = 0; k < s->rank; k++)
+            if (x->dims[k] != s->dims[k]) return 0;
+        for (int k = 0; k < nd; k++)
+            if (d[k] < 0 || d[k] >= s->rank) return 0;
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+/* The element of `src` that element `lin` (row-major) of view y reads: down the chain of moves from y to src
+ * one move at a time, as each move's kernel defines it. The naive map: it fills the tables, and reference runs
+ * (EXE_REF_ELEMENTWISE) call it per element. */
+static int64_t fu_view_index(const hlo_instr *y, const hlo_instr *src, int64_t lin)
+{
+    for (; y != src; y = y->ops[0]) {
+        if (y->op == HLO_RESHAPE) continue;   /* row-major both sides: the same linear index */
+        const hlo_shape *s = &y->shape, *x = &y->ops[0]->shape;
+        int64_t oi[TPU_MAX_RANK], xi[TPU_MAX_RANK], rem = lin;
+        for (int k = s->rank - 1; k >= 0; k--) {
+            oi[k] = s->dims[k] ? rem % s->dims[k] : 0;
+            rem = s->dims[k] ? rem / s->dims[k] : 0;
+        }
+        const int64_t *d;
+        int nd = hlo_attr_ints(y, HK_DIMENSIONS, &d);
+        switch ((hlo_op)y->op) {
+        case HLO_SLICE: {
+            const hlo_slice *sl = hlo_attr_find(y, HK_SLICE)->v.slice;
+            for (int k = 0; k < x->rank; k++) xi[k] = sl->start[k] + oi[k] * sl->stride[k];
+            break;
+        }
+        case HLO_TRANSPOSE:
+            for (int k = 0; k < nd; k++) xi[d[k]] = oi[k];
+            break;
+        case HLO_BROADCAST:
+            for (int k = 0; k < nd; k++) xi[k] = oi[d[k]];
+            break;
+        default:   /* HLO_REVERSE */
+            for (int k = 0; k < x->rank; k++) xi[k] = oi[k];
+            for (int k = 0; k < nd; k++) xi[d[k]] = x->dims[d[k]] - 1 - oi[d[k]];
+            break;
+        }
+        lin = 0;
+        for (int k = 0; k < x->rank; k++) lin = lin * x->dims[k] + xi[k];
+    }
+    return lin;
+}
+
+/* A view read by group members that need not be a plain broadcast (one absorbed as fu_absorbable says). */
+static int fu_view_top(const hlo_instr *in)
+{
+    return in->op != HLO_BROADCAST && fu_view_op(in) && hlo_shape_count(&in->shape) <= FU_VIEW_MAX;
+}
 
 static int fu_bcast_candidate(const hlo_instr *in)
 {
@@ -188,13 +302,31 @@ static void fu_close_readers(fu_plan *P, const hlo_instr *in)
 static int fu_absorbable(fu_plan *P, const hlo_comp *c, int b)
 {
     const hlo_instr *in = c->instrs[b];
-    if (!(fu_bcast_candidate(in) || fu_ds_candidate(in)) || in == c->root || P->ctrl_user[b] || P->ustart[b + 1] == P->ustart[b])
+    if (!(fu_bcast_candidate(in) || fu_ds_candidate(in) || fu_view_top(in)) || in == c->root || P->ctrl_user[b] ||
+        P->ustart[b + 1] == P->ustart[b])
         return 0;
     for (int u = P->ustart[b]; u < P->ustart[b + 1]; u++) {
         int j = P->users[u];
         if (P->gid[j] < 0 || !fu_same_dims(&c->instrs[j]->shape, &in->shape)) return 0;
     }
     return 1;
+}
+
+/* Moves under an absorbed view, each read by nothing but the move above it, join the view (fu_build composes
+ * their maps): they have no value either. */
+static void fu_mark_chains(fu_plan *P, const hlo_comp *c, const uint8_t *live, int *group_of)
+{
+    for (int i = c->ninstrs - 1; i >= 0; i--) {
+        const hlo_instr *t = c->instrs[i];
+        if (group_of[i] != EXE_FUSE_ABSORBED || !fu_view_op(t) || hlo_shape_count(&t->shape) > FU_VIEW_MAX) continue;
+        for (const hlo_instr *x = t->ops[0];; x = x->ops[0]) {
+            int j = x->id;
+            if (!live[j] || group_of[j] != EXE_FUSE_NONE || !fu_view_op(x) || x == c->root || P->ctrl_user[j] ||
+                P->ustart[j + 1] - P->ustart[j] != 1)
+                break;
+            group_of[j] = EXE_FUSE_ABSORBED;
+        }
+    }
 }
 
 static void fu_plan_free(fu_plan *P)
@@ -266,14 +398,15 @@ static void fu_member_init(exe_fmember *m)
     }
 }
 
-/* Appends x as a member; its operands resolve to member slots or (new) input slots. */
-static exe_fmember *fu_add_member(exe_fgroup *G, const hlo_instr *x, int *slot, int *inslot)
+/* Appends x as a member; its operands resolve to member slots or (new) input slots. src0: what operand 0
+ * reads instead of x's (a view's chain bottom), or NULL. */
+static exe_fmember *fu_add_member(exe_fgroup *G, const hlo_instr *x, int *slot, int *inslot, const hlo_instr *src0)
 {
     exe_fmember *m = &G->members[G->nmembers];
     m->in = x;
     m->out = -1;
     for (int a = 0; a < x->nops && a < 3; a++) {
-        const hlo_instr *o = x->ops[a];
+        const hlo_instr *o = a == 0 && src0 ? src0 : x->ops[a];
         if (slot[o->id] >= 0) {
             m->op[a] = slot[o->id];
             continue;
@@ -313,12 +446,37 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
     /* the absorbed broadcasts first (slot -2 marks one not yet added), then the compute members */
     for (int q = 0; q < cnt; q++) {
         const hlo_instr *in = c->instrs[order[q]];
-        for (int k = 0; k < in->nops; k++)
-            if (slot[in->ops[k]->id] == -2) fu_add_member(G, in->ops[k], slot, inslot);
+        for (int k = 0; k < in->nops; k++) {
+            const hlo_instr *b = in->ops[k], *src = b->nops ? b->ops[0] : NULL;
+            if (slot[b->id] != -2) continue;
+            /* a view: a move other than a broadcast, or a broadcast over absorbed moves (fu_mark_chains) */
+            int view = fu_view_top(b) || (b->op == HLO_BROADCAST && group_of[src->id] == EXE_FUSE_ABSORBED);
+            while (view && src != b && group_of[src->id] == EXE_FUSE_ABSORBED) src = src->ops[0];
+            exe_fmember *m = fu_add_member(G, b, slot, inslot, view ? src : NULL);
+            if (!view) continue;
+            int64_t nv = hlo_shape_count(&b->shape);
+            m->view = 1;
+            m->vsrc = src;
+            m->bidx_n = hlo_shape_count(&src->shape);
+            m->bidx = ut_malloc((size_t)(nv ? nv : 1) * sizeof *m->bidx);
+            if (!m->bidx) return TPU_ERR_NOMEM;
+            for (int64_t i = 0; i < nv; i++) m->bidx[i] = (int32_t)fu_view_index(b, src, i);
+            /* runs: the longest r (dividing nv) such that only every r-th element may start a new run */
+            int64_t r = 1, brk = 0;
+            for (int64_t i = 1; i < nv && !brk; i++) brk = m->bidx[i] != m->bidx[i - 1] + 1 ? i : 0;
+            if (!brk) r = nv;   /* one contiguous run of the bottom (a reshape, a slice of whole rows): in place */
+            else if (nv % brk == 0) {
+                r = brk;
+                for (int64_t i = 1; i < nv && r > 1; i++)
+                    if (i % r && m->bidx[i] != m->bidx[i - 1] + 1) r = 1;
+            }
+            m->view = (uint8_t)(r == nv ? 2 : 1);
+            m->vrun = (int32_t)r;
+        }
     }
     for (int q = 0; q < cnt; q++) {
         const hlo_instr *x = c->instrs[order[q]];
-        exe_fmember *m = fu_add_member(G, x, slot, inslot);
+        exe_fmember *m = fu_add_member(G, x, slot, inslot, NULL);
         G->last = x;
         /* an output: the root, or read by anything outside the group */
         int outside = x == c->root || P->ctrl_user[x->id];
@@ -458,7 +616,8 @@ static tpu_status fu_plan_bufs(exe_fgroup *G)
         const exe_fmember *m = &G->members[k];
         G->buf[k] = -1;
         if (m->fold) continue;
-        G->fixed[k] = m->in->op == HLO_BROADCAST && (m->in->shape.rank == 0 || hlo_shape_count(&m->in->ops[0]->shape) == 1);
+        G->fixed[k] = !m->view && m->in->op == HLO_BROADCAST &&
+                      (m->in->shape.rank == 0 || hlo_shape_count(&m->in->ops[0]->shape) == 1);
         G->buf[k] = fu_buf_get(G, freel, (int)fu_esize(m->cls), G->fixed[k]);
         nr = fu_reads(m, rd);
         for (int a = 0; a < nr; a++) {
@@ -508,7 +667,7 @@ static int fu_offsets(const exe_fgroup *G, int64_t L, size_t *off)
 static int fu_plan_bidx(exe_fmember *m, int64_t n)
 {
     const hlo_shape *s = &m->in->shape, *ss = m->in->nops == 1 ? &m->in->ops[0]->shape : NULL;
-    if (m->in->op != HLO_BROADCAST || !ss || !hlo_shape_is_array(ss) || ss->dyn_mask || s->dyn_mask || s->rank == 0 ||
+    if (m->view || m->in->op != HLO_BROADCAST || !ss || !hlo_shape_is_array(ss) || ss->dyn_mask || s->dyn_mask || s->rank == 0 ||
         hlo_shape_count(ss) <= 1 || hlo_shape_count(s) != n)
         return 0;
     int64_t ostride[TPU_MAX_RANK], sstride[TPU_MAX_RANK] = {0}, srcs[TPU_MAX_RANK], acc = 1;
@@ -584,6 +743,7 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
     for (int i = 0; i < n; i++) P.gid[i] = group_of[i];
     for (int i = 0; i < n; i++)
         if (live[i] && fu_absorbable(&P, c, i)) group_of[i] = EXE_FUSE_ABSORBED;
+    fu_mark_chains(&P, c, live, group_of);
     /* members of each group in topological order (bucket sort), then each group built */
     int *start = ut_calloc((size_t)nf + 2, sizeof(int)), *order = ut_malloc((size_t)n * sizeof(int));
     int *slot = ut_malloc((size_t)n * sizeof(int)), *inslot = ut_malloc((size_t)n * sizeof(int));
@@ -819,6 +979,28 @@ static void fu_bcast_member(const exe_state *S, const exe_fmember *m, const tpu_
         fu_gather(dst, cls, src->data, m->bidx + o, len);
     else
         fu_broadcast(m->in, src, o, len, cls, dst);
+}
+
+/* A view member's elements [o, o+len) into b: through its table (fu_view_index's map, planned once) when the
+ * bottom is the array the plan saw, a contiguous run of it read in place (b->p points into it); else (bf16,
+ * and reference runs: EXE_REF_ELEMENTWISE) element by element through fu_view_index itself into scratch. */
+static void fu_view_member(const exe_state *S, const exe_fmember *m, const tpu_tensor *src, int64_t o, int len, fu_buf *b)
+{
+    size_t es = fu_esize(m->cls);
+    if (src->dtype != TPU_BF16 && src->dtype == (tpu_dtype)m->vsrc->shape.dtype && !(S->ref & EXE_REF_ELEMENTWISE)) {
+        if (m->view == 2) {
+            b->p = (char *)src->data + (size_t)(m->bidx[0] + o) * es;
+        } else if (m->vrun >= FU_VIEW_RUN) {   /* column blocks of a matrix: a copy per row, as the slice kernel */
+            for (int64_t i = o, e; i < o + len; i = e) {
+                e = UT_MIN((i / m->vrun + 1) * m->vrun, o + len);
+                memcpy((char *)b->p + (size_t)(i - o) * es, (const char *)src->data + (size_t)m->bidx[i] * es, (size_t)(e - i) * es);
+            }
+        } else {
+            fu_gather(b->p, m->cls, src->data, m->bidx + o, len);
+        }
+        return;
+    }
+    for (int i = 0; i < len; i++) fu_run((char *)b->p + (size_t)i * es, m->cls, src, fu_view_index(m->in, m->vsrc, o + i), 0, 1);
 }
 
 /* Dynamic-slice member: output elements [o, o+len) of the window, copied from the operand a run along the
@@ -1211,8 +1393,9 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
     for (int q = 0; q < ni; q++) {
         const tpu_tensor *it = inputs[q]->t;
         int cls = fu_class(it->dtype);
-        /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
-        if (it->count != J->n && G->buf[nm + q] < 0) {
+        /* an input that only feeds broadcast or view members is read by them, not element by element (one
+         * needing conversion but given no buffer is one of those, whatever its size) */
+        if ((it->count != J->n || !fu_direct(it->dtype)) && G->buf[nm + q] < 0) {
             ib[q].cls = cls;
             ib[q].splat = 0;
             ib[q].p = NULL;
@@ -1235,6 +1418,10 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
         /* the last member writes straight into its result when the block's storage is the result's */
         int direct = J->direct[k];
         if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
+        if (m->view) {
+            fu_view_member(J->S, m, inputs[-1 - m->op[0]]->t, o, len, &mb[k]);
+            continue;
+        }
         if (m->in->op == HLO_BROADCAST) {
             const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
             mb[k].splat = m->in->shape.rank == 0 || src->count == 1;   /* (fu_broadcast's first case) */
@@ -1334,6 +1521,11 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     for (int q = 0; q < G->ninputs; q++)
         if (!inputs[q] || !inputs[q]->t) {
             st = exe_fail(S, G->last, TPU_ERR_INTERNAL, "fused input %d is not an array", q);
+            goto done;
+        }
+    for (int k = 0; k < G->nmembers; k++)   /* a view's table and map hold for the bottom's planned size only */
+        if (G->members[k].view && inputs[-1 - G->members[k].op[0]]->t->count != G->members[k].bidx_n) {
+            st = exe_fail(S, G->members[k].in, TPU_ERR_INTERNAL, "fused view's operand is not of its planned size");
             goto done;
         }
     /* in place: block by block every element is read before an output is written (identity-mapped input) */
@@ -1532,7 +1724,7 @@ exe_vfn *exe_vfn_build(const hlo_comp *c)
             in->op == HLO_REDUCE_PRECISION || in->op == HLO_STOCHASTIC_CONVERT || in->op == HLO_COMPLEX ||
             in->op == HLO_REAL || in->op == HLO_IMAG || in->nops < 1 || in->nops > 3)
             goto fail;
-        fu_add_member(&f->G, in, slot, inslot);
+        fu_add_member(&f->G, in, slot, inslot, NULL);
         f->G.last = in;
     }
     /* the inputs the members read: parameters (lanes from the caller) and constants (replicated here) */

@@ -6,7 +6,9 @@
 
 /* group_of[] values besides a group index */
 #define EXE_FUSE_NONE     (-1)   /* runs on its own */
-#define EXE_FUSE_ABSORBED (-2)   /* a broadcast every user of which computes it inside its own group: no value */
+#define EXE_FUSE_ABSORBED (-2)   /* a broadcast every user of which computes it inside its own group, or a static
+                                  * move (slice, reshape, transpose, reverse) under such a member (exe_fmember.view):
+                                  * no value */
 
 typedef struct exe_fmember {
     const hlo_instr *in;
@@ -25,6 +27,14 @@ typedef struct exe_fmember {
      * operand (of bidx_n elements) it reads (fu_plan_layout); NULL: worked out per block */
     int32_t         *bidx;
     int64_t          bidx_n;
+    /* a view: a static move (slice, reshape, transpose, reverse, broadcast) of at most FU_VIEW_MAX elements,
+     * possibly over a chain of further moves each read by nothing else; it reads vsrc (the chain's bottom,
+     * its input op[0]) through bidx, the composed index map (always planned), so no move is materialised;
+     * 2: the map is a contiguous run (bidx[i] = bidx[0] + i), read in place; vrun: the map is runs of vrun
+     * contiguous elements (a slice's rows), copied as runs when long */
+    uint8_t          view;
+    int32_t          vrun;
+    const hlo_instr *vsrc;
 } exe_fmember;
 
 typedef struct exe_fgroup {
