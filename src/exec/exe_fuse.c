@@ -297,8 +297,15 @@ static void fu_close_readers(fu_plan *P, const hlo_instr *in)
     }
 }
 
-/* A broadcast is absorbed when every reader is a member of a group of its dims: each group then computes it
- * block by block and it is never materialised. */
+/* A reshape of a dynamic-slice that may be absorbed (lax.scan's xs[i]: a row, then the squeeze): the same
+ * elements in the same (row-major) order, so the slice's member stands for the reshape as well. */
+static int fu_ds_reshape(const hlo_instr *in)
+{
+    return in->op == HLO_RESHAPE && fu_view_top(in) && fu_ds_candidate(in->ops[0]);
+}
+
+/* A broadcast is absorbed when every reader is a member of a group of its dims (or, for a dynamic-slice, a
+ * reshape read so: fu_ds_reshape): each group then computes it block by block and it is never materialised. */
 static int fu_absorbable(fu_plan *P, const hlo_comp *c, int b)
 {
     const hlo_instr *in = c->instrs[b];
@@ -307,6 +314,7 @@ static int fu_absorbable(fu_plan *P, const hlo_comp *c, int b)
         return 0;
     for (int u = P->ustart[b]; u < P->ustart[b + 1]; u++) {
         int j = P->users[u];
+        if (fu_ds_reshape(c->instrs[j]) && fu_absorbable(P, c, j)) continue;
         if (P->gid[j] < 0 || !fu_same_dims(&c->instrs[j]->shape, &in->shape)) return 0;
     }
     return 1;
@@ -442,13 +450,24 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
     G->members = ut_calloc((size_t)(cnt + nb), sizeof *G->members);
     G->inputs = ut_calloc((size_t)(cnt + nb) * 3 + 1, sizeof *G->inputs);
     G->outputs = ut_calloc((size_t)cnt, sizeof *G->outputs);
-    if (!G->members || !G->inputs || !G->outputs) return TPU_ERR_NOMEM;
+    const hlo_instr **alias = ut_malloc((size_t)(nb + 1) * sizeof *alias);   /* reshapes named by a slice's member */
+    int nalias = 0;
+    if (!G->members || !G->inputs || !G->outputs || !alias) {
+        ut_free(alias);
+        return TPU_ERR_NOMEM;
+    }
     /* the absorbed broadcasts first (slot -2 marks one not yet added), then the compute members */
     for (int q = 0; q < cnt; q++) {
         const hlo_instr *in = c->instrs[order[q]];
         for (int k = 0; k < in->nops; k++) {
             const hlo_instr *b = in->ops[k], *src = b->nops ? b->ops[0] : NULL;
             if (slot[b->id] != -2) continue;
+            if (fu_ds_reshape(b) && group_of[src->id] == EXE_FUSE_ABSORBED) {   /* the slice's member, both names */
+                if (slot[src->id] < 0) fu_add_member(G, src, slot, inslot, NULL);
+                slot[b->id] = slot[src->id];
+                alias[nalias++] = b;
+                continue;
+            }
             /* a view: a move other than a broadcast, or a broadcast over absorbed moves (fu_mark_chains) */
             int view = fu_view_top(b) || (b->op == HLO_BROADCAST && group_of[src->id] == EXE_FUSE_ABSORBED);
             while (view && src != b && group_of[src->id] == EXE_FUSE_ABSORBED) src = src->ops[0];
@@ -487,7 +506,9 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
         }
     }
     for (int k = 0; k < G->nmembers; k++) slot[G->members[k].in->id] = -1;
+    for (int k = 0; k < nalias; k++) slot[alias[k]->id] = -1;
     for (int q = 0; q < G->ninputs; q++) inslot[G->inputs[q]->id] = -1;
+    ut_free(alias);
     return TPU_OK;
 }
 
