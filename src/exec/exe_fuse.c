@@ -235,6 +235,7 @@ void exe_fuse_free(exe_fgroup *g, int n)
         ut_free(g[i].buf);
         ut_free(g[i].buf_es);
         ut_free(g[i].fixed);
+        ut_free(g[i].in_moved);
         ut_free(g[i].lay_off);
     }
     ut_free(g);
@@ -603,12 +604,15 @@ static tpu_status fu_plan_bufs(exe_fgroup *G)
     G->buf = ut_malloc((size_t)slots * sizeof(int));
     G->buf_es = ut_malloc((size_t)slots);
     G->fixed = ut_calloc((size_t)slots, 1);
+    G->in_moved = ut_calloc((size_t)ni + 1, 1);
     int *last = ut_malloc((size_t)slots * sizeof(int)), *freel = ut_calloc((size_t)slots, sizeof(int));
     tpu_status st = TPU_OK;
-    if (!G->buf || !G->buf_es || !G->fixed || !last || !freel) {
+    if (!G->buf || !G->buf_es || !G->fixed || !G->in_moved || !last || !freel) {
         st = TPU_ERR_NOMEM;
         goto out;
     }
+    for (int k = 0; k < nm; k++)
+        if (fu_reads_tensors(&G->members[k]) && G->members[k].op[0] < 0) G->in_moved[-1 - G->members[k].op[0]] = 1;
     G->nbuf = 0;
     int rd[3], nr;
     for (int k = 0; k < ni; k++) last[k] = 0;   /* here: input k is read by a member other than a broadcast */
@@ -1513,10 +1517,15 @@ static void fu_one_block(exe_state *S, const exe_fgroup *G, exe_value *const *in
     J.off = G->lay_off;
     J.blk = G->lay_blk;
     J.reuse = reuse;
-    /* one block is far below the streaming size: no output streams (the caller keeps nmembers <= FU_STACK_SLOTS) */
-    uint8_t stream[FU_STACK_SLOTS] = {0}, direct[FU_STACK_SLOTS];
-    J.stream = stream;
-    for (int k = 0; k < G->nmembers; k++) direct[k] = (uint8_t)fu_writes_direct(&J, k);
+    /* one block is far below the streaming size: no output streams (the caller keeps nmembers <= FU_STACK_SLOTS);
+     * fu_writes_direct without them, inline (a loop body runs this thousands of times) */
+    static const uint8_t no_stream[64];
+    uint8_t direct[FU_STACK_SLOTS];
+    J.stream = no_stream;
+    for (int k = 0, last = G->nmembers - 1; k <= last; k++) {
+        const exe_fmember *m = &G->members[k];
+        direct[k] = m->out >= 0 && fu_direct(outs[m->out]->dtype) && (k == last || reuse[m->out] < 0);
+    }
     J.direct = direct;
     fu_block(&J, scratch, mb, 0, (int)G->lay_n, 1);
 }
@@ -1524,10 +1533,7 @@ static void fu_one_block(exe_state *S, const exe_fgroup *G, exe_value *const *in
 int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
 {
     const hlo_shape *rs = &G->outputs[k]->shape;
-    if (!t || t->dtype != (tpu_dtype)rs->dtype || t->count != hlo_shape_count(rs) || t->count < 2) return 0;
-    for (int j = 0; j < G->nmembers; j++)
-        if (fu_reads_tensors(&G->members[j]) && G->members[j].op[0] == -1 - q) return 0;
-    return 1;
+    return t && !G->in_moved[q] && t->dtype == (tpu_dtype)rs->dtype && t->count == hlo_shape_count(rs) && t->count >= 2;
 }
 
 

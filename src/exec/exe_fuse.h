@@ -51,6 +51,8 @@ typedef struct exe_fgroup {
     int               nbuf;
     uint8_t          *buf_es;    /* per buffer: bytes per element */
     uint8_t          *fixed;     /* per slot: a scalar broadcast or scalar input, filled once per scratch */
+    uint8_t          *in_moved;  /* per input: read by a broadcast, dynamic-slice or view member, not element for
+                                  * element (so it never receives an output in place) */
     /* the block layout, fixed by the shapes (exe_fuse_plan; NULL off: exe_fuse_run works it out): elements,
      * elements per block, and each slot's byte offset in a thread's scratch (then the total) */
     int64_t           lay_n, lay_blk;
