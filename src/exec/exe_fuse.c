@@ -480,7 +480,10 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
             m->bidx_n = hlo_shape_count(&src->shape);
             m->bidx = ut_malloc((size_t)(nv ? nv : 1) * sizeof *m->bidx);
             if (!m->bidx) return TPU_ERR_NOMEM;
-            for (int64_t i = 0; i < nv; i++) m->bidx[i] = (int32_t)fu_view_index(b, src, i);
+            for (int64_t i = 0; i < nv; i++) {
+                m->bidx[i] = (int32_t)fu_view_index(b, src, i);
+                if (m->bidx[i] >= m->bspan) m->bspan = m->bidx[i] + 1;
+            }
             /* runs: the longest r (dividing nv) such that only every r-th element may start a new run */
             int64_t r = 1, brk = 0;
             for (int64_t i = 1; i < nv && !brk; i++) brk = m->bidx[i] != m->bidx[i - 1] + 1 ? i : 0;
@@ -715,6 +718,7 @@ static int fu_plan_bidx(exe_fmember *m, int64_t n)
         int64_t off = 0;
         for (int d = 0; d < s->rank; d++) off += (i / ostride[d]) % s->dims[d] * sstride[d];
         m->bidx[i] = (int32_t)off;
+        if (off >= m->bspan) m->bspan = off + 1;
     }
     m->bidx_n = hlo_shape_count(ss);
     return 0;
@@ -960,18 +964,35 @@ __attribute__((target("avx512f"))) static void fu_gather32_512(uint32_t *z, cons
     for (; i < len; i++) z[i] = x[idx[i]];
 }
 
+/* The same when every index is below span <= 32 (a small vector broadcast, jnp.outer's rows and columns): the
+ * source in two registers, 16 outputs per VPERMI2D, a fraction of a gather's cost */
+__attribute__((target("avx512f"))) static void fu_permute32_512(uint32_t *z, const uint32_t *x, const int32_t *idx, int len,
+                                                                int span)
+{
+    __mmask16 lo = (__mmask16)(span >= 16 ? 0xFFFFu : (1u << span) - 1);
+    __mmask16 hi = (__mmask16)(span <= 16 ? 0u : span >= 32 ? 0xFFFFu : (1u << (span - 16)) - 1);
+    __m512i a = _mm512_maskz_loadu_epi32(lo, x), b = _mm512_maskz_loadu_epi32(hi, x + 16);   /* no fault where masked */
+    int i = 0;
+    for (; i + 16 <= len; i += 16)
+        _mm512_storeu_si512((void *)(z + i), _mm512_permutex2var_epi32(a, _mm512_loadu_si512((const void *)(idx + i)), b));
+    for (; i < len; i++) z[i] = x[idx[i]];
+}
+
 #define FU_GATHER512 1
 #endif
 
-/* dst[i] <- src[idx[i]] for i < len, elements of the block's class (not bf16) */
+/* dst[i] <- src[idx[i]] for i < len, elements of the block's class (not bf16); span: every index is below it */
 EXE_VEC
-static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len)
+static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len, int64_t span)
 {
 #ifdef FU_GATHER512
     if (fu_esize(cls) == 4 && __builtin_cpu_supports("avx512f")) {
-        fu_gather32_512(dst, src, idx, len);
+        if (span <= 32) fu_permute32_512(dst, src, idx, len, (int)span);
+        else fu_gather32_512(dst, src, idx, len);
         return;
     }
+#else
+    (void)span;
 #endif
     switch (fu_esize(cls)) {
     case 1: {
@@ -1001,7 +1022,7 @@ static void fu_bcast_member(const exe_state *S, const exe_fmember *m, const tpu_
                             void *dst)
 {
     if (m->bidx && src->count == m->bidx_n && src->dtype != TPU_BF16 && !(S->ref & EXE_REF_ELEMENTWISE))
-        fu_gather(dst, cls, src->data, m->bidx + o, len);
+        fu_gather(dst, cls, src->data, m->bidx + o, len, m->bspan);
     else
         fu_broadcast(m->in, src, o, len, cls, dst);
 }
@@ -1021,7 +1042,7 @@ static void fu_view_member(const exe_state *S, const exe_fmember *m, const tpu_t
                 memcpy((char *)b->p + (size_t)(i - o) * es, (const char *)src->data + (size_t)m->bidx[i] * es, (size_t)(e - i) * es);
             }
         } else {
-            fu_gather(b->p, m->cls, src->data, m->bidx + o, len);
+            fu_gather(b->p, m->cls, src->data, m->bidx + o, len, m->bspan);
         }
         return;
     }

@@ -27,6 +27,7 @@ typedef struct exe_fmember {
      * operand (of bidx_n elements) it reads (fu_plan_layout); NULL: worked out per block */
     int32_t         *bidx;
     int64_t          bidx_n;
+    int64_t          bspan;   /* every bidx entry is below it (a small span is permuted in registers, not gathered) */
     /* a view: a static move (slice, reshape, transpose, reverse, broadcast) of at most FU_VIEW_MAX elements,
      * possibly over a chain of further moves each read by nothing else; it reads vsrc (the chain's bottom,
      * its input op[0]) through bidx, the composed index map (always planned), so no move is materialised;
