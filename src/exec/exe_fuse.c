@@ -1,6 +1,7 @@
-/* exe_fuse.c — fused elementwise loops: connected elementwise ops of one shape (with the broadcasts feeding
- * them) run as one pass over the elements, block by block, every intermediate held in a small per-thread
- * scratch block instead of a full array. A group may have several outputs (a threefry round updates two
+/* exe_fuse.c — fused elementwise loops: connected elementwise ops of one shape (with the broadcasts, dynamic
+ * slices and small static moves feeding them: views, read through a planned index table) run as one pass over
+ * the elements, block by block, every intermediate held in a small per-thread scratch block instead of a full
+ * array. A group may have several outputs (a threefry round updates two
  * arrays from shared intermediates: the whole jax.random chain is one loop). Values are computed with the
  * same block operations as the unfused kernels (kernels/ew_block.h, ew_int.h) or, for the rest, with the
  * reference per-element semantics, so a fused chain gives bit-for-bit the unfused results.
@@ -756,6 +757,8 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
     for (int i = 0; i < n; i++) P.gid[i] = fu_group_of(&P, i);
     /* compute members and absorbable broadcasts read per group; keep groups of two compute members, or of one
      * that reads a broadcast it absorbs (the broadcast is then never materialised) */
+    /* (a plain reshape does not count: its kernel makes a view without a copy, so a lone op reading one gains
+     * nothing from a group; one over a dynamic-slice or another move does) */
     int *compute = P.size, *bcasts = P.closed, *final = P.parent;
     memset(compute, 0, (size_t)n * sizeof(int));
     memset(bcasts, 0, (size_t)n * sizeof(int));
@@ -763,8 +766,11 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
         if (P.gid[i] < 0) continue;
         compute[P.gid[i]]++;
         const hlo_instr *in = c->instrs[i];
-        for (int k = 0; k < in->nops; k++)
-            if (fu_absorbable(&P, c, in->ops[k]->id)) bcasts[P.gid[i]]++;
+        for (int k = 0; k < in->nops; k++) {
+            const hlo_instr *o = in->ops[k];
+            int plain = o->op == HLO_RESHAPE && o->nops == 1 && !fu_ds_reshape(o) && !fu_view_op(o->ops[0]);
+            if (!plain && fu_absorbable(&P, c, o->id)) bcasts[P.gid[i]]++;
+        }
     }
     int nf = 0;
     for (int g = 0; g < n; g++) final[g] = compute[g] >= 2 || (compute[g] == 1 && bcasts[g] > 0) ? nf++ : -1;
