@@ -608,3 +608,133 @@ TEST(fusion_small_group_broadcast_tables_match_unfused)
     tpu_module_free(m);
     tpu_ctx_free(ctx);
 }
+
+/* Views (exe_fmember.view): static moves read by group members through one composed table, the chain under
+ * them never materialised: slices (strided), reshapes, transposes, reverses and broadcasts over them; a
+ * contiguous run read in place; column blocks of a matrix, copied a row at a time; bf16 bottoms (no table:
+ * fu_view_index per element), one over several blocks beside a scalar broadcast's buffer, which an input read
+ * only by the view must not overwrite (a transposing bf16 broadcast had that fault before views); s32, u64 and
+ * pred bottoms; lax.scan's row xs[i] (a dynamic-slice and its reshape: the slice's member stands for both,
+ * starts clamped; not where the reshape is read elsewhere too); a slice read by two broadcasts and the result (not chained); the transpose of a dot
+ * (formerly written transposed by the dot); a lone op over a plain reshape (left alone: the reshape is a view
+ * already); a view over several blocks; one too large to be a view; and
+ * jnp.outer(h[:8], h[:8]) of a tanh in a loop. Each runs fused with the tables, fused without them
+ * (EXE_REF_ELEMENTWISE) and unfused with the reference kernels: the same bytes. */
+TEST(fusion_views_match_unfused)
+{
+    static const char *hlo =
+        "HloModule h\n"
+        "body { p = (s32[], f32[64], f32[8,8]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " h = f32[64] get-tuple-element(p), index=1\n m = f32[8,8] get-tuple-element(p), index=2\n"
+        " c9 = f32[] constant(0.9)\n b9 = f32[64] broadcast(c9), dimensions={}\n hm = f32[64] multiply(h, b9)\n"
+        " t = f32[64] tanh(hm)\n s0 = f32[8] slice(t), slice={[0:8]}\n s1 = f32[8] slice(t), slice={[8:64:7]}\n"
+        " r0 = f32[8,1] reshape(s0)\n r1 = f32[8] reshape(r0)\n o0 = f32[8,8] broadcast(r1), dimensions={0}\n"
+        " o1 = f32[8,8] broadcast(s1), dimensions={1}\n tm = f32[8,8] transpose(m), dimensions={1,0}\n"
+        " e = f32[8,8] multiply(o0, o1)\n f = f32[8,8] add(e, tm)\n"
+        " one = s32[] constant(1)\n j = s32[] add(i, one)\n ROOT r = (s32[], f32[64], f32[8,8]) tuple(j, t, f) }\n"
+        "cond { p = (s32[], f32[64], f32[8,8]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+        " k = s32[] constant(25)\n ROOT lt = pred[] compare(i, k), direction=LT }\n"
+        "ENTRY main {\n x = f32[6,10] parameter(0)\n y = f32[10,3] parameter(1)\n z = f32[20] parameter(2)\n"
+        " hb = bf16[8,8] parameter(3)\n iv = s32[4,5] parameter(4)\n u = u64[12] parameter(5)\n pv = pred[10] parameter(6)\n"
+        " w = f32[16] parameter(7)\n a = f32[8,16] parameter(8)\n bm = f32[16,8] parameter(9)\n big = f32[64,64] parameter(10)\n"
+        " huge = f32[65,64] parameter(11)\n h0 = f32[64] parameter(12)\n m0 = f32[8,8] parameter(13)\n"
+        " bigb = bf16[64,64] parameter(14)\n bbt = bf16[64,64] transpose(bigb), dimensions={1,0}\n"
+        " cb = bf16[] constant(1.5)\n cbb = bf16[64,64] broadcast(cb), dimensions={}\n bbm = bf16[64,64] multiply(cbb, bbt)\n"
+        " bbt2 = bf16[64,64] broadcast(bigb), dimensions={1,0}\n bbm2 = bf16[64,64] multiply(cbb, bbt2)\n"
+        " cols = f32[32,384] parameter(15)\n cs = f32[32,128] slice(cols), slice={[0:32], [128:256]}\n"
+        " cm = f32[32,128] multiply(cs, cs)\n cs2 = f32[4,24] slice(cols), slice={[3:7], [300:324]}\n"
+        " cm2 = f32[4,24] add(cs2, cs2)\n"
+        " xsd = f32[30,64] parameter(16)\n kk = s32[] parameter(17)\n cz = s32[] constant(0)\n cm5 = s32[] constant(-5)\n"
+        " c100 = s32[] constant(100)\n xd = f32[1,64] dynamic-slice(xsd, kk, cz), dynamic_slice_sizes={1,64}\n"
+        " xdr = f32[64] reshape(xd)\n xde = f32[64] multiply(xdr, h0)\n"
+        " xd2 = f32[2,32] dynamic-slice(xsd, c100, cm5), dynamic_slice_sizes={2,32}\n xd2r = f32[64] reshape(xd2)\n"
+        " xd2e = f32[64] add(xd2r, xde)\n"
+        " xd3 = f32[1,64] dynamic-slice(xsd, cz, kk), dynamic_slice_sizes={1,64}\n xd3r = f32[64] reshape(xd3)\n"
+        " xd3e = f32[64] subtract(xd3r, h0)\n rz = f32[4,16] reshape(h0)\n rn = f32[4,16] negate(rz)\n"
+        " xs = f32[3,10] slice(x), slice={[1:6:2], [0:10]}\n xt = f32[10,3] transpose(xs), dimensions={1,0}\n"
+        " xr = f32[10,3] reverse(xt), dimensions={0}\n e1 = f32[10,3] add(xr, y)\n e2 = f32[10,3] multiply(e1, xr)\n"
+        " xc = f32[2,10] slice(x), slice={[2:4], [0:10]}\n xcr = f32[20] reshape(xc)\n e3 = f32[20] subtract(xcr, z)\n"
+        " e4 = f32[20] multiply(e3, e3)\n"
+        " hbt = bf16[8,8] transpose(hb), dimensions={1,0}\n hc = bf16[8,8] multiply(hbt, hbt)\n hd = bf16[8,8] add(hc, hbt)\n"
+        " ivs = s32[5,4] transpose(iv), dimensions={1,0}\n ivb = s32[3,5,4] broadcast(ivs), dimensions={1,2}\n"
+        " iw = s32[3,5,4] multiply(ivb, ivb)\n"
+        " us0 = u64[6] slice(u), slice={[0:12:2]}\n us = u64[2,3] reshape(us0)\n ux = u64[2,3] xor(us, us)\n uy = u64[2,3] add(ux, us)\n"
+        " pr = pred[10] reverse(pv), dimensions={0}\n pn = pred[10] not(pr)\n pa = pred[10] and(pn, pv)\n"
+        " q = f32[8] slice(w), slice={[3:11]}\n qb0 = f32[8,8] broadcast(q), dimensions={0}\n"
+        " qb1 = f32[8,8] broadcast(q), dimensions={1}\n g = f32[8,8] multiply(qb0, qb1)\n"
+        " d = f32[8,8] dot(a, bm), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        " dt = f32[8,8] transpose(d), dimensions={1,0}\n dg = f32[8,8] add(dt, dt)\n"
+        " bt = f32[64,64] transpose(big), dimensions={1,0}\n bs = f32[64,64] multiply(bt, bt)\n"
+        " ht = f32[64,65] transpose(huge), dimensions={1,0}\n hs = f32[64,65] multiply(ht, ht)\n"
+        " c0 = s32[] constant(0)\n init = (s32[], f32[64], f32[8,8]) tuple(c0, h0, m0)\n"
+        " wl = (s32[], f32[64], f32[8,8]) while(init), condition=cond, body=body\n"
+        " lh = f32[64] get-tuple-element(wl), index=1\n lm = f32[8,8] get-tuple-element(wl), index=2\n"
+        " ROOT t = tuple(e2, e4, hd, iw, uy, pa, g, q, dg, bs, hs, lh, lm, bbm, bbm2, cm, cm2, xd2e, xd3r, xd3e, rn)\n}\n";
+    tpu_ctx *ctx = tpu_ctx_new();
+    tpu_module *m = NULL;
+    REQUIRE(tpu_module_parse(ctx, hlo, strlen(hlo), "views", &m) == TPU_OK);
+    /* the plans: views over chains (their moves absorbed), in place for the contiguous run, none too large */
+    int views = 0, runs = 0, rows = 0, absorbed = 0, kept = 0;
+    for (int ci = 0; ci < m->ncomps; ci++) {
+        const hlo_comp *c = m->comps[ci];
+        uint8_t *live = malloc((size_t)c->ninstrs);
+        int *gof = malloc((size_t)c->ninstrs * sizeof *gof);
+        REQUIRE(live && gof);
+        memset(live, 1, (size_t)c->ninstrs);
+        exe_fgroup *groups = NULL;
+        int ng = 0;
+        REQUIRE(exe_fuse_plan(ctx, c, 1, live, gof, &groups, &ng) == TPU_OK);
+        for (int g = 0; g < ng; g++)
+            for (int k = 0; k < groups[g].nmembers; k++) {
+                const exe_fmember *fm = &groups[g].members[k];
+                views += fm->view != 0;
+                runs += fm->view == 2;
+                rows += fm->view == 1 && fm->vrun >= 16;
+            }
+        for (int i = 0; i < c->ninstrs; i++) {
+            const char *nm = c->instrs[i]->name;
+            if (!strcmp(nm, "xs") || !strcmp(nm, "xt") || !strcmp(nm, "s0") || !strcmp(nm, "r0") || !strcmp(nm, "r1") ||
+                !strcmp(nm, "us0") || !strcmp(nm, "ivs") || !strcmp(nm, "s1") || !strcmp(nm, "xd") || !strcmp(nm, "xdr") ||
+                !strcmp(nm, "xd2") || !strcmp(nm, "xd2r"))
+                absorbed += gof[i] == EXE_FUSE_ABSORBED;
+            if (!strcmp(nm, "q") || !strcmp(nm, "ht") || !strcmp(nm, "xd3") || !strcmp(nm, "xd3r") || !strcmp(nm, "rz") ||
+                !strcmp(nm, "rn"))
+                kept += gof[i] == EXE_FUSE_NONE;
+        }
+        exe_fuse_free(groups, ng);
+        free(live);
+        free(gof);
+    }
+    CHECK_MSG(views >= 14 && runs >= 1 && rows == 2 && absorbed == 12 && kept == 6, "%d views (%d in place, %d by rows), "
+              "%d of 12 moves absorbed, %d of 6 kept", views, runs, rows, absorbed, kept);
+    tpu_tensor **ins = NULL;
+    int nin = 0;
+    REQUIRE(tpu_random_inputs(ctx, m, 17, &ins, &nin) == TPU_OK);
+    for (int mode = 0; mode < 2; mode++)
+        for (int threads = 1; threads <= 2; threads++) {
+            tpu_run_opts o = tpu_run_opts_default();
+            o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+            o.threads = threads;
+            exe_run_cfg unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
+            tpu_tensor **ref = NULL;
+            int nref = 0;
+            REQUIRE(exe_run(ctx, m, &o, &unfused, ins, nin, &ref, &nref) == TPU_OK);
+            for (int way = 0; way < 2; way++) {
+                exe_run_cfg cfg = {.ref = way ? EXE_REF_ELEMENTWISE : 0};
+                tpu_tensor **a = NULL;
+                int na = 0;
+                CHECK(exe_run(ctx, m, &o, &cfg, ins, nin, &a, &na) == TPU_OK);
+                CHECK_EQ_INT(na, nref);
+                for (int i = 0; i < na && i < nref; i++)
+                    CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(ref[i]) &&
+                              !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(ref[i]), tpu_tensor_nbytes(a[i])),
+                              "mode %d, %d threads, %s: output %d differs from the unfused reference", mode, threads,
+                              way ? "fused without tables" : "fused", i);
+                tpu_tensors_free(a, na);
+            }
+            tpu_tensors_free(ref, nref);
+        }
+    tpu_tensors_free(ins, nin);
+    tpu_module_free(m);
+    tpu_ctx_free(ctx);
+}

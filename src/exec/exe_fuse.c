@@ -1,6 +1,7 @@
-/* exe_fuse.c — fused elementwise loops: connected elementwise ops of one shape (with the broadcasts feeding
- * them) run as one pass over the elements, block by block, every intermediate held in a small per-thread
- * scratch block instead of a full array. A group may have several outputs (a threefry round updates two
+/* exe_fuse.c — fused elementwise loops: connected elementwise ops of one shape (with the broadcasts, dynamic
+ * slices and small static moves feeding them: views, read through a planned index table) run as one pass over
+ * the elements, block by block, every intermediate held in a small per-thread scratch block instead of a full
+ * array. A group may have several outputs (a threefry round updates two
  * arrays from shared intermediates: the whole jax.random chain is one loop). Values are computed with the
  * same block operations as the unfused kernels (kernels/ew_block.h, ew_int.h) or, for the rest, with the
  * reference per-element semantics, so a fused chain gives bit-for-bit the unfused results.
@@ -101,8 +102,122 @@ static int fu_ds_candidate(const hlo_instr *in)
     return 1;
 }
 
-/* Members that read their input tensors themselves (not through the block loader): broadcasts, dynamic-slices. */
-static int fu_reads_tensors(const exe_fmember *m) { return m->in->op == HLO_BROADCAST || m->in->op == HLO_DYNAMIC_SLICE; }
+/* Members that read their input tensors themselves (not through the block loader): broadcasts, dynamic-slices,
+ * views. */
+static int fu_reads_tensors(const exe_fmember *m)
+{
+    return m->view || m->in->op == HLO_BROADCAST || m->in->op == HLO_DYNAMIC_SLICE;
+}
+
+/* ---- views: static moves read through an index map ----
+ * A loop body's small groups read values that slices, reshapes and transposes rearrange first (jnp.outer(h[:8],
+ * h[:8]): a slice under each broadcast). Each such move, materialised, costs an interpreter step and an array
+ * per iteration; a view member instead reads the bottom of the chain through one table, element i of the view
+ * being element bidx[i] of the bottom. Only small views (the table is planned once for every element). */
+#define FU_VIEW_MAX 4096
+#define FU_VIEW_RUN 16    /* runs of the bottom at least this long are copied as runs, not gathered */
+
+/* A static move whose index map fu_view_index can compose: one array operand of the same element type, a
+ * supported class, attributes that fit the shapes (checked here: an ill-formed one stays a kernel, which
+ * reports it). */
+static int fu_view_op(const hlo_instr *in)
+{
+    if (in->nops != 1 || in->nctrl || !hlo_shape_is_array(&in->shape) || in->shape.dyn_mask ||
+        fu_class((tpu_dtype)in->shape.dtype) < 0)
+        return 0;
+    const hlo_shape *s = &in->shape, *x = &in->ops[0]->shape;
+    if (!hlo_shape_is_array(x) || x->dyn_mask || x->dtype != s->dtype || hlo_shape_count(x) >= INT32_MAX) return 0;
+    const int64_t *d;
+    int nd;
+    switch ((hlo_op)in->op) {
+    case HLO_RESHAPE: return hlo_shape_count(x) == hlo_shape_count(s);
+    case HLO_SLICE: {
+        const hlo_attr *sa = hlo_attr_find(in, HK_SLICE);
+        if (!sa || sa->kind != HA_SLICE || sa->v.slice->rank != x->rank || s->rank != x->rank) return 0;
+        const hlo_slice *sl = sa->v.slice;
+        for (int i = 0; i < x->rank; i++) {
+            if (sl->stride[i] < 1 || sl->start[i] < 0 || sl->limit[i] > x->dims[i]) return 0;
+            int64_t n = (sl->limit[i] - sl->start[i] + sl->stride[i] - 1) / sl->stride[i];
+            if (n != s->dims[i] || (n > 0 && sl->start[i] >= x->dims[i])) return 0;
+        }
+        return 1;
+    }
+    case HLO_TRANSPOSE: {
+        nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+        if (nd != s->rank || nd != x->rank) return 0;
+        unsigned seen = 0;
+        for (int k = 0; k < nd; k++) {
+            if (d[k] < 0 || d[k] >= nd || (seen >> d[k] & 1) || x->dims[d[k]] != s->dims[k]) return 0;
+            seen |= 1u << d[k];
+        }
+        return 1;
+    }
+    case HLO_BROADCAST: {
+        nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+        if (nd != x->rank) return 0;
+        unsigned seen = 0;
+        for (int k = 0; k < nd; k++) {
+            if (d[k] < 0 || d[k] >= s->rank || (seen >> d[k] & 1) || x->dims[k] != s->dims[d[k]]) return 0;
+            seen |= 1u << d[k];
+        }
+        return 1;
+    }
+    case HLO_REVERSE: {
+        nd = hlo_attr_ints(in, HK_DIMENSIONS, &d);
+        if (s->rank != x->rank) return 0;
+        for (int k = 0; k < s->rank; k++)
+            if (x->dims[k] != s->dims[k]) return 0;
+        for (int k = 0; k < nd; k++)
+            if (d[k] < 0 || d[k] >= s->rank) return 0;
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+/* The element of `src` that element `lin` (row-major) of view y reads: down the chain of moves from y to src
+ * one move at a time, as each move's kernel defines it. The naive map: it fills the tables, and reference runs
+ * (EXE_REF_ELEMENTWISE) call it per element. */
+static int64_t fu_view_index(const hlo_instr *y, const hlo_instr *src, int64_t lin)
+{
+    for (; y != src; y = y->ops[0]) {
+        if (y->op == HLO_RESHAPE) continue;   /* row-major both sides: the same linear index */
+        const hlo_shape *s = &y->shape, *x = &y->ops[0]->shape;
+        int64_t oi[TPU_MAX_RANK], xi[TPU_MAX_RANK], rem = lin;
+        for (int k = s->rank - 1; k >= 0; k--) {
+            oi[k] = s->dims[k] ? rem % s->dims[k] : 0;
+            rem = s->dims[k] ? rem / s->dims[k] : 0;
+        }
+        const int64_t *d;
+        int nd = hlo_attr_ints(y, HK_DIMENSIONS, &d);
+        switch ((hlo_op)y->op) {
+        case HLO_SLICE: {
+            const hlo_slice *sl = hlo_attr_find(y, HK_SLICE)->v.slice;
+            for (int k = 0; k < x->rank; k++) xi[k] = sl->start[k] + oi[k] * sl->stride[k];
+            break;
+        }
+        case HLO_TRANSPOSE:
+            for (int k = 0; k < nd; k++) xi[d[k]] = oi[k];
+            break;
+        case HLO_BROADCAST:
+            for (int k = 0; k < nd; k++) xi[k] = oi[d[k]];
+            break;
+        default:   /* HLO_REVERSE */
+            for (int k = 0; k < x->rank; k++) xi[k] = oi[k];
+            for (int k = 0; k < nd; k++) xi[d[k]] = x->dims[d[k]] - 1 - oi[d[k]];
+            break;
+        }
+        lin = 0;
+        for (int k = 0; k < x->rank; k++) lin = lin * x->dims[k] + xi[k];
+    }
+    return lin;
+}
+
+/* A view read by group members that need not be a plain broadcast (one absorbed as fu_absorbable says). */
+static int fu_view_top(const hlo_instr *in)
+{
+    return in->op != HLO_BROADCAST && fu_view_op(in) && hlo_shape_count(&in->shape) <= FU_VIEW_MAX;
+}
 
 static int fu_bcast_candidate(const hlo_instr *in)
 {
@@ -121,6 +236,7 @@ void exe_fuse_free(exe_fgroup *g, int n)
         ut_free(g[i].buf);
         ut_free(g[i].buf_es);
         ut_free(g[i].fixed);
+        ut_free(g[i].in_moved);
         ut_free(g[i].lay_off);
     }
     ut_free(g);
@@ -183,18 +299,44 @@ static void fu_close_readers(fu_plan *P, const hlo_instr *in)
     }
 }
 
-/* A broadcast is absorbed when every reader is a member of a group of its dims: each group then computes it
- * block by block and it is never materialised. */
+/* A reshape of a dynamic-slice that may be absorbed (lax.scan's xs[i]: a row, then the squeeze): the same
+ * elements in the same (row-major) order, so the slice's member stands for the reshape as well. */
+static int fu_ds_reshape(const hlo_instr *in)
+{
+    return in->op == HLO_RESHAPE && fu_view_top(in) && fu_ds_candidate(in->ops[0]);
+}
+
+/* A broadcast is absorbed when every reader is a member of a group of its dims (or, for a dynamic-slice, a
+ * reshape read so: fu_ds_reshape): each group then computes it block by block and it is never materialised. */
 static int fu_absorbable(fu_plan *P, const hlo_comp *c, int b)
 {
     const hlo_instr *in = c->instrs[b];
-    if (!(fu_bcast_candidate(in) || fu_ds_candidate(in)) || in == c->root || P->ctrl_user[b] || P->ustart[b + 1] == P->ustart[b])
+    if (!(fu_bcast_candidate(in) || fu_ds_candidate(in) || fu_view_top(in)) || in == c->root || P->ctrl_user[b] ||
+        P->ustart[b + 1] == P->ustart[b])
         return 0;
     for (int u = P->ustart[b]; u < P->ustart[b + 1]; u++) {
         int j = P->users[u];
+        if (fu_ds_reshape(c->instrs[j]) && fu_absorbable(P, c, j)) continue;
         if (P->gid[j] < 0 || !fu_same_dims(&c->instrs[j]->shape, &in->shape)) return 0;
     }
     return 1;
+}
+
+/* Moves under an absorbed view, each read by nothing but the move above it, join the view (fu_build composes
+ * their maps): they have no value either. */
+static void fu_mark_chains(fu_plan *P, const hlo_comp *c, const uint8_t *live, int *group_of)
+{
+    for (int i = c->ninstrs - 1; i >= 0; i--) {
+        const hlo_instr *t = c->instrs[i];
+        if (group_of[i] != EXE_FUSE_ABSORBED || !fu_view_op(t) || hlo_shape_count(&t->shape) > FU_VIEW_MAX) continue;
+        for (const hlo_instr *x = t->ops[0];; x = x->ops[0]) {
+            int j = x->id;
+            if (!live[j] || group_of[j] != EXE_FUSE_NONE || !fu_view_op(x) || x == c->root || P->ctrl_user[j] ||
+                P->ustart[j + 1] - P->ustart[j] != 1)
+                break;
+            group_of[j] = EXE_FUSE_ABSORBED;
+        }
+    }
 }
 
 static void fu_plan_free(fu_plan *P)
@@ -266,14 +408,15 @@ static void fu_member_init(exe_fmember *m)
     }
 }
 
-/* Appends x as a member; its operands resolve to member slots or (new) input slots. */
-static exe_fmember *fu_add_member(exe_fgroup *G, const hlo_instr *x, int *slot, int *inslot)
+/* Appends x as a member; its operands resolve to member slots or (new) input slots. src0: what operand 0
+ * reads instead of x's (a view's chain bottom), or NULL. */
+static exe_fmember *fu_add_member(exe_fgroup *G, const hlo_instr *x, int *slot, int *inslot, const hlo_instr *src0)
 {
     exe_fmember *m = &G->members[G->nmembers];
     m->in = x;
     m->out = -1;
     for (int a = 0; a < x->nops && a < 3; a++) {
-        const hlo_instr *o = x->ops[a];
+        const hlo_instr *o = a == 0 && src0 ? src0 : x->ops[a];
         if (slot[o->id] >= 0) {
             m->op[a] = slot[o->id];
             continue;
@@ -309,16 +452,55 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
     G->members = ut_calloc((size_t)(cnt + nb), sizeof *G->members);
     G->inputs = ut_calloc((size_t)(cnt + nb) * 3 + 1, sizeof *G->inputs);
     G->outputs = ut_calloc((size_t)cnt, sizeof *G->outputs);
-    if (!G->members || !G->inputs || !G->outputs) return TPU_ERR_NOMEM;
+    const hlo_instr **alias = ut_malloc((size_t)(nb + 1) * sizeof *alias);   /* reshapes named by a slice's member */
+    int nalias = 0;
+    if (!G->members || !G->inputs || !G->outputs || !alias) {
+        ut_free(alias);
+        return TPU_ERR_NOMEM;
+    }
     /* the absorbed broadcasts first (slot -2 marks one not yet added), then the compute members */
     for (int q = 0; q < cnt; q++) {
         const hlo_instr *in = c->instrs[order[q]];
-        for (int k = 0; k < in->nops; k++)
-            if (slot[in->ops[k]->id] == -2) fu_add_member(G, in->ops[k], slot, inslot);
+        for (int k = 0; k < in->nops; k++) {
+            const hlo_instr *b = in->ops[k], *src = b->nops ? b->ops[0] : NULL;
+            if (slot[b->id] != -2) continue;
+            if (fu_ds_reshape(b) && group_of[src->id] == EXE_FUSE_ABSORBED) {   /* the slice's member, both names */
+                if (slot[src->id] < 0) fu_add_member(G, src, slot, inslot, NULL);
+                slot[b->id] = slot[src->id];
+                alias[nalias++] = b;
+                continue;
+            }
+            /* a view: a move other than a broadcast, or a broadcast over absorbed moves (fu_mark_chains) */
+            int view = fu_view_top(b) || (b->op == HLO_BROADCAST && group_of[src->id] == EXE_FUSE_ABSORBED);
+            while (view && src != b && group_of[src->id] == EXE_FUSE_ABSORBED) src = src->ops[0];
+            exe_fmember *m = fu_add_member(G, b, slot, inslot, view ? src : NULL);
+            if (!view) continue;
+            int64_t nv = hlo_shape_count(&b->shape);
+            m->view = 1;
+            m->vsrc = src;
+            m->bidx_n = hlo_shape_count(&src->shape);
+            m->bidx = ut_malloc((size_t)(nv ? nv : 1) * sizeof *m->bidx);
+            if (!m->bidx) return TPU_ERR_NOMEM;
+            for (int64_t i = 0; i < nv; i++) {
+                m->bidx[i] = (int32_t)fu_view_index(b, src, i);
+                if (m->bidx[i] >= m->bspan) m->bspan = m->bidx[i] + 1;
+            }
+            /* runs: the longest r (dividing nv) such that only every r-th element may start a new run */
+            int64_t r = 1, brk = 0;
+            for (int64_t i = 1; i < nv && !brk; i++) brk = m->bidx[i] != m->bidx[i - 1] + 1 ? i : 0;
+            if (!brk) r = nv;   /* one contiguous run of the bottom (a reshape, a slice of whole rows): in place */
+            else if (nv % brk == 0) {
+                r = brk;
+                for (int64_t i = 1; i < nv && r > 1; i++)
+                    if (i % r && m->bidx[i] != m->bidx[i - 1] + 1) r = 1;
+            }
+            m->view = (uint8_t)(r == nv ? 2 : 1);
+            m->vrun = (int32_t)r;
+        }
     }
     for (int q = 0; q < cnt; q++) {
         const hlo_instr *x = c->instrs[order[q]];
-        exe_fmember *m = fu_add_member(G, x, slot, inslot);
+        exe_fmember *m = fu_add_member(G, x, slot, inslot, NULL);
         G->last = x;
         /* an output: the root, or read by anything outside the group */
         int outside = x == c->root || P->ctrl_user[x->id];
@@ -329,7 +511,9 @@ static tpu_status fu_build(fu_plan *P, const hlo_comp *c, const int *group_of, i
         }
     }
     for (int k = 0; k < G->nmembers; k++) slot[G->members[k].in->id] = -1;
+    for (int k = 0; k < nalias; k++) slot[alias[k]->id] = -1;
     for (int q = 0; q < G->ninputs; q++) inslot[G->inputs[q]->id] = -1;
+    ut_free(alias);
     return TPU_OK;
 }
 
@@ -424,12 +608,15 @@ static tpu_status fu_plan_bufs(exe_fgroup *G)
     G->buf = ut_malloc((size_t)slots * sizeof(int));
     G->buf_es = ut_malloc((size_t)slots);
     G->fixed = ut_calloc((size_t)slots, 1);
+    G->in_moved = ut_calloc((size_t)ni + 1, 1);
     int *last = ut_malloc((size_t)slots * sizeof(int)), *freel = ut_calloc((size_t)slots, sizeof(int));
     tpu_status st = TPU_OK;
-    if (!G->buf || !G->buf_es || !G->fixed || !last || !freel) {
+    if (!G->buf || !G->buf_es || !G->fixed || !G->in_moved || !last || !freel) {
         st = TPU_ERR_NOMEM;
         goto out;
     }
+    for (int k = 0; k < nm; k++)
+        if (fu_reads_tensors(&G->members[k]) && G->members[k].op[0] < 0) G->in_moved[-1 - G->members[k].op[0]] = 1;
     G->nbuf = 0;
     int rd[3], nr;
     for (int k = 0; k < ni; k++) last[k] = 0;   /* here: input k is read by a member other than a broadcast */
@@ -458,7 +645,8 @@ static tpu_status fu_plan_bufs(exe_fgroup *G)
         const exe_fmember *m = &G->members[k];
         G->buf[k] = -1;
         if (m->fold) continue;
-        G->fixed[k] = m->in->op == HLO_BROADCAST && (m->in->shape.rank == 0 || hlo_shape_count(&m->in->ops[0]->shape) == 1);
+        G->fixed[k] = !m->view && m->in->op == HLO_BROADCAST &&
+                      (m->in->shape.rank == 0 || hlo_shape_count(&m->in->ops[0]->shape) == 1);
         G->buf[k] = fu_buf_get(G, freel, (int)fu_esize(m->cls), G->fixed[k]);
         nr = fu_reads(m, rd);
         for (int a = 0; a < nr; a++) {
@@ -508,7 +696,7 @@ static int fu_offsets(const exe_fgroup *G, int64_t L, size_t *off)
 static int fu_plan_bidx(exe_fmember *m, int64_t n)
 {
     const hlo_shape *s = &m->in->shape, *ss = m->in->nops == 1 ? &m->in->ops[0]->shape : NULL;
-    if (m->in->op != HLO_BROADCAST || !ss || !hlo_shape_is_array(ss) || ss->dyn_mask || s->dyn_mask || s->rank == 0 ||
+    if (m->view || m->in->op != HLO_BROADCAST || !ss || !hlo_shape_is_array(ss) || ss->dyn_mask || s->dyn_mask || s->rank == 0 ||
         hlo_shape_count(ss) <= 1 || hlo_shape_count(s) != n)
         return 0;
     int64_t ostride[TPU_MAX_RANK], sstride[TPU_MAX_RANK] = {0}, srcs[TPU_MAX_RANK], acc = 1;
@@ -531,6 +719,7 @@ static int fu_plan_bidx(exe_fmember *m, int64_t n)
         int64_t off = 0;
         for (int d = 0; d < s->rank; d++) off += (i / ostride[d]) % s->dims[d] * sstride[d];
         m->bidx[i] = (int32_t)off;
+        if (off >= m->bspan) m->bspan = off + 1;
     }
     m->bidx_n = hlo_shape_count(ss);
     return 0;
@@ -568,6 +757,8 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
     for (int i = 0; i < n; i++) P.gid[i] = fu_group_of(&P, i);
     /* compute members and absorbable broadcasts read per group; keep groups of two compute members, or of one
      * that reads a broadcast it absorbs (the broadcast is then never materialised) */
+    /* (a plain reshape does not count: its kernel makes a view without a copy, so a lone op reading one gains
+     * nothing from a group; one over a dynamic-slice or another move does) */
     int *compute = P.size, *bcasts = P.closed, *final = P.parent;
     memset(compute, 0, (size_t)n * sizeof(int));
     memset(bcasts, 0, (size_t)n * sizeof(int));
@@ -575,8 +766,11 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
         if (P.gid[i] < 0) continue;
         compute[P.gid[i]]++;
         const hlo_instr *in = c->instrs[i];
-        for (int k = 0; k < in->nops; k++)
-            if (fu_absorbable(&P, c, in->ops[k]->id)) bcasts[P.gid[i]]++;
+        for (int k = 0; k < in->nops; k++) {
+            const hlo_instr *o = in->ops[k];
+            int plain = o->op == HLO_RESHAPE && o->nops == 1 && !fu_ds_reshape(o) && !fu_view_op(o->ops[0]);
+            if (!plain && fu_absorbable(&P, c, o->id)) bcasts[P.gid[i]]++;
+        }
     }
     int nf = 0;
     for (int g = 0; g < n; g++) final[g] = compute[g] >= 2 || (compute[g] == 1 && bcasts[g] > 0) ? nf++ : -1;
@@ -584,6 +778,7 @@ tpu_status exe_fuse_plan(tpu_ctx *ctx, const hlo_comp *c, int enabled, const uin
     for (int i = 0; i < n; i++) P.gid[i] = group_of[i];
     for (int i = 0; i < n; i++)
         if (live[i] && fu_absorbable(&P, c, i)) group_of[i] = EXE_FUSE_ABSORBED;
+    fu_mark_chains(&P, c, live, group_of);
     /* members of each group in topological order (bucket sort), then each group built */
     int *start = ut_calloc((size_t)nf + 2, sizeof(int)), *order = ut_malloc((size_t)n * sizeof(int));
     int *slot = ut_malloc((size_t)n * sizeof(int)), *inslot = ut_malloc((size_t)n * sizeof(int));
@@ -775,18 +970,35 @@ __attribute__((target("avx512f"))) static void fu_gather32_512(uint32_t *z, cons
     for (; i < len; i++) z[i] = x[idx[i]];
 }
 
+/* The same when every index is below span <= 32 (a small vector broadcast, jnp.outer's rows and columns): the
+ * source in two registers, 16 outputs per VPERMI2D, a fraction of a gather's cost */
+__attribute__((target("avx512f"))) static void fu_permute32_512(uint32_t *z, const uint32_t *x, const int32_t *idx, int len,
+                                                                int span)
+{
+    __mmask16 lo = (__mmask16)(span >= 16 ? 0xFFFFu : (1u << span) - 1);
+    __mmask16 hi = (__mmask16)(span <= 16 ? 0u : span >= 32 ? 0xFFFFu : (1u << (span - 16)) - 1);
+    __m512i a = _mm512_maskz_loadu_epi32(lo, x), b = _mm512_maskz_loadu_epi32(hi, x + 16);   /* no fault where masked */
+    int i = 0;
+    for (; i + 16 <= len; i += 16)
+        _mm512_storeu_si512((void *)(z + i), _mm512_permutex2var_epi32(a, _mm512_loadu_si512((const void *)(idx + i)), b));
+    for (; i < len; i++) z[i] = x[idx[i]];
+}
+
 #define FU_GATHER512 1
 #endif
 
-/* dst[i] <- src[idx[i]] for i < len, elements of the block's class (not bf16) */
+/* dst[i] <- src[idx[i]] for i < len, elements of the block's class (not bf16); span: every index is below it */
 EXE_VEC
-static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len)
+static void fu_gather(void *dst, int cls, const void *src, const int32_t *restrict idx, int len, int64_t span)
 {
 #ifdef FU_GATHER512
     if (fu_esize(cls) == 4 && __builtin_cpu_supports("avx512f")) {
-        fu_gather32_512(dst, src, idx, len);
+        if (span <= 32) fu_permute32_512(dst, src, idx, len, (int)span);
+        else fu_gather32_512(dst, src, idx, len);
         return;
     }
+#else
+    (void)span;
 #endif
     switch (fu_esize(cls)) {
     case 1: {
@@ -816,9 +1028,31 @@ static void fu_bcast_member(const exe_state *S, const exe_fmember *m, const tpu_
                             void *dst)
 {
     if (m->bidx && src->count == m->bidx_n && src->dtype != TPU_BF16 && !(S->ref & EXE_REF_ELEMENTWISE))
-        fu_gather(dst, cls, src->data, m->bidx + o, len);
+        fu_gather(dst, cls, src->data, m->bidx + o, len, m->bspan);
     else
         fu_broadcast(m->in, src, o, len, cls, dst);
+}
+
+/* A view member's elements [o, o+len) into b: through its table (fu_view_index's map, planned once) when the
+ * bottom is the array the plan saw, a contiguous run of it read in place (b->p points into it); else (bf16,
+ * and reference runs: EXE_REF_ELEMENTWISE) element by element through fu_view_index itself into scratch. */
+static void fu_view_member(const exe_state *S, const exe_fmember *m, const tpu_tensor *src, int64_t o, int len, fu_buf *b)
+{
+    size_t es = fu_esize(m->cls);
+    if (src->dtype != TPU_BF16 && src->dtype == (tpu_dtype)m->vsrc->shape.dtype && !(S->ref & EXE_REF_ELEMENTWISE)) {
+        if (m->view == 2) {
+            b->p = (char *)src->data + (size_t)(m->bidx[0] + o) * es;
+        } else if (m->vrun >= FU_VIEW_RUN) {   /* column blocks of a matrix: a copy per row, as the slice kernel */
+            for (int64_t i = o, e; i < o + len; i = e) {
+                e = UT_MIN((i / m->vrun + 1) * m->vrun, o + len);
+                memcpy((char *)b->p + (size_t)(i - o) * es, (const char *)src->data + (size_t)m->bidx[i] * es, (size_t)(e - i) * es);
+            }
+        } else {
+            fu_gather(b->p, m->cls, src->data, m->bidx + o, len, m->bspan);
+        }
+        return;
+    }
+    for (int i = 0; i < len; i++) fu_run((char *)b->p + (size_t)i * es, m->cls, src, fu_view_index(m->in, m->vsrc, o + i), 0, 1);
 }
 
 /* Dynamic-slice member: output elements [o, o+len) of the window, copied from the operand a run along the
@@ -1211,8 +1445,9 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
     for (int q = 0; q < ni; q++) {
         const tpu_tensor *it = inputs[q]->t;
         int cls = fu_class(it->dtype);
-        /* an input that only feeds broadcast members is read by fu_broadcast, not element by element */
-        if (it->count != J->n && G->buf[nm + q] < 0) {
+        /* an input that only feeds broadcast or view members is read by them, not element by element (one
+         * needing conversion but given no buffer is one of those, whatever its size) */
+        if ((it->count != J->n || !fu_direct(it->dtype)) && G->buf[nm + q] < 0) {
             ib[q].cls = cls;
             ib[q].splat = 0;
             ib[q].p = NULL;
@@ -1235,6 +1470,10 @@ static void fu_block(fu_job *J, char *scratch, fu_buf *mb, int64_t o, int len, i
         /* the last member writes straight into its result when the block's storage is the result's */
         int direct = J->direct[k];
         if (direct) mb[k].p = (char *)J->outs[m->out]->data + (size_t)o * fu_esize(m->cls);
+        if (m->view) {
+            fu_view_member(J->S, m, inputs[-1 - m->op[0]]->t, o, len, &mb[k]);
+            continue;
+        }
         if (m->in->op == HLO_BROADCAST) {
             const tpu_tensor *src = inputs[-1 - m->op[0]]->t;
             mb[k].splat = m->in->shape.rank == 0 || src->count == 1;   /* (fu_broadcast's first case) */
@@ -1305,10 +1544,15 @@ static void fu_one_block(exe_state *S, const exe_fgroup *G, exe_value *const *in
     J.off = G->lay_off;
     J.blk = G->lay_blk;
     J.reuse = reuse;
-    /* one block is far below the streaming size: no output streams (the caller keeps nmembers <= FU_STACK_SLOTS) */
-    uint8_t stream[FU_STACK_SLOTS] = {0}, direct[FU_STACK_SLOTS];
-    J.stream = stream;
-    for (int k = 0; k < G->nmembers; k++) direct[k] = (uint8_t)fu_writes_direct(&J, k);
+    /* one block is far below the streaming size: no output streams (the caller keeps nmembers <= FU_STACK_SLOTS);
+     * fu_writes_direct without them, inline (a loop body runs this thousands of times) */
+    static const uint8_t no_stream[64];
+    uint8_t direct[FU_STACK_SLOTS];
+    J.stream = no_stream;
+    for (int k = 0, last = G->nmembers - 1; k <= last; k++) {
+        const exe_fmember *m = &G->members[k];
+        direct[k] = m->out >= 0 && fu_direct(outs[m->out]->dtype) && (k == last || reuse[m->out] < 0);
+    }
     J.direct = direct;
     fu_block(&J, scratch, mb, 0, (int)G->lay_n, 1);
 }
@@ -1316,10 +1560,7 @@ static void fu_one_block(exe_state *S, const exe_fgroup *G, exe_value *const *in
 int exe_fuse_can_reuse(const exe_fgroup *G, int k, int q, const tpu_tensor *t)
 {
     const hlo_shape *rs = &G->outputs[k]->shape;
-    if (!t || t->dtype != (tpu_dtype)rs->dtype || t->count != hlo_shape_count(rs) || t->count < 2) return 0;
-    for (int j = 0; j < G->nmembers; j++)
-        if (fu_reads_tensors(&G->members[j]) && G->members[j].op[0] == -1 - q) return 0;
-    return 1;
+    return t && !G->in_moved[q] && t->dtype == (tpu_dtype)rs->dtype && t->count == hlo_shape_count(rs) && t->count >= 2;
 }
 
 
@@ -1334,6 +1575,11 @@ tpu_status exe_fuse_run(exe_state *S, const exe_fgroup *G, exe_value *const *inp
     for (int q = 0; q < G->ninputs; q++)
         if (!inputs[q] || !inputs[q]->t) {
             st = exe_fail(S, G->last, TPU_ERR_INTERNAL, "fused input %d is not an array", q);
+            goto done;
+        }
+    for (int k = 0; k < G->nmembers; k++)   /* a view's table and map hold for the bottom's planned size only */
+        if (G->members[k].view && inputs[-1 - G->members[k].op[0]]->t->count != G->members[k].bidx_n) {
+            st = exe_fail(S, G->members[k].in, TPU_ERR_INTERNAL, "fused view's operand is not of its planned size");
             goto done;
         }
     /* in place: block by block every element is read before an output is written (identity-mapped input) */
@@ -1532,7 +1778,7 @@ exe_vfn *exe_vfn_build(const hlo_comp *c)
             in->op == HLO_REDUCE_PRECISION || in->op == HLO_STOCHASTIC_CONVERT || in->op == HLO_COMPLEX ||
             in->op == HLO_REAL || in->op == HLO_IMAG || in->nops < 1 || in->nops > 3)
             goto fail;
-        fu_add_member(&f->G, in, slot, inslot);
+        fu_add_member(&f->G, in, slot, inslot, NULL);
         f->G.last = in;
     }
     /* the inputs the members read: parameters (lanes from the caller) and constants (replicated here) */

@@ -6,7 +6,9 @@
 
 /* group_of[] values besides a group index */
 #define EXE_FUSE_NONE     (-1)   /* runs on its own */
-#define EXE_FUSE_ABSORBED (-2)   /* a broadcast every user of which computes it inside its own group: no value */
+#define EXE_FUSE_ABSORBED (-2)   /* a broadcast every user of which computes it inside its own group, or a static
+                                  * move (slice, reshape, transpose, reverse) under such a member (exe_fmember.view):
+                                  * no value */
 
 typedef struct exe_fmember {
     const hlo_instr *in;
@@ -25,6 +27,15 @@ typedef struct exe_fmember {
      * operand (of bidx_n elements) it reads (fu_plan_layout); NULL: worked out per block */
     int32_t         *bidx;
     int64_t          bidx_n;
+    int64_t          bspan;   /* every bidx entry is below it (a small span is permuted in registers, not gathered) */
+    /* a view: a static move (slice, reshape, transpose, reverse, broadcast) of at most FU_VIEW_MAX elements,
+     * possibly over a chain of further moves each read by nothing else; it reads vsrc (the chain's bottom,
+     * its input op[0]) through bidx, the composed index map (always planned), so no move is materialised;
+     * 2: the map is a contiguous run (bidx[i] = bidx[0] + i), read in place; vrun: the map is runs of vrun
+     * contiguous elements (a slice's rows), copied as runs when long */
+    uint8_t          view;
+    int32_t          vrun;
+    const hlo_instr *vsrc;
 } exe_fmember;
 
 typedef struct exe_fgroup {
@@ -41,6 +52,8 @@ typedef struct exe_fgroup {
     int               nbuf;
     uint8_t          *buf_es;    /* per buffer: bytes per element */
     uint8_t          *fixed;     /* per slot: a scalar broadcast or scalar input, filled once per scratch */
+    uint8_t          *in_moved;  /* per input: read by a broadcast, dynamic-slice or view member, not element for
+                                  * element (so it never receives an output in place) */
     /* the block layout, fixed by the shapes (exe_fuse_plan; NULL off: exe_fuse_run works it out): elements,
      * elements per block, and each slot's byte offset in a thread's scratch (then the total) */
     int64_t           lay_n, lay_blk;

@@ -375,7 +375,7 @@ static tpu_status exe_comp_info_make(exe_state *S, const hlo_comp *c, int fuse, 
     }
     for (int i = 0; i < n; i++) {
         const hlo_instr *t = c->instrs[i];
-        if (!ci->live[i] || t->op != HLO_TRANSPOSE || t->nops != 1 || ci->fgroup_of[i] >= 0) continue;
+        if (!ci->live[i] || t->op != HLO_TRANSPOSE || t->nops != 1 || ci->fgroup_of[i] != EXE_FUSE_NONE) continue;
         const hlo_instr *d = t->ops[0];
         if (d->op != HLO_DOT || d == c->root || count[d->id] != 1 || ci->fgroup_of[d->id] >= 0 || d->nops != 2 ||
             !hlo_shape_is_array(&d->shape) || !hlo_shape_is_array(&t->shape) || t->shape.dtype != d->shape.dtype)
