@@ -290,6 +290,33 @@ static void fused_matches_unfused(const char *hlo, const char *name, int threads
     tpu_ctx_free(ctx);
 }
 
+/* Both fused ways (with tables, and the reference elementwise path without them) against unfused reference
+ * kernels, byte for byte, in numerics mode `mode` (1: exact) on `threads` threads (0: the default). */
+static void fused_ways_match_unfused(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, int mode, int threads)
+{
+    tpu_run_opts o = tpu_run_opts_default();
+    o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
+    if (threads > 0) o.threads = threads;
+    exe_run_cfg unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
+    tpu_tensor **ref = NULL;
+    int nref = 0;
+    REQUIRE(exe_run(ctx, m, &o, &unfused, ins, nin, &ref, &nref) == TPU_OK);
+    for (int way = 0; way < 2; way++) {
+        exe_run_cfg cfg = {.ref = way ? EXE_REF_ELEMENTWISE : 0};
+        tpu_tensor **a = NULL;
+        int na = 0;
+        CHECK(exe_run(ctx, m, &o, &cfg, ins, nin, &a, &na) == TPU_OK);
+        CHECK_EQ_INT(na, nref);
+        for (int i = 0; i < na && i < nref; i++)
+            CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(ref[i]) &&
+                      !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(ref[i]), tpu_tensor_nbytes(a[i])),
+                      "mode %d, %d threads, %s: output %d differs from the unfused reference", mode, threads,
+                      way ? "fused without tables" : "fused", i);
+        tpu_tensors_free(a, na);
+    }
+    tpu_tensors_free(ref, nref);
+}
+
 /* Scratch buffers are shared between members whose lifetimes in a block do not overlap, and the block
  * shrinks when many values are live at once: a chain where ten values stay live to the end (f32, u32 and
  * u64, a bf16 input converted per block, scalar inputs read directly and through broadcasts, outputs taken
@@ -582,28 +609,7 @@ TEST(fusion_small_group_broadcast_tables_match_unfused)
     tpu_tensor **ins = NULL;
     int nin = 0;
     REQUIRE(tpu_random_inputs(ctx, m, 13, &ins, &nin) == TPU_OK);
-    for (int mode = 0; mode < 2; mode++) {
-        tpu_run_opts o = tpu_run_opts_default();
-        o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
-        exe_run_cfg unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
-        tpu_tensor **ref = NULL;
-        int nref = 0;
-        REQUIRE(exe_run(ctx, m, &o, &unfused, ins, nin, &ref, &nref) == TPU_OK);
-        for (int way = 0; way < 2; way++) {
-            exe_run_cfg cfg = {.ref = way ? EXE_REF_ELEMENTWISE : 0};
-            tpu_tensor **a = NULL;
-            int na = 0;
-            CHECK(exe_run(ctx, m, &o, &cfg, ins, nin, &a, &na) == TPU_OK);
-            CHECK_EQ_INT(na, nref);
-            for (int i = 0; i < na && i < nref; i++)
-                CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(ref[i]) &&
-                          !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(ref[i]), tpu_tensor_nbytes(a[i])),
-                          "mode %d, %s: output %d differs from the unfused reference", mode,
-                          way ? "fused without tables" : "fused", i);
-            tpu_tensors_free(a, na);
-        }
-        tpu_tensors_free(ref, nref);
-    }
+    for (int mode = 0; mode < 2; mode++) fused_ways_match_unfused(ctx, m, ins, nin, mode, 0);
     tpu_tensors_free(ins, nin);
     tpu_module_free(m);
     tpu_ctx_free(ctx);
@@ -711,29 +717,7 @@ TEST(fusion_views_match_unfused)
     int nin = 0;
     REQUIRE(tpu_random_inputs(ctx, m, 17, &ins, &nin) == TPU_OK);
     for (int mode = 0; mode < 2; mode++)
-        for (int threads = 1; threads <= 2; threads++) {
-            tpu_run_opts o = tpu_run_opts_default();
-            o.numerics = mode ? TPU_NUMERICS_EXACT : TPU_NUMERICS_TPU;
-            o.threads = threads;
-            exe_run_cfg unfused = {.ref = EXE_NO_FUSION | EXE_REF_ELEMENTWISE};
-            tpu_tensor **ref = NULL;
-            int nref = 0;
-            REQUIRE(exe_run(ctx, m, &o, &unfused, ins, nin, &ref, &nref) == TPU_OK);
-            for (int way = 0; way < 2; way++) {
-                exe_run_cfg cfg = {.ref = way ? EXE_REF_ELEMENTWISE : 0};
-                tpu_tensor **a = NULL;
-                int na = 0;
-                CHECK(exe_run(ctx, m, &o, &cfg, ins, nin, &a, &na) == TPU_OK);
-                CHECK_EQ_INT(na, nref);
-                for (int i = 0; i < na && i < nref; i++)
-                    CHECK_MSG(tpu_tensor_nbytes(a[i]) == tpu_tensor_nbytes(ref[i]) &&
-                              !memcmp(tpu_tensor_cdata(a[i]), tpu_tensor_cdata(ref[i]), tpu_tensor_nbytes(a[i])),
-                              "mode %d, %d threads, %s: output %d differs from the unfused reference", mode, threads,
-                              way ? "fused without tables" : "fused", i);
-                tpu_tensors_free(a, na);
-            }
-            tpu_tensors_free(ref, nref);
-        }
+        for (int threads = 1; threads <= 2; threads++) fused_ways_match_unfused(ctx, m, ins, nin, mode, threads);
     tpu_tensors_free(ins, nin);
     tpu_module_free(m);
     tpu_ctx_free(ctx);
