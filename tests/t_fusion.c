@@ -290,6 +290,23 @@ static void fused_matches_unfused(const char *hlo, const char *name, int threads
     tpu_ctx_free(ctx);
 }
 
+/* The fusion plan of computation c with every instruction live: its groups and each instruction's group
+ * (gof, n entries; the caller frees it and the groups). 0 when planning fails. */
+static int plan_all_live(tpu_ctx *ctx, const hlo_comp *c, int **gof, exe_fgroup **groups, int *ng)
+{
+    uint8_t *live = malloc((size_t)c->ninstrs);
+    *gof = malloc((size_t)c->ninstrs * sizeof **gof);
+    *groups = NULL;
+    *ng = 0;
+    int ok = live && *gof;
+    if (ok) {
+        memset(live, 1, (size_t)c->ninstrs);
+        ok = exe_fuse_plan(ctx, c, 1, live, *gof, groups, ng) == TPU_OK;
+    }
+    free(live);
+    return ok;
+}
+
 /* Both fused ways (with tables, and the reference elementwise path without them) against unfused reference
  * kernels, byte for byte, in numerics mode `mode` (1: exact) on `threads` threads (0: the default). */
 static void fused_ways_match_unfused(tpu_ctx *ctx, tpu_module *m, tpu_tensor **ins, int nin, int mode, int threads)
@@ -588,14 +605,9 @@ TEST(fusion_small_group_broadcast_tables_match_unfused)
     tpu_module *m = NULL;
     REQUIRE(tpu_module_parse(ctx, hlo, strlen(hlo), "bcast_tables", &m) == TPU_OK);
     /* the plan: tables for the array broadcasts of the one-block groups (none in the group of 5000 elements) */
-    const hlo_comp *entry = m->entry;
-    uint8_t *live = malloc((size_t)entry->ninstrs);
-    int *gof = malloc((size_t)entry->ninstrs * sizeof *gof);
-    REQUIRE(live && gof);
-    memset(live, 1, (size_t)entry->ninstrs);
+    int *gof = NULL, ng = 0, tables = 0, big = 0;
     exe_fgroup *groups = NULL;
-    int ng = 0, tables = 0, big = 0;
-    REQUIRE(exe_fuse_plan(ctx, entry, 1, live, gof, &groups, &ng) == TPU_OK);
+    REQUIRE(plan_all_live(ctx, m->entry, &gof, &groups, &ng));
     for (int g = 0; g < ng; g++)
         for (int k = 0; k < groups[g].nmembers; k++) {
             const exe_fmember *fm = &groups[g].members[k];
@@ -603,7 +615,6 @@ TEST(fusion_small_group_broadcast_tables_match_unfused)
             big += fm->bidx != NULL && !strcmp(fm->in->name, "br");
         }
     exe_fuse_free(groups, ng);
-    free(live);
     free(gof);
     CHECK_MSG(tables >= 7 && big == 0, "%d broadcast tables planned (%d for the multi-block group)", tables, big);
     tpu_tensor **ins = NULL;
@@ -683,13 +694,9 @@ TEST(fusion_views_match_unfused)
     int views = 0, runs = 0, rows = 0, absorbed = 0, kept = 0;
     for (int ci = 0; ci < m->ncomps; ci++) {
         const hlo_comp *c = m->comps[ci];
-        uint8_t *live = malloc((size_t)c->ninstrs);
-        int *gof = malloc((size_t)c->ninstrs * sizeof *gof);
-        REQUIRE(live && gof);
-        memset(live, 1, (size_t)c->ninstrs);
+        int *gof = NULL, ng = 0;
         exe_fgroup *groups = NULL;
-        int ng = 0;
-        REQUIRE(exe_fuse_plan(ctx, c, 1, live, gof, &groups, &ng) == TPU_OK);
+        REQUIRE(plan_all_live(ctx, c, &gof, &groups, &ng));
         for (int g = 0; g < ng; g++)
             for (int k = 0; k < groups[g].nmembers; k++) {
                 const exe_fmember *fm = &groups[g].members[k];
@@ -708,7 +715,6 @@ TEST(fusion_views_match_unfused)
                 kept += gof[i] == EXE_FUSE_NONE;
         }
         exe_fuse_free(groups, ng);
-        free(live);
         free(gof);
     }
     CHECK_MSG(views >= 14 && runs >= 1 && rows == 2 && absorbed == 12 && kept == 6, "%d views (%d in place, %d by rows), "
